@@ -1,0 +1,41 @@
+// swift-tools-version:6.0
+//
+// Darkroom: a distributed image-processing job queue.
+//
+// Layers, bottom to top (arrows point down only):
+//
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ (system libraries)
+//   image engine    DarkroomImage     pixels, JPEG codec, operations
+//   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
+//   command line    DarkroomCLI       argument parsing, help, every subcommand
+//   executable      darkroom          main.swift only calls DarkroomCLI
+import PackageDescription
+
+let package = Package(
+    name: "Darkroom",
+    products: [
+        .executable(name: "darkroom", targets: ["darkroom"]),
+    ],
+    targets: [
+        // C wrappers: the only places where libjpeg, SQLite and ZeroMQ are named.
+        .target(
+            name: "CJPEG",
+            cSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("jpeg")]
+        ),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
+        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq"),
+
+        // Image engine.
+        .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
+        // Operation layer: pipeline text, typed steps, compound operation.
+        .target(name: "DarkroomPipeline", dependencies: ["DarkroomImage"]),
+        // Command line.
+        .target(name: "DarkroomCLI", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
+        .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
+
+        .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
+        .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),
+    ]
+)

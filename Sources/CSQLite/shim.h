@@ -1,0 +1,4 @@
+#ifndef DARKROOM_CSQLITE_SHIM_H
+#define DARKROOM_CSQLITE_SHIM_H
+#include <sqlite3.h>
+#endif

@@ -1,0 +1,4 @@
+#ifndef DARKROOM_CZEROMQ_SHIM_H
+#define DARKROOM_CZEROMQ_SHIM_H
+#include <zmq.h>
+#endif
