@@ -26,6 +26,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq"),
 
+        // Vocabulary shared by every layer: hashing, logging.
+        .target(name: "DarkroomCore"),
+
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
         // Operation layer: pipeline text, typed steps, compound operation.
@@ -34,6 +37,7 @@ let package = Package(
         .target(name: "DarkroomCLI", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
 
+        .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),

@@ -1,0 +1,184 @@
+/// Declarations of a command's arguments and options. The same declarations
+/// drive parsing and `--help`, so the two cannot drift apart.
+struct OptionSpec: Sendable {
+    /// Long name without dashes, e.g. "ops".
+    var name: String
+    /// Optional one-letter short name, e.g. "o".
+    var short: Character?
+    /// Placeholder shown in help for the value ("PIPELINE"); nil for a flag.
+    var valueName: String?
+    var help: String
+    /// Default value shown in help.
+    var defaultValue: String?
+    /// May be given more than once.
+    var repeatable = false
+
+    var isFlag: Bool { valueName == nil }
+
+    static func flag(_ name: String, short: Character? = nil, help: String) -> OptionSpec {
+        OptionSpec(name: name, short: short, valueName: nil, help: help, defaultValue: nil)
+    }
+
+    static func value(_ name: String, short: Character? = nil, _ valueName: String, help: String, default defaultValue: String? = nil, repeatable: Bool = false) -> OptionSpec {
+        OptionSpec(name: name, short: short, valueName: valueName, help: help, defaultValue: defaultValue, repeatable: repeatable)
+    }
+
+    /// `-o, --out DIR`
+    var signature: String {
+        var s = short.map { "-\($0), " } ?? ""
+        s += "--\(name)"
+        if let valueName { s += " \(valueName)" }
+        return s
+    }
+}
+
+struct ArgumentSpec: Sendable {
+    var name: String
+    var help: String
+    /// Takes one or more values.
+    var variadic = false
+    var optional = false
+
+    var usage: String {
+        var s = "<\(name)>"
+        if variadic { s += " ..." }
+        return optional ? "[\(s)]" : s
+    }
+}
+
+struct CommandSpec: Sendable {
+    var name: String
+    var abstract: String
+    var discussion: String? = nil
+    var arguments: [ArgumentSpec] = []
+    var options: [OptionSpec] = []
+
+    /// Every command also accepts -h/--help.
+    static let helpOption = OptionSpec.flag("help", short: "h", help: "Show help information.")
+
+    var allOptions: [OptionSpec] { options + [CommandSpec.helpOption] }
+}
+
+/// A command-line mistake: reported as `Error: …` plus the usage line, exit 64.
+struct UsageError: Error, Sendable {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// A failure while running a valid command: reported as `Error: …`, exit 1.
+struct RuntimeError: Error, Sendable {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// The result of parsing: option values by name and positional arguments.
+struct ParsedArguments: Sendable {
+    var values: [String: [String]] = [:]
+    var flags: Set<String> = []
+    var positionals: [String] = []
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    func value(_ name: String) -> String? { values[name]?.last }
+
+    func int(_ name: String, default def: Int, range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let text = value(name) else { return def }
+        guard let v = Int(text), range.contains(v) else {
+            throw UsageError("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+        }
+        return v
+    }
+}
+
+extension CommandSpec {
+    /// Parses `arguments` (without the command names). `--` ends options.
+    func parse(_ arguments: [String]) throws(UsageError) -> ParsedArguments {
+        var parsed = ParsedArguments()
+        var index = 0
+        var onlyPositionals = false
+        while index < arguments.count {
+            let arg = arguments[index]
+            index += 1
+            if onlyPositionals || arg == "-" || !arg.hasPrefix("-") {
+                parsed.positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            var name: String
+            var inlineValue: String?
+            let option: OptionSpec?
+            if arg.hasPrefix("--") {
+                name = String(arg.dropFirst(2))
+                if let eq = name.firstIndex(of: "=") {
+                    inlineValue = String(name[name.index(after: eq)...])
+                    name = String(name[..<eq])
+                }
+                option = allOptions.first { $0.name == name }
+            } else {
+                let letters = Array(arg.dropFirst())
+                guard letters.count == 1 else {
+                    throw UsageError("unknown option '\(arg)'\(suggestion(for: String(letters)))")
+                }
+                option = allOptions.first { $0.short == letters[0] }
+                name = String(letters[0])
+            }
+            guard let option else {
+                throw UsageError("unknown option '\(arg)'\(suggestion(for: name))")
+            }
+            if option.isFlag {
+                if inlineValue != nil { throw UsageError("--\(option.name) takes no value") }
+                parsed.flags.insert(option.name)
+                continue
+            }
+            let value: String
+            if let inlineValue {
+                value = inlineValue
+            } else if index < arguments.count {
+                value = arguments[index]
+                index += 1
+            } else {
+                throw UsageError("missing value for '--\(option.name) <\(option.valueName ?? "value")>'")
+            }
+            if !option.repeatable, parsed.values[option.name] != nil {
+                throw UsageError("--\(option.name) is given more than once")
+            }
+            parsed.values[option.name, default: []].append(value)
+        }
+        if parsed.flag("help") { return parsed }
+        if parsed.positionals.isEmpty, let first = self.arguments.first(where: { !$0.optional }) {
+            throw UsageError("missing expected argument '\(first.usage)'")
+        }
+        let maxPositionals = self.arguments.contains(where: \.variadic) ? Int.max : self.arguments.count
+        if parsed.positionals.count > maxPositionals {
+            throw UsageError("unexpected argument '\(parsed.positionals[maxPositionals])'")
+        }
+        return parsed
+    }
+
+    private func suggestion(for name: String) -> String {
+        let candidates = allOptions.map(\.name)
+        let scored = candidates.map { ($0, levenshtein(Array(name), Array($0))) }
+        if let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= 2 {
+            return " (did you mean '--\(best.0)'?)"
+        }
+        return ""
+    }
+}
+
+func levenshtein(_ a: [Character], _ b: [Character]) -> Int {
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var prev = Array(0...b.count)
+    var cur = prev
+    for i in 1...a.count {
+        cur[0] = i
+        for j in 1...b.count {
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        swap(&prev, &cur)
+    }
+    return prev[b.count]
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// Turns the FILE|DIR arguments of `process` and `submit` into a list of files.
+enum InputFiles {
+    struct Input: Sendable {
+        var path: String
+        /// Why this input cannot be read, if known before reading (missing file).
+        var problem: String?
+    }
+
+    struct ReadError: Error {
+        var message: String
+    }
+
+    /// Expands directories to their JPEG files (sorted by name, not recursive).
+    /// Missing paths are kept, with a problem, so they are reported in order.
+    static func expand(_ arguments: [String]) -> [Input] {
+        var inputs: [Input] = []
+        let fm = FileManager.default
+        for argument in arguments {
+            var isDirectory: ObjCBool = false
+            guard fm.fileExists(atPath: argument, isDirectory: &isDirectory) else {
+                inputs.append(Input(path: argument, problem: "no such file or directory"))
+                continue
+            }
+            guard isDirectory.boolValue else {
+                inputs.append(Input(path: argument))
+                continue
+            }
+            let names = (try? fm.contentsOfDirectory(atPath: argument)) ?? []
+            let jpegs = names.filter { name in
+                let ext = (name as NSString).pathExtension.lowercased()
+                return (ext == "jpg" || ext == "jpeg") && !name.hasPrefix(".")
+            }.sorted()
+            if jpegs.isEmpty {
+                inputs.append(Input(path: argument, problem: "directory has no .jpg or .jpeg files"))
+            }
+            for name in jpegs {
+                inputs.append(Input(path: (argument as NSString).appendingPathComponent(name)))
+            }
+        }
+        return inputs
+    }
+
+    /// Output base names: the input's name without its extension, made unique
+    /// with -2, -3... when two inputs share a name.
+    static func outputNames(for paths: [String]) -> [String] {
+        var seen: [String: Int] = [:]
+        return paths.map { path in
+            let base = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+            let stem = base.isEmpty ? "image" : base
+            let n = seen[stem, default: 0] + 1
+            seen[stem] = n
+            return n == 1 ? stem : "\(stem)-\(n)"
+        }
+    }
+
+    /// Reads a file, refusing one over `limit` bytes before reading it.
+    static func read(_ path: String, limit: Int) throws(ReadError) -> [UInt8] {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        if let size = (attributes?[.size] as? NSNumber)?.intValue, size > limit {
+            throw ReadError(message: "file is \(size) bytes, over the \(limit)-byte input limit")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ReadError(message: "cannot read file (permission denied or not a regular file)")
+        }
+        return [UInt8](data)
+    }
+}

@@ -1,0 +1,219 @@
+import DarkroomImage
+import DarkroomPipeline
+import Foundation
+import Synchronization
+
+/// `darkroom process`: runs a pipeline on local files, no queue involved. The
+/// same compound operation a worker runs, so it is also how to try a pipeline
+/// before submitting it.
+enum ProcessCommand {
+    static let spec = CommandSpec(
+        name: "process",
+        abstract: "Run a pipeline on local JPEG files and write the results.",
+        discussion: """
+        Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
+        thumbnail of it) into the output directory for each input. A bad file is
+        reported with the step and the reason and never stops the batch. Exits 0
+        when every input succeeded, 1 when any failed.
+
+        PIPELINE is one line of steps separated by '|', for example:
+          'scale:2048x2048,mode=fill | crop:square | glitch:seed=7'
+        Operations:
+        \(Pipeline.reference)
+        """,
+        arguments: [
+            ArgumentSpec(name: "inputs", help: "JPEG files, or directories whose *.jpg/*.jpeg files are processed.", variadic: true),
+        ],
+        options: ImageOptions.specs(pipelineRequired: true) + [
+            .value("out", short: "o", "DIR", help: "Directory for the results (created if missing).", default: "darkroom-out"),
+            .value("jobs", short: "j", "N", help: "Images processed at the same time.", default: "1"),
+            .flag("json", help: "Print one JSON object per input instead of a line of text."),
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let settings = try ImageOptions(args)
+        guard let pipeline = settings.pipeline else { throw UsageError("missing expected option '--ops <PIPELINE>'") }
+        let jobs = try args.int("jobs", default: 1, range: 1...256)
+        let json = args.flag("json")
+        let outDir = URL(fileURLWithPath: args.value("out") ?? "darkroom-out")
+        do {
+            try FileManager.default.createDirectory(at: outDir, withIntermediateDirectories: true)
+        } catch {
+            throw RuntimeError("cannot create output directory \(outDir.path): \(error.localizedDescription)")
+        }
+
+        let inputs = InputFiles.expand(args.positionals)
+        let names = InputFiles.outputNames(for: inputs.map(\.path))
+        let job = ImageJob(pipeline: pipeline, options: settings.jobOptions)
+        let failures = Atomic<Int>(0)
+        let next = Atomic<Int>(0)
+        let printLock = Mutex(())
+        let clock = ContinuousClock()
+        let batchStart = clock.now
+
+        let report: @Sendable (String, Bool) -> Void = { line, isError in
+            printLock.withLock { _ in
+                if isError && !json { Console.err(line) } else { Console.out(line) }
+            }
+        }
+
+        DispatchQueue.concurrentPerform(iterations: min(jobs, max(1, inputs.count))) { _ in
+            while true {
+                let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard index < inputs.count else { return }
+                let input = inputs[index]
+                let result = processOne(input, name: names[index], job: job, outDir: outDir)
+                if !result.ok { failures.wrappingAdd(1, ordering: .relaxed) }
+                report(json ? result.json.text : result.text, !result.ok)
+            }
+        }
+
+        let failed = failures.load(ordering: .relaxed)
+        if !json {
+            let seconds = Double((clock.now - batchStart).components.attoseconds) / 1e18 + Double((clock.now - batchStart).components.seconds)
+            Console.err("\(inputs.count - failed) processed, \(failed) failed, results in \(outDir.path)/ (\(String(format: "%.2f", seconds)) s)")
+        }
+        return failed == 0 ? 0 : 1
+    }
+
+    struct Result {
+        var ok: Bool
+        var text: String
+        var json: JSONObject
+    }
+
+    static func processOne(_ input: InputFiles.Input, name: String, job: ImageJob, outDir: URL) -> Result {
+        var json = JSONObject()
+        json.set("input", input.path)
+        let failure: (String, PipelineFailure?) -> Result = { reason, pipelineFailure in
+            json.set("ok", false)
+            var error = JSONObject()
+            error.set("stage", pipelineFailure.map { stageName($0.stage) } ?? "input")
+            error.set("step", pipelineFailure?.stage.index)
+            error.set("step_text", pipelineFailure.flatMap { stepText($0.stage) })
+            error.set("code", pipelineFailure?.error.code.name ?? "input")
+            error.set("reason", pipelineFailure?.error.message ?? reason)
+            json.set("error", object: error)
+            return Result(ok: false, text: "\(input.path): \(reason)", json: json)
+        }
+        if let problem = input.problem {
+            return failure(problem, nil)
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFiles.read(input.path, limit: job.options.limits.maxInputBytes)
+        } catch {
+            return failure(error.message, nil)
+        }
+        let output: JobOutput
+        do {
+            output = try job.run(bytes)
+        } catch {
+            return failure(error.description, error)
+        }
+        let fullURL = outDir.appendingPathComponent("\(name).jpg")
+        let thumbURL = outDir.appendingPathComponent("\(name).thumb.jpg")
+        do {
+            try Data(output.full.bytes).write(to: fullURL, options: .atomic)
+            if let thumbnail = output.thumbnail {
+                try Data(thumbnail.bytes).write(to: thumbURL, options: .atomic)
+            }
+        } catch {
+            return failure("cannot write results: \(error.localizedDescription)", nil)
+        }
+        let elapsed = clock.now - start
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        json.set("ok", true)
+        json.set("output", fullURL.path)
+        json.set("width", output.full.size.width)
+        json.set("height", output.full.size.height)
+        json.set("bytes", output.full.bytes.count)
+        json.set("thumbnail", output.thumbnail == nil ? nil : thumbURL.path)
+        json.set("thumbnail_width", output.thumbnail?.size.width)
+        json.set("thumbnail_height", output.thumbnail?.size.height)
+        json.set("thumbnail_bytes", output.thumbnail?.bytes.count)
+        json.set("source_width", output.sourceSize.width)
+        json.set("source_height", output.sourceSize.height)
+        json.set("milliseconds", ms)
+        var text = "\(input.path) -> \(fullURL.path) \(output.full.size) \(formatBytes(output.full.bytes.count))"
+        if let thumbnail = output.thumbnail {
+            text += ", thumb \(thumbnail.size) \(formatBytes(thumbnail.bytes.count))"
+        }
+        text += String(format: ", %.0f ms", ms)
+        return Result(ok: true, text: text, json: json)
+    }
+
+    static func stageName(_ stage: Stage) -> String {
+        switch stage {
+        case .decode: "decode"
+        case .step: "step"
+        case .encode: "encode"
+        }
+    }
+
+    static func stepText(_ stage: Stage) -> String? {
+        switch stage {
+        case let .step(_, text): text
+        case let .encode(output): output
+        case .decode: nil
+        }
+    }
+}
+
+/// The image options shared by `process` and `submit`.
+struct ImageOptions {
+    var pipeline: Pipeline?
+    var jobOptions: JobOptions
+
+    static func specs(pipelineRequired: Bool) -> [OptionSpec] {
+        [
+            .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
+            .value("thumb", "WxH|none", help: "Thumbnail size (aspect-fill, centre crop), or none.", default: "256x256"),
+            .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
+            .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            .value("subsampling", "MODE", help: "Chroma subsampling: auto (4:4:4 at quality 90 and above, else 4:2:0), 444, 422 or 420.", default: "auto"),
+            .flag("progressive", help: "Write progressive JPEGs."),
+            .value("max-pixels", "N", help: "Refuse inputs with more pixels than this.", default: String(DecodeLimits.default.maxPixels)),
+            .value("max-side", "N", help: "Refuse inputs wider or taller than this.", default: String(DecodeLimits.default.maxSide)),
+            .value("max-bytes", "N", help: "Refuse input files larger than this many bytes.", default: String(DecodeLimits.default.maxInputBytes)),
+        ]
+    }
+
+    init(_ args: ParsedArguments) throws {
+        if let text = args.value("ops") {
+            do {
+                pipeline = try Pipeline(parsing: text)
+            } catch {
+                throw UsageError(error.description)
+            }
+        }
+        var options = JobOptions()
+        if let thumb = args.value("thumb") {
+            if thumb.lowercased() == "none" {
+                options.thumbnail = nil
+            } else {
+                let parts = thumb.lowercased().split(separator: "x")
+                guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (1...16384).contains(w), (1...16384).contains(h) else {
+                    throw UsageError("--thumb must be WxH (e.g. 256x256) or none, not \"\(thumb)\"")
+                }
+                options.thumbnail = Size(width: w, height: h)
+            }
+        }
+        options.quality = try args.int("quality", default: 95, range: 1...100)
+        options.thumbnailQuality = try args.int("thumb-quality", default: 70, range: 1...100)
+        if let text = args.value("subsampling") {
+            guard let mode = ChromaSubsampling(rawValue: text.lowercased().replacingOccurrences(of: ":", with: "")) else {
+                throw UsageError("--subsampling must be auto, 444, 422 or 420, not \"\(text)\"")
+            }
+            options.subsampling = mode
+        }
+        options.progressive = args.flag("progressive")
+        options.limits.maxPixels = try args.int("max-pixels", default: DecodeLimits.default.maxPixels, range: 1...Int(Int32.max))
+        options.limits.maxSide = try args.int("max-side", default: DecodeLimits.default.maxSide, range: 1...65500)
+        options.limits.maxInputBytes = try args.int("max-bytes", default: DecodeLimits.default.maxInputBytes, range: 1...Int(Int32.max))
+        jobOptions = options
+    }
+}

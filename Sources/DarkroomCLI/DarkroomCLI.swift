@@ -1,0 +1,94 @@
+import Foundation
+
+/// The `darkroom` command line: one executable, one subcommand per role.
+public enum DarkroomCLI {
+    static let program = "darkroom"
+
+    struct Subcommand {
+        var spec: CommandSpec
+        var run: (ParsedArguments) throws -> Int32
+    }
+
+    static let subcommands: [Subcommand] = [
+        Subcommand(spec: DemoCommand.spec, run: DemoCommand.run),
+        Subcommand(spec: ProcessCommand.spec, run: ProcessCommand.run),
+    ]
+
+    static var overview: String {
+        var out = """
+        OVERVIEW: Darkroom, a distributed image-processing job queue.
+
+        Turns JPEGs into processed full-resolution images and thumbnails, through a
+        pipeline of operations such as scale, crop and glitch.
+
+        USAGE: darkroom <subcommand> [options]
+
+        SUBCOMMANDS:
+
+        """
+        for sub in subcommands {
+            out += row(sub.spec.name, sub.spec.abstract, width: 16)
+        }
+        out += "\n  See 'darkroom help <subcommand>' or 'darkroom <subcommand> --help' for details."
+        return out
+    }
+
+    /// Runs the command line and returns the exit status: 0 success, 1 runtime
+    /// failure, 64 usage error.
+    public static func run(_ arguments: [String]) -> Int32 {
+        var args = Array(arguments.dropFirst())
+        guard let first = args.first else {
+            Console.out(overview)
+            return 0
+        }
+        if first == "-h" || first == "--help" {
+            Console.out(overview)
+            return 0
+        }
+        if first == "help" {
+            if args.count > 1, let sub = subcommands.first(where: { $0.spec.name == args[1] }) {
+                Console.out(sub.spec.help(program: program))
+                return 0
+            }
+            Console.out(overview)
+            return 0
+        }
+        if first == "--version" || first == "version" {
+            Console.out("darkroom \(version)")
+            return 0
+        }
+        guard let sub = subcommands.first(where: { $0.spec.name == first }) else {
+            var message = "Error: unknown subcommand '\(first)'"
+            let names = subcommands.map(\.spec.name)
+            if let best = names.min(by: { levenshtein(Array(first), Array($0)) < levenshtein(Array(first), Array($1)) }),
+               levenshtein(Array(first), Array(best)) <= 2 {
+                message += " (did you mean '\(best)'?)"
+            }
+            Console.err(message)
+            Console.err("Usage: darkroom <subcommand> [options]   (see 'darkroom --help')")
+            return 64
+        }
+        args.removeFirst()
+        do {
+            let parsed = try sub.spec.parse(args)
+            if parsed.flag("help") {
+                Console.out(sub.spec.help(program: program))
+                return 0
+            }
+            return try sub.run(parsed)
+        } catch let error as UsageError {
+            Console.err("Error: \(error.message)")
+            Console.err("Usage: \(sub.spec.usageLine(program: program))")
+            Console.err("  See 'darkroom \(sub.spec.name) --help'.")
+            return 64
+        } catch let error as RuntimeError {
+            Console.err("Error: \(error.message)")
+            return 1
+        } catch {
+            Console.err("Error: \(error)")
+            return 1
+        }
+    }
+
+    public static let version = "0.1.0"
+}

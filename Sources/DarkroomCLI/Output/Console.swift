@@ -1,0 +1,78 @@
+import Foundation
+
+/// Where the CLI writes: stdout for results, stderr for diagnostics. Writes are
+/// whole lines, unbuffered, so the output of a long batch appears as it happens
+/// and interleaves sensibly with errors.
+enum Console {
+    static func out(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func err(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// Writes without a newline to stderr (progress bars redraw in place).
+    static func errRaw(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+}
+
+/// A JSON object with keys in insertion order, so `--json` lines read the same
+/// way every time and diff cleanly.
+struct JSONObject {
+    private var fields: [(String, String)] = []
+
+    init() {}
+
+    mutating func set(_ key: String, _ value: String?) {
+        fields.append((key, value.map(JSONObject.quote) ?? "null"))
+    }
+
+    mutating func set(_ key: String, _ value: Int?) {
+        fields.append((key, value.map(String.init) ?? "null"))
+    }
+
+    mutating func set(_ key: String, _ value: Double) {
+        fields.append((key, value.isFinite ? String(format: "%.3f", value) : "null"))
+    }
+
+    mutating func set(_ key: String, _ value: Bool) {
+        fields.append((key, value ? "true" : "false"))
+    }
+
+    mutating func set(_ key: String, object: JSONObject?) {
+        fields.append((key, object?.text ?? "null"))
+    }
+
+    var text: String {
+        "{" + fields.map { "\(JSONObject.quote($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case let c where c.value < 0x20:
+                out += String(format: "\\u%04x", c.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// `812 KB`, `1.4 MB`.
+func formatBytes(_ n: Int) -> String {
+    if n < 1024 { return "\(n) B" }
+    if n < 1024 * 1024 { return "\((n + 512) / 1024) KB" }
+    return String(format: "%.1f MB", Double(n) / 1_048_576)
+}

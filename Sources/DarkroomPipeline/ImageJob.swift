@@ -1,0 +1,130 @@
+import DarkroomImage
+
+/// What a job produces besides its pipeline: output qualities, the thumbnail and
+/// the decode limits.
+public struct JobOptions: Sendable, Equatable {
+    /// Thumbnail size (aspect-fill, then centre crop), or nil for no thumbnail.
+    public var thumbnail: Size?
+    /// JPEG quality of the full-resolution output, 1 to 100.
+    public var quality: Int
+    /// JPEG quality of the thumbnail, 1 to 100.
+    public var thumbnailQuality: Int
+    /// Chroma subsampling of both outputs (`auto`: 4:4:4 at quality 90 and above).
+    public var subsampling: ChromaSubsampling
+    /// Write progressive JPEGs.
+    public var progressive: Bool
+    /// Input limits, checked from the header before any pixel is allocated.
+    public var limits: DecodeLimits
+
+    public static let defaultThumbnail = Size(width: 256, height: 256)
+
+    public init(
+        thumbnail: Size? = JobOptions.defaultThumbnail,
+        quality: Int = 95,
+        thumbnailQuality: Int = 70,
+        subsampling: ChromaSubsampling = .auto,
+        progressive: Bool = false,
+        limits: DecodeLimits = .default
+    ) {
+        self.thumbnail = thumbnail
+        self.quality = quality
+        self.thumbnailQuality = thumbnailQuality
+        self.subsampling = subsampling
+        self.progressive = progressive
+        self.limits = limits
+    }
+}
+
+/// One encoded output: JPEG bytes and their pixel size.
+public struct EncodedImage: Sendable, Equatable {
+    public var bytes: [UInt8]
+    public var size: Size
+    public init(bytes: [UInt8], size: Size) {
+        self.bytes = bytes
+        self.size = size
+    }
+}
+
+/// The two outputs of one job.
+public struct JobOutput: Sendable, Equatable {
+    /// The pipeline's result.
+    public var full: EncodedImage
+    /// The aspect-fill thumbnail of `full`, if one was asked for.
+    public var thumbnail: EncodedImage?
+    /// The upright size of the source image.
+    public var sourceSize: Size
+    /// The DCT shrink the decoder used (1 = full size).
+    public var decodeShrink: Int
+}
+
+/// The compound operation a worker runs for one job: decode once (shrinking on
+/// load and cropping early where the pipeline allows), run the pipeline's steps,
+/// then encode the full-resolution result and its thumbnail.
+///
+/// Any failure stops the chain and names its stage: `decode`, `step N TEXT`, or
+/// `encode full|thumbnail`.
+public struct ImageJob: Sendable {
+    public let pipeline: Pipeline
+    public let options: JobOptions
+
+    public init(pipeline: Pipeline, options: JobOptions = JobOptions()) {
+        self.pipeline = pipeline
+        self.options = options
+    }
+
+    /// Runs the job on JPEG bytes.
+    public func run(_ jpeg: [UInt8], observer: CompoundOperation<[UInt8], JobOutput>.Observer? = nil) throws(PipelineFailure) -> JobOutput {
+        let header: JPEGHeader
+        do {
+            header = try JPEG.readHeader(jpeg, limits: options.limits)
+        } catch {
+            throw PipelineFailure(stage: .decode, error: error)
+        }
+        // Every step is checked against the size it will receive before decoding.
+        _ = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits)
+        return try operation(for: header).run(jpeg, observer: observer)
+    }
+
+    /// Builds the chain for an image with this header.
+    func operation(for header: JPEGHeader) -> CompoundOperation<[UInt8], JobOutput> {
+        let plan = LoadPlan.make(for: pipeline.steps, source: header.uprightSize)
+        let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region)
+        let sourceSize = header.uprightSize
+        let decode = ChainableOperation<[UInt8], Image>(.decode) { (bytes: [UInt8]) throws(ImageError) -> Image in
+            try JPEG.decode(bytes, options: decodeOptions).image
+        }
+        var chain = CompoundOperation(decode)
+        for (offset, step) in pipeline.steps.enumerated() {
+            let stage = Stage.step(index: offset + 1, text: step.canonical)
+            if offset < plan.foldedSteps {
+                // The folded steps become one exact resample of the decoded region,
+                // reported under the first of them (the scale).
+                guard offset == 0, let resize = plan.resize else { continue }
+                chain = chain.then(ChainableOperation(stage) { (image: Image) throws(ImageError) -> Image in
+                    if image.width == resize.size.width, image.height == resize.size.height { return image }
+                    return try image.resized(to: resize.size, kernel: resize.kernel)
+                })
+            } else {
+                chain = chain.then(ChainableOperation(stage) { (image: Image) throws(ImageError) -> Image in
+                    try step.apply(to: image)
+                })
+            }
+        }
+        let options = self.options
+        let encodeFull = ChainableOperation<Image, (Image, EncodedImage)>(.encode("full")) { (image: Image) throws(ImageError) -> (Image, EncodedImage) in
+            let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling, progressive: options.progressive))
+            return (image, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
+        }
+        let encodeThumbnail = ChainableOperation<(Image, EncodedImage), JobOutput>(.encode("thumbnail")) { (pair: (Image, EncodedImage)) throws(ImageError) -> JobOutput in
+            let (image, full) = pair
+            var thumbnail: EncodedImage?
+            if let size = options.thumbnail {
+                let small = try image.thumbnail(size)
+                let bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling, progressive: options.progressive))
+                thumbnail = EncodedImage(bytes: bytes, size: size)
+            }
+            return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)
+        }
+        return chain.then(encodeFull).then(encodeThumbnail)
+    }
+}

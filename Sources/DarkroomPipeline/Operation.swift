@@ -1,0 +1,163 @@
+import DarkroomImage
+
+/// One step of a pipeline: what the user typed between two `|`, parsed and typed.
+///
+/// Every operation is deterministic: the same input image and the same operation
+/// give the same bytes, which is what lets a retried job produce the same result.
+public enum Operation: Sendable, Equatable {
+    case scale(Size, mode: ScaleMode, kernel: ResampleKernel)
+    case crop(Crop)
+    case glitch(seed: UInt64, amount: Double)
+    case grayscale
+    case sepia
+    case invert
+    case blur(sigma: Double)
+    case sharpen(sigma: Double, amount: Double)
+    case brightness(Double)
+    case contrast(Double)
+    case saturation(Double)
+    case pixelate(Int)
+    case rotate(Int)
+    case flip(horizontal: Bool)
+
+    /// The three ways to name a crop window.
+    public enum Crop: Sendable, Equatable {
+        /// The largest square, placed by gravity.
+        case square(Gravity)
+        /// A window of this size, placed by gravity.
+        case size(Size, Gravity)
+        /// An exact rectangle, `WxH+X+Y`.
+        case rect(Rect)
+    }
+
+    /// The operation's name as written in a pipeline.
+    public var name: String {
+        switch self {
+        case .scale: "scale"
+        case .crop: "crop"
+        case .glitch: "glitch"
+        case .grayscale: "grayscale"
+        case .sepia: "sepia"
+        case .invert: "invert"
+        case .blur: "blur"
+        case .sharpen: "sharpen"
+        case .brightness: "brightness"
+        case .contrast: "contrast"
+        case .saturation: "saturation"
+        case .pixelate: "pixelate"
+        case .rotate: "rotate"
+        case .flip: "flip"
+        }
+    }
+
+    /// The canonical text of this step: the primary argument first (if the
+    /// operation has one), then every other parameter as `key=value` in a fixed
+    /// order, defaults included, so that two equal pipelines always print the same
+    /// bytes and a later change of default cannot change what a stored job meant.
+    public var canonical: String {
+        switch self {
+        case let .scale(size, mode, kernel):
+            "scale:\(size),mode=\(mode.rawValue),kernel=\(kernel.rawValue)"
+        case let .crop(.square(gravity)):
+            "crop:square,gravity=\(gravity.rawValue)"
+        case let .crop(.size(size, gravity)):
+            "crop:\(size),gravity=\(gravity.rawValue)"
+        case let .crop(.rect(rect)):
+            "crop:\(rect)"
+        case let .glitch(seed, amount):
+            "glitch:seed=\(seed),amount=\(formatNumber(amount))"
+        case .grayscale, .sepia, .invert:
+            name
+        case let .blur(sigma):
+            "blur:\(formatNumber(sigma))"
+        case let .sharpen(sigma, amount):
+            "sharpen:\(formatNumber(sigma)),amount=\(formatNumber(amount))"
+        case let .brightness(v):
+            "brightness:\(formatNumber(v))"
+        case let .contrast(v):
+            "contrast:\(formatNumber(v))"
+        case let .saturation(v):
+            "saturation:\(formatNumber(v))"
+        case let .pixelate(n):
+            "pixelate:\(n)"
+        case let .rotate(degrees):
+            "rotate:\(degrees)"
+        case let .flip(horizontal):
+            horizontal ? "flip:h" : "flip:v"
+        }
+    }
+
+    /// Runs this operation on an image.
+    public func apply(to image: Image) throws(ImageError) -> Image {
+        switch self {
+        case let .scale(size, mode, kernel):
+            return try image.scaled(to: size, mode: mode, kernel: kernel)
+        case let .crop(.square(gravity)):
+            return image.croppedSquare(gravity: gravity)
+        case let .crop(.size(size, gravity)):
+            return try image.cropped(to: size, gravity: gravity)
+        case let .crop(.rect(rect)):
+            return try image.cropped(to: rect)
+        case let .glitch(seed, amount):
+            return try image.glitched(seed: seed, amount: amount)
+        case .grayscale:
+            return image.grayscale()
+        case .sepia:
+            return image.sepia()
+        case .invert:
+            return image.inverted()
+        case let .blur(sigma):
+            return try image.blurred(sigma: sigma)
+        case let .sharpen(sigma, amount):
+            return try image.sharpened(sigma: sigma, amount: amount)
+        case let .brightness(v):
+            return try image.adjustingBrightness(v)
+        case let .contrast(v):
+            return try image.adjustingContrast(v)
+        case let .saturation(v):
+            return try image.adjustingSaturation(v)
+        case let .pixelate(n):
+            return try image.pixelated(blockSize: n)
+        case let .rotate(degrees):
+            return image.rotated(quarterTurnsClockwise: degrees / 90)
+        case let .flip(horizontal):
+            return image.flipped(horizontally: horizontal)
+        }
+    }
+
+    /// The size this operation produces from an input of `size`, or the reason it
+    /// cannot run on it. Used to check a pipeline against an image's header before
+    /// any pixels are decoded, and to plan shrink-on-load.
+    public func outputSize(for size: Size) throws(ImageError) -> Size {
+        switch self {
+        case let .scale(box, mode, _):
+            return Image.scaledSize(of: size, to: box, mode: mode)
+        case let .crop(.square(_)):
+            let side = min(size.width, size.height)
+            return Size(width: side, height: side)
+        case let .crop(.size(crop, _)):
+            guard crop.width <= size.width, crop.height <= size.height else {
+                throw ImageError(.invalidArgument, "crop \(crop) is larger than image \(size)")
+            }
+            return crop
+        case let .crop(.rect(rect)):
+            guard rect.fits(in: size) else {
+                throw ImageError(.invalidArgument, "rectangle \(rect) exceeds image \(size)")
+            }
+            return rect.size
+        case let .rotate(degrees) where degrees == 90 || degrees == 270:
+            return Size(width: size.height, height: size.width)
+        default:
+            return size
+        }
+    }
+}
+
+/// Formats a number the shortest way that reads back to the same value: `2`,
+/// `0.5`, `1.25`.
+func formatNumber(_ value: Double) -> String {
+    if value == value.rounded(), abs(value) < 1e15 {
+        return String(Int64(value))
+    }
+    return "\(value)"
+}

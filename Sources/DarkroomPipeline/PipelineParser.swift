@@ -1,0 +1,365 @@
+import DarkroomImage
+
+/// Parses the one-line pipeline syntax:
+///
+///     pipeline  = step *( "|" step )
+///     step      = name [ ":" argument *( "," argument ) ]
+///     argument  = value / key "=" value
+///
+/// Whitespace around `|`, `:`, `,` and `=` is ignored. Each operation takes at
+/// most one positional argument (its primary one, such as the size of `scale`)
+/// and named parameters; see `Pipeline.reference` for the full list.
+struct PipelineParser {
+    /// A piece of the input with its position, so errors can point at it.
+    struct Token {
+        var text: String
+        var column: Int
+        var length: Int { max(1, text.count) }
+    }
+
+    let input: String
+    private let characters: [Character]
+
+    init(_ input: String) {
+        self.input = input
+        self.characters = Array(input)
+    }
+
+    func parse() throws(PipelineSyntaxError) -> [Operation] {
+        let stepTokens = split(Token(text: input, column: 0), on: "|")
+        if stepTokens.count == 1, stepTokens[0].text.isEmpty {
+            throw fail("the pipeline is empty; expected a step such as scale:1024x1024", at: Token(text: "", column: 0))
+        }
+        var operations: [Operation] = []
+        for token in stepTokens {
+            operations.append(try parseStep(token))
+        }
+        return operations
+    }
+
+    // MARK: - Tokens
+
+    /// Splits a token on a separator character, trimming each piece and keeping
+    /// its column.
+    private func split(_ token: Token, on separator: Character) -> [Token] {
+        var pieces: [Token] = []
+        var start = 0
+        let chars = Array(token.text)
+        for (i, ch) in chars.enumerated() where ch == separator {
+            pieces.append(trimmed(chars[start..<i], column: token.column + start))
+            start = i + 1
+        }
+        pieces.append(trimmed(chars[start..<chars.count], column: token.column + start))
+        return pieces
+    }
+
+    private func trimmed(_ slice: ArraySlice<Character>, column: Int) -> Token {
+        var lo = slice.startIndex
+        var hi = slice.endIndex
+        while lo < hi, slice[lo].isWhitespace { lo += 1 }
+        while hi > lo, slice[hi - 1].isWhitespace { hi -= 1 }
+        let leading = lo - slice.startIndex
+        return Token(text: String(slice[lo..<hi]), column: column + leading)
+    }
+
+    private func fail(_ message: String, at token: Token) -> PipelineSyntaxError {
+        // An empty token (e.g. between two bars) is shown as one caret where it would be.
+        let column = min(token.column, max(0, characters.count))
+        return PipelineSyntaxError(message, input: input, column: column, length: token.length)
+    }
+
+    // MARK: - Steps
+
+    private struct Arguments {
+        var positional: Token?
+        var named: [(key: Token, value: Token)] = []
+    }
+
+    private func parseStep(_ token: Token) throws(PipelineSyntaxError) -> Operation {
+        if token.text.isEmpty {
+            throw fail("empty step; expected an operation between the bars", at: token)
+        }
+        let nameToken: Token
+        var arguments = Arguments()
+        if let colon = token.text.firstIndex(of: ":") {
+            let offset = token.text.distance(from: token.text.startIndex, to: colon)
+            let chars = Array(token.text)
+            nameToken = trimmed(chars[0..<offset], column: token.column)
+            let argsToken = Token(text: String(chars[(offset + 1)...]), column: token.column + offset + 1)
+            arguments = try parseArguments(argsToken, step: nameToken.text)
+        } else {
+            nameToken = token
+        }
+        let name = nameToken.text.lowercased()
+        guard let kind = OperationKind(rawValue: name) else {
+            var message = "unknown operation \"\(nameToken.text)\""
+            if let guess = OperationKind.closest(to: name) {
+                message += " (did you mean \"\(guess.rawValue)\"?)"
+            } else {
+                message += "; expected one of \(OperationKind.allCases.map(\.rawValue).joined(separator: ", "))"
+            }
+            throw fail(message, at: nameToken)
+        }
+        return try build(kind, nameToken: nameToken, arguments: arguments)
+    }
+
+    private func parseArguments(_ token: Token, step: String) throws(PipelineSyntaxError) -> Arguments {
+        var arguments = Arguments()
+        for piece in split(token, on: ",") {
+            if piece.text.isEmpty {
+                throw fail("empty argument to \(step); expected a value or key=value", at: piece)
+            }
+            if let eq = piece.text.firstIndex(of: "=") {
+                let offset = piece.text.distance(from: piece.text.startIndex, to: eq)
+                let chars = Array(piece.text)
+                let key = trimmed(chars[0..<offset], column: piece.column)
+                let value = trimmed(chars[(offset + 1)...], column: piece.column + offset + 1)
+                if key.text.isEmpty {
+                    throw fail("missing parameter name before \"=\"", at: piece)
+                }
+                if value.text.isEmpty {
+                    throw fail("missing value for \(key.text)", at: piece)
+                }
+                if arguments.named.contains(where: { $0.key.text == key.text }) {
+                    throw fail("\(key.text) is given twice", at: key)
+                }
+                arguments.named.append((key, value))
+            } else {
+                if arguments.positional != nil {
+                    throw fail("\(step) takes one unnamed argument; name the others as key=value", at: piece)
+                }
+                arguments.positional = piece
+            }
+        }
+        return arguments
+    }
+
+    // MARK: - Operations
+
+    private func build(_ kind: OperationKind, nameToken: Token, arguments: Arguments) throws(PipelineSyntaxError) -> Operation {
+        var reader = ArgumentReader(parser: self, kind: kind, nameToken: nameToken, arguments: arguments)
+        let operation: Operation
+        switch kind {
+        case .scale:
+            let sizeToken = try reader.requirePositional("a size WxH, e.g. scale:1024x1024")
+            let size = try parseSize(sizeToken, what: "scale size")
+            let mode: ScaleMode = try reader.named("mode", default: .fit)
+            let kernel: ResampleKernel = try reader.named("kernel", default: .lanczos3)
+            operation = .scale(size, mode: mode, kernel: kernel)
+        case .crop:
+            let spec = try reader.requirePositional("square, WxH or WxH+X+Y, e.g. crop:square")
+            if spec.text.lowercased() == "square" {
+                let gravity: Gravity = try reader.named("gravity", default: .center)
+                operation = .crop(.square(gravity))
+            } else if spec.text.contains("+") {
+                operation = .crop(.rect(try parseRect(spec)))
+            } else {
+                let size = try parseSize(spec, what: "crop size")
+                let gravity: Gravity = try reader.named("gravity", default: .center)
+                operation = .crop(.size(size, gravity))
+            }
+        case .glitch:
+            let seed: UInt64 = try reader.named("seed", default: 0)
+            let amount = try reader.number("amount", default: 0.5, range: 0...1)
+            operation = .glitch(seed: seed, amount: amount)
+        case .grayscale:
+            operation = .grayscale
+        case .sepia:
+            operation = .sepia
+        case .invert:
+            operation = .invert
+        case .blur:
+            let sigma = try reader.primaryNumber("sigma", default: nil, range: 0.01...100, example: "blur:2")
+            operation = .blur(sigma: sigma)
+        case .sharpen:
+            let sigma = try reader.primaryNumber("sigma", default: 1, range: 0.01...100, example: "sharpen:1")
+            let amount = try reader.number("amount", default: 1, range: 0...10)
+            operation = .sharpen(sigma: sigma, amount: amount)
+        case .brightness:
+            operation = .brightness(try reader.primaryNumber("factor", default: nil, range: 0...10, example: "brightness:1.2"))
+        case .contrast:
+            operation = .contrast(try reader.primaryNumber("factor", default: nil, range: 0...10, example: "contrast:1.2"))
+        case .saturation:
+            operation = .saturation(try reader.primaryNumber("factor", default: nil, range: 0...10, example: "saturation:0.5"))
+        case .pixelate:
+            let n = try reader.primaryNumber("size", default: nil, range: 1...4096, example: "pixelate:8")
+            guard n == n.rounded() else {
+                throw fail("pixelate size must be a whole number of pixels", at: reader.primaryToken ?? nameToken)
+            }
+            operation = .pixelate(Int(n))
+        case .rotate:
+            let token = try reader.requirePositional("90, 180 or 270, e.g. rotate:90")
+            guard let degrees = Int(token.text), [90, 180, 270].contains(degrees) else {
+                throw fail("rotate takes 90, 180 or 270 (degrees clockwise), not \"\(token.text)\"", at: token)
+            }
+            operation = .rotate(degrees)
+        case .flip:
+            let token = try reader.requirePositional("h or v, e.g. flip:h")
+            switch token.text.lowercased() {
+            case "h", "horizontal": operation = .flip(horizontal: true)
+            case "v", "vertical": operation = .flip(horizontal: false)
+            default: throw fail("flip takes h (left-right) or v (top-bottom), not \"\(token.text)\"", at: token)
+            }
+        }
+        try reader.finish()
+        return operation
+    }
+
+    /// `WxH`, each side 1 to 65500 (libjpeg's limit).
+    func parseSize(_ token: Token, what: String) throws(PipelineSyntaxError) -> Size {
+        let parts = token.text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
+            throw fail("\(what) must be WxH, e.g. 1024x768, not \"\(token.text)\"", at: token)
+        }
+        guard (1...65500).contains(w), (1...65500).contains(h) else {
+            throw fail("\(what) \(token.text) is out of range; each side must be 1 to 65500", at: token)
+        }
+        return Size(width: w, height: h)
+    }
+
+    /// `WxH+X+Y`.
+    func parseRect(_ token: Token) throws(PipelineSyntaxError) -> Rect {
+        let parts = token.text.lowercased().split(separator: "+", omittingEmptySubsequences: false)
+        let sizePart = parts.first.map(String.init) ?? ""
+        guard parts.count == 3, let x = Int(parts[1]), let y = Int(parts[2]), x >= 0, y >= 0 else {
+            throw fail("crop rectangle must be WxH+X+Y with X, Y >= 0, e.g. 600x400+10+20, not \"\(token.text)\"", at: token)
+        }
+        let size = try parseSize(Token(text: sizePart, column: token.column), what: "crop rectangle size")
+        return Rect(x: x, y: y, width: size.width, height: size.height)
+    }
+
+    /// Reads named and positional arguments for one step, and reports any left unused.
+    struct ArgumentReader {
+        let parser: PipelineParser
+        let kind: OperationKind
+        let nameToken: Token
+        var arguments: Arguments
+        var usedPositional = false
+        var usedKeys: Set<String> = []
+
+        init(parser: PipelineParser, kind: OperationKind, nameToken: Token, arguments: Arguments) {
+            self.parser = parser
+            self.kind = kind
+            self.nameToken = nameToken
+            self.arguments = arguments
+        }
+
+        var primaryToken: Token? { arguments.positional }
+
+        mutating func requirePositional(_ expected: String) throws(PipelineSyntaxError) -> Token {
+            guard let token = arguments.positional else {
+                throw parser.fail("\(kind.rawValue) needs \(expected)", at: nameToken)
+            }
+            usedPositional = true
+            return token
+        }
+
+        mutating func value(_ key: String) -> Token? {
+            usedKeys.insert(key)
+            return arguments.named.first(where: { $0.key.text.lowercased() == key })?.value
+        }
+
+        mutating func named<T: RawRepresentable & CaseIterable>(_ key: String, default def: T) throws(PipelineSyntaxError) -> T where T.RawValue == String {
+            guard let token = value(key) else { return def }
+            guard let v = T(rawValue: token.text.lowercased()) else {
+                let options = T.allCases.map(\.rawValue).joined(separator: ", ")
+                throw parser.fail("\(key) must be one of \(options), not \"\(token.text)\"", at: token)
+            }
+            return v
+        }
+
+        mutating func named(_ key: String, default def: UInt64) throws(PipelineSyntaxError) -> UInt64 {
+            guard let token = value(key) else { return def }
+            guard let v = UInt64(token.text) else {
+                throw parser.fail("\(key) must be a whole number from 0 to \(UInt64.max), not \"\(token.text)\"", at: token)
+            }
+            return v
+        }
+
+        mutating func number(_ key: String, default def: Double, range: ClosedRange<Double>) throws(PipelineSyntaxError) -> Double {
+            guard let token = value(key) else { return def }
+            return try parseNumber(token, key: key, range: range)
+        }
+
+        /// The operation's main number, given unnamed (`blur:2`) or by name (`blur:sigma=2`).
+        mutating func primaryNumber(_ key: String, default def: Double?, range: ClosedRange<Double>, example: String) throws(PipelineSyntaxError) -> Double {
+            let named = value(key)
+            if let positional = arguments.positional {
+                usedPositional = true
+                if named != nil {
+                    throw parser.fail("\(key) is given twice", at: positional)
+                }
+                return try parseNumber(positional, key: key, range: range)
+            }
+            if let named { return try parseNumber(named, key: key, range: range) }
+            if let def { return def }
+            throw parser.fail("\(kind.rawValue) needs a \(key), e.g. \(example)", at: nameToken)
+        }
+
+        func parseNumber(_ token: Token, key: String, range: ClosedRange<Double>) throws(PipelineSyntaxError) -> Double {
+            guard let v = Double(token.text), v.isFinite else {
+                throw parser.fail("\(kind.rawValue) \(key) must be a number, not \"\(token.text)\"", at: token)
+            }
+            guard range.contains(v) else {
+                throw parser.fail("\(kind.rawValue) \(key) \(token.text) is out of range \(formatNumber(range.lowerBound))...\(formatNumber(range.upperBound))", at: token)
+            }
+            return v
+        }
+
+        /// Fails on any argument the operation did not read.
+        func finish() throws(PipelineSyntaxError) {
+            if let positional = arguments.positional, !usedPositional {
+                throw parser.fail("\(kind.rawValue) takes no unnamed argument; \(kind.parameterHelp)", at: positional)
+            }
+            for (key, _) in arguments.named where !usedKeys.contains(key.text.lowercased()) {
+                throw parser.fail("\(kind.rawValue) has no parameter \"\(key.text)\"; \(kind.parameterHelp)", at: key)
+            }
+        }
+    }
+}
+
+/// The operation names the parser knows, with a line of help for each.
+enum OperationKind: String, CaseIterable {
+    case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip
+
+    var parameterHelp: String {
+        switch self {
+        case .scale: "usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest]"
+        case .crop: "usage: crop:square[,gravity=G] | crop:WxH[,gravity=G] | crop:WxH+X+Y"
+        case .glitch: "usage: glitch[:seed=N][,amount=0..1]"
+        case .grayscale, .sepia, .invert: "usage: \(rawValue) (no arguments)"
+        case .blur: "usage: blur:SIGMA"
+        case .sharpen: "usage: sharpen[:SIGMA][,amount=A]"
+        case .brightness, .contrast, .saturation: "usage: \(rawValue):FACTOR (1 = unchanged)"
+        case .pixelate: "usage: pixelate:BLOCK"
+        case .rotate: "usage: rotate:90|180|270"
+        case .flip: "usage: flip:h|v"
+        }
+    }
+
+    /// The known name closest to a misspelling, if one is close enough.
+    static func closest(to name: String) -> OperationKind? {
+        let scored = allCases.map { ($0, editDistance(Array(name), Array($0.rawValue))) }
+        guard let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= max(1, best.0.rawValue.count / 3) else {
+            return nil
+        }
+        return best.0
+    }
+}
+
+/// Levenshtein distance, for "did you mean" suggestions.
+func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    var current = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        current[0] = i
+        for j in 1...b.count {
+            let cost = a[i - 1] == b[j - 1] ? 0 : 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+        }
+        swap(&previous, &current)
+    }
+    return previous[b.count]
+}

@@ -1,0 +1,4 @@
+import DarkroomCLI
+import Foundation
+
+exit(DarkroomCLI.run(CommandLine.arguments))

@@ -1,0 +1,120 @@
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `darkroom process` and the command line, run as a user runs them: the real
+/// executable, real files.
+@Suite("darkroom process")
+struct ProcessCommandTests {
+    /// A small good JPEG made in code.
+    static func goodJPEG(width: Int = 320, height: Int = 200, seed: UInt64 = 1) throws -> [UInt8] {
+        try JPEG.encode(SamplePhoto.render(Size(width: width, height: height), seed: seed), options: EncodeOptions(quality: 90))
+    }
+
+    @Test("--help prints the overview and exits 0")
+    func help() throws {
+        let top = try DarkroomProcess.run(["--help"])
+        #expect(top.status == 0)
+        #expect(top.stdout.contains("OVERVIEW:"))
+        #expect(top.stdout.contains("SUBCOMMANDS:"))
+        #expect(top.stdout.contains("process"))
+        let sub = try DarkroomProcess.run(["process", "--help"])
+        #expect(sub.status == 0)
+        for heading in ["OVERVIEW:", "USAGE: darkroom process", "ARGUMENTS:", "OPTIONS:", "--ops <PIPELINE>", "--thumb", "glitch"] {
+            #expect(sub.stdout.contains(heading), "missing \(heading)")
+        }
+    }
+
+    @Test("usage errors go to stderr with the usage line and exit 64", arguments: [
+        (["process", "--bogus"], "unknown option '--bogus'"),
+        (["process", "a.jpg", "--qualty", "3"], "did you mean '--quality'"),
+        (["process", "a.jpg"], "missing expected option '--ops <PIPELINE>'"),
+        (["process", "--ops", "invert"], "missing expected argument '<inputs> ...'"),
+        (["process", "a.jpg", "--ops", "invert", "--quality", "101"], "--quality must be a whole number from 1 to 100"),
+        (["process", "a.jpg", "--ops", "scale:10x10 | crpo:square"], "did you mean \"crop\""),
+        (["process", "a.jpg", "--ops", "invert", "--thumb", "big"], "--thumb must be WxH"),
+        (["proccess"], "did you mean 'process'"),
+    ])
+    func usageErrors(arguments: [String], message: String) throws {
+        let result = try DarkroomProcess.run(arguments)
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("Error: "))
+        #expect(result.stderr.contains(message), "stderr was: \(result.stderr)")
+        #expect(result.stderr.contains("Usage"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("a batch with bad files processes the good ones and exits 1")
+    func mixedBatch() throws {
+        let dir = try TemporaryDirectory()
+        let good = try Self.goodJPEG()
+        try Data(good).write(to: dir.url.appendingPathComponent("good.jpg"))
+        try Data(try Self.goodJPEG(width: 150, height: 300, seed: 2)).write(to: dir.url.appendingPathComponent("tall.jpg"))
+        try Data(good.prefix(good.count / 2)).write(to: dir.url.appendingPathComponent("truncated.jpg"))
+        try Data().write(to: dir.url.appendingPathComponent("empty.jpg"))
+        try Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0, count: 64)).write(to: dir.url.appendingPathComponent("png-named.jpg"))
+        let out = dir.url.appendingPathComponent("out")
+
+        let result = try DarkroomProcess.run([
+            "process", dir.url.path, dir.path("missing.jpg"),
+            "--ops", "scale:128x128,mode=fill | crop:square | glitch:seed=3",
+            "--thumb", "32x32", "--out", out.path, "--json",
+        ])
+        #expect(result.status == 1)
+        let lines = result.stdoutLines
+        #expect(lines.count == 6)
+        var byName: [String: [String: Any]] = [:]
+        for line in lines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let input = try #require(object["input"] as? String)
+            byName[(input as NSString).lastPathComponent] = object
+        }
+        for name in ["good.jpg", "tall.jpg"] {
+            let object = try #require(byName[name])
+            #expect(object["ok"] as? Bool == true)
+            #expect(object["width"] as? Int == 128)
+            #expect(object["height"] as? Int == 128)
+            #expect(object["thumbnail_width"] as? Int == 32)
+            let output = try #require(object["output"] as? String)
+            let header = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: output))))
+            #expect(header.storedSize == Size(width: 128, height: 128))
+            let thumb = try #require(object["thumbnail"] as? String)
+            #expect(thumb.hasSuffix(".thumb.jpg"))
+            let thumbHeader = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb))))
+            #expect(thumbHeader.storedSize == Size(width: 32, height: 32))
+        }
+        let expectedCodes = ["truncated.jpg": "truncated", "empty.jpg": "empty", "png-named.jpg": "not-jpeg", "missing.jpg": "input"]
+        for (name, code) in expectedCodes {
+            let object = try #require(byName[name], "no line for \(name)")
+            #expect(object["ok"] as? Bool == false)
+            let error = try #require(object["error"] as? [String: Any])
+            #expect(error["code"] as? String == code, "\(name): \(error)")
+            #expect((error["reason"] as? String)?.isEmpty == false)
+        }
+        #expect(!FileManager.default.fileExists(atPath: out.appendingPathComponent("truncated.jpg").path))
+    }
+
+    @Test("text output names the file, the step and the reason on one line")
+    func textErrors() throws {
+        let dir = try TemporaryDirectory()
+        try Data(try Self.goodJPEG(width: 100, height: 80)).write(to: dir.url.appendingPathComponent("small.jpg"))
+        let result = try DarkroomProcess.run(["process", dir.path("small.jpg"), "--ops", "invert | crop:600x600+0+0", "--out", dir.path("out")])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("small.jpg: step 2 crop:600x600+0+0: rectangle 600x600+0+0 exceeds image 100x80"), "stderr: \(result.stderr)")
+        #expect(result.stderr.contains("0 processed, 1 failed"))
+    }
+
+    @Test("outputs are deterministic for the same input and pipeline")
+    func deterministic() throws {
+        let dir = try TemporaryDirectory()
+        try Data(try Self.goodJPEG()).write(to: dir.url.appendingPathComponent("a.jpg"))
+        let ops = "scale:96x96,mode=fill | crop:square | glitch:seed=11 | sepia"
+        let first = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", ops, "--out", dir.path("one")])
+        let second = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", ops, "--out", dir.path("two"), "--jobs", "2"])
+        #expect(first.status == 0 && second.status == 0)
+        let a = try Data(contentsOf: URL(fileURLWithPath: dir.path("one/a.jpg")))
+        let b = try Data(contentsOf: URL(fileURLWithPath: dir.path("two/a.jpg")))
+        #expect(a == b)
+        #expect(a.count > 100)
+    }
+}

@@ -1,0 +1,69 @@
+import DarkroomImage
+import Testing
+
+@testable import DarkroomPipeline
+
+@Suite("Planning from the header")
+struct PlanningTests {
+    let limits = DecodeLimits.default
+
+    @Test("sizes follow each step")
+    func plannedSizes() throws {
+        let p = try Pipeline(parsing: "scale:2048x2048,mode=fill | crop:square | rotate:90 | crop:100x50+0+0")
+        let sizes = try p.plannedSizes(from: Size(width: 3640, height: 2400), limits: limits)
+        #expect(sizes == [Size(width: 3106, height: 2048), Size(width: 2048, height: 2048), Size(width: 2048, height: 2048), Size(width: 100, height: 50)])
+    }
+
+    @Test("a crop that does not fit fails at its step before decoding")
+    func cropTooBig() throws {
+        let p = try Pipeline(parsing: "scale:500x400,mode=force | crop:600x600+0+0")
+        do {
+            _ = try p.plannedSizes(from: Size(width: 1000, height: 800), limits: limits)
+            Issue.record("expected failure")
+        } catch {
+            #expect(error.description == "step 2 crop:600x600+0+0: rectangle 600x600+0+0 exceeds image 500x400")
+            #expect(error.stage.index == 2)
+        }
+    }
+
+    @Test("an output over the pixel limit fails at the scale step")
+    func outputLimit() throws {
+        let p = try Pipeline(parsing: "scale:20000x20000,mode=force")
+        #expect(throws: PipelineFailure.self) {
+            try p.plannedSizes(from: Size(width: 100, height: 100), limits: limits)
+        }
+    }
+
+    @Test("fill and square crop decode only the central square")
+    func cropBeforeScale() throws {
+        let p = try Pipeline(parsing: "scale:2048x2048,mode=fill | crop:square | glitch:seed=7")
+        let plan = LoadPlan.make(for: p.steps, source: Size(width: 3640, height: 2400))
+        #expect(plan.region == Rect(x: 620, y: 0, width: 2400, height: 2400))
+        #expect(plan.foldedSteps == 2)
+        #expect(plan.resize?.size == Size(width: 2048, height: 2048))
+        #expect(plan.shrink == 1)
+    }
+
+    @Test("shrink on load leaves at least a factor of 2 for the kernel", arguments: [
+        (Size(width: 4000, height: 3000), Size(width: 256, height: 256), 4),
+        (Size(width: 4000, height: 3000), Size(width: 1000, height: 1000), 1),
+        (Size(width: 4000, height: 3000), Size(width: 700, height: 700), 2),
+        (Size(width: 8000, height: 6000), Size(width: 256, height: 256), 8),
+        (Size(width: 1200, height: 800), Size(width: 2048, height: 2048), 1),
+    ])
+    func shrinkOnLoad(source: Size, box: Size, expected: Int) throws {
+        let p = Pipeline([.scale(box, mode: .fill, kernel: .lanczos3), .crop(.square(.center))])
+        let plan = LoadPlan.make(for: p.steps, source: source)
+        #expect(plan.shrink == expected)
+        if let region = plan.region, let target = plan.resize?.size {
+            #expect(region.width / plan.shrink >= target.width || plan.shrink == 1)
+        }
+    }
+
+    @Test("a pipeline that does not start with scale decodes everything at full size")
+    func noPlan() throws {
+        let p = try Pipeline(parsing: "grayscale | scale:100x100")
+        let plan = LoadPlan.make(for: p.steps, source: Size(width: 4000, height: 3000))
+        #expect(plan == LoadPlan())
+    }
+}
