@@ -1,0 +1,129 @@
+/// Public types of the JPEG codec: limits, header, decode and encode options.
+
+/// Limits checked from the JPEG header, before any pixel buffer exists.
+public struct DecodeLimits: Sendable, Equatable {
+    /// Largest accepted `width * height` of the stored image (50 MP by default).
+    public var maxPixels: Int
+    /// Largest accepted width or height.
+    public var maxSide: Int
+    /// Largest accepted input, in bytes.
+    public var maxInputBytes: Int
+    /// Treat libjpeg warnings (premature end of data, corrupt entropy data) as
+    /// errors instead of decoding a damaged picture.
+    public var failOnWarning: Bool
+
+    public init(
+        maxPixels: Int = 50_000_000,
+        maxSide: Int = 16_384,
+        maxInputBytes: Int = 64 * 1024 * 1024,
+        failOnWarning: Bool = true
+    ) {
+        self.maxPixels = maxPixels
+        self.maxSide = maxSide
+        self.maxInputBytes = maxInputBytes
+        self.failOnWarning = failOnWarning
+    }
+
+    public static let `default` = DecodeLimits()
+}
+
+/// The colour space a JPEG file declares.
+public enum JPEGColorSpace: String, Sendable {
+    case grayscale, ycbcr, rgb, cmyk, ycck
+}
+
+/// Chroma subsampling of a JPEG file.
+public enum ChromaSubsampling: String, Sendable, CaseIterable {
+    /// 4:4:4 at quality 90 and above, else 4:2:0 (encoder only).
+    case auto
+    case s444 = "444"
+    case s422 = "422"
+    case s420 = "420"
+}
+
+/// What the header of a JPEG file says.
+public struct JPEGHeader: Sendable, Equatable {
+    /// The size in the SOF marker, as the pixels are stored.
+    public var storedSize: Size
+    /// The EXIF orientation (tag 0x0112 of APP1), `.up` when absent or invalid.
+    public var orientation: Orientation
+    /// `storedSize` after the orientation is applied.
+    public var uprightSize: Size
+    public var colorSpace: JPEGColorSpace
+    public var components: Int
+    public var isProgressive: Bool
+    /// The chroma subsampling of a YCbCr file (`s444`, `s422`, `s420`); nil for
+    /// other colour spaces and unusual layouts (4:4:0, 4:1:1).
+    public var subsampling: ChromaSubsampling?
+
+    public init(
+        storedSize: Size, orientation: Orientation, colorSpace: JPEGColorSpace, components: Int,
+        isProgressive: Bool, subsampling: ChromaSubsampling? = nil
+    ) {
+        self.storedSize = storedSize
+        self.orientation = orientation
+        self.uprightSize = orientation.uprightSize(ofStored: storedSize)
+        self.colorSpace = colorSpace
+        self.components = components
+        self.isProgressive = isProgressive
+        self.subsampling = subsampling
+    }
+}
+
+/// How to decode.
+public struct DecodeOptions: Sendable {
+    public var limits: DecodeLimits = .default
+    /// DCT scaling denominator: 1, 2, 4 or 8 (libjpeg scale_num=1, scale_denom=shrink).
+    public var shrink: Int = 1
+    /// Region to keep, in UPRIGHT full-size coordinates (after orientation, before
+    /// shrink); nil = whole image.
+    public var region: Rect? = nil
+
+    public init(limits: DecodeLimits = .default, shrink: Int = 1, region: Rect? = nil) {
+        self.limits = limits
+        self.shrink = shrink
+        self.region = region
+    }
+}
+
+/// A decoded, upright image with the header it came from.
+public struct DecodedImage: Sendable {
+    public var image: Image
+    public var header: JPEGHeader
+    /// The DCT shrink that was applied (1, 2, 4 or 8).
+    public var shrink: Int
+    /// libjpeg warnings seen (only non-zero when `failOnWarning` is off; the
+    /// picture may then be partly grey).
+    public var warnings: Int
+
+    public init(image: Image, header: JPEGHeader, shrink: Int, warnings: Int = 0) {
+        self.image = image
+        self.header = header
+        self.shrink = shrink
+        self.warnings = warnings
+    }
+}
+
+/// How to encode.
+public struct EncodeOptions: Sendable, Equatable {
+    /// 1...100.
+    public var quality: Int = 95
+    /// `auto`: 4:4:4 at quality >= 90, else 4:2:0.
+    public var subsampling: ChromaSubsampling = .auto
+    /// Write a progressive JPEG (libjpeg's simple progression script).
+    public var progressive: Bool = false
+
+    public init(quality: Int = 95, subsampling: ChromaSubsampling = .auto, progressive: Bool = false) {
+        self.quality = quality
+        self.subsampling = subsampling
+        self.progressive = progressive
+    }
+
+    /// The subsampling `auto` resolves to at this quality.
+    public var resolvedSubsampling: ChromaSubsampling {
+        switch subsampling {
+        case .auto: return quality >= 90 ? .s444 : .s420
+        default: return subsampling
+        }
+    }
+}
