@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Untimed helpers for bench/pipeline.sh.
+
+  prep.py ppm OUT_DIR FILE...   For each input, write STEM.full.ppm (the
+                                2048x2048 fill + centre crop) and
+                                STEM.thumb.ppm (256x256 of that), so the
+                                libjpeg floor times exactly decode + encodes.
+  prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
+                                the most pixels.
+"""
+import os
+import sys
+
+from PIL import Image, ImageOps
+
+
+def ppm(out_dir, files):
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        im = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        full = ImageOps.fit(im, (2048, 2048), Image.Resampling.LANCZOS)
+        full.save(os.path.join(out_dir, stem + ".full.ppm"))
+        thumb = ImageOps.fit(full, (256, 256), Image.Resampling.LANCZOS)
+        thumb.save(os.path.join(out_dir, stem + ".thumb.ppm"))
+
+
+def largest(files):
+    best = None
+    for path in files:
+        with Image.open(path) as im:
+            w, h = im.size  # orientation does not change the pixel count
+        if best is None or w * h > best[1] * best[2]:
+            best = (path, w, h)
+    if best:
+        print(f"{best[0]} {best[1]} {best[2]}")
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "ppm":
+        ppm(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 3 and argv[1] == "largest":
+        largest(argv[2:])
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

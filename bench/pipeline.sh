@@ -1,0 +1,414 @@
+#!/usr/bin/env bash
+# Image-pipeline benchmark: Darkroom against the tools users would pick
+# instead, on the same files, in the same run, one thread each.
+#
+#   bench/pipeline.sh [CORPUS_DIR] [--runs N]
+#
+# CORPUS_DIR defaults to <repo>/../shared/corpus/good. Every tool processes
+# the whole directory N times (default 3); the table reports the BEST run
+# (least disturbed by other work on the machine) and, for reference, the
+# median. Environment:
+#   DARKROOM_BIN   use this binary instead of `swift build -c release`
+#   KEEP_OUT=1     keep the temporary output directory and print its path
+#
+# Workloads (see bench/README.md for each peer's exact commands):
+#   P1  decode, fill-scale to 2048x2048, centre square crop, seeded glitch,
+#       full output JPEG q95 4:4:4, plus a 256x256 aspect-fill thumbnail q70
+#   T   thumbnail only: fill-scale to 256x256 + square crop, JPEG q70
+#
+# The markdown report is printed and written to bench/out/pipeline-latest.md.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+PEERS="$HERE/peers"
+CORPUS="$REPO/../shared/corpus/good"
+RUNS=3
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) RUNS="${2:-}"; shift 2 || { usage; exit 2; } ;;
+        --runs=*) RUNS="${1#--runs=}"; shift ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+        *) CORPUS="$1"; shift ;;
+    esac
+done
+case "$RUNS" in ''|*[!0-9]*|0) echo "--runs needs a positive integer, got '$RUNS'" >&2; exit 2 ;; esac
+
+log() { printf '%s\n' "$*" >&2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# ---------------------------------------------------------------- installs
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+APT_UPDATED=0
+apt_install() {
+    have apt-get || { log "apt-get not found; please install: $*"; return 1; }
+    if [ "$APT_UPDATED" -eq 0 ]; then as_root apt-get update -qq || return 1; APT_UPDATED=1; fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+missing=()
+have python3 || missing+=(python3)
+{ have vips && have vipsthumbnail; } || missing+=(libvips-tools)
+{ [ -x /usr/bin/convert-im6.q16 ] || [ -x /usr/bin/magick ] || [ -x /usr/bin/convert ]; } || missing+=(imagemagick)
+{ have djpeg && have cjpeg; } || missing+=(libjpeg-turbo-progs)
+[ -x /usr/bin/time ] || missing+=(time)
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing: ${missing[*]}"
+    apt_install "${missing[@]}" || log "install failed; peers that need these will be skipped"
+fi
+if have python3 && ! python3 -c 'import PIL' 2>/dev/null; then
+    log "installing Pillow with pip"
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+    python3 -m pip install --user --quiet Pillow 2>/dev/null \
+        || python3 -m pip install --user --quiet --break-system-packages Pillow \
+        || log "Pillow install failed; the Pillow peer will be skipped"
+fi
+
+# ImageMagick: the real binary by full path, never whatever `convert` is first on PATH.
+IM=""
+for c in /usr/bin/convert-im6.q16 /usr/bin/magick /usr/bin/convert; do
+    if [ -x "$c" ]; then IM="$c"; break; fi
+done
+HAVE_PIL=0; have python3 && python3 -c 'import PIL' 2>/dev/null && HAVE_PIL=1
+
+CORES=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')  # before OMP_NUM_THREADS, which nproc obeys
+# One thread everywhere.
+export VIPS_CONCURRENCY=1 MAGICK_THREAD_LIMIT=1 OMP_NUM_THREADS=1
+
+# ---------------------------------------------------------------- inputs
+[ -d "$CORPUS" ] || { log "corpus directory not found: $CORPUS"; exit 2; }
+CORPUS=$(cd "$CORPUS" && pwd)
+shopt -s nullglob nocaseglob
+FILES=("$CORPUS"/*.jpg "$CORPUS"/*.jpeg)
+shopt -u nullglob nocaseglob
+NIMG=${#FILES[@]}
+[ "$NIMG" -gt 0 ] || { log "no .jpg files in $CORPUS"; exit 2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/darkroom-bench.XXXXXX")
+if [ "${KEEP_OUT:-0}" = 1 ]; then trap 'log "outputs kept in $WORK"' EXIT; else trap 'rm -rf "$WORK"' EXIT; fi
+
+P1_OPS='scale:2048x2048,mode=fill | crop:square | glitch:seed=7'
+T_OPS='scale:256x256,mode=fill | crop:square'
+
+# ---------------------------------------------------------------- darkroom
+DR=""; DR_NOTE=""
+if [ -n "${DARKROOM_BIN:-}" ]; then
+    if [ -x "$DARKROOM_BIN" ]; then DR="$DARKROOM_BIN"; else DR_NOTE="DARKROOM_BIN=$DARKROOM_BIN is not executable"; fi
+elif have swift; then
+    log "building darkroom (swift build -c release --product darkroom)"
+    if (cd "$REPO" && swift build -c release --product darkroom >"$WORK/build.log" 2>&1); then
+        bin_dir=$(cd "$REPO" && swift build -c release --show-bin-path 2>/dev/null)
+        if [ -x "$bin_dir/darkroom" ]; then DR="$bin_dir/darkroom"; else DR_NOTE="build produced no darkroom binary"; fi
+    else
+        DR_NOTE="swift build failed: $(tail -n 3 "$WORK/build.log" | tr '\n' ' ')"
+    fi
+else
+    DR_NOTE="swift not found and DARKROOM_BIN not set"
+fi
+[ -n "$DR_NOTE" ] && log "darkroom: $DR_NOTE"
+
+# Probe once, untimed, on the first file: settles which flags this build takes.
+DR_JOBS=(--jobs 1)
+DR_T_THUMB=(--thumb none)
+if [ -n "$DR" ]; then
+    probe="$WORK/probe"; mkdir -p "$probe"
+    if ! "$DR" process "${FILES[0]}" --ops "$P1_OPS" --out "$probe" --thumb 256x256 \
+            --quality 95 --thumb-quality 70 "${DR_JOBS[@]}" >/dev/null 2>"$WORK/probe.err"; then
+        "$DR" process "${FILES[0]}" --ops "$P1_OPS" --out "$probe" --thumb 256x256 \
+            --quality 95 --thumb-quality 70 >/dev/null 2>"$WORK/probe2.err"
+        rc=$?
+        if [ "$rc" -eq 0 ]; then
+            DR_JOBS=(); log "darkroom: --jobs not accepted; running without it (one image at a time is the default)"
+        else
+            DR_NOTE="darkroom process failed (exit $rc) on $(basename "${FILES[0]}"): $(tail -n 3 "$WORK/probe2.err" | tr '\n' ' ')"
+            log "$DR_NOTE"; DR=""
+        fi
+    fi
+fi
+if [ -n "$DR" ]; then
+    if ! "$DR" process "${FILES[0]}" --ops "$T_OPS" --out "$WORK/probe" "${DR_T_THUMB[@]}" \
+            --quality 70 "${DR_JOBS[@]}" >/dev/null 2>"$WORK/probe-t.err"; then
+        DR_T_THUMB=(--thumb 8x8 --thumb-quality 70)
+        log "darkroom: --thumb none not accepted; workload T writes an 8x8 thumbnail instead"
+    fi
+fi
+
+# ---------------------------------------------------------------- timing
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
+
+# Each peer function runs one whole pass into the directory $1 and sets
+# RUN_SECONDS; it returns non-zero if the tool failed.
+RUN_SECONDS=""
+declare -A BEST MEDIAN STATUS
+
+# measure KEY FUNCTION: runs FUNCTION $RUNS times, records best and median.
+measure() {
+    local key="$1" fn="$2" i times=() out
+    for ((i = 1; i <= RUNS; i++)); do
+        out="$WORK/out-$key"; rm -rf "$out"; mkdir -p "$out"
+        if ! "$fn" "$out" 2>"$WORK/$key.err"; then
+            STATUS[$key]="failed: $(tail -n 2 "$WORK/$key.err" | tr '\n' ' ')"
+            log "$key: ${STATUS[$key]}"
+            return 1
+        fi
+        times+=("$RUN_SECONDS")
+        log "$key run $i/$RUNS: ${RUN_SECONDS}s"
+    done
+    BEST[$key]=$(printf '%s\n' "${times[@]}" | sort -g | head -n 1)
+    MEDIAN[$key]=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    STATUS[$key]=ok
+}
+
+stem() { local b; b=$(basename "$1"); printf '%s' "${b%.*}"; }
+
+# --- P1 peers
+
+p1_darkroom() {
+    local t0; t0=$(now)
+    "$DR" process "${FILES[@]}" --ops "$P1_OPS" --out "$1" --thumb 256x256 \
+        --quality 95 --thumb-quality 70 "${DR_JOBS[@]}" >/dev/null || return 1
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
+# Pillow: one Python process for the batch; RUN_SECONDS is the in-process
+# time spent on the images (interpreter start and imports excluded).
+PILLOW_WALL=""
+pillow_run() {
+    local mode="$1" out="$2" t0 line
+    t0=$(now)
+    line=$(python3 "$PEERS/pillow_pipeline.py" "$mode" "$out" "${FILES[@]}" | tail -n 1) || return 1
+    PILLOW_WALL=$(elapsed "$t0" "$(now)")
+    RUN_SECONDS=$(printf '%s\n' "$line" | sed -n 's/^seconds=\([0-9.]*\) .*/\1/p')
+    [ -n "$RUN_SECONDS" ]
+}
+p1_pillow() { pillow_run p1 "$1"; }
+
+# vips CLI, as a shell user runs it: one command per step, .v (vips native,
+# uncompressed) between steps. `vips thumbnail W --height H --crop centre`
+# is the fill-scale + centre crop (it shrinks on load when the factor allows).
+# The CLI has no single-command per-channel shift; chaining extract_band /
+# wrap / bandjoin costs a process start (~0.1 s of libvips init) per step,
+# which would measure start-up, not pixels. So the glitch stand-in is one
+# `vips wrap` of the whole image by 1% of the width (one full pass over the
+# pixels, like the channel shift), fused with the q95 4:4:4 save. Then
+# vipsthumbnail makes the 256x256 fill thumbnail of the full output at q70.
+p1_vips() {
+    local out="$1" f s t0 step="$WORK/vips-step.v"
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        s=$(stem "$f")
+        vips thumbnail "$f" "$step" 2048 --height 2048 --crop centre || return 1
+        vips wrap "$step" "$out/$s.jpg[Q=95,subsample-mode=off]" --x 20 --y 0 || return 1
+        vipsthumbnail "$out/$s.jpg" -s 256x256 -m centre -o "$out/${s}_thumb.jpg[Q=70]" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+    rm -f "$step"
+}
+
+# ImageMagick: idiomatic cover + extent; the glitch is a real channel shift
+# (R rolled right, B rolled left by 20 px, recombined). Thumbnail from the
+# full output.
+p1_magick() {
+    local out="$1" f s t0
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        s=$(stem "$f")
+        "$IM" "$f" -auto-orient -colorspace sRGB -resize '2048x2048^' -gravity center -extent 2048x2048 \
+            \( -clone 0 -channel R -separate +channel -roll +20+0 \) \
+            \( -clone 0 -channel G -separate +channel \) \
+            \( -clone 0 -channel B -separate +channel -roll -20+0 \) \
+            -delete 0 -combine -quality 95 -sampling-factor 4:4:4 "$out/$s.jpg" || return 1
+        "$IM" "$out/$s.jpg" -resize '256x256^' -gravity center -extent 256x256 -quality 70 \
+            "$out/${s}_thumb.jpg" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
+# libjpeg floor: full decode of each input, plus encoding a prepared
+# 2048x2048 image at q95 4:4:4 and a 256x256 image at q70. The PPMs are made
+# before timing, so the floor is exactly one decode and two encodes.
+FLOOR_PPM="$WORK/floor-ppm"
+p1_floor() {
+    local out="$1" f s t0
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        s=$(stem "$f")
+        djpeg -outfile /dev/null "$f" || return 1
+        cjpeg -quality 95 -sample 1x1 -outfile "$out/$s.jpg" "$FLOOR_PPM/$s.full.ppm" || return 1
+        cjpeg -quality 70 -outfile "$out/${s}_thumb.jpg" "$FLOOR_PPM/$s.thumb.ppm" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
+# --- T peers
+
+t_darkroom() {
+    local t0; t0=$(now)
+    "$DR" process "${FILES[@]}" --ops "$T_OPS" --out "$1" "${DR_T_THUMB[@]}" \
+        --quality 70 "${DR_JOBS[@]}" >/dev/null || return 1
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+t_pillow() { pillow_run t "$1"; }
+# vipsthumbnail batch: one process for every file (shrink-on-load + crop).
+t_vips() {
+    local t0; t0=$(now)
+    vipsthumbnail "${FILES[@]}" -s 256x256 -m centre -o "$1/%s.jpg[Q=70]" || return 1
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+# ImageMagick's thumbnail idiom: jpeg:size lets libjpeg scale the decode.
+t_magick() {
+    local out="$1" f t0
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        "$IM" -define jpeg:size=512x512 "$f" -auto-orient -thumbnail '256x256^' -gravity center \
+            -extent 256x256 -quality 70 "$out/$(stem "$f").jpg" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+# Floor: DCT-scaled 1/8 decode plus one q70 encode of a 256x256 image.
+t_floor() {
+    local out="$1" f s t0
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        s=$(stem "$f")
+        djpeg -scale 1/8 -outfile /dev/null "$f" || return 1
+        cjpeg -quality 70 -outfile "$out/$s.jpg" "$FLOOR_PPM/$s.thumb.ppm" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
+# ---------------------------------------------------------------- run
+skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
+
+FLOOR_OK=0
+if have djpeg && have cjpeg && [ "$HAVE_PIL" = 1 ]; then
+    log "preparing floor inputs (untimed)"
+    python3 "$PEERS/prep.py" ppm "$FLOOR_PPM" "${FILES[@]}" && FLOOR_OK=1
+fi
+
+log "P1 on $NIMG images, $RUNS runs each"
+if [ -n "$DR" ]; then measure p1_darkroom p1_darkroom; else skip p1_darkroom "${DR_NOTE:-unavailable}"; fi
+if [ "$HAVE_PIL" = 1 ]; then measure p1_pillow p1_pillow; P1_PILLOW_WALL=$PILLOW_WALL; else skip p1_pillow "Pillow not installed"; fi
+if have vips && have vipsthumbnail; then measure p1_vips p1_vips; else skip p1_vips "vips not installed"; fi
+if [ -n "$IM" ]; then measure p1_magick p1_magick; else skip p1_magick "ImageMagick not installed"; fi
+if [ "$FLOOR_OK" = 1 ]; then measure p1_floor p1_floor; else skip p1_floor "djpeg/cjpeg or Pillow missing"; fi
+
+log "T on $NIMG images, $RUNS runs each"
+if [ -n "$DR" ]; then measure t_darkroom t_darkroom; else skip t_darkroom "${DR_NOTE:-unavailable}"; fi
+if [ "$HAVE_PIL" = 1 ]; then measure t_pillow t_pillow; T_PILLOW_WALL=$PILLOW_WALL; else skip t_pillow "Pillow not installed"; fi
+if have vipsthumbnail; then measure t_vips t_vips; else skip t_vips "vips not installed"; fi
+if [ -n "$IM" ]; then measure t_magick t_magick; else skip t_magick "ImageMagick not installed"; fi
+if [ "$FLOOR_OK" = 1 ]; then measure t_floor t_floor; else skip t_floor "djpeg/cjpeg or Pillow missing"; fi
+
+# Peak RSS of darkroom on the largest input alone, against 3x its decoded RGB size.
+RSS_LINE=""
+if [ -n "$DR" ] && [ -x /usr/bin/time ] && [ "$HAVE_PIL" = 1 ]; then
+    read -r BIG BIG_W BIG_H < <(python3 "$PEERS/prep.py" largest "${FILES[@]}")
+    mkdir -p "$WORK/rss"
+    if /usr/bin/time -v -o "$WORK/rss.txt" "$DR" process "$BIG" --ops "$P1_OPS" --out "$WORK/rss" \
+            --thumb 256x256 --quality 95 --thumb-quality 70 "${DR_JOBS[@]}" >/dev/null 2>"$WORK/rss.err"; then
+        RSS_KB=$(sed -n 's/.*Maximum resident set size (kbytes): *\([0-9]*\).*/\1/p' "$WORK/rss.txt")
+        RSS_LINE=$(awk -v kb="$RSS_KB" -v w="$BIG_W" -v h="$BIG_H" -v f="$(basename "$BIG")" 'BEGIN {
+            rss = kb * 1024; rgb = w * h * 3; lim = 3 * rgb
+            printf "%s peak RSS %.1f MiB on %s (%dx%d); limit 3 x decoded RGB = %.1f MiB (%.2fx RGB)",
+                (rss <= lim ? "PASS" : "FAIL"), rss / 1048576, f, w, h, lim / 1048576, rss / rgb }')
+    else
+        RSS_LINE="SKIP peak RSS: darkroom failed on $(basename "$BIG")"
+    fi
+elif [ -z "$DR" ]; then
+    RSS_LINE="SKIP peak RSS: darkroom unavailable"
+else
+    RSS_LINE="SKIP peak RSS: /usr/bin/time or Pillow missing"
+fi
+
+# ---------------------------------------------------------------- report
+ok() { [ "${STATUS[$1]:-}" = ok ]; }
+fmt_row() { # KEY LABEL
+    local key="$1" label="$2"
+    if ! ok "$key"; then printf '| %s | %s | | | | |\n' "$label" "${STATUS[$key]:-not run}"; return; fi
+    awk -v b="${BEST[$key]}" -v m="${MEDIAN[$key]}" -v n="$NIMG" -v label="$label" \
+        -v dr="${BEST[${key%%_*}_darkroom]:-}" -v isdr="$([ "${key#*_}" = darkroom ] && echo 1 || echo 0)" 'BEGIN {
+        if (isdr == 1) ratio = "-"
+        else if (dr == "") ratio = "n/a"
+        else if (b >= dr) ratio = sprintf("darkroom is %.2fx faster", b / dr)
+        else ratio = sprintf("darkroom takes %.2fx as long", dr / b)
+        printf "| %s | %.3f | %.3f | %.3f | %.2f | %s |\n", label, b, m, b / n, n / b, ratio }'
+}
+# why_not KEY...: the status of each key that did not run cleanly.
+why_not() {
+    local k msg=""
+    for k in "$@"; do ok "$k" || msg="${msg:+$msg; }$k ${STATUS[$k]:-not run}"; done
+    printf '%s' "$msg"
+}
+# target LABEL NUM_KEY DEN_KEY MIN: PASS if best[NUM]/best[DEN] >= MIN
+target_ratio() {
+    local label="$1" slow="$2" fast="$3" min="$4"
+    if ok "$slow" && ok "$fast"; then
+        awk -v s="${BEST[$slow]}" -v f="${BEST[$fast]}" -v min="$min" -v label="$label" 'BEGIN {
+            r = s / f; printf "%s %s: %.2fx (target >= %.1fx)\n", (r >= min ? "PASS" : "FAIL"), label, r, min }'
+    else
+        echo "SKIP $label: $(why_not "$slow" "$fast")"
+    fi
+}
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+ver_pil=$([ "$HAVE_PIL" = 1 ] && python3 -c 'import PIL; print(PIL.__version__)')
+ver_vips=$(have vips && vips --version 2>/dev/null | head -n 1)
+ver_im=$([ -n "$IM" ] && "$IM" -version 2>/dev/null | head -n 1 | sed 's/^Version: //; s/ https.*//')
+ver_jpeg=$(have cjpeg && { cjpeg -version 2>&1 | head -n 1; })
+
+REPORT="$WORK/report.md"
+{
+    echo "# Darkroom image-pipeline benchmark"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), host: $(hostname), ${CORES} cores, ${cpu:-unknown CPU}"
+    echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
+    if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo
+    echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row p1_darkroom darkroom
+    fmt_row p1_pillow "Pillow (ImageOps.fit LANCZOS)"
+    fmt_row p1_vips "vips CLI (thumbnail, wrap+save, vipsthumbnail)"
+    fmt_row p1_magick "ImageMagick convert"
+    fmt_row p1_floor "libjpeg floor (djpeg + 2x cjpeg)"
+    echo
+    echo "## T: thumbnail only, fill 256x256, q70"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row t_darkroom "darkroom ${DR_T_THUMB[*]}"
+    fmt_row t_pillow "Pillow draft + ImageOps.fit"
+    fmt_row t_vips "vipsthumbnail batch"
+    fmt_row t_magick "ImageMagick -define jpeg:size -thumbnail"
+    fmt_row t_floor "libjpeg floor (djpeg -scale 1/8 + cjpeg)"
+    echo
+    echo "## Targets"
+    echo
+    echo '```'
+    target_ratio "P1 darkroom vs Pillow" p1_pillow p1_darkroom 2.0
+    target_ratio "P1 darkroom vs vips CLI" p1_vips p1_darkroom 3.0
+    if ok p1_darkroom && ok p1_floor; then
+        awk -v d="${BEST[p1_darkroom]}" -v f="${BEST[p1_floor]}" 'BEGIN {
+            r = d / f; printf "%s P1 darkroom time vs libjpeg floor: %.2fx (target <= 1.5x)\n", (r <= 1.5 ? "PASS" : "FAIL"), r }'
+    else
+        echo "SKIP P1 darkroom vs floor: $(why_not p1_darkroom p1_floor)"
+    fi
+    target_ratio "T darkroom vs Pillow draft" t_pillow t_darkroom 1.0
+    echo "$RSS_LINE"
+    echo '```'
+} >"$REPORT"
+
+mkdir -p "$HERE/out"
+cp "$REPORT" "$HERE/out/pipeline-latest.md"
+cat "$REPORT"
+log "report written to $HERE/out/pipeline-latest.md"
