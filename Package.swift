@@ -33,6 +33,8 @@ let package = Package(
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomImage"]),
+        // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
+        .target(name: "DarkroomProtocol"),
         // Command line.
         .target(name: "DarkroomCLI", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -41,5 +43,6 @@ let package = Package(
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),
+        .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
     ]
 )

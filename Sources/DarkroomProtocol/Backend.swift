@@ -1,0 +1,233 @@
+// The backend: workers (DEALER) talk to the broker (ROUTER) at
+// `Wire.Endpoint.backend`. A worker sends READY, then CREDIT; the broker sends
+// at most as many JOBs as credit outstanding; the worker answers each JOB with
+// DONE or FAIL. Both sides send HEARTBEAT when idle. No request ids here:
+// jobs are named by job id and attempt.
+
+/// READY (worker → broker): a worker joins. Grants no credit by itself.
+///
+///     2 worker id  text, printable ASCII, 1…64 bytes (a ULID is recommended)
+///     3 host       text, 1…255 bytes
+///     4 pid        u32
+///     5 slots      u32, 1…1024, jobs the worker runs at once
+public struct Ready: WireMessage {
+    public static let command = Command.ready
+    public var workerID: String
+    public var host: String
+    public var pid: UInt32
+    public var slots: UInt32
+
+    public init(workerID: String, host: String, pid: UInt32, slots: UInt32) {
+        self.workerID = workerID
+        self.host = host
+        self.pid = pid
+        self.slots = slots
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        let i = r.index
+        workerID = try r.text("worker id", bytes: 1...Wire.Limit.workerIDBytes)
+        if workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            throw r.error(frame: i, "worker id", "must be printable ASCII without spaces")
+        }
+        host = try r.text("host", bytes: 1...Wire.Limit.hostBytes)
+        pid = try r.u32("pid")
+        slots = try r.u32("slots", 1...Wire.Limit.maxSlots)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.text(workerID)
+        w.text(host)
+        w.u32(pid)
+        w.u32(slots)
+    }
+}
+
+/// CREDIT (worker → broker): `count` more slots are free.
+///
+///     2 count  u32, at least 1
+public struct Credit: WireMessage {
+    public static let command = Command.credit
+    public var count: UInt32
+    public init(count: UInt32) { self.count = count }
+    public init(from r: inout MessageReader) throws(ProtocolError) { count = try r.u32("count", 1...UInt32.max) }
+    public func write(to w: inout MessageWriter) { w.u32(count) }
+}
+
+/// JOB (broker → worker): run one attempt of a job. Uses one credit.
+///
+///     2 job id       ULID
+///     3 attempt      u32, from 1
+///     4 options      8 bytes, see `JobOptions`
+///     5 pipeline     text, 1…4096 bytes
+///     6 source name  text, 0…1024 bytes
+///     7 image        JPEG bytes, at least 1
+public struct JobDispatch: WireMessage {
+    public static let command = Command.job
+    public var jobID: ULID
+    public var attempt: UInt32
+    public var options: JobOptions
+    public var pipeline: String
+    public var sourceName: String
+    public var image: [UInt8]
+
+    public init(jobID: ULID, attempt: UInt32, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8]) {
+        self.jobID = jobID
+        self.attempt = attempt
+        self.options = options
+        self.pipeline = pipeline
+        self.sourceName = sourceName
+        self.image = image
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        jobID = try r.ulid("job id")
+        attempt = try r.u32("attempt", 1...UInt32.max)
+        options = try r.options("options")
+        pipeline = try r.pipeline()
+        sourceName = try r.sourceName()
+        image = try r.blob("image", minimum: 1)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.ulid(jobID)
+        w.u32(attempt)
+        w.options(options)
+        w.text(pipeline)
+        w.text(sourceName)
+        w.blob(image)
+    }
+}
+
+/// DONE (worker → broker): the attempt succeeded and the storage node holds
+/// the result (STORED was received).
+///
+///     2 job id     ULID
+///     3 attempt    u32, as in the JOB
+///     4 record id  ULID, from STORED
+public struct Done: WireMessage {
+    public static let command = Command.done
+    public var jobID: ULID
+    public var attempt: UInt32
+    public var recordID: ULID
+
+    public init(jobID: ULID, attempt: UInt32, recordID: ULID) {
+        self.jobID = jobID
+        self.attempt = attempt
+        self.recordID = recordID
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        jobID = try r.ulid("job id")
+        attempt = try r.u32("attempt", 1...UInt32.max)
+        recordID = try r.ulid("record id")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.ulid(jobID)
+        w.u32(attempt)
+        w.ulid(recordID)
+    }
+}
+
+/// FAIL (worker → broker): the attempt failed.
+///
+///     2 job id      ULID
+///     3 attempt     u32, as in the JOB
+///     4 retryable   u8, 0 or 1
+///     5 step index  i32, from 0, or -1 when not in a pipeline step
+///     6 step        text, the step's canonical text, 0…1024 bytes
+///     7 error code  text, 1…64 bytes (`image.corrupt`, `store.unreachable`…)
+///     8 reason      text, one line, 0…4096 bytes
+public struct Fail: WireMessage {
+    public static let command = Command.fail
+    public var jobID: ULID
+    public var attempt: UInt32
+    public var retryable: Bool
+    public var failure: FailureDetail
+
+    public init(jobID: ULID, attempt: UInt32, retryable: Bool, failure: FailureDetail) {
+        self.jobID = jobID
+        self.attempt = attempt
+        self.retryable = retryable
+        self.failure = failure
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        jobID = try r.ulid("job id")
+        attempt = try r.u32("attempt", 1...UInt32.max)
+        retryable = try r.bool("retryable")
+        failure = try r.failure(requireCode: true)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.ulid(jobID)
+        w.u32(attempt)
+        w.bool(retryable)
+        w.failure(failure)
+    }
+}
+
+/// HEARTBEAT (both ways): I am alive. No fields.
+public struct Heartbeat: WireMessage {
+    public static let command = Command.heartbeat
+    public init() {}
+    public init(from r: inout MessageReader) throws(ProtocolError) {}
+    public func write(to w: inout MessageWriter) {}
+}
+
+/// DISCONNECT (both ways): I am leaving / I do not know you. No fields.
+/// A worker that receives it forgets its jobs' outcomes and sends READY again.
+public struct Disconnect: WireMessage {
+    public static let command = Command.disconnect
+    public init() {}
+    public init(from r: inout MessageReader) throws(ProtocolError) {}
+    public func write(to w: inout MessageWriter) {}
+}
+
+/// Any message on the broker backend, in either direction.
+public enum BackendMessage: Sendable, Equatable {
+    case ready(Ready)
+    case credit(Credit)
+    case job(JobDispatch)
+    case done(Done)
+    case fail(Fail)
+    case heartbeat
+    case disconnect
+    case error(ErrorReply)
+
+    var body: any WireMessage {
+        switch self {
+        case .ready(let m): m
+        case .credit(let m): m
+        case .job(let m): m
+        case .done(let m): m
+        case .fail(let m): m
+        case .heartbeat: Heartbeat()
+        case .disconnect: Disconnect()
+        case .error(let m): m
+        }
+    }
+
+    public var command: Command { type(of: body).command }
+
+    public func frames() -> [[UInt8]] { body.frames() }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BackendMessage {
+        var r = try MessageReader(frames, expecting: Command.backend, context: "on the backend")
+        let message: BackendMessage
+        switch r.command {
+        case .ready: message = .ready(try Ready(from: &r))
+        case .credit: message = .credit(try Credit(from: &r))
+        case .job: message = .job(try JobDispatch(from: &r))
+        case .done: message = .done(try Done(from: &r))
+        case .fail: message = .fail(try Fail(from: &r))
+        case .heartbeat: message = .heartbeat
+        case .disconnect: message = .disconnect
+        case .error: message = .error(try ErrorReply(from: &r))
+        default: throw ProtocolError(.unexpectedCommand, "\(r.command.name) is not valid on the backend")
+        }
+        try r.finish()
+        return message
+    }
+}

@@ -1,0 +1,123 @@
+/// The DRK1 command byte, frame 1 of every message. Values are unique across
+/// all sockets, so a logged message names its command without context.
+///
+/// 0x0_ common to several sockets, 0x1_ frontend, 0x2_ backend, 0x3_ store,
+/// 0x4_ events.
+public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case error = 0x01
+    case ping = 0x02
+    case pong = 0x03
+    case ok = 0x04
+
+    case submit = 0x10
+    case accepted = 0x11
+    case rejected = 0x12
+    case status = 0x13
+    case statusReply = 0x14
+    case replay = 0x15
+    case replayEnd = 0x16
+    case deadList = 0x17
+    case deadListReply = 0x18
+    case deadRetry = 0x19
+    case deadDiscard = 0x1A
+
+    case ready = 0x20
+    case credit = 0x21
+    case job = 0x22
+    case done = 0x23
+    case fail = 0x24
+    case heartbeat = 0x25
+    case disconnect = 0x26
+
+    case store = 0x30
+    case stored = 0x31
+    case list = 0x32
+    case listReply = 0x33
+    case get = 0x34
+    case getReply = 0x35
+    case delete = 0x36
+    case stats = 0x37
+    case statsReply = 0x38
+
+    case event = 0x40
+
+    /// The command's name as the specification writes it.
+    public var name: String {
+        switch self {
+        case .error: "ERROR"
+        case .ping: "PING"
+        case .pong: "PONG"
+        case .ok: "OK"
+        case .submit: "SUBMIT"
+        case .accepted: "ACCEPTED"
+        case .rejected: "REJECTED"
+        case .status: "STATUS"
+        case .statusReply: "STATUS-REPLY"
+        case .replay: "REPLAY"
+        case .replayEnd: "REPLAY-END"
+        case .deadList: "DEAD-LIST"
+        case .deadListReply: "DEAD-LIST-REPLY"
+        case .deadRetry: "DEAD-RETRY"
+        case .deadDiscard: "DEAD-DISCARD"
+        case .ready: "READY"
+        case .credit: "CREDIT"
+        case .job: "JOB"
+        case .done: "DONE"
+        case .fail: "FAIL"
+        case .heartbeat: "HEARTBEAT"
+        case .disconnect: "DISCONNECT"
+        case .store: "STORE"
+        case .stored: "STORED"
+        case .list: "LIST"
+        case .listReply: "LIST-REPLY"
+        case .get: "GET"
+        case .getReply: "GET-REPLY"
+        case .delete: "DELETE"
+        case .stats: "STATS"
+        case .statsReply: "STATS-REPLY"
+        case .event: "EVENT"
+        }
+    }
+
+    public var description: String { name }
+
+    /// The exact number of frames in this command's message, counting the
+    /// protocol id and command frames (and not the ROUTER identity or the
+    /// event topic). Every DRK1 command has a fixed frame count.
+    public var frameCount: Int {
+        switch self {
+        case .heartbeat, .disconnect: 2
+        case .ping, .pong, .status, .stats, .credit: 3
+        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply: 4
+        case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
+        case .ready, .stored, .getReply: 6
+        case .submit, .job: 8
+        case .fail: 9
+        case .store: 10
+        case .event: 14
+        }
+    }
+
+    /// Whether frame 2 is a client-chosen request id (u64) echoed by the reply.
+    public var carriesRequestID: Bool {
+        switch self {
+        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .event: false
+        default: true
+        }
+    }
+
+    /// Commands valid on the broker frontend (either direction).
+    public static let frontend: Set<Command> = [
+        .error, .ping, .pong, .ok, .submit, .accepted, .rejected, .status, .statusReply,
+        .replay, .replayEnd, .deadList, .deadListReply, .deadRetry, .deadDiscard, .event,
+    ]
+    /// Commands valid on the broker backend (either direction).
+    public static let backend: Set<Command> = [
+        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect,
+    ]
+    /// Commands valid on the storage node socket (either direction).
+    public static let storage: Set<Command> = [
+        .error, .ping, .pong, .ok, .store, .stored, .list, .listReply, .get, .getReply,
+        .delete, .stats, .statsReply,
+    ]
+}

@@ -1,0 +1,148 @@
+/// The job options frame of SUBMIT and JOB: 8 bytes, big-endian.
+///
+///     offset 0  u16  thumbnail width, 1…4096
+///     offset 2  u16  thumbnail height, 1…4096
+///     offset 4  u8   full-resolution JPEG quality, 1…100
+///     offset 5  u8   thumbnail JPEG quality, 1…100
+///     offset 6  u16  reserved, MUST be 0
+public struct JobOptions: Sendable, Hashable {
+    public var thumbnailWidth: UInt16
+    public var thumbnailHeight: UInt16
+    public var quality: UInt8
+    public var thumbnailQuality: UInt8
+
+    public static let frameSize = 8
+    /// The defaults a producer uses when the user gives none: a 256×256
+    /// thumbnail at quality 70, full resolution at quality 95.
+    public static let `default` = JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70)
+
+    public init(thumbnailWidth: UInt16, thumbnailHeight: UInt16, quality: UInt8, thumbnailQuality: UInt8) {
+        self.thumbnailWidth = thumbnailWidth
+        self.thumbnailHeight = thumbnailHeight
+        self.quality = quality
+        self.thumbnailQuality = thumbnailQuality
+    }
+
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.frameSize)
+        out.appendBigEndian(thumbnailWidth)
+        out.appendBigEndian(thumbnailHeight)
+        out.append(quality)
+        out.append(thumbnailQuality)
+        out.appendBigEndian(UInt16(0))
+        return out
+    }
+}
+
+extension MessageReader {
+    mutating func options(_ field: String) throws(ProtocolError) -> JobOptions {
+        let (i, parts) = try structure(field, width: JobOptions.frameSize) { (r: inout FrameReader) throws(FrameReader.OutOfBytes) in
+            (try r.u16(), try r.u16(), try r.u8(), try r.u8(), try r.u16())
+        }
+        let (w, h, q, tq, reserved) = parts
+        let side = 1...Wire.Limit.maxThumbnailSide
+        guard side.contains(w) else { throw error(frame: i, field, "thumbnail width is \(w), must be 1…\(side.upperBound)") }
+        guard side.contains(h) else { throw error(frame: i, field, "thumbnail height is \(h), must be 1…\(side.upperBound)") }
+        guard (1...100).contains(q) else { throw error(frame: i, field, "quality is \(q), must be 1…100") }
+        guard (1...100).contains(tq) else { throw error(frame: i, field, "thumbnail quality is \(tq), must be 1…100") }
+        guard reserved == 0 else { throw error(frame: i, field, "reserved bytes must be 0, got \(reserved)") }
+        return JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq)
+    }
+
+    mutating func size(_ field: String) throws(ProtocolError) -> ImageSize {
+        let (i, parts) = try structure(field, width: 8) { (r: inout FrameReader) throws(FrameReader.OutOfBytes) in
+            (try r.u32(), try r.u32())
+        }
+        let range = 1...Wire.Limit.maxImageSide
+        guard range.contains(parts.0), range.contains(parts.1) else {
+            throw error(frame: i, field, "is \(parts.0)x\(parts.1), each side must be 1…\(range.upperBound)")
+        }
+        return ImageSize(width: parts.0, height: parts.1)
+    }
+
+    mutating func pipeline(_ field: String = "pipeline") throws(ProtocolError) -> String {
+        try text(field, bytes: 1...Wire.Limit.pipelineBytes)
+    }
+
+    mutating func sourceName(_ field: String = "source name") throws(ProtocolError) -> String {
+        try text(field, bytes: 0...Wire.Limit.sourceNameBytes)
+    }
+
+    mutating func failure(requireCode: Bool) throws(ProtocolError) -> FailureDetail {
+        let stepIndex = try i32("step index", -1...Int32.max)
+        let step = try text("step", bytes: 0...Wire.Limit.stepBytes)
+        let code = try text("error code", bytes: (requireCode ? 1 : 0)...Wire.Limit.errorCodeBytes)
+        let reason = try text("reason", bytes: 0...Wire.Limit.reasonBytes)
+        return FailureDetail(stepIndex: stepIndex, step: step, code: code, reason: reason)
+    }
+}
+
+extension MessageWriter {
+    mutating func options(_ o: JobOptions) { raw(o.bytes) }
+    mutating func size(_ s: ImageSize) {
+        var out: [UInt8] = []
+        out.appendBigEndian(s.width)
+        out.appendBigEndian(s.height)
+        raw(out)
+    }
+    mutating func failure(_ f: FailureDetail) {
+        i32(f.stepIndex)
+        text(f.step)
+        text(f.code)
+        text(f.reason)
+    }
+}
+
+/// Width and height in pixels, as an 8-byte frame (two u32).
+public struct ImageSize: Sendable, Hashable, Codable {
+    public var width: UInt32
+    public var height: UInt32
+    public init(width: UInt32, height: UInt32) {
+        self.width = width
+        self.height = height
+    }
+}
+
+/// Why a job attempt failed, as FAIL and EVENT carry it: which pipeline step
+/// (index from 0, or -1 when the failure is not in a step: decode, encode,
+/// store, a lost worker), that step's canonical text, a short machine code
+/// (`image.corrupt`, `pipeline.invalid`, `worker.lost`…) and a sentence.
+public struct FailureDetail: Sendable, Hashable {
+    public var stepIndex: Int32
+    public var step: String
+    public var code: String
+    public var reason: String
+
+    public init(stepIndex: Int32 = -1, step: String = "", code: String, reason: String) {
+        self.stepIndex = stepIndex
+        self.step = step
+        self.code = code
+        self.reason = reason
+    }
+
+    static let none = FailureDetail(stepIndex: -1, step: "", code: "", reason: "")
+
+    /// Error codes DRK1 itself defines. Image and pipeline errors use
+    /// `image.<code>` and `pipeline.<code>`.
+    public enum Code {
+        /// The broker declared the worker dead while it held the job.
+        public static let workerLost = "worker.lost"
+        /// The worker handed the job back while shutting down.
+        public static let workerShutdown = "worker.shutdown"
+        /// The worker could not reach the storage node.
+        public static let storeUnreachable = "store.unreachable"
+        /// The storage node answered STORE with ERROR.
+        public static let storeRejected = "store.rejected"
+        /// The job's pipeline text did not parse on the worker.
+        public static let invalidPipeline = "pipeline.invalid"
+        /// An unexpected failure inside the worker.
+        public static let `internal` = "internal"
+    }
+
+    /// One line for a person: `step 2 crop:600x600+0+0: image.invalid-argument: rectangle exceeds image 500x400`.
+    public var summary: String {
+        let head = stepIndex >= 0 ? "step \(stepIndex) \(step): " : ""
+        return head + (code.isEmpty ? "" : "\(code): ") + reason
+    }
+}

@@ -1,0 +1,232 @@
+/// Bounds-checked big-endian reads from one frame. Every read checks the
+/// remaining length first and throws instead of trapping, so hostile input
+/// can never crash the reader.
+public struct FrameReader: Sendable {
+    public struct OutOfBytes: Error, Sendable, Equatable {
+        public let needed: Int
+        public let available: Int
+    }
+
+    public let bytes: [UInt8]
+    public private(set) var position: Int = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public var remaining: Int { bytes.count - position }
+    public var isAtEnd: Bool { position >= bytes.count }
+
+    mutating func take(_ n: Int) throws(OutOfBytes) -> ArraySlice<UInt8> {
+        guard n >= 0, remaining >= n else { throw OutOfBytes(needed: n, available: remaining) }
+        defer { position += n }
+        return bytes[position..<(position + n)]
+    }
+
+    mutating func unsigned(_ width: Int) throws(OutOfBytes) -> UInt64 {
+        var value: UInt64 = 0
+        for byte in try take(width) { value = value << 8 | UInt64(byte) }
+        return value
+    }
+
+    public mutating func u8() throws(OutOfBytes) -> UInt8 { UInt8(truncatingIfNeeded: try unsigned(1)) }
+    public mutating func u16() throws(OutOfBytes) -> UInt16 { UInt16(truncatingIfNeeded: try unsigned(2)) }
+    public mutating func u32() throws(OutOfBytes) -> UInt32 { UInt32(truncatingIfNeeded: try unsigned(4)) }
+    public mutating func u64() throws(OutOfBytes) -> UInt64 { try unsigned(8) }
+    public mutating func i8() throws(OutOfBytes) -> Int8 { Int8(bitPattern: try u8()) }
+    public mutating func i32() throws(OutOfBytes) -> Int32 { Int32(bitPattern: try u32()) }
+    public mutating func bytes(_ n: Int) throws(OutOfBytes) -> [UInt8] { Array(try take(n)) }
+}
+
+/// Appends big-endian integers to a byte array.
+extension Array where Element == UInt8 {
+    mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
+        let width = T.bitWidth / 8
+        for i in stride(from: width - 1, through: 0, by: -1) {
+            append(UInt8(truncatingIfNeeded: value >> (i * 8)))
+        }
+    }
+
+    static func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(T.bitWidth / 8)
+        out.appendBigEndian(value)
+        return out
+    }
+}
+
+/// Reads the field frames of one message in order, checking each against the
+/// specification. Errors name the command, the frame index (counted from the
+/// start of the frames handed to the decoder) and the field.
+public struct MessageReader: Sendable {
+    public let command: Command
+    let frames: [[UInt8]]
+    public private(set) var index: Int
+
+    /// Checks the header and the exact frame count. `offset` is the index of
+    /// the "DRK1" frame (1 on the events socket, after the topic).
+    /// `context` completes the sentence "X is not valid …" for a command
+    /// outside `allowed`, e.g. "on the frontend".
+    public init(_ frames: [[UInt8]], offset: Int = 0, expecting allowed: Set<Command>, context: String) throws(ProtocolError) {
+        let command = try Wire.command(of: frames, at: offset)
+        guard allowed.contains(command) else {
+            throw ProtocolError(.unexpectedCommand, "\(command.name) is not valid \(context)")
+        }
+        let count = frames.count - offset
+        guard count == command.frameCount else {
+            throw ProtocolError(.malformed, "\(command.name): expected \(command.frameCount) frames, got \(count)")
+        }
+        self.command = command
+        self.frames = frames
+        self.index = offset + 2
+    }
+
+    /// Throws if a decoder read fewer frames than the message has.
+    public func finish() throws(ProtocolError) {
+        guard index == frames.count else {
+            throw ProtocolError(.malformed, "\(command.name): \(frames.count - index) unread frame(s)")
+        }
+    }
+
+    public func error(_ code: ErrorCode = .malformed, frame: Int, _ field: String, _ problem: String) -> ProtocolError {
+        ProtocolError(code, "\(command.name): frame \(frame) (\(field)) \(problem)")
+    }
+
+    mutating func next() -> (Int, [UInt8]) {
+        // The frame count was checked in init and readers read exactly that many.
+        let i = index
+        index += 1
+        return i < frames.count ? (i, frames[i]) : (i, [])
+    }
+
+    mutating func fixed(_ field: String, _ width: Int) throws(ProtocolError) -> (Int, FrameReader) {
+        let (i, frame) = next()
+        guard frame.count == width else {
+            throw error(frame: i, field, "must be \(width) byte\(width == 1 ? "" : "s"), got \(frame.count)")
+        }
+        return (i, FrameReader(frame))
+    }
+
+    public mutating func u8(_ field: String, _ range: ClosedRange<UInt8> = 0...UInt8.max) throws(ProtocolError) -> UInt8 {
+        var (i, r) = try fixed(field, 1)
+        let v = (try? r.u8()) ?? 0
+        guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
+        return v
+    }
+
+    public mutating func u16(_ field: String) throws(ProtocolError) -> UInt16 {
+        var (_, r) = try fixed(field, 2)
+        return (try? r.u16()) ?? 0
+    }
+
+    public mutating func u32(_ field: String, _ range: ClosedRange<UInt32> = 0...UInt32.max) throws(ProtocolError) -> UInt32 {
+        var (i, r) = try fixed(field, 4)
+        let v = (try? r.u32()) ?? 0
+        guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
+        return v
+    }
+
+    public mutating func i32(_ field: String, _ range: ClosedRange<Int32>) throws(ProtocolError) -> Int32 {
+        var (i, r) = try fixed(field, 4)
+        let v = (try? r.i32()) ?? 0
+        guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
+        return v
+    }
+
+    public mutating func u64(_ field: String) throws(ProtocolError) -> UInt64 {
+        var (_, r) = try fixed(field, 8)
+        return (try? r.u64()) ?? 0
+    }
+
+    public mutating func bool(_ field: String) throws(ProtocolError) -> Bool {
+        try u8(field, 0...1) == 1
+    }
+
+    /// A UTF-8 text frame of `range` bytes. Single-line text (the default)
+    /// may not contain control characters (U+0000–U+001F, U+007F).
+    public mutating func text(_ field: String, bytes range: ClosedRange<Int>, singleLine: Bool = true) throws(ProtocolError) -> String {
+        let (i, frame) = next()
+        guard range.contains(frame.count) else {
+            if frame.isEmpty { throw error(frame: i, field, "is empty") }
+            throw error(frame: i, field, "is \(frame.count) bytes, must be \(range.lowerBound)…\(range.upperBound)")
+        }
+        guard let text = String(validating: frame, as: UTF8.self) else {
+            throw error(frame: i, field, "is not valid UTF-8")
+        }
+        if singleLine, let bad = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw error(frame: i, field, "contains control character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4))")
+        }
+        return text
+    }
+
+    /// A ULID in its canonical 26-character form.
+    public mutating func ulid(_ field: String) throws(ProtocolError) -> ULID {
+        let (i, frame) = next()
+        guard let id = ULID(bytes: frame) else {
+            throw error(frame: i, field, "is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(frame))")
+        }
+        return id
+    }
+
+    /// An empty frame (nil) or a ULID.
+    public mutating func optionalULID(_ field: String) throws(ProtocolError) -> ULID? {
+        let (i, frame) = next()
+        if frame.isEmpty { return nil }
+        guard let id = ULID(bytes: frame) else {
+            throw error(frame: i, field, "is neither empty nor a ULID, got \(Wire.quoted(frame))")
+        }
+        return id
+    }
+
+    /// An opaque binary frame of at least `minimum` bytes.
+    public mutating func blob(_ field: String, minimum: Int = 0) throws(ProtocolError) -> [UInt8] {
+        let (i, frame) = next()
+        guard frame.count >= minimum else {
+            throw error(frame: i, field, frame.isEmpty ? "is empty" : "is \(frame.count) bytes, must be at least \(minimum)")
+        }
+        return frame
+    }
+
+    /// A JSON frame decoded as `T`.
+    public mutating func json<T: Decodable>(_ field: String, as type: T.Type) throws(ProtocolError) -> T {
+        let (i, frame) = next()
+        do {
+            return try JSONPayload.decode(type, from: frame)
+        } catch let problem {
+            throw error(frame: i, field, "is not a valid \(field) JSON object: \(problem)")
+        }
+    }
+
+    /// Reads a custom fixed-size binary frame with `parse`.
+    mutating func structure<T>(_ field: String, width: Int, _ parse: (inout FrameReader) throws(FrameReader.OutOfBytes) -> T) throws(ProtocolError) -> (Int, T) {
+        var (i, r) = try fixed(field, width)
+        do { return (i, try parse(&r)) } catch { throw self.error(frame: i, field, "is truncated") }
+    }
+}
+
+/// Builds the frames of one message.
+public struct MessageWriter: Sendable {
+    public private(set) var frames: [[UInt8]]
+
+    public init(_ command: Command) {
+        frames = [Wire.protocolID, [command.rawValue]]
+        frames.reserveCapacity(command.frameCount)
+    }
+
+    public mutating func u8(_ v: UInt8) { frames.append([v]) }
+    public mutating func u16(_ v: UInt16) { frames.append(.bigEndian(v)) }
+    public mutating func u32(_ v: UInt32) { frames.append(.bigEndian(v)) }
+    public mutating func i32(_ v: Int32) { frames.append(.bigEndian(v)) }
+    public mutating func u64(_ v: UInt64) { frames.append(.bigEndian(v)) }
+    public mutating func bool(_ v: Bool) { frames.append([v ? 1 : 0]) }
+    public mutating func text(_ s: String) { frames.append(Array(s.utf8)) }
+    public mutating func ulid(_ id: ULID) { frames.append(id.asciiBytes) }
+    public mutating func optionalULID(_ id: ULID?) { frames.append(id?.asciiBytes ?? []) }
+    public mutating func blob(_ b: [UInt8]) { frames.append(b) }
+    public mutating func json<T: Encodable>(_ value: T) { frames.append(JSONPayload.encode(value)) }
+    public mutating func raw(_ frame: [UInt8]) { frames.append(frame) }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

@@ -1,0 +1,404 @@
+// The frontend: producers and admin clients (DEALER) talk to the broker
+// (ROUTER) at `Wire.Endpoint.frontend`. Every request carries a request id
+// chosen by the client; the reply echoes it, so a client may have many
+// requests outstanding and match replies as they come.
+
+/// SUBMIT (client → broker): queue one job. Answered by ACCEPTED once the job
+/// is committed to disk, or REJECTED.
+///
+///     2 request id   u64
+///     3 priority     u8, 0…9, higher runs first
+///     4 options      8 bytes, see `JobOptions`
+///     5 pipeline     text, canonical pipeline, 1…4096 bytes
+///     6 source name  text, 0…1024 bytes
+///     7 image        JPEG bytes, at least 1
+public struct Submit: WireMessage {
+    public static let command = Command.submit
+    public var requestID: UInt64
+    public var priority: UInt8
+    public var options: JobOptions
+    public var pipeline: String
+    public var sourceName: String
+    public var image: [UInt8]
+
+    public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8]) {
+        self.requestID = requestID
+        self.priority = priority
+        self.options = options
+        self.pipeline = pipeline
+        self.sourceName = sourceName
+        self.image = image
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        priority = try r.u8("priority", 0...Wire.maxPriority)
+        options = try r.options("options")
+        pipeline = try r.pipeline()
+        sourceName = try r.sourceName()
+        image = try r.blob("image", minimum: 1)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.u8(priority)
+        w.options(options)
+        w.text(pipeline)
+        w.text(sourceName)
+        w.blob(image)
+    }
+}
+
+/// ACCEPTED (broker → client): the job is on disk and will run.
+///
+///     2 request id  u64
+///     3 job id      ULID
+///     4 event seq   u64, sequence number of the job's "accepted" event
+public struct Accepted: WireMessage {
+    public static let command = Command.accepted
+    public var requestID: UInt64
+    public var jobID: ULID
+    public var eventSeq: UInt64
+
+    public init(requestID: UInt64, jobID: ULID, eventSeq: UInt64) {
+        self.requestID = requestID
+        self.jobID = jobID
+        self.eventSeq = eventSeq
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        jobID = try r.ulid("job id")
+        eventSeq = try r.u64("event seq")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.ulid(jobID)
+        w.u64(eventSeq)
+    }
+}
+
+/// REJECTED (broker → client): the well-formed SUBMIT was not queued.
+///
+///     2 request id  u64
+///     3 code        u16 (queue-full, invalid-pipeline, invalid-image, too-large, shutting-down, forbidden, internal)
+///     4 reason      text, one line
+public struct Rejected: WireMessage {
+    public static let command = Command.rejected
+    public var requestID: UInt64
+    public var code: ErrorCode
+    public var reason: String
+
+    public init(requestID: UInt64, code: ErrorCode, reason: String) {
+        self.requestID = requestID
+        self.code = code
+        self.reason = reason
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        code = ErrorCode(rawValue: try r.u16("code"))
+        reason = try r.text("reason", bytes: 0...Wire.Limit.reasonBytes)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.u16(code.rawValue)
+        w.text(reason)
+    }
+}
+
+/// STATUS (client → broker): ask for a `BrokerStatus`.
+///
+///     2 request id  u64
+public struct StatusRequest: WireMessage {
+    public static let command = Command.status
+    public var requestID: UInt64
+    public init(requestID: UInt64) { self.requestID = requestID }
+    public init(from r: inout MessageReader) throws(ProtocolError) { requestID = try r.u64("request id") }
+    public func write(to w: inout MessageWriter) { w.u64(requestID) }
+}
+
+/// STATUS-REPLY (broker → client).
+///
+///     2 request id  u64
+///     3 status      JSON object, see `BrokerStatus`
+public struct StatusReply: WireMessage {
+    public static let command = Command.statusReply
+    public var requestID: UInt64
+    public var status: BrokerStatus
+
+    public init(requestID: UInt64, status: BrokerStatus) {
+        self.requestID = requestID
+        self.status = status
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        status = try r.json("status", as: BrokerStatus.self)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.json(status)
+    }
+}
+
+/// REPLAY (client → broker): send me the stored events from `from` on.
+/// The broker answers with EVENT messages (same frames as on the events
+/// socket, without the topic), in seq order, then REPLAY-END.
+///
+///     2 request id  u64
+///     3 from seq    u64, first seq wanted (inclusive)
+///     4 limit       u32, most events to send; 0 = the broker's default
+public struct ReplayRequest: WireMessage {
+    public static let command = Command.replay
+    public var requestID: UInt64
+    public var fromSeq: UInt64
+    public var limit: UInt32
+
+    public init(requestID: UInt64, fromSeq: UInt64, limit: UInt32 = 0) {
+        self.requestID = requestID
+        self.fromSeq = fromSeq
+        self.limit = limit
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        fromSeq = try r.u64("from seq")
+        limit = try r.u32("limit")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.u64(fromSeq)
+        w.u32(limit)
+    }
+}
+
+/// REPLAY-END (broker → client): the end of one REPLAY's events.
+///
+///     2 request id  u64
+///     3 last seq    u64, seq of the last EVENT sent (from seq − 1 if none)
+///     4 head seq    u64, the newest seq the broker has; more remain if last < head
+public struct ReplayEnd: WireMessage {
+    public static let command = Command.replayEnd
+    public var requestID: UInt64
+    public var lastSeq: UInt64
+    public var headSeq: UInt64
+
+    public init(requestID: UInt64, lastSeq: UInt64, headSeq: UInt64) {
+        self.requestID = requestID
+        self.lastSeq = lastSeq
+        self.headSeq = headSeq
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        lastSeq = try r.u64("last seq")
+        headSeq = try r.u64("head seq")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.u64(lastSeq)
+        w.u64(headSeq)
+    }
+}
+
+/// DEAD-LIST (client → broker): list dead jobs, oldest first.
+///
+///     2 request id  u64
+///     3 limit       u32, 1…1000
+///     4 after       empty, or a job id: list jobs after this one
+public struct DeadListRequest: WireMessage {
+    public static let command = Command.deadList
+    public var requestID: UInt64
+    public var limit: UInt32
+    public var after: ULID?
+
+    public init(requestID: UInt64, limit: UInt32, after: ULID? = nil) {
+        self.requestID = requestID
+        self.limit = limit
+        self.after = after
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        limit = try r.u32("limit", 1...Wire.Limit.maxListLimit)
+        after = try r.optionalULID("after")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.u32(limit)
+        w.optionalULID(after)
+    }
+}
+
+/// DEAD-LIST-REPLY (broker → client).
+///
+///     2 request id  u64
+///     3 dead list   JSON object, see `DeadList`
+public struct DeadListReply: WireMessage {
+    public static let command = Command.deadListReply
+    public var requestID: UInt64
+    public var list: DeadList
+
+    public init(requestID: UInt64, list: DeadList) {
+        self.requestID = requestID
+        self.list = list
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        list = try r.json("dead list", as: DeadList.self)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.json(list)
+    }
+}
+
+/// Which dead jobs DEAD-RETRY or DEAD-DISCARD acts on: the text "all" or a job id.
+public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
+    case all
+    case job(ULID)
+
+    public var description: String {
+        switch self {
+        case .all: "all"
+        case .job(let id): id.description
+        }
+    }
+}
+
+extension MessageReader {
+    mutating func deadTarget() throws(ProtocolError) -> DeadTarget {
+        let i = index
+        let text = try self.text("target", bytes: 1...26)
+        if text == "all" { return .all }
+        guard let id = ULID(text) else { throw error(frame: i, "target", "must be \"all\" or a job id, got '\(text)'") }
+        return .job(id)
+    }
+}
+
+/// DEAD-RETRY (client → broker): queue dead jobs again, with fresh attempts.
+/// Answered by OK (count = jobs requeued) or ERROR not-found.
+///
+///     2 request id  u64
+///     3 target      text: "all" or a job id
+public struct DeadRetry: WireMessage {
+    public static let command = Command.deadRetry
+    public var requestID: UInt64
+    public var target: DeadTarget
+    public init(requestID: UInt64, target: DeadTarget) {
+        self.requestID = requestID
+        self.target = target
+    }
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        target = try r.deadTarget()
+    }
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.text(target.description)
+    }
+}
+
+/// DEAD-DISCARD (client → broker): forget dead jobs for good.
+/// Answered by OK (count = jobs discarded) or ERROR not-found.
+///
+///     2 request id  u64
+///     3 target      text: "all" or a job id
+public struct DeadDiscard: WireMessage {
+    public static let command = Command.deadDiscard
+    public var requestID: UInt64
+    public var target: DeadTarget
+    public init(requestID: UInt64, target: DeadTarget) {
+        self.requestID = requestID
+        self.target = target
+    }
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        target = try r.deadTarget()
+    }
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.text(target.description)
+    }
+}
+
+/// Any message on the broker frontend, in either direction.
+public enum FrontendMessage: Sendable, Equatable {
+    case submit(Submit)
+    case accepted(Accepted)
+    case rejected(Rejected)
+    case status(StatusRequest)
+    case statusReply(StatusReply)
+    case replay(ReplayRequest)
+    case replayEnd(ReplayEnd)
+    case event(Event)
+    case deadList(DeadListRequest)
+    case deadListReply(DeadListReply)
+    case deadRetry(DeadRetry)
+    case deadDiscard(DeadDiscard)
+    case ping(Ping)
+    case pong(Pong)
+    case ok(OKReply)
+    case error(ErrorReply)
+
+    var body: any WireMessage {
+        switch self {
+        case .submit(let m): m
+        case .accepted(let m): m
+        case .rejected(let m): m
+        case .status(let m): m
+        case .statusReply(let m): m
+        case .replay(let m): m
+        case .replayEnd(let m): m
+        case .event(let m): m
+        case .deadList(let m): m
+        case .deadListReply(let m): m
+        case .deadRetry(let m): m
+        case .deadDiscard(let m): m
+        case .ping(let m): m
+        case .pong(let m): m
+        case .ok(let m): m
+        case .error(let m): m
+        }
+    }
+
+    public var command: Command { type(of: body).command }
+
+    public func frames() -> [[UInt8]] { body.frames() }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> FrontendMessage {
+        var r = try MessageReader(frames, expecting: Command.frontend, context: "on the frontend")
+        let message: FrontendMessage
+        switch r.command {
+        case .submit: message = .submit(try Submit(from: &r))
+        case .accepted: message = .accepted(try Accepted(from: &r))
+        case .rejected: message = .rejected(try Rejected(from: &r))
+        case .status: message = .status(try StatusRequest(from: &r))
+        case .statusReply: message = .statusReply(try StatusReply(from: &r))
+        case .replay: message = .replay(try ReplayRequest(from: &r))
+        case .replayEnd: message = .replayEnd(try ReplayEnd(from: &r))
+        case .event: message = .event(try Event(from: &r))
+        case .deadList: message = .deadList(try DeadListRequest(from: &r))
+        case .deadListReply: message = .deadListReply(try DeadListReply(from: &r))
+        case .deadRetry: message = .deadRetry(try DeadRetry(from: &r))
+        case .deadDiscard: message = .deadDiscard(try DeadDiscard(from: &r))
+        case .ping: message = .ping(try Ping(from: &r))
+        case .pong: message = .pong(try Pong(from: &r))
+        case .ok: message = .ok(try OKReply(from: &r))
+        case .error: message = .error(try ErrorReply(from: &r))
+        default: throw ProtocolError(.unexpectedCommand, "\(r.command.name) is not valid on the frontend")
+        }
+        try r.finish()
+        return message
+    }
+}
+

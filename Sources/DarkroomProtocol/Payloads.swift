@@ -1,0 +1,195 @@
+// JSON payloads: STATUS-REPLY, DEAD-LIST-REPLY, LIST-REPLY, GET-REPLY and
+// STATS-REPLY. Keys are camelCase; times are Unix milliseconds; ids are
+// ULID text. Receivers ignore keys they do not know.
+
+/// The broker's state, answered to STATUS.
+public struct BrokerStatus: Codable, Sendable, Equatable {
+    /// "DRK1".
+    public var protocolVersion: String
+    /// The broker's clock, Unix ms, when the status was taken. Compare worker
+    /// heartbeat times with this, not with the client's clock.
+    public var time: UInt64
+    /// Newest event sequence number (0 before the first event).
+    public var eventSeq: UInt64
+    public var queue: QueueStatus
+    public var workers: [WorkerStatus]
+    public var rates: Rates
+
+    public init(protocolVersion: String = Wire.version, time: UInt64, eventSeq: UInt64, queue: QueueStatus, workers: [WorkerStatus], rates: Rates) {
+        self.protocolVersion = protocolVersion
+        self.time = time
+        self.eventSeq = eventSeq
+        self.queue = queue
+        self.workers = workers
+        self.rates = rates
+    }
+}
+
+public struct QueueStatus: Codable, Sendable, Equatable {
+    /// Jobs waiting to run, by priority: element i is priority i (10 elements).
+    public var ready: [UInt64]
+    /// Jobs waiting out a retry backoff.
+    public var delayed: UInt64
+    /// Jobs dispatched to a worker and not yet DONE or FAIL.
+    public var inFlight: UInt64
+    /// Jobs in the dead-letter set.
+    public var dead: UInt64
+    /// The depth limit over which SUBMIT is rejected with queue-full.
+    public var limit: UInt64
+
+    public init(ready: [UInt64], delayed: UInt64, inFlight: UInt64, dead: UInt64, limit: UInt64) {
+        self.ready = ready
+        self.delayed = delayed
+        self.inFlight = inFlight
+        self.dead = dead
+        self.limit = limit
+    }
+
+    /// All jobs waiting to run, whatever their priority.
+    public var depth: UInt64 { ready.reduce(0, +) + delayed }
+}
+
+public struct WorkerStatus: Codable, Sendable, Equatable {
+    public var id: String
+    public var host: String
+    public var pid: UInt32
+    public var slots: UInt32
+    /// Jobs the worker holds now.
+    public var busy: UInt32
+    /// Credit the broker has not yet used.
+    public var credit: UInt32
+    /// Broker time (Unix ms) of the last message from the worker.
+    public var lastHeartbeat: UInt64
+
+    public init(id: String, host: String, pid: UInt32, slots: UInt32, busy: UInt32, credit: UInt32, lastHeartbeat: UInt64) {
+        self.id = id
+        self.host = host
+        self.pid = pid
+        self.slots = slots
+        self.busy = busy
+        self.credit = credit
+        self.lastHeartbeat = lastHeartbeat
+    }
+}
+
+/// Jobs per second over the last `windowSeconds`.
+public struct Rates: Codable, Sendable, Equatable {
+    public var windowSeconds: UInt32
+    public var accepted: Double
+    public var stored: Double
+    public var failed: Double
+
+    public init(windowSeconds: UInt32, accepted: Double, stored: Double, failed: Double) {
+        self.windowSeconds = windowSeconds
+        self.accepted = accepted
+        self.stored = stored
+        self.failed = failed
+    }
+}
+
+/// The dead-letter set, answered to DEAD-LIST.
+public struct DeadList: Codable, Sendable, Equatable {
+    /// How many jobs are dead in all (the page may hold fewer).
+    public var total: UInt64
+    public var jobs: [DeadJob]
+
+    public init(total: UInt64, jobs: [DeadJob]) {
+        self.total = total
+        self.jobs = jobs
+    }
+}
+
+public struct DeadJob: Codable, Sendable, Equatable {
+    public var jobID: ULID
+    public var source: String
+    public var pipeline: String
+    public var priority: UInt8
+    public var attempts: UInt32
+    /// Unix ms when the job was accepted.
+    public var submitted: UInt64
+    /// Unix ms when it became dead.
+    public var died: UInt64
+    public var stepIndex: Int32
+    public var step: String
+    public var errorCode: String
+    public var reason: String
+
+    public init(jobID: ULID, source: String, pipeline: String, priority: UInt8, attempts: UInt32, submitted: UInt64, died: UInt64,
+                stepIndex: Int32, step: String, errorCode: String, reason: String) {
+        self.jobID = jobID
+        self.source = source
+        self.pipeline = pipeline
+        self.priority = priority
+        self.attempts = attempts
+        self.submitted = submitted
+        self.died = died
+        self.stepIndex = stepIndex
+        self.step = step
+        self.errorCode = errorCode
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "jobId", source, pipeline, priority, attempts, submitted, died, stepIndex, step, errorCode, reason
+    }
+}
+
+/// One stored result: the full-resolution image and its thumbnail.
+public struct RecordInfo: Codable, Sendable, Equatable {
+    public var id: ULID
+    public var jobID: ULID
+    public var source: String
+    public var pipeline: String
+    /// Unix ms when the record was committed.
+    public var created: UInt64
+    public var full: ImageInfo
+    public var thumb: ImageInfo
+
+    public init(id: ULID, jobID: ULID, source: String, pipeline: String, created: UInt64, full: ImageInfo, thumb: ImageInfo) {
+        self.id = id
+        self.jobID = jobID
+        self.source = source
+        self.pipeline = pipeline
+        self.created = created
+        self.full = full
+        self.thumb = thumb
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, jobID = "jobId", source, pipeline, created, full, thumb
+    }
+}
+
+public struct ImageInfo: Codable, Sendable, Equatable {
+    public var width: UInt32
+    public var height: UInt32
+    public var bytes: UInt64
+    /// Lower-case hex SHA-256 of the JPEG bytes.
+    public var sha256: String
+
+    public init(width: UInt32, height: UInt32, bytes: UInt64, sha256: String) {
+        self.width = width
+        self.height = height
+        self.bytes = bytes
+        self.sha256 = sha256
+    }
+}
+
+/// The storage node's totals, answered to STATS.
+public struct StoreStats: Codable, Sendable, Equatable {
+    public var records: UInt64
+    public var fullBytes: UInt64
+    public var thumbBytes: UInt64
+    /// Blobs kept as external files (over the inline threshold).
+    public var externalFiles: UInt64
+    /// Size of the database files (main file plus WAL).
+    public var databaseBytes: UInt64
+
+    public init(records: UInt64, fullBytes: UInt64, thumbBytes: UInt64, externalFiles: UInt64, databaseBytes: UInt64) {
+        self.records = records
+        self.fullBytes = fullBytes
+        self.thumbBytes = thumbBytes
+        self.externalFiles = externalFiles
+        self.databaseBytes = databaseBytes
+    }
+}

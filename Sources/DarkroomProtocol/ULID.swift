@@ -1,0 +1,175 @@
+import Foundation
+import Synchronization
+
+/// A ULID: 48 bits of Unix time in milliseconds followed by 80 random bits,
+/// written as 26 characters of Crockford base32 (`0-9A-Z` without I, L, O, U).
+/// Job ids and record ids are ULIDs. They sort by creation time, both as
+/// values and as text.
+///
+/// On the wire a ULID is its canonical text: exactly 26 upper-case
+/// characters, the first of which is `0`…`7`.
+public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, LosslessStringConvertible, Codable {
+    /// The upper 64 bits: 48 bits of time, then the top 16 random bits.
+    public let high: UInt64
+    /// The lower 64 random bits.
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A ULID from its parts. `randomHigh` holds the top 16 of the 80 random bits.
+    public init(milliseconds: UInt64, randomHigh: UInt16, randomLow: UInt64) {
+        self.high = (milliseconds & 0xFFFF_FFFF_FFFF) << 16 | UInt64(randomHigh)
+        self.low = randomLow
+    }
+
+    /// Milliseconds since the Unix epoch at which the ULID was made.
+    public var milliseconds: UInt64 { high >> 16 }
+
+    static let alphabet: [UInt8] = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+
+    /// Crockford digit values for canonical (upper-case) input; 0xFF = invalid.
+    static let strictValues: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, char) in alphabet.enumerated() { table[Int(char)] = UInt8(value) }
+        return table
+    }()
+
+    /// Digit values for text typed by people: lower case, and I/L as 1, O as 0.
+    static let lenientValues: [UInt8] = {
+        var table = strictValues
+        for (value, char) in alphabet.enumerated() where char >= 0x41 {
+            table[Int(char) + 0x20] = UInt8(value)
+        }
+        let aliases: [(Unicode.Scalar, UInt8)] = [("I", 1), ("L", 1), ("O", 0), ("i", 1), ("l", 1), ("o", 0)]
+        for (char, value) in aliases { table[Int(UInt8(ascii: char))] = value }
+        return table
+    }()
+
+    static func parse(_ bytes: some Collection<UInt8>, values: [UInt8]) -> ULID? {
+        guard bytes.count == 26 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for (position, char) in bytes.enumerated() {
+            let digit = values[Int(char)]
+            if digit == 0xFF { return nil }
+            // The first digit carries only 3 bits: 26 × 5 = 130 > 128.
+            if position == 0, digit > 7 { return nil }
+            high = high << 5 | low >> 59
+            low = low << 5 | UInt64(digit)
+        }
+        return ULID(high: high, low: low)
+    }
+
+    /// Parses the canonical wire form (26 upper-case characters). Returns nil
+    /// for anything else.
+    public init?(bytes: [UInt8]) {
+        guard let id = ULID.parse(bytes, values: ULID.strictValues) else { return nil }
+        self = id
+    }
+
+    /// Parses the canonical form.
+    public init?(_ description: String) {
+        guard let id = ULID.parse(description.utf8, values: ULID.strictValues) else { return nil }
+        self = id
+    }
+
+    /// Parses text typed by a person: accepts lower case and Crockford's
+    /// aliases (I and L for 1, O for 0). Use for command-line arguments only.
+    public init?(lenient text: String) {
+        guard let id = ULID.parse(text.utf8, values: ULID.lenientValues) else { return nil }
+        self = id
+    }
+
+    /// The 26 ASCII bytes of the canonical form.
+    public var asciiBytes: [UInt8] {
+        var out = [UInt8](repeating: 0, count: 26)
+        for position in 0..<26 {
+            let shift = 125 - 5 * position
+            let digit: UInt64
+            if shift >= 64 {
+                digit = high >> UInt64(shift - 64)
+            } else if shift > 59 {
+                digit = low >> UInt64(shift) | high << UInt64(64 - shift)
+            } else {
+                digit = low >> UInt64(shift)
+            }
+            out[position] = ULID.alphabet[Int(digit & 31)]
+        }
+        return out
+    }
+
+    public var description: String { String(decoding: asciiBytes, as: UTF8.self) }
+
+    public static func < (a: ULID, b: ULID) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = ULID(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a ULID: \(text)"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// Makes ULIDs that increase strictly within one generator, even within one
+/// millisecond and even if the clock steps back:
+///
+/// - in a new, later millisecond, the 80 random bits are fresh;
+/// - otherwise the time stays at the last ULID's and the random part is the
+///   last one plus 1; if that overflows 80 bits, the time advances by 1 ms.
+///
+/// Thread-safe: the last ULID is kept under a `Mutex`.
+public final class ULIDGenerator: Sendable {
+    private struct State {
+        var last = ULID(high: 0, low: 0)
+    }
+
+    private let state = Mutex(State())
+    private let clock: @Sendable () -> UInt64
+    private let random: @Sendable () -> UInt64
+
+    /// - Parameters:
+    ///   - clock: milliseconds since the Unix epoch; the system clock by default.
+    ///   - random: 64 random bits per call; the system generator by default.
+    public init(
+        clock: @escaping @Sendable () -> UInt64 = ULIDGenerator.systemMilliseconds,
+        random: @escaping @Sendable () -> UInt64 = { UInt64.random(in: .min ... .max) }
+    ) {
+        self.clock = clock
+        self.random = random
+    }
+
+    /// Milliseconds since the Unix epoch from the system clock.
+    @Sendable public static func systemMilliseconds() -> UInt64 {
+        UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+    }
+
+    /// A process-wide generator.
+    public static let shared = ULIDGenerator()
+
+    public func next() -> ULID {
+        let now = clock() & 0xFFFF_FFFF_FFFF
+        return state.withLock { state in
+            let last = state.last
+            let id: ULID
+            if now > last.milliseconds {
+                id = ULID(milliseconds: now, randomHigh: UInt16(truncatingIfNeeded: random()), randomLow: random())
+            } else {
+                // Same millisecond (or the clock went back): add 1 to the
+                // 80-bit random part, carrying into the time on overflow.
+                let (low, carry) = last.low.addingReportingOverflow(1)
+                id = ULID(high: last.high &+ (carry ? 1 : 0), low: low)
+            }
+            state.last = id
+            return id
+        }
+    }
+}

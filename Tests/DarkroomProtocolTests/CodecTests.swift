@@ -1,0 +1,179 @@
+import Testing
+@testable import DarkroomProtocol
+
+@Suite("Codec")
+struct CodecTests {
+    let job = ULID(milliseconds: 1_730_000_000_000, randomHigh: 1, randomLow: 2)
+    let record = ULID(milliseconds: 1_730_000_000_001, randomHigh: 3, randomLow: 4)
+
+    @Test func frontendMessagesRoundTrip() throws {
+        let messages: [FrontendMessage] = [
+            .submit(Submit(requestID: 1, priority: 0, options: .default, pipeline: "invert", sourceName: "", image: [0xFF, 0xD8])),
+            .accepted(Accepted(requestID: 1, jobID: job, eventSeq: 9)),
+            .rejected(Rejected(requestID: 2, code: .queueFull, reason: "queue is full")),
+            .replay(ReplayRequest(requestID: 3, fromSeq: 1, limit: 100)),
+            .deadRetry(DeadRetry(requestID: 4, target: .all)),
+            .deadDiscard(DeadDiscard(requestID: 5, target: .job(job))),
+            .deadList(DeadListRequest(requestID: 6, limit: 10, after: job)),
+            .event(Event(seq: 1, time: 2, kind: .stored, jobID: job, attempt: 1, sourceName: "a.jpg", workerID: "w1", recordID: record)),
+            .error(ErrorReply(requestID: 7, code: .internal, reason: "disk full")),
+        ]
+        for message in messages {
+            #expect(try FrontendMessage.decode(message.frames()) == message)
+            #expect(message.frames().count == message.command.frameCount)
+        }
+    }
+
+    @Test func backendAndStoreMessagesRoundTrip() throws {
+        let failure = FailureDetail(stepIndex: 2, step: "crop:600x600+0+0", code: "image.invalid-argument", reason: "rectangle exceeds image 500x400")
+        let backend: [BackendMessage] = [
+            .ready(Ready(workerID: job.description, host: "h", pid: 1, slots: 4)),
+            .credit(Credit(count: 4)),
+            .job(JobDispatch(jobID: job, attempt: 3, options: .default, pipeline: "sepia", sourceName: "s", image: [1])),
+            .done(Done(jobID: job, attempt: 3, recordID: record)),
+            .fail(Fail(jobID: job, attempt: 3, retryable: false, failure: failure)),
+            .heartbeat, .disconnect,
+        ]
+        for message in backend { #expect(try BackendMessage.decode(message.frames()) == message) }
+        let info = ImageInfo(width: 1, height: 1, bytes: 1, sha256: String(repeating: "0", count: 64))
+        let recordInfo = RecordInfo(id: record, jobID: job, source: "s", pipeline: "p", created: 5, full: info, thumb: info)
+        let store: [StoreMessage] = [
+            .store(StoreRequest(requestID: 1, jobID: job, sourceName: "s", pipeline: "p", fullSize: ImageSize(width: 10, height: 20),
+                                thumbnailSize: ImageSize(width: 5, height: 5), full: [1, 2], thumbnail: [3])),
+            .stored(Stored(requestID: 1, jobID: job, recordID: record, created: true)),
+            .getReply(GetReply(requestID: 2, variant: .thumbnail, record: recordInfo, image: [9])),
+            .listReply(ListReply(requestID: 3, records: [recordInfo, recordInfo])),
+            .ok(OKReply(requestID: 4, count: 1)),
+        ]
+        for message in store { #expect(try StoreMessage.decode(message.frames()) == message) }
+    }
+
+    @Test func singleMessageDecodeChecksTheCommand() throws {
+        let frames = Ping(requestID: 5).frames()
+        #expect(try Ping.decode(frames) == Ping(requestID: 5))
+        #expect(throws: ProtocolError(.unexpectedCommand, "PING is not valid here (expected PONG)")) { try Pong.decode(frames) }
+    }
+
+    @Test func errorReplyKeepsTheRequestIDOfABadRequest() {
+        var frames = Submit(requestID: 99, priority: 3, options: .default, pipeline: "invert", sourceName: "a", image: [1]).frames()
+        frames[5] = [0xC3, 0x28]  // invalid UTF-8
+        do {
+            _ = try FrontendMessage.decode(frames)
+            Issue.record("decoded a SUBMIT with a bad pipeline")
+        } catch {
+            #expect(error.reason == "SUBMIT: frame 5 (pipeline) is not valid UTF-8")
+            let reply = Wire.errorReply(to: frames, for: error)
+            #expect(reply.requestID == 99)
+            #expect(reply.code == .malformed)
+        }
+        // A bad version never echoes frame 2: the layout is not DRK1's.
+        let foreign: [[UInt8]] = [Array("DRK2".utf8), [0x10], [0, 0, 0, 0, 0, 0, 0, 7]]
+        let error = ProtocolError(.badVersion, "expected protocol DRK1, got 'DRK2'")
+        #expect(Wire.errorReply(to: foreign, for: error).requestID == 0)
+        // Backend commands carry no request id.
+        #expect(Wire.errorReply(to: Credit(count: 1).frames(), for: ProtocolError(.malformed, "x")).requestID == 0)
+    }
+
+    @Test func frameReaderNeverReadsPastTheEnd() {
+        var reader = FrameReader([1, 2, 3])
+        #expect(throws: FrameReader.OutOfBytes(needed: 4, available: 3)) { try reader.u32() }
+        #expect(reader.position == 0)
+        #expect((try? reader.u16()) == 0x0102)
+        #expect(throws: FrameReader.OutOfBytes(needed: 8, available: 1)) { try reader.u64() }
+        #expect((try? reader.i8()) == 3)
+        #expect(reader.isAtEnd)
+    }
+
+    @Test func errorCodesHaveClasses() {
+        #expect(ErrorCode.queueFull.isRetryable)
+        #expect(ErrorCode.internal.isRetryable)
+        #expect(!ErrorCode.malformed.isRetryable)
+        #expect(!ErrorCode.invalidPipeline.isRetryable)
+        #expect(ErrorCode(rawValue: 299).isRetryable)
+        #expect(ErrorCode(rawValue: 399).name == "error-399")
+        let error = ProtocolError(.queueFull, "full")
+        #expect(ErrorCode.queueFull ~= error)
+    }
+
+    @Test func commandTableIsConsistent() {
+        #expect(Set(Command.allCases.map(\.name)).count == Command.allCases.count)
+        let sockets = Command.frontend.union(Command.backend).union(Command.storage).union([.event])
+        #expect(sockets == Set(Command.allCases))
+        #expect(Command.frontend.intersection(Command.backend) == [.error])
+    }
+}
+
+/// Hostile input: truncated, shuffled, bit-flipped and random frames must be
+/// rejected with a ProtocolError or decode to a message that re-encodes
+/// stably. Nothing may trap.
+@Suite("Hostile input")
+struct HostileInputTests {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let seeds: [[[UInt8]]] = VectorFile.loaded.vectors.map { hexFrames($0.frames) }
+    static let sockets = ["frontend", "backend", "store", "events"]
+
+    func check(_ frames: [[UInt8]]) {
+        for socket in Self.sockets {
+            if let message = try? AnyMessage.decode(frames, socket: socket) {
+                let again = message.frames()
+                #expect((try? AnyMessage.decode(again, socket: socket))?.frames() == again)
+            }
+        }
+    }
+
+    @Test func truncatedAndDroppedFrames() {
+        #expect(!Self.seeds.isEmpty)
+        for frames in Self.seeds {
+            for cut in 0..<frames.count { check(Array(frames.prefix(cut))) }
+            for drop in frames.indices {
+                var shorter = frames
+                shorter.remove(at: drop)
+                check(shorter)
+                for length in 0..<frames[drop].count {
+                    var truncated = frames
+                    truncated[drop] = Array(frames[drop].prefix(length))
+                    check(truncated)
+                }
+            }
+        }
+    }
+
+    @Test func flippedBytes() {
+        var rng = SplitMix(state: 1)
+        for frames in Self.seeds {
+            for _ in 0..<50 {
+                var mutated = frames
+                let f = Int.random(in: 0..<mutated.count, using: &rng)
+                if mutated[f].isEmpty { mutated[f] = [UInt8.random(in: 0...255, using: &rng)]; check(mutated); continue }
+                let i = Int.random(in: 0..<mutated[f].count, using: &rng)
+                mutated[f][i] ^= UInt8.random(in: 1...255, using: &rng)
+                check(mutated)
+            }
+        }
+    }
+
+    @Test func randomFramesAfterAValidHeader() {
+        var rng = SplitMix(state: 2)
+        for command in Command.allCases {
+            for _ in 0..<40 {
+                var frames: [[UInt8]] = [Wire.protocolID, [command.rawValue]]
+                for _ in 0..<(command.frameCount - 2) {
+                    let length = [0, 1, 2, 4, 8, 26, Int.random(in: 0...64, using: &rng)].randomElement(using: &rng) ?? 0
+                    frames.append((0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                }
+                check(frames)
+                check([Wire.eventTopic] + frames)
+            }
+        }
+    }
+}

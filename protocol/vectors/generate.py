@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Writes drk1.json: DRK1 test vectors, built from protocol/drk1.md alone.
+
+This encoder is independent of the Swift one: the Swift tests decode every
+vector, check its stated fields, and re-encode it to the same bytes, so the
+two implementations check each other.
+
+Run from anywhere:  python3 protocol/vectors/generate.py
+"""
+import json
+import os
+import struct
+
+DRK1 = b"DRK1"
+TOPIC = b"ev"
+
+# Command bytes (drk1.md, "Commands").
+ERROR, PING, PONG, OK = 0x01, 0x02, 0x03, 0x04
+SUBMIT, ACCEPTED, REJECTED, STATUS, STATUS_REPLY = 0x10, 0x11, 0x12, 0x13, 0x14
+REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
+DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
+READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26
+STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
+DELETE, STATS, STATS_REPLY = 0x36, 0x37, 0x38
+EVENT = 0x40
+
+JOB_ID = "01JBX3Z7Q8M4N6P2R5T9V0W1XY"
+JOB_ID_2 = "01JBX3Z7Q8M4N6P2R5T9V0W1XZ"
+RECORD_ID = "01JBX3Z9A2B3C4D5E6F7G8H9JK"
+IMAGE = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
+THUMB = bytes.fromhex("ffd8ffdbffd9")
+PIPELINE = "scale:2048x2048,mode=fill | crop:square | glitch:seed=7"
+
+
+def u8(v): return struct.pack(">B", v)
+def u16(v): return struct.pack(">H", v)
+def u32(v): return struct.pack(">I", v)
+def i32(v): return struct.pack(">i", v)
+def u64(v): return struct.pack(">Q", v)
+def text(s): return s.encode("utf-8")
+def options(tw, th, q, tq): return struct.pack(">HHBBH", tw, th, q, tq, 0)
+def size(w, h): return struct.pack(">II", w, h)
+def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
+
+
+vectors = []
+malformed = []
+
+
+def vector(name, socket, description, frames, fields):
+    vectors.append({
+        "name": name, "socket": socket, "description": description,
+        "frames": [f.hex() for f in frames], "fields": {k: str(v) for k, v in fields.items()},
+    })
+
+
+def bad(name, socket, description, frames, code, reason):
+    malformed.append({
+        "name": name, "socket": socket, "description": description,
+        "frames": [f.hex() for f in frames], "code": code, "reason": reason,
+    })
+
+
+# ---------------------------------------------------------------- common
+vector("error", "frontend", "ERROR answering request 7: queue-full",
+       msg(ERROR, u64(7), u16(200), text("queue is full (10000 jobs)")),
+       {"command": "ERROR", "requestID": 7, "code": 200, "reason": "queue is full (10000 jobs)"})
+vector("error-backend", "backend", "ERROR on the backend (request id 0)",
+       msg(ERROR, u64(0), u16(103), text("CREDIT before READY")),
+       {"command": "ERROR", "requestID": 0, "code": 103})
+vector("ping", "frontend", "PING with request id 1", msg(PING, u64(1)), {"command": "PING", "requestID": 1})
+vector("pong", "store", "PONG answering request id 1", msg(PONG, u64(1)), {"command": "PONG", "requestID": 1})
+vector("ok", "frontend", "OK: 3 dead jobs requeued", msg(OK, u64(9), u64(3)),
+       {"command": "OK", "requestID": 9, "count": 3})
+
+# ---------------------------------------------------------------- frontend
+vector("submit", "frontend", "SUBMIT request 42, priority 5, 256x256 thumb, q95/q70",
+       msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("photos/IMG_0001.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 42, "priority": 5, "options.thumbnailWidth": 256,
+        "options.thumbnailHeight": 256, "options.quality": 95, "options.thumbnailQuality": 70,
+        "pipeline": PIPELINE, "sourceName": "photos/IMG_0001.jpg", "image.count": len(IMAGE)})
+vector("submit-unicode", "frontend", "SUBMIT with a non-ASCII source name, empty-free minimum image, max priority",
+       msg(SUBMIT, u64(0xFFFFFFFFFFFFFFFF), u8(9), options(1, 4096, 1, 100), text("grayscale"), text("Été/ç.jpg"), b"\xff"),
+       {"command": "SUBMIT", "requestID": 0xFFFFFFFFFFFFFFFF, "priority": 9, "options.thumbnailWidth": 1,
+        "options.thumbnailHeight": 4096, "sourceName": "Été/ç.jpg", "image.count": 1})
+vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
+       msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
+       {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
+vector("rejected", "frontend", "REJECTED request 43: invalid-pipeline",
+       msg(REJECTED, u64(43), u16(301), text("unknown operation 'blurr' at column 1")),
+       {"command": "REJECTED", "requestID": 43, "code": 301, "reason": "unknown operation 'blurr' at column 1"})
+vector("status", "frontend", "STATUS request 2", msg(STATUS, u64(2)), {"command": "STATUS", "requestID": 2})
+status = {
+    "protocolVersion": "DRK1", "time": 1730000000123, "eventSeq": 5000,
+    "queue": {"ready": [0, 0, 0, 0, 0, 12, 0, 0, 0, 3], "delayed": 1, "inFlight": 4, "dead": 2, "limit": 100000},
+    "workers": [{"id": "w-01JBX3", "host": "node-a", "pid": 4242, "slots": 2, "busy": 2, "credit": 0,
+                 "lastHeartbeat": 1730000000001}],
+    "rates": {"windowSeconds": 10, "accepted": 812.5, "stored": 790.25, "failed": 1.5},
+}
+vector("status-reply", "frontend", "STATUS-REPLY with one worker",
+       msg(STATUS_REPLY, u64(2), js(status)),
+       {"command": "STATUS-REPLY", "requestID": 2, "status.eventSeq": 5000, "status.queue.inFlight": 4,
+        "status.queue.depth": 16, "status.workers.count": 1, "status.workers.0.host": "node-a",
+        "status.rates.accepted": 812.5})
+vector("replay", "frontend", "REPLAY from seq 990, broker default limit",
+       msg(REPLAY, u64(3), u64(990), u32(0)), {"command": "REPLAY", "requestID": 3, "fromSeq": 990, "limit": 0})
+vector("replay-end", "frontend", "REPLAY-END: sent up to 1200, head is 1500",
+       msg(REPLAY_END, u64(3), u64(1200), u64(1500)),
+       {"command": "REPLAY-END", "requestID": 3, "lastSeq": 1200, "headSeq": 1500})
+vector("dead-list", "frontend", "DEAD-LIST first page of 50",
+       msg(DEAD_LIST, u64(4), u32(50), b""), {"command": "DEAD-LIST", "requestID": 4, "limit": 50, "after": "nil"})
+vector("dead-list-after", "frontend", "DEAD-LIST next page after a job id",
+       msg(DEAD_LIST, u64(5), u32(1000), text(JOB_ID)), {"command": "DEAD-LIST", "limit": 1000, "after": JOB_ID})
+dead = {"total": 1, "jobs": [{
+    "jobId": JOB_ID, "source": "bad.jpg", "pipeline": "crop:600x600+0+0", "priority": 0, "attempts": 1,
+    "submitted": 1730000000000, "died": 1730000000500, "stepIndex": 0, "step": "crop:600x600+0+0",
+    "errorCode": "image.invalid-argument", "reason": "rectangle exceeds image 500x400"}]}
+vector("dead-list-reply", "frontend", "DEAD-LIST-REPLY with one dead job",
+       msg(DEAD_LIST_REPLY, u64(4), js(dead)),
+       {"command": "DEAD-LIST-REPLY", "requestID": 4, "list.total": 1, "list.jobs.0.jobID": JOB_ID,
+        "list.jobs.0.errorCode": "image.invalid-argument"})
+vector("dead-retry-all", "frontend", "DEAD-RETRY all", msg(DEAD_RETRY, u64(6), text("all")),
+       {"command": "DEAD-RETRY", "requestID": 6, "target": "all"})
+vector("dead-retry-one", "frontend", "DEAD-RETRY one job", msg(DEAD_RETRY, u64(7), text(JOB_ID)),
+       {"command": "DEAD-RETRY", "target": JOB_ID})
+vector("dead-discard", "frontend", "DEAD-DISCARD one job", msg(DEAD_DISCARD, u64(8), text(JOB_ID_2)),
+       {"command": "DEAD-DISCARD", "requestID": 8, "target": JOB_ID_2})
+
+# ---------------------------------------------------------------- backend
+vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
+       msg(READY, text("w-01JBX3"), text("node-a"), u32(4242), u32(2)),
+       {"command": "READY", "workerID": "w-01JBX3", "host": "node-a", "pid": 4242, "slots": 2})
+vector("credit", "backend", "CREDIT 2", msg(CREDIT, u32(2)), {"command": "CREDIT", "count": 2})
+vector("job", "backend", "JOB attempt 2",
+       msg(JOB, text(JOB_ID), u32(2), options(256, 256, 95, 70), text(PIPELINE), text("photos/IMG_0001.jpg"), IMAGE),
+       {"command": "JOB", "jobID": JOB_ID, "attempt": 2, "options.quality": 95, "pipeline": PIPELINE,
+        "image.count": len(IMAGE)})
+vector("done", "backend", "DONE attempt 2 with a record id",
+       msg(DONE, text(JOB_ID), u32(2), text(RECORD_ID)),
+       {"command": "DONE", "jobID": JOB_ID, "attempt": 2, "recordID": RECORD_ID})
+vector("fail-step", "backend", "FAIL, not retryable, in step 1",
+       msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(1), text("crop:600x600+0+0"), text("image.invalid-argument"),
+           text("rectangle exceeds image 500x400")),
+       {"command": "FAIL", "jobID": JOB_ID, "attempt": 1, "retryable": "false", "failure.stepIndex": 1,
+        "failure.step": "crop:600x600+0+0", "failure.code": "image.invalid-argument"})
+vector("fail-store", "backend", "FAIL, retryable, outside any step (storage node unreachable)",
+       msg(FAIL, text(JOB_ID), u32(3), u8(1), i32(-1), b"", text("store.unreachable"), text("no STORED within 10 s")),
+       {"command": "FAIL", "retryable": "true", "failure.stepIndex": -1, "failure.step": "",
+        "failure.code": "store.unreachable"})
+vector("heartbeat", "backend", "HEARTBEAT", msg(HEARTBEAT), {"command": "HEARTBEAT"})
+vector("disconnect", "backend", "DISCONNECT", msg(DISCONNECT), {"command": "DISCONNECT"})
+
+# ---------------------------------------------------------------- store
+vector("store", "store", "STORE a 2048x2048 result and its 256x256 thumbnail",
+       msg(STORE, u64(77), text(JOB_ID), text("photos/IMG_0001.jpg"), text(PIPELINE), size(2048, 2048), size(256, 256),
+           IMAGE, THUMB),
+       {"command": "STORE", "requestID": 77, "jobID": JOB_ID, "fullSize": "2048x2048", "thumbnailSize": "256x256",
+        "full.count": len(IMAGE), "thumbnail.count": len(THUMB)})
+vector("stored-new", "store", "STORED, new record", msg(STORED, u64(77), text(JOB_ID), text(RECORD_ID), u8(1)),
+       {"command": "STORED", "requestID": 77, "jobID": JOB_ID, "recordID": RECORD_ID, "created": "true"})
+vector("stored-again", "store", "STORED, the job already had a record (idempotent retry)",
+       msg(STORED, u64(78), text(JOB_ID), text(RECORD_ID), u8(0)), {"command": "STORED", "created": "false"})
+vector("list", "store", "LIST 20 newest", msg(LIST, u64(10), u32(20), b""),
+       {"command": "LIST", "requestID": 10, "limit": 20, "before": "nil"})
+record = {"id": RECORD_ID, "jobId": JOB_ID, "source": "photos/IMG_0001.jpg", "pipeline": PIPELINE,
+          "created": 1730000000900,
+          "full": {"width": 2048, "height": 2048, "bytes": len(IMAGE),
+                   "sha256": "4d8c4e2b8d0f3b1e6e5b8f0a4c1d2e3f4a5b6c7d8e9f00112233445566778899"},
+          "thumb": {"width": 256, "height": 256, "bytes": len(THUMB),
+                    "sha256": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}}
+vector("list-reply", "store", "LIST-REPLY with one record", msg(LIST_REPLY, u64(10), js([record])),
+       {"command": "LIST-REPLY", "requestID": 10, "records.count": 1, "records.0.id": RECORD_ID,
+        "records.0.full.width": 2048})
+vector("get", "store", "GET the thumbnail of a job", msg(GET, u64(11), text(JOB_ID), u8(1)),
+       {"command": "GET", "requestID": 11, "id": JOB_ID, "variant": "thumb"})
+vector("get-reply", "store", "GET-REPLY with the thumbnail bytes",
+       msg(GET_REPLY, u64(11), u8(1), js(record), THUMB),
+       {"command": "GET-REPLY", "requestID": 11, "variant": "thumb", "record.id": RECORD_ID,
+        "image.count": len(THUMB)})
+vector("delete", "store", "DELETE a record", msg(DELETE, u64(12), text(RECORD_ID)),
+       {"command": "DELETE", "requestID": 12, "id": RECORD_ID})
+vector("stats", "store", "STATS", msg(STATS, u64(13)), {"command": "STATS", "requestID": 13})
+stats = {"records": 10, "fullBytes": 52428800, "thumbBytes": 204800, "externalFiles": 10, "databaseBytes": 409600}
+vector("stats-reply", "store", "STATS-REPLY", msg(STATS_REPLY, u64(13), js(stats)),
+       {"command": "STATS-REPLY", "stats.records": 10, "stats.fullBytes": 52428800})
+
+# ---------------------------------------------------------------- events
+def event(seq, kind, attempt, worker=b"", record=b"", step_index=-1, step=b"", code=b"", reason=b""):
+    return msg(EVENT, u64(seq), u64(1730000000000 + seq), u8(kind), text(JOB_ID), u32(attempt),
+               text("photos/IMG_0001.jpg"), worker, record, i32(step_index), step, code, reason)
+
+
+vector("event-accepted", "events", "EVENT accepted (seq 1001), published with topic 'ev'",
+       [TOPIC] + event(1001, 1, 0),
+       {"command": "EVENT", "seq": 1001, "time": 1730000001001, "kind": "accepted", "jobID": JOB_ID, "attempt": 0,
+        "sourceName": "photos/IMG_0001.jpg", "workerID": "", "recordID": "nil", "failure": "nil"})
+vector("event-started", "events", "EVENT started on a worker",
+       [TOPIC] + event(1002, 2, 1, worker=b"w-01JBX3"), {"kind": "started", "attempt": 1, "workerID": "w-01JBX3"})
+vector("event-stored", "events", "EVENT stored with the record id",
+       [TOPIC] + event(1003, 3, 1, worker=b"w-01JBX3", record=text(RECORD_ID)),
+       {"kind": "stored", "recordID": RECORD_ID, "failure": "nil"})
+vector("event-failed", "events", "EVENT failed in step 1",
+       [TOPIC] + event(1004, 5, 1, worker=b"w-01JBX3", step_index=1, step=b"crop:600x600+0+0",
+                       code=b"image.invalid-argument", reason=b"rectangle exceeds image 500x400"),
+       {"kind": "failed", "failure.stepIndex": 1, "failure.code": "image.invalid-argument"})
+vector("event-retrying", "events", "EVENT retrying: the worker was lost, attempt 2 next",
+       [TOPIC] + event(1005, 4, 2, code=b"worker.lost", reason=b"retry in 1.6 s"),
+       {"kind": "retrying", "attempt": 2, "failure.stepIndex": -1, "failure.code": "worker.lost"})
+vector("event-dead", "events", "EVENT dead", [TOPIC] + event(1006, 6, 1, code=b"image.corrupt", reason=b"bad Huffman code"),
+       {"kind": "dead", "failure.code": "image.corrupt"})
+vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to REPLAY (no topic frame)",
+       event(1007, 8, 1), {"command": "EVENT", "seq": 1007, "kind": "discarded"})
+
+# ---------------------------------------------------------------- malformed
+bad("bad-version", "frontend", "frame 0 is DRK2", [b"DRK2", u8(PING), u64(1)], 100, "expected protocol DRK1, got 'DRK2'")
+bad("mdp-client", "frontend", "an MDP client talking to the broker",
+    [b"MDPC02", u8(1), b"echo", b"hello"], 100, "expected protocol DRK1, got 'MDPC02'")
+bad("empty-message", "frontend", "no frames", [], 101, "message has 0 frame(s); a DRK1 message has at least 2")
+bad("no-command", "frontend", "protocol id only", [DRK1], 101, "message has 1 frame(s); a DRK1 message has at least 2")
+bad("long-command", "frontend", "command frame of 2 bytes", [DRK1, b"\x10\x00"], 101,
+    "frame 1 (command) must be 1 byte, got 2")
+bad("unknown-command", "frontend", "command 0x7f", [DRK1, u8(0x7F)], 102, "unknown command 0x7f")
+bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT, u32(1)), 103,
+    "CREDIT is not valid on the frontend")
+bad("submit-short", "frontend", "SUBMIT without its image frame",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
+    "SUBMIT: expected 8 frames, got 7")
+bad("submit-priority", "frontend", "SUBMIT with priority 10",
+    msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 3 (priority) is 10, must be 0…9")
+bad("submit-utf8", "frontend", "SUBMIT whose pipeline is not UTF-8",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), b"scale:\xff\xfe", text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 5 (pipeline) is not valid UTF-8")
+bad("submit-newline", "frontend", "SUBMIT whose pipeline spans two lines",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), b"grayscale\ninvert", text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 5 (pipeline) contains control character U+000A")
+bad("submit-quality", "frontend", "SUBMIT with quality 0",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 0, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) quality is 0, must be 1…100")
+bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70)[:6], text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) must be 8 bytes, got 6")
+bad("submit-empty-image", "frontend", "SUBMIT with an empty image",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), b""), 101,
+    "SUBMIT: frame 7 (image) is empty")
+bad("submit-short-request-id", "frontend", "SUBMIT with a 4-byte request id",
+    msg(SUBMIT, u32(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 2 (request id) must be 8 bytes, got 4")
+bad("accepted-lowercase-id", "frontend", "ACCEPTED with a lower-case job id",
+    msg(ACCEPTED, u64(42), text(JOB_ID.lower()), u64(1)), 101,
+    "ACCEPTED: frame 3 (job id) is not a ULID (26 characters of Crockford base32), got '01jbx3z7q8m4n6p2…'")
+bad("accepted-overflow-id", "frontend", "ACCEPTED with a ULID over 128 bits (first character 8)",
+    msg(ACCEPTED, u64(42), text("8" + JOB_ID[1:]), u64(1)), 101,
+    "ACCEPTED: frame 3 (job id) is not a ULID (26 characters of Crockford base32), got '81JBX3Z7Q8M4N6P2…'")
+bad("dead-retry-target", "frontend", "DEAD-RETRY with target 'everything'",
+    msg(DEAD_RETRY, u64(6), text("everything")), 101,
+    "DEAD-RETRY: frame 3 (target) must be \"all\" or a job id, got 'everything'")
+bad("dead-list-limit", "frontend", "DEAD-LIST with limit 0", msg(DEAD_LIST, u64(4), u32(0), b""), 101,
+    "DEAD-LIST: frame 3 (limit) is 0, must be 1…1000")
+bad("ready-slots", "backend", "READY with 0 slots",
+    msg(READY, text("w1"), text("node-a"), u32(1), u32(0)), 101, "READY: frame 5 (slots) is 0, must be 1…1024")
+bad("ready-worker-id", "backend", "READY with a space in the worker id",
+    msg(READY, text("w 1"), text("node-a"), u32(1), u32(2)), 101,
+    "READY: frame 2 (worker id) must be printable ASCII without spaces")
+bad("credit-zero", "backend", "CREDIT 0", msg(CREDIT, u32(0)), 101, "CREDIT: frame 2 (count) is 0, must be 1…4294967295")
+bad("job-attempt-zero", "backend", "JOB with attempt 0",
+    msg(JOB, text(JOB_ID), u32(0), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "JOB: frame 3 (attempt) is 0, must be 1…4294967295")
+bad("fail-retryable", "backend", "FAIL with retryable = 2",
+    msg(FAIL, text(JOB_ID), u32(1), u8(2), i32(-1), b"", text("internal"), b""), 101,
+    "FAIL: frame 4 (retryable) is 2, must be 0…1")
+bad("fail-step-index", "backend", "FAIL with step index -2",
+    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(-2), b"", text("internal"), b""), 101,
+    "FAIL: frame 5 (step index) is -2, must be -1…2147483647")
+bad("fail-no-code", "backend", "FAIL with an empty error code",
+    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(-1), b"", b"", b""), 101, "FAIL: frame 7 (error code) is empty")
+bad("heartbeat-extra", "backend", "HEARTBEAT with an extra frame", msg(HEARTBEAT, b""), 101,
+    "HEARTBEAT: expected 2 frames, got 3")
+bad("store-size", "store", "STORE with a zero width",
+    msg(STORE, u64(1), text(JOB_ID), text("a.jpg"), text(PIPELINE), size(0, 10), size(10, 10), IMAGE, THUMB), 101,
+    "STORE: frame 6 (full size) is 0x10, each side must be 1…65535")
+bad("get-variant", "store", "GET with variant 2", msg(GET, u64(1), text(JOB_ID), u8(2)), 101,
+    "GET: frame 4 (variant) is 2, must be 0…1")
+bad("list-reply-json", "store", "LIST-REPLY whose JSON is an object, not an array",
+    msg(LIST_REPLY, u64(1), b'{"id":1}'), 101, None)
+bad("event-topic", "events", "EVENT published without its topic frame", event(1, 1, 0), 101,
+    "frame 0 (topic) must be 'ev', got 'DRK1'")
+bad("event-kind", "events", "EVENT with kind 9", [TOPIC] + event(1, 9, 0), 101,
+    "EVENT: frame 5 (kind) is 9, must be 1…8")
+
+out = {
+    "protocol": "DRK1",
+    "comment": "Generated by generate.py from drk1.md. Frames are hex; 'fields' are decoded values "
+               "(text form; 'nil' = absent). Malformed vectors must be rejected with 'code' and, when given, "
+               "exactly 'reason'. Frame indexes in reasons count from the first frame listed.",
+    "vectors": vectors,
+    "malformed": malformed,
+}
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "drk1.json")
+with open(path, "w", encoding="utf-8") as f:
+    json.dump(out, f, indent=1, ensure_ascii=False)
+    f.write("\n")
+print(f"wrote {len(vectors)} vectors and {len(malformed)} malformed vectors to {path}")
