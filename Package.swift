@@ -26,6 +26,11 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq"),
 
+        // Safe Swift wrappers: every ZeroMQ and SQLite call and every unsafe
+        // pointer for them lives in these two modules.
+        .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "DarkroomSQLite", dependencies: ["CSQLite"]),
+
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
         // Operation layer: pipeline text, typed steps, compound operation.
@@ -37,5 +42,7 @@ let package = Package(
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),
+        .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
+        .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
     ]
 )
