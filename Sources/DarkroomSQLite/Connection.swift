@@ -8,7 +8,7 @@ final class DatabaseHandle {
 
     init(_ db: OpaquePointer) { self.db = db }
 
-    func close() throws(SQLiteError) {
+    func close() throws {
         guard let db else { return }
         let code = sqlite3_close_v2(db)
         guard code == SQLITE_OK else { throw SQLiteError.from(code, db: db, sql: nil) }
@@ -92,7 +92,7 @@ public final class Connection {
 
     /// Opens (and by default creates) the database at `path` and applies
     /// `options`. `":memory:"` opens a private in-memory database.
-    public init(path: String, options: Options = Options()) throws(SQLiteError) {
+    public init(path: String, options: Options = Options()) throws {
         var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         if options.readOnly {
             flags |= SQLITE_OPEN_READONLY
@@ -125,7 +125,7 @@ public final class Connection {
         for statement in cache.values { statement.finalize() }
     }
 
-    func openDB(sql: String? = nil) throws(SQLiteError) -> OpaquePointer {
+    func openDB(sql: String? = nil) throws -> OpaquePointer {
         guard let db = handle.db else { throw SQLiteError.misuse("the database connection is closed", sql: sql) }
         return db
     }
@@ -136,7 +136,7 @@ public final class Connection {
     /// Closes the connection: finalizes cached statements and releases the
     /// database. Statements still held elsewhere stop working (they throw
     /// `misuse`). Calling it again does nothing.
-    public func close() throws(SQLiteError) {
+    public func close() throws {
         for statement in cache.values { statement.finalize() }
         cache.removeAll()
         try handle.close()
@@ -146,7 +146,7 @@ public final class Connection {
 
     /// Runs every statement in `sql` (a script of `;`-separated statements),
     /// discarding any rows. Stops at the first failing statement.
-    public func execute(_ sql: String) throws(SQLiteError) {
+    public func execute(_ sql: String) throws {
         let db = try openDB(sql: sql)
         var text = sql
         // withUTF8 only rethrows untyped errors, so the failure is carried out as a value.
@@ -180,7 +180,7 @@ public final class Connection {
     }
 
     /// Runs one statement with the given parameters, discarding any rows.
-    public func execute(_ sql: String, _ bindings: (any SQLiteBindable)?...) throws(SQLiteError) {
+    public func execute(_ sql: String, _ bindings: (any SQLiteBindable)?...) throws {
         try prepare(sql).execute(bindings)
     }
 
@@ -194,7 +194,7 @@ public final class Connection {
     /// statement is kept and returned again, reset and with its parameters
     /// cleared, for the same SQL; a cached statement that is still being
     /// stepped is not reused, so nested queries with the same SQL are safe.
-    public func prepare(_ sql: String, cached: Bool = true) throws(SQLiteError) -> Statement {
+    public func prepare(_ sql: String, cached: Bool = true) throws -> Statement {
         if cached, let statement = cache[sql], !statement.isBusy {
             statement.reset()
             statement.clearBindings()
@@ -261,7 +261,7 @@ public final class Connection {
 
     /// Copies the WAL back into the database file.
     @discardableResult
-    public func checkpoint(_ mode: CheckpointMode = .passive) throws(SQLiteError) -> CheckpointResult {
+    public func checkpoint(_ mode: CheckpointMode = .passive) throws -> CheckpointResult {
         let db = try openDB()
         var log: Int32 = 0
         var done: Int32 = 0
@@ -271,7 +271,7 @@ public final class Connection {
     }
 
     /// The value of a pragma, e.g. `pragma("journal_mode")` is `"wal"`.
-    public func pragma(_ name: String) throws(SQLiteError) -> String? {
+    public func pragma(_ name: String) throws -> String? {
         let statement = try prepare("PRAGMA \(name)", cached: false)
         defer { statement.finalize() }
         guard try statement.step() else { return nil }

@@ -13,7 +13,7 @@ public final class Statement {
     /// The SQL text of the statement.
     public let sql: String
 
-    init(handle: DatabaseHandle, sql: String) throws(SQLiteError) {
+    init(handle: DatabaseHandle, sql: String) throws {
         guard let db = handle.db else { throw SQLiteError.misuse("the database connection is closed", sql: sql) }
         self.handle = handle
         self.sql = sql
@@ -59,14 +59,14 @@ public final class Statement {
         statement = nil
     }
 
-    private func live() throws(SQLiteError) -> OpaquePointer {
+    private func live() throws -> OpaquePointer {
         guard let statement, handle.db != nil else {
             throw SQLiteError.misuse("the statement's connection is closed", sql: sql)
         }
         return statement
     }
 
-    private func check(_ code: Int32) throws(SQLiteError) {
+    private func check(_ code: Int32) throws {
         guard code == SQLITE_OK else { throw SQLiteError.from(code, db: handle.db, sql: sql) }
     }
 
@@ -85,7 +85,7 @@ public final class Statement {
     }
 
     /// Binds `value` to parameter `index` (1-based).
-    public func bind(_ value: SQLiteValue, at index: Int) throws(SQLiteError) {
+    public func bind(_ value: SQLiteValue, at index: Int) throws {
         let statement = try live()
         guard let position = Int32(exactly: index), index >= 1, index <= parameterCount else {
             throw SQLiteError(code: .range, message: "parameter index \(index) is out of range 1...\(parameterCount)", sql: sql)
@@ -114,12 +114,12 @@ public final class Statement {
     }
 
     /// Binds a Swift value (nil binds NULL) to parameter `index` (1-based).
-    public func bind(_ value: (any SQLiteBindable)?, at index: Int) throws(SQLiteError) {
+    public func bind(_ value: (any SQLiteBindable)?, at index: Int) throws {
         try bind(value?.sqliteValue ?? .null, at: index)
     }
 
     /// Binds a value to the named parameter, spelled as in the SQL (`":id"`).
-    public func bind(_ value: (any SQLiteBindable)?, named name: String) throws(SQLiteError) {
+    public func bind(_ value: (any SQLiteBindable)?, named name: String) throws {
         let statement = try live()
         let index = sqlite3_bind_parameter_index(statement, name)
         guard index > 0 else {
@@ -129,7 +129,7 @@ public final class Statement {
     }
 
     /// Binds `values` to parameters 1, 2, ... in order; the count must match.
-    public func bind(_ values: [(any SQLiteBindable)?]) throws(SQLiteError) {
+    public func bind(_ values: [(any SQLiteBindable)?]) throws {
         guard values.count == parameterCount else {
             throw SQLiteError(code: .range, message: "\(values.count) values for \(parameterCount) parameters", sql: sql)
         }
@@ -147,7 +147,7 @@ public final class Statement {
 
     /// Advances to the next row: true when a row is available, false when
     /// the statement has finished.
-    public func step() throws(SQLiteError) -> Bool {
+    public func step() throws -> Bool {
         let statement = try live()
         let code = sqlite3_step(statement)
         switch code {
@@ -167,12 +167,12 @@ public final class Statement {
 
     /// Binds `bindings` (when given), runs the statement to completion and
     /// resets it.
-    public func execute(_ bindings: (any SQLiteBindable)?...) throws(SQLiteError) {
+    public func execute(_ bindings: (any SQLiteBindable)?...) throws {
         try execute(bindings)
     }
 
     /// Array form of `execute(_:...)`.
-    public func execute(_ bindings: [(any SQLiteBindable)?]) throws(SQLiteError) {
+    public func execute(_ bindings: [(any SQLiteBindable)?]) throws {
         reset()
         defer { reset() }
         if !bindings.isEmpty || parameterCount > 0 { try bind(bindings) }

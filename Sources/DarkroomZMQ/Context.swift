@@ -36,7 +36,7 @@ public final class Context: @unchecked Sendable {
     ///   - maxSockets: an optional limit on open sockets.
     ///   - blocky: when false, terminating the context ignores unsent messages
     ///     (as if every socket had linger 0) instead of waiting for them.
-    public init(ioThreads: Int = 1, maxSockets: Int? = nil, blocky: Bool = true) throws(ZMQError) {
+    public init(ioThreads: Int = 1, maxSockets: Int? = nil, blocky: Bool = true) throws {
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
         self.handle = handle
         do {
@@ -78,7 +78,7 @@ public final class Context: @unchecked Sendable {
 
     /// Creates a socket of the given kind. The calling thread becomes its
     /// owner; see `Socket` for the rules.
-    public func socket(_ kind: SocketKind) throws(ZMQError) -> Socket {
+    public func socket(_ kind: SocketKind) throws -> Socket {
         try Socket(context: self, kind: kind)
     }
 }

@@ -4,7 +4,7 @@ import CZeroMQ
 /// become 5 printable characters.
 public enum Z85 {
     /// Encodes `bytes`, whose count must be a multiple of 4.
-    public static func encode(_ bytes: [UInt8]) throws(ZMQError) -> String {
+    public static func encode(_ bytes: [UInt8]) throws -> String {
         guard bytes.count % 4 == 0 else {
             throw ZMQError.invalid("zmq_z85_encode", "Z85 input must be a multiple of 4 bytes, got \(bytes.count)")
         }
@@ -21,7 +21,7 @@ public enum Z85 {
 
     /// Decodes Z85 text, whose length must be a multiple of 5 and whose
     /// characters must all be in the Z85 alphabet.
-    public static func decode(_ text: String) throws(ZMQError) -> [UInt8] {
+    public static func decode(_ text: String) throws -> [UInt8] {
         let characters = Array(text.utf8)
         guard characters.count % 5 == 0 else {
             throw ZMQError.invalid("zmq_z85_decode", "Z85 text must be a multiple of 5 characters, got \(characters.count)")
@@ -52,7 +52,7 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
     public let bytes: [UInt8]
 
     /// Wraps 32 raw bytes.
-    public init(bytes: [UInt8]) throws(ZMQError) {
+    public init(bytes: [UInt8]) throws {
         guard bytes.count == 32 else {
             throw ZMQError.invalid("CurveKey", "a CURVE key is 32 bytes, got \(bytes.count)")
         }
@@ -60,7 +60,7 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses the 40-character Z85 form (surrounding whitespace is ignored).
-    public init(z85 text: String) throws(ZMQError) {
+    public init(z85 text: String) throws {
         let scalars = Array(text.unicodeScalars)
         var start = 0
         var end = scalars.count
@@ -95,7 +95,7 @@ public struct CurveKeyPair: Sendable, Hashable {
     }
 
     /// Rebuilds a pair from its secret key alone (`zmq_curve_public`).
-    public init(secretKey: CurveKey) throws(ZMQError) {
+    public init(secretKey: CurveKey) throws {
         let secretText = secretKey.z85.utf8.map { CChar(bitPattern: $0) } + [0]
         var publicText = [CChar](repeating: 0, count: 41)
         try zmqCall("zmq_curve_public") {
@@ -109,7 +109,7 @@ public struct CurveKeyPair: Sendable, Hashable {
 
     /// Generates a fresh key pair (`zmq_curve_keypair`). Throws `ENOTSUP`
     /// when libzmq was built without CURVE.
-    public static func generate() throws(ZMQError) -> CurveKeyPair {
+    public static func generate() throws -> CurveKeyPair {
         var publicText = [CChar](repeating: 0, count: 41)
         var secretText = [CChar](repeating: 0, count: 41)
         try zmqCall("zmq_curve_keypair") {

@@ -40,7 +40,7 @@ public final class Mailbox<Message: Sendable>: Sendable {
 
     /// Creates a mailbox on `context`. Call this on the thread that will own
     /// the returned inbox; the `Mailbox` may then be shared with any thread.
-    public static func make(context: Context) throws(ZMQError) -> (mailbox: Mailbox<Message>, inbox: MailboxInbox<Message>) {
+    public static func make(context: Context) throws -> (mailbox: Mailbox<Message>, inbox: MailboxInbox<Message>) {
         let endpoint = "inproc://darkroom.mailbox.\(nextID)"
         let receiver = try context.socket(.pull)
         try receiver.setLinger(milliseconds: 0)
@@ -63,7 +63,7 @@ public final class Mailbox<Message: Sendable>: Sendable {
             guard let notifier = outbox.notifier else { return false }
             outbox.messages.append(message)
             if outbox.signalled { return true }
-            do throws(ZMQError) {
+            do {
                 try notifier.send([1], dontWait: true)
                 outbox.signalled = true
                 return true
@@ -71,7 +71,7 @@ public final class Mailbox<Message: Sendable>: Sendable {
                 // EAGAIN: the queue to the inbox is full of wake-ups already,
                 // so the loop will wake; anything else means the context is
                 // going away and the socket must be closed for it to finish.
-                if error.isWouldBlock { return true }
+                if (error as? ZMQError)?.isWouldBlock == true { return true }
                 notifier.close()
                 outbox.notifier = nil
                 outbox.messages.removeAll()
@@ -130,7 +130,7 @@ public final class MailboxInbox<Message: Sendable> {
     /// consumes the wake-ups that announced them. Never blocks; returns an
     /// empty array after a spurious wake-up. Throws `ETERM` once the context
     /// is shut down.
-    public func drain() throws(ZMQError) -> [Message] {
+    public func drain() throws -> [Message] {
         while try socket.receive(dontWait: true) != nil {}
         return mailbox.takeAll()
     }
@@ -146,7 +146,7 @@ extension MailboxInbox where Message == @Sendable () -> Void {
     /// Runs every pending closure on the calling (owning) thread, in posting
     /// order, and returns how many ran.
     @discardableResult
-    public func runPending() throws(ZMQError) -> Int {
+    public func runPending() throws -> Int {
         let jobs = try drain()
         for job in jobs { job() }
         return jobs.count

@@ -58,7 +58,7 @@ public final class Poller {
     /// Returns the ready items; the result is empty on timeout, and may be
     /// empty early if a signal interrupted the wait. Throws `ETERM` when the
     /// context is shut down, and `ENOTSOCK` if a socket was closed.
-    public func poll(timeoutMilliseconds: Int) throws(ZMQError) -> PollResult {
+    public func poll(timeoutMilliseconds: Int) throws -> PollResult {
         var items: [zmq_pollitem_t] = []
         items.reserveCapacity(targets.count)
         for (target, events) in targets {
@@ -72,7 +72,7 @@ public final class Poller {
         }
         let timeout = timeoutMilliseconds < 0 ? -1 : timeoutMilliseconds
         let count = items.count
-        do {
+        do throws(ZMQError) {
             try zmqCall("zmq_poll", retryOnInterrupt: false) {
                 items.withUnsafeMutableBufferPointer { zmq_poll($0.baseAddress, Int32(count), timeout) }
             }

@@ -44,7 +44,7 @@ public final class Socket {
     public let context: Context
     public let kind: SocketKind
 
-    init(context: Context, kind: SocketKind) throws(ZMQError) {
+    init(context: Context, kind: SocketKind) throws {
         guard let handle = zmq_socket(context.handle, kind.rawValue) else {
             throw ZMQError.last("zmq_socket")
         }
@@ -79,24 +79,24 @@ public final class Socket {
 
     /// Binds to an endpoint such as `tcp://127.0.0.1:*`, `tcp://*:5555` or
     /// `inproc://name`. With a `*` port, read `lastEndpoint()` to learn the port.
-    public func bind(_ endpoint: String) throws(ZMQError) {
+    public func bind(_ endpoint: String) throws {
         let handle = try openHandle("zmq_bind")
         try zmqCall("zmq_bind(\(endpoint))") { zmq_bind(handle, endpoint) }
     }
 
     /// Connects to an endpoint. Returns at once: the connection is made, and
     /// remade after failures, in the background.
-    public func connect(_ endpoint: String) throws(ZMQError) {
+    public func connect(_ endpoint: String) throws {
         let handle = try openHandle("zmq_connect")
         try zmqCall("zmq_connect(\(endpoint))") { zmq_connect(handle, endpoint) }
     }
 
-    public func unbind(_ endpoint: String) throws(ZMQError) {
+    public func unbind(_ endpoint: String) throws {
         let handle = try openHandle("zmq_unbind")
         try zmqCall("zmq_unbind(\(endpoint))") { zmq_unbind(handle, endpoint) }
     }
 
-    public func disconnect(_ endpoint: String) throws(ZMQError) {
+    public func disconnect(_ endpoint: String) throws {
         let handle = try openHandle("zmq_disconnect")
         try zmqCall("zmq_disconnect(\(endpoint))") { zmq_disconnect(handle, endpoint) }
     }
@@ -111,7 +111,7 @@ public final class Socket {
     /// `isWouldBlock` is true and nothing was queued. A ROUTER socket with
     /// `routerMandatory` throws `isHostUnreachable` for an unknown identity.
     /// An empty `frames` array sends nothing.
-    public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws(ZMQError) {
+    public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws {
         let handle = try openHandle("zmq_send")
         let last = frames.count - 1
         for (index, frame) in frames.enumerated() {
@@ -127,7 +127,7 @@ public final class Socket {
     }
 
     /// Sends a single-frame message.
-    public func send(_ frame: [UInt8], dontWait: Bool = false) throws(ZMQError) {
+    public func send(_ frame: [UInt8], dontWait: Bool = false) throws {
         try send([frame], dontWait: dontWait)
     }
 
@@ -136,7 +136,7 @@ public final class Socket {
     /// Returns nil when no message is available now (`dontWait`) or before the
     /// receive timeout (`setReceiveTimeout`) expires. Throws `ETERM` once the
     /// context is shut down.
-    public func receive(dontWait: Bool = false) throws(ZMQError) -> [[UInt8]]? {
+    public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
         let handle = try openHandle("zmq_msg_recv")
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
@@ -146,7 +146,7 @@ public final class Socket {
             // Only the first frame may be absent; later frames of a message
             // have already arrived, so they are read without DONTWAIT.
             let flags: Int32 = (dontWait && frames.isEmpty) ? ZMQ_DONTWAIT : 0
-            do {
+            do throws(ZMQError) {
                 try zmqCall("zmq_msg_recv") { zmq_msg_recv(&message, handle, flags) }
             } catch {
                 if error.isWouldBlock && frames.isEmpty { return nil }

@@ -25,7 +25,7 @@ public struct ZAPRequest: Sendable, Hashable {
 
     /// Parses a request as received on the REP socket. Throws `EINVAL` for a
     /// malformed request.
-    public init(frames: [[UInt8]]) throws(ZMQError) {
+    public init(frames: [[UInt8]]) throws {
         guard frames.count >= 6 else {
             throw ZMQError.invalid("ZAPRequest", "a ZAP request has at least 6 frames, got \(frames.count)")
         }
