@@ -60,6 +60,12 @@ public struct ResultCode: RawRepresentable, Sendable, Hashable, CustomStringConv
 
 /// A failed SQLite call: its extended result code, SQLite's message
 /// (`sqlite3_errmsg` at the time of failure) and the SQL involved, if any.
+///
+/// Catch by code with `catch ResultCode.busy` (a primary code also matches
+/// its extended codes) or by value with `catch let error as SQLiteError`.
+/// Every call in this module throws only this type, but is declared plain
+/// `throws`: Swift 6.3 crashes compiling a non-exhaustive `catch` of a
+/// typed-thrown error.
 public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The extended result code.
     public let code: ResultCode

@@ -58,7 +58,7 @@ public final class Mailbox<Message: Sendable>: Sendable {
     /// inbox was closed or released) or its context was shut down: the loop
     /// that would have handled it is gone. Never blocks on the loop.
     @discardableResult
-    public func post(_ message: sending Message) -> Bool {
+    public func post(_ message: Message) -> Bool {
         outbox.withLock { outbox in
             guard let notifier = outbox.notifier else { return false }
             outbox.messages.append(message)

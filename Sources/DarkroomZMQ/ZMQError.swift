@@ -13,7 +13,13 @@ import Darwin
 ///
 /// Every call into libzmq in this module goes through one place that turns a
 /// failure into this error, so callers catch a single type and ask it
-/// questions (`isTerminated`, `isWouldBlock`, ...) rather than compare numbers.
+/// questions (`isTerminated`, `isWouldBlock`, ...) rather than compare numbers:
+///
+///     do { ... } catch let error as ZMQError where error.isTerminated { return }
+///
+/// Public calls are declared plain `throws` although they only ever throw
+/// `ZMQError`: Swift 6.3 crashes compiling a non-exhaustive `catch` of a
+/// typed-thrown error, which is exactly the form above.
 public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The error number (`zmq_errno()`), an `errno` value or one of libzmq's own.
     public let code: Int32
