@@ -28,6 +28,10 @@ let package = Package(
 
         // Vocabulary shared by every layer: hashing, logging.
         .target(name: "DarkroomCore"),
+        // Safe Swift wrappers: every ZeroMQ and SQLite call and every unsafe
+        // pointer for them lives in these two modules.
+        .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "DarkroomSQLite", dependencies: ["CSQLite"]),
 
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
@@ -44,5 +48,7 @@ let package = Package(
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
+        .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
+        .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
     ]
 )

@@ -1,0 +1,286 @@
+import CSQLite
+
+/// The open `sqlite3*` shared by a connection and its statements. It is
+/// released with `sqlite3_close_v2` once the connection is closed or gone and
+/// the last statement is finalized, so a statement never outlives its database.
+final class DatabaseHandle {
+    private(set) var db: OpaquePointer?
+
+    init(_ db: OpaquePointer) { self.db = db }
+
+    func close() throws {
+        guard let db else { return }
+        let code = sqlite3_close_v2(db)
+        guard code == SQLITE_OK else { throw SQLiteError.from(code, db: db, sql: nil) }
+        self.db = nil
+    }
+
+    deinit {
+        if let db { sqlite3_close_v2(db) }
+    }
+}
+
+/// A connection to a SQLite database file.
+///
+/// Threading: a connection is **owned by one thread** (the storage node's or
+/// the broker's database thread), together with its statements; it is not
+/// `Sendable`. It is opened with `SQLITE_OPEN_NOMUTEX`, which is safe exactly
+/// because only its owner touches it. Other threads hand work to the owner
+/// (for example through a `Mailbox`) or open their own connection; in WAL mode
+/// readers on other connections do not block the writer.
+public final class Connection {
+    /// How the database is opened and configured.
+    public struct Options: Sendable, Hashable {
+        /// Open read-only.
+        public var readOnly = false
+        /// Create the file if it does not exist (ignored when `readOnly`).
+        public var create = true
+        /// The journal mode to switch to; `.wal` lets readers run beside one writer.
+        public var journalMode: JournalMode? = .wal
+        /// `PRAGMA synchronous`: `.normal` is durable across application
+        /// crashes in WAL mode; `.full` also across power loss.
+        public var synchronous: Synchronous? = .full
+        /// `PRAGMA foreign_keys`: enforce foreign keys and their actions.
+        public var foreignKeys = true
+        /// How long to retry when another connection holds a lock, in ms.
+        public var busyTimeoutMilliseconds = 5000
+
+        public init() {}
+    }
+
+    public enum JournalMode: String, Sendable, Hashable {
+        case delete, truncate, persist, memory, wal, off
+    }
+
+    public enum Synchronous: String, Sendable, Hashable {
+        case off, normal, full, extra
+    }
+
+    /// What `checkpoint` copies and whether it waits (`sqlite3_wal_checkpoint_v2`).
+    public enum CheckpointMode: Sendable, Hashable {
+        /// Copy what can be copied without waiting for readers or writers.
+        case passive
+        /// Wait for writers, then copy everything.
+        case full
+        /// As `full`, then wait for readers so the next writer restarts the log.
+        case restart
+        /// As `restart`, then truncate the log file to zero bytes.
+        case truncate
+
+        var rawValue: Int32 {
+            switch self {
+            case .passive: return SQLITE_CHECKPOINT_PASSIVE
+            case .full: return SQLITE_CHECKPOINT_FULL
+            case .restart: return SQLITE_CHECKPOINT_RESTART
+            case .truncate: return SQLITE_CHECKPOINT_TRUNCATE
+            }
+        }
+    }
+
+    /// The outcome of a checkpoint, in WAL frames.
+    public struct CheckpointResult: Sendable, Hashable {
+        /// Frames in the log.
+        public let logFrames: Int
+        /// Frames copied back into the database.
+        public let checkpointedFrames: Int
+    }
+
+    let handle: DatabaseHandle
+    /// The path the connection was opened with.
+    public let path: String
+    private var cache: [String: Statement] = [:]
+
+    /// Opens (and by default creates) the database at `path` and applies
+    /// `options`. `":memory:"` opens a private in-memory database.
+    public init(path: String, options: Options = Options()) throws {
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        if options.readOnly {
+            flags |= SQLITE_OPEN_READONLY
+        } else {
+            flags |= SQLITE_OPEN_READWRITE
+            if options.create { flags |= SQLITE_OPEN_CREATE }
+        }
+        var db: OpaquePointer?
+        let code = sqlite3_open_v2(path, &db, flags, nil)
+        guard code == SQLITE_OK, let db else {
+            let error = SQLiteError.from(code, db: db, sql: nil)
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: error.code, message: "cannot open \(path): \(error.message)")
+        }
+        sqlite3_extended_result_codes(db, 1)
+        self.handle = DatabaseHandle(db)
+        self.path = path
+
+        sqlite3_busy_timeout(db, Int32(clamping: options.busyTimeoutMilliseconds))
+        if let mode = options.journalMode {
+            try execute("PRAGMA journal_mode = \(mode.rawValue)")
+        }
+        if let synchronous = options.synchronous {
+            try execute("PRAGMA synchronous = \(synchronous.rawValue)")
+        }
+        try execute("PRAGMA foreign_keys = \(options.foreignKeys ? "ON" : "OFF")")
+    }
+
+    deinit {
+        for statement in cache.values { statement.finalize() }
+    }
+
+    func openDB(sql: String? = nil) throws -> OpaquePointer {
+        guard let db = handle.db else { throw SQLiteError.misuse("the database connection is closed", sql: sql) }
+        return db
+    }
+
+    /// Whether `close()` has not been called.
+    public var isOpen: Bool { handle.db != nil }
+
+    /// Closes the connection: finalizes cached statements and releases the
+    /// database. Statements still held elsewhere stop working (they throw
+    /// `misuse`). Calling it again does nothing.
+    public func close() throws {
+        for statement in cache.values { statement.finalize() }
+        cache.removeAll()
+        try handle.close()
+    }
+
+    // MARK: Running SQL
+
+    /// Runs every statement in `sql` (a script of `;`-separated statements),
+    /// discarding any rows. Stops at the first failing statement.
+    public func execute(_ sql: String) throws {
+        let db = try openDB(sql: sql)
+        var text = sql
+        // withUTF8 only rethrows untyped errors, so the failure is carried out as a value.
+        let failure: SQLiteError? = text.withUTF8 { buffer in
+            guard let base = buffer.baseAddress else { return nil }
+            return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { start in
+                var offset = 0
+                while offset < buffer.count {
+                    var statement: OpaquePointer?
+                    var tail: UnsafePointer<CChar>?
+                    let code = sqlite3_prepare_v2(db, start + offset, Int32(clamping: buffer.count - offset), &statement, &tail)
+                    let consumed = tail.map { $0 - (start + offset) } ?? (buffer.count - offset)
+                    let piece = String(decoding: UnsafeRawBufferPointer(buffer)[offset..<(offset + consumed)], as: UTF8.self)
+                    guard code == SQLITE_OK else {
+                        sqlite3_finalize(statement)
+                        return SQLiteError.from(code, db: db, sql: piece)
+                    }
+                    offset += max(consumed, 1)
+                    guard let statement else { continue }  // whitespace or a comment
+                    defer { sqlite3_finalize(statement) }
+                    var step = sqlite3_step(statement)
+                    while step == SQLITE_ROW { step = sqlite3_step(statement) }
+                    guard step == SQLITE_DONE else {
+                        return SQLiteError.from(step, db: db, sql: piece)
+                    }
+                }
+                return nil
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Runs one statement with the given parameters, discarding any rows.
+    public func execute(_ sql: String, _ bindings: (any SQLiteBindable)?...) throws {
+        try prepare(sql).execute(bindings)
+    }
+
+    /// Runs one query and maps each row.
+    @discardableResult
+    public func query<T>(_ sql: String, _ bindings: (any SQLiteBindable)?..., map: (Row) throws -> T) throws -> [T] {
+        try prepare(sql).query(bindings, map: map)
+    }
+
+    /// Prepares one statement. With `cached` (the default) the compiled
+    /// statement is kept and returned again, reset and with its parameters
+    /// cleared, for the same SQL; a cached statement that is still being
+    /// stepped is not reused, so nested queries with the same SQL are safe.
+    public func prepare(_ sql: String, cached: Bool = true) throws -> Statement {
+        if cached, let statement = cache[sql], !statement.isBusy {
+            statement.reset()
+            statement.clearBindings()
+            return statement
+        }
+        let statement = try Statement(handle: handle, sql: sql)
+        if cached && cache[sql] == nil { cache[sql] = statement }
+        return statement
+    }
+
+    // MARK: Transactions
+
+    /// Whether a transaction is open (`!sqlite3_get_autocommit`).
+    public var isInTransaction: Bool {
+        guard let db = handle.db else { return false }
+        return sqlite3_get_autocommit(db) == 0
+    }
+
+    /// Runs `body` in a transaction and commits it; if `body` or the commit
+    /// throws, rolls back and rethrows that first error (a failing rollback
+    /// never hides it).
+    ///
+    /// `immediate` (the default) takes the write lock at `BEGIN IMMEDIATE`,
+    /// so a busy database fails, or waits out the busy timeout, before any
+    /// work is done rather than at the first write. Transactions do not nest;
+    /// opening one inside another throws `misuse`.
+    @discardableResult
+    public func transaction<T>(immediate: Bool = true, _ body: () throws -> T) throws -> T {
+        guard !isInTransaction else {
+            throw SQLiteError.misuse("a transaction is already open on this connection")
+        }
+        try prepare(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED").execute()
+        do {
+            let result = try body()
+            try prepare("COMMIT").execute()
+            return result
+        } catch {
+            if isInTransaction {
+                try? prepare("ROLLBACK").execute()
+            }
+            throw error
+        }
+    }
+
+    // MARK: Status
+
+    /// The rowid of the most recent successful INSERT on this connection.
+    public var lastInsertRowID: Int64 {
+        guard let db = handle.db else { return 0 }
+        return sqlite3_last_insert_rowid(db)
+    }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE.
+    public var changes: Int {
+        guard let db = handle.db else { return 0 }
+        return Int(sqlite3_changes64(db))
+    }
+
+    /// Rows changed since the connection was opened.
+    public var totalChanges: Int {
+        guard let db = handle.db else { return 0 }
+        return Int(sqlite3_total_changes64(db))
+    }
+
+    /// Copies the WAL back into the database file.
+    @discardableResult
+    public func checkpoint(_ mode: CheckpointMode = .passive) throws -> CheckpointResult {
+        let db = try openDB()
+        var log: Int32 = 0
+        var done: Int32 = 0
+        let code = sqlite3_wal_checkpoint_v2(db, nil, mode.rawValue, &log, &done)
+        guard code == SQLITE_OK else { throw SQLiteError.from(code, db: db, sql: nil) }
+        return CheckpointResult(logFrames: Int(log), checkpointedFrames: Int(done))
+    }
+
+    /// The value of a pragma, e.g. `pragma("journal_mode")` is `"wal"`.
+    public func pragma(_ name: String) throws -> String? {
+        let statement = try prepare("PRAGMA \(name)", cached: false)
+        defer { statement.finalize() }
+        guard try statement.step() else { return nil }
+        return statement.string(at: 0)
+    }
+
+    /// The version of the loaded SQLite library, e.g. `"3.40.1"`.
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+}
+
+@available(*, unavailable, message: "a SQLite connection belongs to one thread")
+extension Connection: Sendable {}

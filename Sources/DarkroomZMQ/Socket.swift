@@ -1,0 +1,170 @@
+import CZeroMQ
+
+/// The kinds of ZeroMQ socket this module creates.
+public enum SocketKind: Sendable, Hashable, CaseIterable {
+    case pair, pub, sub, req, rep, dealer, router, pull, push, xpub, xsub
+
+    var rawValue: Int32 {
+        switch self {
+        case .pair: return ZMQ_PAIR
+        case .pub: return ZMQ_PUB
+        case .sub: return ZMQ_SUB
+        case .req: return ZMQ_REQ
+        case .rep: return ZMQ_REP
+        case .dealer: return ZMQ_DEALER
+        case .router: return ZMQ_ROUTER
+        case .pull: return ZMQ_PULL
+        case .push: return ZMQ_PUSH
+        case .xpub: return ZMQ_XPUB
+        case .xsub: return ZMQ_XSUB
+        }
+    }
+}
+
+/// A ZeroMQ socket.
+///
+/// Threading: a socket is **owned by one thread for its whole life**. libzmq
+/// sockets are not thread-safe, so a socket is created, used and closed on the
+/// thread that owns it, and it is deliberately not `Sendable` (the compiler
+/// refuses to send it to another isolation domain). Other threads talk to the
+/// owner through messages: over inproc sockets of their own, or through a
+/// `Mailbox`. The one cross-thread operation is `Context.shutdown()`, which
+/// makes a blocked call on this socket throw `ETERM`.
+///
+/// Messages are whole multipart messages, `[[UInt8]]`, one array per frame:
+/// libzmq delivers all frames of a message or none.
+///
+/// The socket is closed by `close()` or when the last reference goes away.
+/// The linger period (`setLinger`) decides what happens to unsent messages
+/// then; libzmq's default of "forever" makes context termination wait for
+/// them, so services usually set a finite linger.
+public final class Socket {
+    private var handle: UnsafeMutableRawPointer?
+    /// Keeps the context alive (and unterminated) while this socket is open.
+    public let context: Context
+    public let kind: SocketKind
+
+    init(context: Context, kind: SocketKind) throws {
+        guard let handle = zmq_socket(context.handle, kind.rawValue) else {
+            throw ZMQError.last("zmq_socket")
+        }
+        self.handle = handle
+        self.context = context
+        self.kind = kind
+    }
+
+    deinit {
+        if let handle { _ = zmq_close(handle) }
+    }
+
+    /// Closes the socket. Further calls throw `ENOTSOCK`; calling it again does nothing.
+    public func close() {
+        if let handle {
+            _ = zmq_close(handle)
+            self.handle = nil
+        }
+    }
+
+    /// Whether `close()` has not been called yet.
+    public var isOpen: Bool { handle != nil }
+
+    func openHandle(_ call: String) throws(ZMQError) -> UnsafeMutableRawPointer {
+        guard let handle else {
+            throw ZMQError(code: ZMQError.enotsock, call: call, message: "socket is closed")
+        }
+        return handle
+    }
+
+    // MARK: Endpoints
+
+    /// Binds to an endpoint such as `tcp://127.0.0.1:*`, `tcp://*:5555` or
+    /// `inproc://name`. With a `*` port, read `lastEndpoint()` to learn the port.
+    public func bind(_ endpoint: String) throws {
+        let handle = try openHandle("zmq_bind")
+        try zmqCall("zmq_bind(\(endpoint))") { zmq_bind(handle, endpoint) }
+    }
+
+    /// Connects to an endpoint. Returns at once: the connection is made, and
+    /// remade after failures, in the background.
+    public func connect(_ endpoint: String) throws {
+        let handle = try openHandle("zmq_connect")
+        try zmqCall("zmq_connect(\(endpoint))") { zmq_connect(handle, endpoint) }
+    }
+
+    public func unbind(_ endpoint: String) throws {
+        let handle = try openHandle("zmq_unbind")
+        try zmqCall("zmq_unbind(\(endpoint))") { zmq_unbind(handle, endpoint) }
+    }
+
+    public func disconnect(_ endpoint: String) throws {
+        let handle = try openHandle("zmq_disconnect")
+        try zmqCall("zmq_disconnect(\(endpoint))") { zmq_disconnect(handle, endpoint) }
+    }
+
+    // MARK: Messages
+
+    /// Sends one multipart message; every frame but the last goes with `ZMQ_SNDMORE`.
+    ///
+    /// libzmq queues a multipart message atomically: if the first frame is
+    /// accepted the rest are too. When the message cannot be queued now
+    /// (`dontWait`, or the send timeout expired) this throws an error whose
+    /// `isWouldBlock` is true and nothing was queued. A ROUTER socket with
+    /// `routerMandatory` throws `isHostUnreachable` for an unknown identity.
+    /// An empty `frames` array sends nothing.
+    public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws {
+        let handle = try openHandle("zmq_send")
+        let last = frames.count - 1
+        for (index, frame) in frames.enumerated() {
+            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+            if index < last { flags |= ZMQ_SNDMORE }
+            let frameFlags = flags
+            try zmqCall("zmq_send") {
+                frame.withUnsafeBytes { bytes in
+                    zmq_send(handle, bytes.baseAddress, bytes.count, frameFlags)
+                }
+            }
+        }
+    }
+
+    /// Sends a single-frame message.
+    public func send(_ frame: [UInt8], dontWait: Bool = false) throws {
+        try send([frame], dontWait: dontWait)
+    }
+
+    /// Receives one whole multipart message, one array per frame.
+    ///
+    /// Returns nil when no message is available now (`dontWait`) or before the
+    /// receive timeout (`setReceiveTimeout`) expires. Throws `ETERM` once the
+    /// context is shut down.
+    public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
+        let handle = try openHandle("zmq_msg_recv")
+        var frames: [[UInt8]] = []
+        var message = zmq_msg_t()
+        zmq_msg_init(&message)
+        defer { zmq_msg_close(&message) }
+        while true {
+            // Only the first frame may be absent; later frames of a message
+            // have already arrived, so they are read without DONTWAIT.
+            let flags: Int32 = (dontWait && frames.isEmpty) ? ZMQ_DONTWAIT : 0
+            do throws(ZMQError) {
+                try zmqCall("zmq_msg_recv") { zmq_msg_recv(&message, handle, flags) }
+            } catch {
+                if error.isWouldBlock && frames.isEmpty { return nil }
+                throw error
+            }
+            let size = zmq_msg_size(&message)
+            if size == 0 {
+                frames.append([])
+            } else if let data = zmq_msg_data(&message) {
+                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+            } else {
+                frames.append([])
+            }
+            if zmq_msg_more(&message) == 0 { return frames }
+        }
+    }
+}
+
+/// A socket never leaves the thread that owns it.
+@available(*, unavailable, message: "a ZeroMQ socket belongs to one thread; use a Mailbox or an inproc socket to talk to its owner")
+extension Socket: Sendable {}
