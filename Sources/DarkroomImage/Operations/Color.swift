@@ -1,0 +1,108 @@
+/// Colour filters. Each is one pass over the pixels; the padding byte stays 255.
+
+extension Image {
+    /// Grey from Rec. 601 luma: Y = 0.299 R + 0.587 G + 0.114 B (the weights
+    /// JPEG's own YCbCr uses), written to all three channels.
+    public func grayscale() -> Image {
+        mapPixels { r, g, b in
+            let y = UInt8(truncatingIfNeeded: Image.luma601(r, g, b))
+            return (y, y, y)
+        }
+    }
+
+    /// The classic sepia tone matrix (rows for R, G, B; saturating at 255):
+    /// R' = .393R + .769G + .189B, G' = .349R + .686G + .168B, B' = .272R + .534G + .131B.
+    public func sepia() -> Image {
+        mapPixels { r, g, b in
+            // 16-bit fixed point coefficients (x 65536), rounded.
+            let nr = (25756 * r + 50397 * g + 12386 * b + 32768) >> 16
+            let ng = (22872 * r + 44958 * g + 11010 * b + 32768) >> 16
+            let nb = (17826 * r + 34996 * g + 8585 * b + 32768) >> 16
+            return (UInt8(min(nr, 255)), UInt8(min(ng, 255)), UInt8(min(nb, 255)))
+        }
+    }
+
+    /// Every channel replaced by 255 minus itself.
+    public func inverted() -> Image {
+        mapChannels(table: (0...255).map { UInt8(255 - $0) })
+    }
+
+    /// Multiplies every channel by `factor` (1 leaves the image unchanged, 0 makes it
+    /// black). `factor` must be finite and in 0...100.
+    public func adjustingBrightness(_ factor: Double) throws(ImageError) -> Image {
+        try Image.checkFactor(factor, "brightness")
+        return mapChannels(table: (0...255).map { Image.clampToByte(Double($0) * factor) })
+    }
+
+    /// Scales every channel's distance from mid-grey 128 by `factor` (1 leaves the
+    /// image unchanged, 0 makes it flat grey). `factor` must be finite and in 0...100.
+    public func adjustingContrast(_ factor: Double) throws(ImageError) -> Image {
+        try Image.checkFactor(factor, "contrast")
+        return mapChannels(table: (0...255).map { Image.clampToByte((Double($0) - 128) * factor + 128) })
+    }
+
+    /// Scales each pixel's distance from its Rec. 601 grey by `factor` (1 leaves the
+    /// image unchanged, 0 makes it grey, above 1 more vivid). `factor` must be
+    /// finite and in 0...100.
+    public func adjustingSaturation(_ factor: Double) throws(ImageError) -> Image {
+        try Image.checkFactor(factor, "saturation")
+        if factor == 1 { return self }
+        let f = Int((factor * 4096).rounded())  // 12-bit fixed point
+        return mapPixels { r, g, b in
+            let y = Image.luma601(r, g, b)
+            func channel(_ c: Int) -> UInt8 {
+                let v = y + (((c - y) * f + 2048) >> 12)
+                return UInt8(min(max(v, 0), 255))
+            }
+            return (channel(r), channel(g), channel(b))
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func checkFactor(_ factor: Double, _ name: String) throws(ImageError) {
+        guard factor.isFinite, factor >= 0, factor <= 100 else {
+            throw ImageError(.invalidArgument, "\(name) factor \(factor) must be between 0 and 100")
+        }
+    }
+
+    @inline(__always)
+    static func luma601(_ r: Int, _ g: Int, _ b: Int) -> Int {
+        (19595 * r + 38470 * g + 7471 * b + 32768) >> 16
+    }
+
+    static func clampToByte(_ v: Double) -> UInt8 {
+        UInt8(min(max(v.rounded(), 0), 255))
+    }
+
+    /// Applies a 256-entry table to R, G and B.
+    func mapChannels(table: [UInt8]) -> Image {
+        var out = pixels
+        let lut = table.span
+        var dst = out.mutableSpan
+        var i = 0
+        while i + 3 < dst.count {
+            dst[i] = lut[Int(dst[i])]
+            dst[i + 1] = lut[Int(dst[i + 1])]
+            dst[i + 2] = lut[Int(dst[i + 2])]
+            i += 4
+        }
+        return Image(width: width, height: height, pixels: out)
+    }
+
+    /// Applies `transform` to every pixel's (R, G, B).
+    @inline(__always)
+    func mapPixels(_ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
+        var out = pixels
+        var dst = out.mutableSpan
+        var i = 0
+        while i + 3 < dst.count {
+            let (r, g, b) = transform(Int(dst[i]), Int(dst[i + 1]), Int(dst[i + 2]))
+            dst[i] = r
+            dst[i + 1] = g
+            dst[i + 2] = b
+            i += 4
+        }
+        return Image(width: width, height: height, pixels: out)
+    }
+}

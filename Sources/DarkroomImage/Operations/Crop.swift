@@ -1,0 +1,71 @@
+/// Cropping by rectangle, by gravity and to a square, and thumbnails.
+
+extension Image {
+    /// The pixels inside `rect`. Throws if the rectangle is empty or does not lie
+    /// wholly inside the image.
+    public func cropped(to rect: Rect) throws(ImageError) -> Image {
+        guard rect.width > 0, rect.height > 0 else {
+            throw ImageError(.invalidArgument, "rectangle \(rect) must have positive sides")
+        }
+        guard rect.fits(in: Size(width: width, height: height)) else {
+            throw ImageError(.invalidArgument, "rectangle \(rect) exceeds image \(width)x\(height)")
+        }
+        if rect.x == 0 && rect.y == 0 && rect.width == width && rect.height == height { return self }
+        var out = [UInt8]()
+        out.reserveCapacity(rect.width * rect.height * 4)
+        for y in rect.y ..< rect.y + rect.height {
+            let start = (y * width + rect.x) * 4
+            out.append(contentsOf: pixels[start ..< start + rect.width * 4])
+        }
+        return Image(width: rect.width, height: rect.height, pixels: out)
+    }
+
+    /// The largest square (side `min(width, height)`) placed by `gravity`.
+    public func croppedSquare(gravity: Gravity = .center) -> Image {
+        let side = min(width, height)
+        let rect = gravity.place(Size(width: side, height: side), in: Size(width: width, height: height))
+        // The square always fits, so this cannot fail.
+        return (try? cropped(to: rect)) ?? self
+    }
+
+    /// A window of `size` placed by `gravity`. Throws if `size` is empty or larger
+    /// than the image on either side.
+    public func cropped(to size: Size, gravity: Gravity) throws(ImageError) -> Image {
+        guard size.width > 0, size.height > 0 else {
+            throw ImageError(.invalidArgument, "crop size \(size) must have positive sides")
+        }
+        guard size.width <= width, size.height <= height else {
+            throw ImageError(.invalidArgument, "crop size \(size) exceeds image \(width)x\(height)")
+        }
+        return try cropped(to: gravity.place(size, in: Size(width: width, height: height)))
+    }
+
+    /// An aspect-fill copy at exactly `size`: scaled so it covers `size`, then
+    /// centre-cropped.
+    ///
+    /// The centre region that survives the crop is cut from the source first and
+    /// only that region is resampled, which saves the work of scaling pixels that
+    /// would be thrown away. The region is rounded to whole source pixels, so its
+    /// aspect ratio can differ from `size` by under one source pixel.
+    public func thumbnail(_ size: Size, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> Image {
+        try Image.checkOutputSize(size, operation: "thumbnail")
+        let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
+        let rect = Gravity.center.place(region, in: Size(width: width, height: height))
+        return try cropped(to: rect).resized(to: size, kernel: kernel)
+    }
+
+    /// The largest region of `source` with the aspect ratio of `target` (rounded
+    /// to whole pixels): what an aspect-fill scale to `target` keeps after the crop.
+    public static func fillRegion(of source: Size, for target: Size) -> Size {
+        let sw = source.width, sh = source.height
+        let tw = max(1, target.width), th = max(1, target.height)
+        if sw * th >= sh * tw {
+            // Source is wider: keep the full height.
+            let w = Int((Double(sh) * Double(tw) / Double(th)).rounded())
+            return Size(width: min(sw, max(1, w)), height: sh)
+        } else {
+            let h = Int((Double(sw) * Double(th) / Double(tw)).rounded())
+            return Size(width: sw, height: min(sh, max(1, h)))
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import Testing
+@testable import DarkroomImage
+
+@Suite struct OperationGeometryTests {
+    @Test func cropRectangle() throws {
+        let img = TestImages.coordinates(width: 50, height: 40)
+        let out = try img.cropped(to: Rect(x: 10, y: 5, width: 20, height: 15))
+        #expect(out.width == 20 && out.height == 15)
+        #expect(out.pixel(x: 0, y: 0) == (10, 5, 10 ^ 5))
+        #expect(out.pixel(x: 19, y: 14) == (29, 19, 29 ^ 19))
+        #expect(try img.cropped(to: Rect(x: 0, y: 0, width: 50, height: 40)) == img)
+    }
+
+    @Test func cropOutOfBoundsError() {
+        let img = Image(width: 500, height: 400)
+        do {
+            _ = try img.cropped(to: Rect(x: 0, y: 0, width: 600, height: 600))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message == "rectangle 600x600+0+0 exceeds image 500x400")
+        }
+        #expect(throws: ImageError.self) { try img.cropped(to: Rect(x: -1, y: 0, width: 10, height: 10)) }
+        #expect(throws: ImageError.self) { try img.cropped(to: Rect(x: 495, y: 0, width: 10, height: 10)) }
+        #expect(throws: ImageError.self) { try img.cropped(to: Rect(x: 0, y: 0, width: 0, height: 10)) }
+        #expect(throws: ImageError.self) { try img.cropped(to: Size(width: 501, height: 10), gravity: .center) }
+    }
+
+    @Test func squareCropGravity() {
+        let wide = TestImages.coordinates(width: 60, height: 20)
+        let expectations: [(Gravity, Int)] = [(.center, 20), (.west, 0), (.east, 40), (.north, 20), (.southeast, 40), (.northwest, 0)]
+        for (gravity, x0) in expectations {
+            let sq = wide.croppedSquare(gravity: gravity)
+            #expect(sq.width == 20 && sq.height == 20)
+            #expect(sq.pixel(x: 0, y: 0).r == UInt8(x0), "\(gravity)")
+        }
+        let tall = TestImages.coordinates(width: 10, height: 31)
+        #expect(tall.croppedSquare().pixel(x: 0, y: 0).g == 10)       // (31 - 10) / 2
+        #expect(tall.croppedSquare(gravity: .south).pixel(x: 0, y: 0).g == 21)
+        #expect(tall.croppedSquare(gravity: .north).pixel(x: 0, y: 0).g == 0)
+    }
+
+    @Test func cropBySizeAndGravity() throws {
+        let img = TestImages.coordinates(width: 100, height: 80)
+        let size = Size(width: 30, height: 20)
+        let cases: [(Gravity, Int, Int)] = [
+            (.center, 35, 30), (.north, 35, 0), (.south, 35, 60), (.east, 70, 30), (.west, 0, 30),
+            (.northeast, 70, 0), (.northwest, 0, 0), (.southeast, 70, 60), (.southwest, 0, 60),
+        ]
+        for (gravity, x, y) in cases {
+            let out = try img.cropped(to: size, gravity: gravity)
+            #expect(out.width == 30 && out.height == 20)
+            #expect(out.pixel(x: 0, y: 0) == (UInt8(x), UInt8(y), UInt8(x ^ y)), "\(gravity)")
+        }
+    }
+
+    @Test func rotateFourTimesIsIdentity() {
+        let img = TestImages.noise(width: 13, height: 7)
+        var r = img
+        for _ in 0..<4 { r = r.rotated(quarterTurnsClockwise: 1) }
+        #expect(r == img)
+        #expect(img.rotated(quarterTurnsClockwise: 2).rotated(quarterTurnsClockwise: 2) == img)
+        #expect(img.rotated(quarterTurnsClockwise: 3) == img.rotated(quarterTurnsClockwise: -1))
+        #expect(img.rotated(quarterTurnsClockwise: 8) == img)
+    }
+
+    @Test func rotateKnownPattern() {
+        // 3x2 image:  A B C       90° clockwise:  D A
+        //             D E F                       E B
+        //                                         F C
+        var img = Image(width: 3, height: 2)
+        let names: [(Int, Int, UInt8)] = [(0, 0, 1), (1, 0, 2), (2, 0, 3), (0, 1, 4), (1, 1, 5), (2, 1, 6)]
+        for (x, y, v) in names { img.setPixel(x: x, y: y, (v, v * 10, v * 20)) }
+        let cw = img.rotated(quarterTurnsClockwise: 1)
+        #expect(cw.width == 2 && cw.height == 3)
+        let cwOrder: [[UInt8]] = [[4, 1], [5, 2], [6, 3]]
+        for y in 0..<3 { for x in 0..<2 { #expect(cw.pixel(x: x, y: y).r == cwOrder[y][x]) } }
+        let half = img.rotated(quarterTurnsClockwise: 2)
+        #expect(half.pixel(x: 0, y: 0).r == 6 && half.pixel(x: 2, y: 1).r == 1)
+        let ccw = img.rotated(quarterTurnsClockwise: 3)
+        let ccwOrder: [[UInt8]] = [[3, 6], [2, 5], [1, 4]]
+        for y in 0..<3 { for x in 0..<2 { #expect(ccw.pixel(x: x, y: y).r == ccwOrder[y][x]) } }
+        #expect(TestImages.paddingIsOpaque(cw))
+    }
+
+    @Test func flips() {
+        let img = TestImages.coordinates(width: 9, height: 5)
+        let h = img.flipped(horizontally: true)
+        #expect(h.pixel(x: 0, y: 2) == img.pixel(x: 8, y: 2))
+        let v = img.flipped(horizontally: false)
+        #expect(v.pixel(x: 3, y: 0) == img.pixel(x: 3, y: 4))
+        #expect(h.flipped(horizontally: true) == img)
+        #expect(v.flipped(horizontally: false) == img)
+        // Both flips together are a half turn.
+        #expect(h.flipped(horizontally: false) == img.rotated(quarterTurnsClockwise: 2))
+    }
+}

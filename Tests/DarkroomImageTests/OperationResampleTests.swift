@@ -1,0 +1,124 @@
+import Testing
+@testable import DarkroomImage
+
+@Suite struct OperationResampleTests {
+    // Thresholds for a smooth image shrunk 2x and enlarged back. The content is
+    // band-limited far below the half-resolution Nyquist rate, so an ideal filter
+    // would reconstruct it almost perfectly; what is left is the kernel's
+    // passband loss and the two 8-bit roundings (about 51 dB alone). Lanczos3 has
+    // a flat passband and measures around 40 dB, so 35 dB leaves margin while still
+    // catching a broken weight table (which drops below 25 dB). Bilinear blurs more
+    // (about 32 dB measured) and nearest repeats pixels (blocky, about 28 dB).
+    @Test(arguments: [(ResampleKernel.lanczos3, 35.0), (.bilinear, 30.0), (.nearest, 24.0)])
+    func roundTripQuality(kernel: ResampleKernel, minimum: Double) throws {
+        let original = TestImages.smooth(width: 256, height: 192)
+        let small = try original.resized(to: Size(width: 128, height: 96), kernel: kernel)
+        let back = try small.resized(to: Size(width: 256, height: 192), kernel: kernel)
+        let quality = TestImages.psnr(original, back)
+        #expect(quality > minimum, "\(kernel) round trip \(quality) dB")
+    }
+
+    @Test func lanczosBeatsBilinearBeatsNearest() throws {
+        let original = TestImages.smooth(width: 200, height: 200)
+        func score(_ k: ResampleKernel) throws -> Double {
+            let back = try original.resized(to: Size(width: 100, height: 100), kernel: k)
+                .resized(to: Size(width: 200, height: 200), kernel: k)
+            return TestImages.psnr(original, back)
+        }
+        let l = try score(.lanczos3), b = try score(.bilinear), n = try score(.nearest)
+        #expect(l > b && b > n, "lanczos \(l), bilinear \(b), nearest \(n)")
+    }
+
+    @Test(arguments: ResampleKernel.allCases)
+    func constantImageStaysConstant(kernel: ResampleKernel) throws {
+        let grey = Image(width: 97, height: 61, red: 200, green: 17, blue: 128)
+        for size in [Size(width: 40, height: 30), Size(width: 211, height: 7), Size(width: 13, height: 150), Size(width: 1, height: 1)] {
+            let out = try grey.resized(to: size, kernel: kernel)
+            #expect(out.width == size.width && out.height == size.height)
+            #expect(out == Image(width: size.width, height: size.height, red: 200, green: 17, blue: 128), "\(kernel) \(size)")
+        }
+    }
+
+    @Test func bigShrinkOfConstantStaysConstant() throws {
+        let grey = Image(width: 2051, height: 1030, red: 3, green: 250, blue: 99)
+        let out = try grey.thumbnail(Size(width: 256, height: 256))
+        #expect(out == Image(width: 256, height: 256, red: 3, green: 250, blue: 99))
+    }
+
+    @Test func paddingStaysOpaque() throws {
+        let img = TestImages.noise(width: 123, height: 77)
+        for k in ResampleKernel.allCases {
+            #expect(TestImages.paddingIsOpaque(try img.resized(to: Size(width: 50, height: 200), kernel: k)))
+            #expect(TestImages.paddingIsOpaque(try img.resized(to: Size(width: 300, height: 31), kernel: k)))
+        }
+        #expect(TestImages.paddingIsOpaque(try img.thumbnail(Size(width: 10, height: 10))))
+    }
+
+    @Test func scaledSizes() {
+        func s(_ w: Int, _ h: Int) -> Size { Size(width: w, height: h) }
+        let box = s(2048, 2048)
+        // Landscape 16:10.
+        #expect(Image.scaledSize(of: s(3840, 2400), to: box, mode: .fit) == s(2048, 1280))
+        #expect(Image.scaledSize(of: s(3840, 2400), to: box, mode: .fill) == s(3277, 2048))
+        #expect(Image.scaledSize(of: s(3840, 2400), to: box, mode: .force) == box)
+        // Portrait 3:4.
+        #expect(Image.scaledSize(of: s(3000, 4000), to: box, mode: .fit) == s(1536, 2048))
+        #expect(Image.scaledSize(of: s(3000, 4000), to: box, mode: .fill) == s(2048, 2731))
+        // Square into a wide box.
+        #expect(Image.scaledSize(of: s(500, 500), to: s(300, 100), mode: .fit) == s(100, 100))
+        #expect(Image.scaledSize(of: s(500, 500), to: s(300, 100), mode: .fill) == s(300, 300))
+        // Extreme aspect: never below one pixel.
+        #expect(Image.scaledSize(of: s(10000, 1), to: s(100, 100), mode: .fit) == s(100, 1))
+        #expect(Image.scaledSize(of: s(1, 10000), to: s(100, 100), mode: .fill) == s(100, 1_000_000))
+        // Enlarging works the same way.
+        #expect(Image.scaledSize(of: s(40, 30), to: s(400, 400), mode: .fit) == s(400, 300))
+    }
+
+    @Test func scaledProducesScaledSize() throws {
+        let img = TestImages.smooth(width: 160, height: 90)
+        for mode in ScaleMode.allCases {
+            let out = try img.scaled(to: Size(width: 64, height: 64), mode: mode)
+            #expect(Size(width: out.width, height: out.height)
+                == Image.scaledSize(of: Size(width: 160, height: 90), to: Size(width: 64, height: 64), mode: mode))
+        }
+    }
+
+    @Test func badSizesThrow() {
+        let img = Image(width: 4, height: 4)
+        #expect(throws: ImageError.self) { try img.resized(to: Size(width: 0, height: 5)) }
+        #expect(throws: ImageError.self) { try img.scaled(to: Size(width: -1, height: 5)) }
+        #expect(throws: ImageError.self) { try img.thumbnail(Size(width: 70_000, height: 5)) }
+        do {
+            _ = try img.resized(to: Size(width: 5, height: 0))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message == "resize size 5x0 must have positive sides")
+        }
+    }
+
+    @Test func nearestPicksSourcePixels() throws {
+        let img = TestImages.coordinates(width: 8, height: 8)
+        let out = try img.resized(to: Size(width: 4, height: 4), kernel: .nearest)
+        // Output centre (x + 0.5) * 2 lands on source column 2x + 1.
+        #expect(out.pixel(x: 1, y: 2) == (3, 5, 3 ^ 5))
+        let up = try img.resized(to: Size(width: 16, height: 16), kernel: .nearest)
+        #expect(up.pixel(x: 5, y: 9) == (2, 4, 2 ^ 4))
+    }
+
+    @Test func thumbnailIsExactSizeAndCentred() throws {
+        // Left third red, middle third green, right third blue: a square thumbnail
+        // of a 3:1 image must be the green middle only.
+        var img = Image(width: 300, height: 100)
+        for y in 0..<100 {
+            for x in 0..<300 {
+                img.setPixel(x: x, y: y, x < 100 ? (255, 0, 0) : x < 200 ? (0, 255, 0) : (0, 0, 255))
+            }
+        }
+        let thumb = try img.thumbnail(Size(width: 20, height: 20))
+        #expect(thumb.width == 20 && thumb.height == 20)
+        #expect(thumb.pixel(x: 10, y: 10) == (0, 255, 0))
+        #expect(thumb.pixel(x: 0, y: 0).g > 200)
+        #expect(thumb.pixel(x: 19, y: 19).g > 200)
+    }
+}
