@@ -23,8 +23,8 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("jpeg")]
         ),
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
-        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq"),
+        .systemLibrary(name: "CSQLite"),
+        .systemLibrary(name: "CZeroMQ"),
 
         // Vocabulary shared by every layer: hashing, logging.
         .target(name: "DarkroomCore"),
@@ -36,11 +36,11 @@ let package = Package(
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
         // Operation layer: pipeline text, typed steps, compound operation.
-        .target(name: "DarkroomPipeline", dependencies: ["DarkroomImage"]),
+        .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
         .target(name: "DarkroomProtocol"),
         // Command line.
-        .target(name: "DarkroomCLI", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
+        .target(name: "DarkroomCLI", dependencies: ["DarkroomCore", "DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
 
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),

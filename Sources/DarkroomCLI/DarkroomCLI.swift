@@ -1,12 +1,13 @@
+import DarkroomCore
 import Foundation
 
 /// The `darkroom` command line: one executable, one subcommand per role.
 public enum DarkroomCLI {
     static let program = "darkroom"
 
-    struct Subcommand {
+    struct Subcommand: Sendable {
         var spec: CommandSpec
-        var run: (ParsedArguments) throws -> Int32
+        var run: @Sendable (ParsedArguments) throws -> Int32
     }
 
     static let subcommands: [Subcommand] = [
@@ -59,9 +60,7 @@ public enum DarkroomCLI {
         }
         guard let sub = subcommands.first(where: { $0.spec.name == first }) else {
             var message = "Error: unknown subcommand '\(first)'"
-            let names = subcommands.map(\.spec.name)
-            if let best = names.min(by: { levenshtein(Array(first), Array($0)) < levenshtein(Array(first), Array($1)) }),
-               levenshtein(Array(first), Array(best)) <= 2 {
+            if let best = Suggestion.closest(to: first, in: subcommands.map(\.spec.name)) {
                 message += " (did you mean '\(best)'?)"
             }
             Console.err(message)

@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomImage
 
 /// Parses the one-line pipeline syntax:
@@ -62,7 +63,7 @@ struct PipelineParser {
         return Token(text: String(slice[lo..<hi]), column: column + leading)
     }
 
-    private func fail(_ message: String, at token: Token) -> PipelineSyntaxError {
+    func fail(_ message: String, at token: Token) -> PipelineSyntaxError {
         // An empty token (e.g. between two bars) is shown as one caret where it would be.
         let column = min(token.column, max(0, characters.count))
         return PipelineSyntaxError(message, input: input, column: column, length: token.length)
@@ -70,7 +71,7 @@ struct PipelineParser {
 
     // MARK: - Steps
 
-    private struct Arguments {
+    struct Arguments {
         var positional: Token?
         var named: [(key: Token, value: Token)] = []
     }
@@ -339,27 +340,8 @@ enum OperationKind: String, CaseIterable {
 
     /// The known name closest to a misspelling, if one is close enough.
     static func closest(to name: String) -> OperationKind? {
-        let scored = allCases.map { ($0, editDistance(Array(name), Array($0.rawValue))) }
-        guard let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= max(1, best.0.rawValue.count / 3) else {
-            return nil
-        }
-        return best.0
+        let names = allCases.map(\.rawValue)
+        let limit = max(1, name.count / 3)
+        return Suggestion.closest(to: name, in: names, maxDistance: limit).flatMap(OperationKind.init(rawValue:))
     }
-}
-
-/// Levenshtein distance, for "did you mean" suggestions.
-func editDistance(_ a: [Character], _ b: [Character]) -> Int {
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    var current = [Int](repeating: 0, count: b.count + 1)
-    for i in 1...a.count {
-        current[0] = i
-        for j in 1...b.count {
-            let cost = a[i - 1] == b[j - 1] ? 0 : 1
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-        }
-        swap(&previous, &current)
-    }
-    return previous[b.count]
 }

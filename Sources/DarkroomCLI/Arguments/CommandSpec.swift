@@ -1,3 +1,5 @@
+import DarkroomCore
+
 /// Declarations of a command's arguments and options. The same declarations
 /// drive parsing and `--help`, so the two cannot drift apart.
 struct OptionSpec: Sendable {
@@ -159,26 +161,6 @@ extension CommandSpec {
     }
 
     private func suggestion(for name: String) -> String {
-        let candidates = allOptions.map(\.name)
-        let scored = candidates.map { ($0, levenshtein(Array(name), Array($0))) }
-        if let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= 2 {
-            return " (did you mean '--\(best.0)'?)"
-        }
-        return ""
+        Suggestion.closest(to: name, in: allOptions.map(\.name)).map { " (did you mean '--\($0)'?)" } ?? ""
     }
-}
-
-func levenshtein(_ a: [Character], _ b: [Character]) -> Int {
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var prev = Array(0...b.count)
-    var cur = prev
-    for i in 1...a.count {
-        cur[0] = i
-        for j in 1...b.count {
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        swap(&prev, &cur)
-    }
-    return prev[b.count]
 }
