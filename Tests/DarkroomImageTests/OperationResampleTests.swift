@@ -141,8 +141,10 @@ import Testing
 
     @Test func fastPassesMatchPrecisePasses() {
         // The 16-bit passes may differ from the 32-bit ones by rounding only.
+        // 140 and 94 give 14 taps, which takes the pass for tap counts that are
+        // not a multiple of four.
         let img = TestImages.noise(width: 301, height: 203, seed: 11)
-        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300)] {
+        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (140, 94)] {
             let hw = FilterWeights(resampling: img.width, to: w, kernel: .lanczos3)
             let vw = FilterWeights(resampling: img.height, to: h, kernel: .lanczos3)
             #expect(hw.taps <= FilterWeights.maxFastTaps && vw.taps <= FilterWeights.maxFastTaps)
@@ -175,5 +177,13 @@ import Testing
         #expect(r.width == 3 && r.height == 2)
         #expect(r.pixel(x: 0, y: 0) == (1, 2, 3))
         #expect(r.pixel(x: 2, y: 1) == (9, 9, 9))
+    }
+}
+
+extension OperationResampleInternalsTests {
+    @Test func tapCountsCoverBothHorizontalPaths() {
+        #expect(FilterWeights(resampling: 301, to: 256, kernel: .lanczos3).taps % 4 == 0)
+        let odd = FilterWeights(resampling: 301, to: 140, kernel: .lanczos3).taps
+        #expect(odd % 4 != 0 && odd <= FilterWeights.maxFastTaps)
     }
 }

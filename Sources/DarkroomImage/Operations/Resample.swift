@@ -225,26 +225,43 @@ extension Image {
             // Lanes 0-3 and 4-7 hold the even and odd taps: add the halves.
             return acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
         }
-        if taps % 4 == 0 {
-            // The common case: whole 16-byte steps only.
-            for y in 0..<height {
-                let rowBase = y * rowLen
-                var o = y * outW * 4
-                var wi = 0
-                for i in 0..<starts.count {
-                    var p = rowBase &+ starts[i] &* 4
-                    var acc = SIMD8<Int16>.zero
-                    for _ in 0..<quads {
-                        let v = src.unsafeLoadUnaligned(fromByteOffset: p, as: SIMD16<UInt8>.self)
-                        acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi])
-                        acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 1])
-                        p &+= 16
-                        wi &+= 2
+        if taps % 4 == 0 && quads <= 4 {
+            // The common case: whole 16-byte steps only. Each step count gets its
+            // own copy of the loop so the compiler can unroll it completely.
+            @inline(__always)
+            func run(quads: Int, dst: inout MutableRawSpan) {
+                for y in 0..<height {
+                    let rowBase = y * rowLen
+                    var o = y * outW * 4
+                    var wi = 0
+                    for i in 0..<starts.count {
+                        var p = rowBase &+ starts[i] &* 4
+                        var acc = SIMD8<Int16>.zero
+                        for _ in 0..<quads {
+                            let v = src.unsafeLoadUnaligned(fromByteOffset: p, as: SIMD16<UInt8>.self)
+                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi])
+                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 1])
+                            p &+= 16
+                            wi &+= 2
+                        }
+                        // Both halves now hold the pixel: store all 8 bytes (the
+                        // next pixel overwrites the spare 4) except at a row's end.
+                        let sum = acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
+                        let bytes = FilterWeights.narrow(sum) | opaque
+                        if i &+ 1 < outW {
+                            dst.storeBytes(of: bytes, toByteOffset: o, as: SIMD8<UInt8>.self)
+                        } else {
+                            dst.storeBytes(of: bytes.lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
+                        }
+                        o &+= 4
                     }
-                    let sum = acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
-                    dst.storeBytes(of: (FilterWeights.narrow(sum) | opaque).lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
-                    o &+= 4
                 }
+            }
+            switch quads {
+            case 1: run(quads: 1, dst: &dst)
+            case 2: run(quads: 2, dst: &dst)
+            case 3: run(quads: 3, dst: &dst)
+            default: run(quads: 4, dst: &dst)
             }
             return out
         }
