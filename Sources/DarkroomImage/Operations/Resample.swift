@@ -326,10 +326,9 @@ extension Image {
                     acc &+= SIMD4<Int32>(Int32(one[0]), Int32(one[1]), Int32(one[2]), Int32(one[3])) &* w
                 }
                 let v = (acc &>> Int32(FilterWeights.fractionBits)).clamped(lowerBound: .zero, upperBound: SIMD4(repeating: 255))
-                var px = dst.extracting(o ..< o &+ 3)
-                px[0] = UInt8(truncatingIfNeeded: v[0])
-                px[1] = UInt8(truncatingIfNeeded: v[1])
-                px[2] = UInt8(truncatingIfNeeded: v[2])
+                dst[o] = UInt8(truncatingIfNeeded: v[0])
+                dst[o + 1] = UInt8(truncatingIfNeeded: v[1])
+                dst[o + 2] = UInt8(truncatingIfNeeded: v[2])
                 o &+= 4
             }
         }
@@ -441,11 +440,11 @@ extension Image {
             }
             do {
                 let a = acc.span
-                var all = out.mutableSpan
-                var dst = all.extracting(i * rowLen ..< (i + 1) * rowLen)
-                for x in 0..<min(a.count, dst.count) {
+                var dst = out.mutableSpan
+                let base = i * rowLen
+                for x in 0..<a.count {
                     let v = a[x] &>> Int32(FilterWeights.fractionBits)
-                    dst[x] = UInt8(truncatingIfNeeded: min(max(v, 0), 255))
+                    dst[base + x] = UInt8(truncatingIfNeeded: min(max(v, 0), 255))
                 }
             }
         }
