@@ -235,15 +235,22 @@ extension Image {
                     var o = y * outW * 4
                     var wi = 0
                     for i in 0..<starts.count {
-                        var p = rowBase &+ starts[i] &* 4
+                        let p = rowBase &+ starts[i] &* 4
                         var acc = SIMD8<Int16>.zero
-                        for _ in 0..<quads {
-                            let v = src.unsafeLoadUnaligned(fromByteOffset: p, as: SIMD16<UInt8>.self)
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi])
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 1])
-                            p &+= 16
-                            wi &+= 2
+                        // Written out rather than looped: `quads` is a constant
+                        // in each copy, so the tests fold away and no per-pixel
+                        // trip-count bookkeeping is left.
+                        @inline(__always)
+                        func quad(_ q: Int) {
+                            let v = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD16<UInt8>.self)
+                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi &+ 2 &* q])
+                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 2 &* q &+ 1])
                         }
+                        quad(0)
+                        if quads > 1 { quad(1) }
+                        if quads > 2 { quad(2) }
+                        if quads > 3 { quad(3) }
+                        wi &+= 2 &* quads
                         // Both halves now hold the pixel: store all 8 bytes (the
                         // next pixel overwrites the spare 4) except at a row's end.
                         let sum = acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
