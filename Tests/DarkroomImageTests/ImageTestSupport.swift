@@ -3,16 +3,18 @@ import Foundation
 
 /// Builders and measures shared by the operation tests.
 enum TestImages {
-    /// A smooth image: low-frequency sinusoids per channel, band-limited well below
-    /// the Nyquist rate of a 2x downscale.
+    /// A smooth image: slow sinusoids per channel plus a finer wave (periods of 9
+    /// and 11 pixels) that is still below the Nyquist rate of a 2x downscale
+    /// (period 4), so a good kernel can keep it and a poor one visibly loses it.
     static func smooth(width: Int, height: Int) -> Image {
         var px = [UInt8](repeating: 255, count: width * height * 4)
         for y in 0..<height {
             for x in 0..<width {
                 let fx = Double(x) / Double(width), fy = Double(y) / Double(height)
-                let r = 128 + 100 * sin(2 * .pi * (1.5 * fx + 0.5 * fy))
-                let g = 128 + 100 * cos(2 * .pi * (2 * fy - 0.7 * fx))
-                let b = 128 + 90 * sin(2 * .pi * (fx * fy * 2 + 0.25))
+                let fine = 30 * sin(2 * .pi * (Double(x) / 9 + Double(y) / 11))
+                let r = 128 + 80 * sin(2 * .pi * (1.5 * fx + 0.5 * fy)) + fine
+                let g = 128 + 80 * cos(2 * .pi * (2 * fy - 0.7 * fx)) - fine
+                let b = 128 + 80 * sin(2 * .pi * (fx * fy * 2 + 0.25)) + fine / 2
                 let i = (y * width + x) * 4
                 px[i] = UInt8(r.rounded()); px[i + 1] = UInt8(g.rounded()); px[i + 2] = UInt8(b.rounded())
             }

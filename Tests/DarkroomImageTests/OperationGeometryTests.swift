@@ -95,3 +95,22 @@ import Testing
         #expect(h.flipped(horizontally: false) == img.rotated(quarterTurnsClockwise: 2))
     }
 }
+
+extension OperationGeometryTests {
+    @Test func rotateLargerThanOneTileMatchesCoordinates() {
+        // Bigger than the 32-pixel tiles, with partial tiles on both axes.
+        let img = TestImages.noise(width: 70, height: 45, seed: 5)
+        let cw = img.rotated(quarterTurnsClockwise: 1)
+        let half = img.rotated(quarterTurnsClockwise: 2)
+        let ccw = img.rotated(quarterTurnsClockwise: 3)
+        for y in 0..<45 {
+            for x in 0..<70 {
+                let p = img.pixel(x: x, y: y)
+                #expect(cw.pixel(x: 44 - y, y: x) == p)
+                #expect(half.pixel(x: 69 - x, y: 44 - y) == p)
+                #expect(ccw.pixel(x: y, y: 69 - x) == p)
+            }
+        }
+        #expect(TestImages.paddingIsOpaque(cw) && TestImages.paddingIsOpaque(ccw))
+    }
+}

@@ -56,3 +56,48 @@ import Testing
         #expect(same > different + 3, "same seed \(same) dB, other seed \(different) dB")
     }
 }
+
+extension OperationGlitchTests {
+    /// The documented algorithm, written out plainly pixel by pixel.
+    static func referenceGlitch(_ img: Image, seed: UInt64, amount: Double) -> Image {
+        let w = img.width, h = img.height
+        var rng = SplitMix64(seed: seed)
+        let d = Int((Double(w) * amount * 0.02 * (0.5 + 0.5 * rng.unit())).rounded())
+        func band() -> Range<Int> {
+            let top = min(h - 1, Int(rng.unit() * Double(h)))
+            let height = max(1, Int((Double(h) * amount * 0.1 * rng.unit()).rounded()))
+            return top ..< min(h, top + height)
+        }
+        var offset = [Int](repeating: 0, count: h)
+        for _ in 0..<(2 + rng.below(1 + Int((10 * amount).rounded()))) {
+            let rows = band()
+            let o = Int((Double(w) * amount * 0.25 * (2 * rng.unit() - 1)).rounded())
+            for y in rows { offset[y] += o }
+        }
+        var perm = [Int](repeating: 0, count: h)
+        for _ in 0..<rng.below(1 + Int((4 * amount).rounded())) {
+            let rows = band()
+            let p = 1 + rng.below(5)
+            for y in rows { perm[y] = p }
+        }
+        var out = img
+        for y in 0..<h {
+            for x in 0..<w {
+                let sx = (((x - offset[y]) % w) + w) % w
+                let r = img.pixel(x: min(sx + d, w - 1), y: y).r
+                let g = img.pixel(x: sx, y: y).g
+                let b = img.pixel(x: max(sx - d, 0), y: y).b
+                let orders: [(UInt8, UInt8, UInt8)] = [(r, g, b), (g, b, r), (b, r, g), (b, g, r), (r, b, g), (g, r, b)]
+                out.setPixel(x: x, y: y, orders[perm[y]])
+            }
+        }
+        return out
+    }
+
+    @Test func matchesTheDocumentedAlgorithm() throws {
+        let img = TestImages.noise(width: 123, height: 77, seed: 3)
+        for (seed, amount) in [(UInt64(1), 0.5), (2, 1.0), (99, 0.1), (12345, 0.8)] {
+            #expect(try img.glitched(seed: seed, amount: amount) == Self.referenceGlitch(img, seed: seed, amount: amount))
+        }
+    }
+}

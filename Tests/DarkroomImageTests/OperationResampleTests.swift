@@ -2,14 +2,15 @@ import Testing
 @testable import DarkroomImage
 
 @Suite struct OperationResampleTests {
-    // Thresholds for a smooth image shrunk 2x and enlarged back. The content is
-    // band-limited far below the half-resolution Nyquist rate, so an ideal filter
-    // would reconstruct it almost perfectly; what is left is the kernel's
-    // passband loss and the two 8-bit roundings (about 51 dB alone). Lanczos3 has
-    // a flat passband and measures around 40 dB, so 35 dB leaves margin while still
-    // catching a broken weight table (which drops below 25 dB). Bilinear blurs more
-    // (about 32 dB measured) and nearest repeats pixels (blocky, about 28 dB).
-    @Test(arguments: [(ResampleKernel.lanczos3, 35.0), (.bilinear, 30.0), (.nearest, 24.0)])
+    // Thresholds for a smooth image shrunk 2x and enlarged back. Everything in
+    // the test image lies below the half-resolution Nyquist rate, so an ideal
+    // filter would lose nothing but the two 8-bit roundings (about 51 dB alone).
+    // Lanczos3 has a nearly flat passband up to the fine wave (period 9-11 px) and
+    // measures about 45.8 dB; 40 dB leaves margin and still catches a broken
+    // weight table or a precision bug, which fall below 30 dB. Bilinear
+    // attenuates the fine wave twice (about 29.5 dB measured, threshold 27);
+    // nearest aliases it and repeats pixels (about 25.4 dB, threshold 23).
+    @Test(arguments: [(ResampleKernel.lanczos3, 40.0), (.bilinear, 27.0), (.nearest, 23.0)])
     func roundTripQuality(kernel: ResampleKernel, minimum: Double) throws {
         let original = TestImages.smooth(width: 256, height: 192)
         let small = try original.resized(to: Size(width: 128, height: 96), kernel: kernel)
@@ -120,5 +121,69 @@ import Testing
         #expect(thumb.pixel(x: 10, y: 10) == (0, 255, 0))
         #expect(thumb.pixel(x: 0, y: 0).g > 200)
         #expect(thumb.pixel(x: 19, y: 19).g > 200)
+    }
+}
+
+@Suite struct OperationResampleInternalsTests {
+    @Test func weightsSumToOneAndStayInRange() {
+        for (n, m) in [(2400, 2048), (3000, 2048), (100, 7), (7, 100), (1, 5), (5, 1), (513, 256)] {
+            for kernel in [ResampleKernel.lanczos3, .bilinear] {
+                let fw = FilterWeights(resampling: n, to: m, kernel: kernel)
+                #expect(fw.starts.count == m)
+                for i in 0..<m {
+                    let sum = (0..<fw.taps).reduce(0) { $0 + Int(fw.weights[i * fw.taps + $1]) }
+                    #expect(sum == FilterWeights.one)
+                    #expect(fw.starts[i] >= 0 && fw.starts[i] + fw.taps <= n)
+                }
+            }
+        }
+    }
+
+    @Test func fastPassesMatchPrecisePasses() {
+        // The 16-bit passes may differ from the 32-bit ones by rounding only.
+        // 140 and 94 give 14 taps, which takes the pass for tap counts that are
+        // not a multiple of four.
+        let img = TestImages.noise(width: 301, height: 203, seed: 11)
+        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (140, 94)] {
+            let hw = FilterWeights(resampling: img.width, to: w, kernel: .lanczos3)
+            let vw = FilterWeights(resampling: img.height, to: h, kernel: .lanczos3)
+            #expect(hw.taps <= FilterWeights.maxFastTaps && vw.taps <= FilterWeights.maxFastTaps)
+            let fastH = Image.horizontalPass(img.pixels, width: img.width, height: img.height, weights: hw)
+            let preciseH = Image.horizontalPassPrecise(img.pixels, width: img.width, height: img.height, weights: hw)
+            let fastV = Image.verticalPass(img.pixels, width: img.width, weights: vw)
+            let preciseV = Image.verticalPassPrecise(img.pixels, width: img.width, weights: vw)
+            #expect(zip(fastH, preciseH).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
+            #expect(zip(fastV, preciseV).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
+        }
+    }
+
+    @Test func shrinkBeyondFastTapsUsesPrecisePath() throws {
+        // A 3x shrink needs more than 16 lanczos taps: the 32-bit path must give
+        // the same kind of result (constant stays constant, sizes exact).
+        let fw = FilterWeights(resampling: 300, to: 100, kernel: .lanczos3)
+        #expect(fw.taps > FilterWeights.maxFastTaps)
+        let grey = Image(width: 300, height: 300, red: 77, green: 1, blue: 254)
+        #expect(try grey.resized(to: Size(width: 100, height: 100)) == Image(width: 100, height: 100, red: 77, green: 1, blue: 254))
+        let smooth = TestImages.smooth(width: 300, height: 300)
+        let small = try smooth.resized(to: Size(width: 100, height: 100))
+        #expect(TestImages.paddingIsOpaque(small))
+    }
+
+    @Test func boxReduceAveragesBlocks() {
+        var img = Image(width: 5, height: 3)
+        img.setPixel(x: 0, y: 0, (4, 8, 12))
+        img.setPixel(x: 4, y: 2, (9, 9, 9))
+        let r = img.boxReduced(factorX: 2, factorY: 2)
+        #expect(r.width == 3 && r.height == 2)
+        #expect(r.pixel(x: 0, y: 0) == (1, 2, 3))
+        #expect(r.pixel(x: 2, y: 1) == (9, 9, 9))
+    }
+}
+
+extension OperationResampleInternalsTests {
+    @Test func tapCountsCoverBothHorizontalPaths() {
+        #expect(FilterWeights(resampling: 301, to: 256, kernel: .lanczos3).taps % 4 == 0)
+        let odd = FilterWeights(resampling: 301, to: 140, kernel: .lanczos3).taps
+        #expect(odd % 4 != 0 && odd <= FilterWeights.maxFastTaps)
     }
 }

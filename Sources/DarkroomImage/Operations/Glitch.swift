@@ -92,30 +92,52 @@ extension Image {
 
         var out = [UInt8](repeating: 255, count: pixels.count)
         let src = pixels.span
-        var dst = out.mutableSpan
+        // Whole-vector loads and stores go through the byte views: they are
+        // bounds-checked, and any bit pattern is a valid SIMD of bytes.
+        let srcBytes = src.bytes
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
         let rowLen = w * 4
+        let maskR = SIMD16<UInt8>(255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0)
+        let maskG = SIMD16<UInt8>(0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0)
+        let maskB = SIMD16<UInt8>(0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0)
+        let maskX = SIMD16<UInt8>(0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255)
         for y in 0..<h {
-            let row = src.extracting(y * rowLen ..< (y + 1) * rowLen)
+            let rowBase = y * rowLen
             let offset = offsets[y]
             let permutation = permutations[y]
-            var o = y * rowLen
-            var sx = w - offset  // x' for x = 0
-            if sx == w { sx = 0 }
-            for _ in 0..<w {
-                let r = row[min(sx + shift, w - 1) * 4]
-                let g = row[sx * 4 + 1]
-                let b = row[max(sx - shift, 0) * 4 + 2]
-                switch permutation {
-                case 0: dst[o] = r; dst[o + 1] = g; dst[o + 2] = b
-                case 1: dst[o] = g; dst[o + 1] = b; dst[o + 2] = r
-                case 2: dst[o] = b; dst[o + 1] = r; dst[o + 2] = g
-                case 3: dst[o] = b; dst[o + 1] = g; dst[o + 2] = r
-                case 4: dst[o] = r; dst[o + 1] = b; dst[o + 2] = g
-                default: dst[o] = g; dst[o + 1] = r; dst[o + 2] = b
+            // Output x reads source column x' = (x - offset) mod W: two runs of
+            // consecutive columns, [0, offset) from W - offset and the rest from 0.
+            for (outStart, srcStart, count) in [(0, w - offset, offset), (offset, 0, w - offset)] where count > 0 {
+                var k = 0
+                while k < count {
+                    let sx = srcStart + k
+                    let o = rowBase + (outStart + k) * 4
+                    if permutation == 0 && k + 4 <= count && sx - shift >= 0 && sx + 3 + shift < w {
+                        // Four pixels at once, none clamped at an edge.
+                        let g = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + sx * 4, as: SIMD16<UInt8>.self)
+                        let r = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + (sx + shift) * 4, as: SIMD16<UInt8>.self)
+                        let b = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + (sx - shift) * 4, as: SIMD16<UInt8>.self)
+                        let v = (r & maskR) | (g & maskG) | (b & maskB) | maskX
+                        dst.storeBytes(of: v, toByteOffset: o, as: SIMD16<UInt8>.self)
+                        k += 4
+                        continue
+                    }
+                    let r = src[rowBase + min(sx + shift, w - 1) * 4]
+                    let g = src[rowBase + sx * 4 + 1]
+                    let b = src[rowBase + max(sx - shift, 0) * 4 + 2]
+                    let px: SIMD4<UInt8>
+                    switch permutation {
+                    case 0: px = SIMD4(r, g, b, 255)
+                    case 1: px = SIMD4(g, b, r, 255)
+                    case 2: px = SIMD4(b, r, g, 255)
+                    case 3: px = SIMD4(b, g, r, 255)
+                    case 4: px = SIMD4(r, b, g, 255)
+                    default: px = SIMD4(g, r, b, 255)
+                    }
+                    dst.storeBytes(of: px, toByteOffset: o, as: SIMD4<UInt8>.self)
+                    k += 1
                 }
-                o += 4
-                sx += 1
-                if sx == w { sx = 0 }
             }
         }
         return Image(width: w, height: h, pixels: out)

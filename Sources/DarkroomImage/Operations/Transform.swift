@@ -10,23 +10,39 @@ extension Image {
         let outW = turns == 2 ? w : h
         let outH = turns == 2 ? h : w
         var out = [UInt8](repeating: 255, count: w * h * 4)
-        let src = pixels.span
-        var dst = out.mutableSpan
-        // Walk the output row by row (sequential writes) and gather the source.
-        for oy in 0..<outH {
-            var o = oy * outW * 4
-            for ox in 0..<outW {
-                let sx: Int, sy: Int
-                switch turns {
-                case 1: sx = oy; sy = h - 1 - ox           // 90° clockwise
-                case 2: sx = w - 1 - ox; sy = h - 1 - oy   // 180°
-                default: sx = w - 1 - oy; sy = ox          // 270° clockwise
+        // Whole pixels move as 4-byte loads and stores through the byte views
+        // (bounds-checked; any bit pattern is a valid SIMD of bytes).
+        let src = pixels.span.bytes
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        // Source pixel index of output (ox, oy) is base(oy) + ox * step.
+        let step: Int
+        switch turns {
+        case 1: step = -w   // 90° clockwise: (ox, oy) <- (oy, h - 1 - ox)
+        case 2: step = -1   // 180°: (ox, oy) <- (w - 1 - ox, h - 1 - oy)
+        default: step = w   // 270° clockwise: (ox, oy) <- (w - 1 - oy, ox)
+        }
+        func base(_ oy: Int) -> Int {
+            switch turns {
+            case 1: return (h - 1) * w + oy
+            case 2: return (h - 1 - oy) * w + (w - 1)
+            default: return w - 1 - oy
+            }
+        }
+        // Square tiles keep both the reads and the writes within a few pages.
+        let tile = 32
+        for ty in Swift.stride(from: 0, to: outH, by: tile) {
+            for tx in Swift.stride(from: 0, to: outW, by: tile) {
+                for oy in ty..<min(ty + tile, outH) {
+                    var s = base(oy) + tx * step
+                    var o = (oy * outW + tx) * 4
+                    for _ in tx..<min(tx + tile, outW) {
+                        let px = src.unsafeLoadUnaligned(fromByteOffset: s * 4, as: SIMD4<UInt8>.self)
+                        dst.storeBytes(of: px, toByteOffset: o, as: SIMD4<UInt8>.self)
+                        s += step
+                        o += 4
+                    }
                 }
-                let s = (sy * w + sx) * 4
-                dst[o] = src[s]
-                dst[o + 1] = src[s + 1]
-                dst[o + 2] = src[s + 2]
-                o += 4
             }
         }
         return Image(width: outW, height: outH, pixels: out)
@@ -39,16 +55,14 @@ extension Image {
         out.reserveCapacity(pixels.count)
         if horizontally {
             out = [UInt8](repeating: 255, count: pixels.count)
-            let src = pixels.span
-            var dst = out.mutableSpan
+            let src = pixels.span.bytes
+            var outSpan = out.mutableSpan
+            var dst = outSpan.mutableBytes
             for y in 0..<height {
                 let base = y * rowLen
                 for x in 0..<width {
-                    let s = base + x * 4
-                    let d = base + (width - 1 - x) * 4
-                    dst[d] = src[s]
-                    dst[d + 1] = src[s + 1]
-                    dst[d + 2] = src[s + 2]
+                    let px = src.unsafeLoadUnaligned(fromByteOffset: base + x * 4, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: px, toByteOffset: base + (width - 1 - x) * 4, as: SIMD4<UInt8>.self)
                 }
             }
         } else {
