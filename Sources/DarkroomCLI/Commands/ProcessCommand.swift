@@ -109,8 +109,11 @@ enum ProcessCommand {
             return failure(error.message, nil)
         }
         let output: JobOutput
+        let stageTimes = Mutex<[(Stage, Duration)]>([])
         do {
-            output = try job.run(bytes)
+            output = try job.run(bytes) { stage, duration in
+                stageTimes.withLock { $0.append((stage, duration)) }
+            }
         } catch {
             return failure(error.description, error)
         }
@@ -138,6 +141,11 @@ enum ProcessCommand {
         json.set("source_width", output.sourceSize.width)
         json.set("source_height", output.sourceSize.height)
         json.set("milliseconds", ms)
+        var stages = JSONObject()
+        for (stage, duration) in stageTimes.withLock({ $0 }) {
+            stages.set(stage.description, Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
+        }
+        json.set("stage_milliseconds", object: stages)
         var text = "\(input.path) -> \(fullURL.path) \(output.full.size) \(formatBytes(output.full.bytes.count))"
         if let thumbnail = output.thumbnail {
             text += ", thumb \(thumbnail.size) \(formatBytes(thumbnail.bytes.count))"
