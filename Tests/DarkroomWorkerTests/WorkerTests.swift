@@ -174,6 +174,29 @@ struct WorkerTests {
         #expect(worker.status.done == 0)
     }
 
+    @Test func unreachableStoreFailsRetryable() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        // A port that was just bound and released: nothing listens there.
+        let gone = try TestStore(context)
+        gone.router.socket.close()
+        let worker = try makeWorker(context, broker: broker, store: gone, storeTimeout: .milliseconds(600), storeRetry: .milliseconds(200))
+        defer { worker.stop(grace: .zero) }
+        let session = try #require(try broker.handshake())
+
+        let job = Fixture.job()
+        try broker.send(.job(job), to: session.identity)
+        guard case .fail(let fail) = try #require(try broker.next()).message else {
+            Issue.record("expected FAIL")
+            return
+        }
+        #expect(fail.jobID == job.jobID)
+        #expect(fail.retryable)
+        #expect(fail.failure.code == "store.unreachable")
+        #expect(fail.failure.reason.contains("storage node unreachable"))
+        #expect(try broker.next()?.message == .credit(Credit(count: 1)))
+    }
+
     @Test func storeErrorFailsByItsClass() throws {
         let context = try Context()
         let broker = try TestBroker(context)
