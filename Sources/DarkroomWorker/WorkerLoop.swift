@@ -43,6 +43,8 @@ final class WorkerLoop {
     private var reconnectAt: ContinuousClock.Instant?
     private var backoff: Duration
     private var credit = 0
+    /// Slots freed during this loop turn, granted in one CREDIT at its end.
+    private var freedThisTurn = 0
     /// DONE and FAIL produced while no broker connection was open.
     private var unsentReports: [[[UInt8]]] = []
 
@@ -132,6 +134,8 @@ final class WorkerLoop {
                 if result.isReadable(1) { try drainStore() }
                 if result.isReadable(2) { try drainBackend() }
                 try runTimers()
+                if !stopping { grant(freedThisTurn) }
+                freedThisTurn = 0
                 publishStatus()
             } catch let error as ZMQError where error.isTerminated {
                 logger.warn("context shut down; exiting without handing jobs back")
@@ -263,6 +267,7 @@ final class WorkerLoop {
         backend?.close()
         backend = nil
         credit = 0
+        freedThisTurn = 0
         rebuildPoller()
         reconnectAt = clock.now + backoff
         backoff = min(backoff * 2, configuration.reconnectMaximum)
@@ -447,7 +452,8 @@ final class WorkerLoop {
     }
 
     /// Ends a job: one DONE or FAIL to the broker, one log line, and the slot
-    /// becomes free again (one CREDIT, unless the worker is stopping).
+    /// becomes free again: it is granted with the other slots freed in this
+    /// loop turn, in one CREDIT, unless the worker is stopping.
     private func report(run: UInt64, _ result: Report) {
         guard let job = jobs.removeValue(forKey: run) else { return }
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
@@ -466,7 +472,7 @@ final class WorkerLoop {
         }
         if backend != nil {
             sendToBroker(frames)
-            if !stopping { grant(1) }
+            if !stopping { freedThisTurn += 1 }
         } else {
             // Sent after the next READY; that READY's CREDIT counts this slot.
             unsentReports.append(frames)
