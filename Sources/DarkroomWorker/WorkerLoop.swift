@@ -218,7 +218,17 @@ final class WorkerLoop {
                 sendToBroker(BackendMessage.heartbeat.frames())
             }
         } else if let reconnectAt, now >= reconnectAt {
-            try openBackend()
+            do {
+                try openBackend()
+            } catch let error as ZMQError where error.isTerminated {
+                throw error
+            } catch {
+                // Out of sockets or file descriptors: try again later rather
+                // than give up on the jobs still held.
+                logger.error("could not open a new broker connection: \(error); retrying in \(backoff)")
+                self.reconnectAt = now + backoff
+                backoff = min(backoff * 2, configuration.reconnectMaximum)
+            }
         }
         for (run, job) in jobs {
             guard let attempt = job.storing else { continue }
