@@ -1,0 +1,61 @@
+import DarkroomImage
+import DarkroomPipeline
+import DarkroomProtocol
+
+/// What a processing thread hands back to the service thread for one job.
+enum JobOutcome: Sendable {
+    /// The pipeline ran; the outputs still have to be stored. `pipeline` is
+    /// the canonical text that goes into the record.
+    case processed(JobOutput, pipeline: String)
+    /// The job failed before anything could be stored.
+    case failed(FailureDetail, retryable: Bool)
+}
+
+/// Turning engine failures into the FAIL fields of DRK1.
+enum FailureMapping {
+    /// The pipeline text did not parse: `pipeline.invalid`, not in a step.
+    static func invalidPipeline(_ error: PipelineSyntaxError) -> FailureDetail {
+        detail(stepIndex: -1, step: "", code: FailureDetail.Code.invalidPipeline, reason: error.summary)
+    }
+
+    /// A failure of the compound operation. The wire counts pipeline steps
+    /// from 0 and uses -1 for decode and encode (protocol section 6.1), while
+    /// `Stage` counts steps from 1; decode and encode failures name their stage
+    /// at the start of the reason instead.
+    static func pipelineFailure(_ failure: PipelineFailure) -> FailureDetail {
+        let code = "image.\(failure.error.code.name)"
+        switch failure.stage {
+        case let .step(index, text):
+            return detail(stepIndex: Int32(clamping: index - 1), step: text, code: code, reason: failure.error.message)
+        case .decode, .encode:
+            return detail(stepIndex: -1, step: "", code: code, reason: "\(failure.stage): \(failure.error.message)")
+        }
+    }
+
+    /// A FAIL that is not about the image (store, shutdown, internal).
+    static func detail(stepIndex: Int32 = -1, step: String = "", code: String, reason: String) -> FailureDetail {
+        FailureDetail(
+            stepIndex: stepIndex,
+            step: WireText.line(step, maxBytes: Wire.Limit.stepBytes),
+            code: WireText.line(code, maxBytes: Wire.Limit.errorCodeBytes),
+            reason: WireText.line(reason, maxBytes: Wire.Limit.reasonBytes)
+        )
+    }
+}
+
+/// Text that must fit a DRK1 `line` field: no control characters, and no more
+/// than a given number of UTF-8 bytes, cut at a character boundary.
+enum WireText {
+    static func line(_ text: String, maxBytes: Int) -> String {
+        var out = ""
+        var used = 0
+        for scalar in text.unicodeScalars {
+            let clean: Unicode.Scalar = (scalar.value < 0x20 || scalar.value == 0x7F) ? " " : scalar
+            let size = UTF8.width(clean)
+            if used + size > maxBytes { break }
+            out.unicodeScalars.append(clean)
+            used += size
+        }
+        return out
+    }
+}

@@ -1,0 +1,82 @@
+import DarkroomImage
+import DarkroomPipeline
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One job for a processing thread: everything it needs, as values.
+struct WorkItem: Sendable {
+    /// The service thread's name for this run (unique per process).
+    var run: UInt64
+    var pipeline: String
+    var options: DarkroomPipeline.JobOptions
+    var image: [UInt8]
+}
+
+/// A fixed set of processing threads that run image jobs. The service thread
+/// submits a job only when it holds a free slot for it, so the queue never
+/// holds more than the slot count; each result goes to `completion`, which
+/// posts it to the service thread's mailbox.
+///
+/// Threads block on a semaphore that counts queued items; the queue itself is
+/// behind a mutex. `shutdown` queues one stop marker per thread, so each thread
+/// exits after the job it is running, if any.
+final class JobPool: Sendable {
+    typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ elapsed: Duration) -> Void
+
+    private let queue = Mutex<[WorkItem?]>([])
+    private let available = DispatchSemaphore(value: 0)
+    private let threadCount: Int
+
+    init(threads: Int, name: String, completion: @escaping Completion) {
+        threadCount = threads
+        for index in 0..<threads {
+            let thread = Thread { [self] in
+                while let item = next() {
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    let outcome = JobPool.process(item)
+                    completion(item.run, outcome, clock.now - start)
+                }
+            }
+            thread.name = "\(name)-\(index)"
+            thread.start()
+        }
+    }
+
+    func submit(_ item: WorkItem) {
+        queue.withLock { $0.append(item) }
+        available.signal()
+    }
+
+    /// Lets every thread exit once it has finished its current job.
+    func shutdown() {
+        queue.withLock { items in
+            items.removeAll()
+            items.append(contentsOf: Array(repeating: nil, count: threadCount))
+        }
+        for _ in 0..<threadCount { available.signal() }
+    }
+
+    private func next() -> WorkItem? {
+        available.wait()
+        return queue.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+    }
+
+    /// Parses the pipeline and runs the compound operation. Pure computation:
+    /// no sockets, no shared state.
+    static func process(_ item: WorkItem) -> JobOutcome {
+        let pipeline: Pipeline
+        do {
+            pipeline = try Pipeline(parsing: item.pipeline)
+        } catch {
+            return .failed(FailureMapping.invalidPipeline(error), retryable: false)
+        }
+        do {
+            let output = try ImageJob(pipeline: pipeline, options: item.options).run(item.image)
+            return .processed(output, pipeline: pipeline.canonical)
+        } catch {
+            return .failed(FailureMapping.pipelineFailure(error), retryable: false)
+        }
+    }
+}

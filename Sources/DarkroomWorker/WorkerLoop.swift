@@ -1,0 +1,536 @@
+import DarkroomCore
+import DarkroomImage
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomZMQ
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What other threads post to the service thread.
+enum WorkerEvent: Sendable {
+    /// A processing thread finished run `run`.
+    case finished(run: UInt64, outcome: JobOutcome, elapsed: Duration)
+    /// Stop taking jobs; hand back what is not finished after `grace`.
+    case stop(grace: Duration)
+}
+
+/// The service thread of a worker. It owns the DEALER to the broker backend,
+/// the DEALER to the storage node and the mailbox inbox, and never runs image
+/// work itself: jobs go to the `JobPool`, results come back through the mailbox.
+///
+/// A slot is busy from the JOB until its DONE or FAIL is sent (processing, then
+/// storing); only then does the worker grant one more CREDIT. The broker
+/// therefore never has more jobs outstanding here than `concurrency`.
+final class WorkerLoop {
+    let configuration: WorkerConfiguration
+    let context: Context
+    let logger: Logger
+    let inbox: MailboxInbox<WorkerEvent>
+    private let store: Socket
+    private var backend: Socket?
+    private var poller = Poller()
+    private var pool: JobPool
+    private let clock = ContinuousClock()
+    private let status: StatusBoard
+    private var snapshot: WorkerStatus
+
+    // The broker connection.
+    private var lastHeard: ContinuousClock.Instant
+    private var lastSent: ContinuousClock.Instant
+    private var reconnectAt: ContinuousClock.Instant?
+    private var backoff: Duration
+    private var credit = 0
+    /// Slots freed during this loop turn, granted in one CREDIT at its end.
+    private var freedThisTurn = 0
+    /// DONE and FAIL produced while no broker connection was open.
+    private var unsentReports: [[[UInt8]]] = []
+
+    // Jobs in their slots.
+    private var jobs: [UInt64: RunningJob] = [:]
+    private var nextRun: UInt64 = 1
+    private var storeRequests: [UInt64: UInt64] = [:]
+    private var nextRequestID: UInt64 = 1
+
+    // Stopping.
+    private var stopDeadline: ContinuousClock.Instant?
+    private var stopGrace: Duration = .zero
+    private var finished = false
+
+    private var slots: Int { configuration.concurrency }
+    private var freeSlots: Int { max(0, slots - jobs.count) }
+    private var stopping: Bool { stopDeadline != nil }
+
+    struct RunningJob {
+        var jobID: ULID
+        var attempt: UInt32
+        var sourceName: String
+        var pipeline: String
+        var received: ContinuousClock.Instant
+        var storing: StoreAttempt?
+    }
+
+    struct StoreAttempt {
+        var requestID: UInt64
+        var frames: [[UInt8]]
+        var deadline: ContinuousClock.Instant
+        var nextSend: ContinuousClock.Instant
+        var sends = 0
+    }
+
+    enum Report {
+        case done(recordID: ULID)
+        case fail(FailureDetail, retryable: Bool)
+    }
+
+    /// Creates the sockets and connects them. Call on the thread that will run
+    /// the loop: the sockets and the inbox belong to it.
+    init(configuration: WorkerConfiguration, context: Context, logger: Logger, status: StatusBoard) throws {
+        self.configuration = configuration
+        self.status = status
+        self.context = context
+        self.logger = logger
+        let (mailbox, inbox) = try Mailbox<WorkerEvent>.make(context: context)
+        self.inbox = inbox
+        store = try context.socket(.dealer)
+        try store.setLinger(milliseconds: 0)
+        try store.setMaxMessageSize(Wire.maxMessageSize)
+        // Queue a STORE only on a live connection, so "store down" shows as a
+        // send that would block and is retried, not a message parked forever.
+        try store.setImmediate(true)
+        try store.setReconnectInterval(Int(configuration.reconnectInitial.milliseconds), maximum: Int(configuration.reconnectMaximum.milliseconds))
+        if let curve = configuration.curve {
+            try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
+        }
+        try store.connect(configuration.storeEndpoint)
+        let now = clock.now
+        lastHeard = now
+        lastSent = now
+        backoff = configuration.reconnectInitial
+        snapshot = WorkerStatus(slots: configuration.concurrency)
+        pool = JobPool(threads: configuration.concurrency, name: "darkroom-job") { run, outcome, elapsed in
+            mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
+        }
+        do {
+            try openBackend()
+        } catch {
+            pool.shutdown()
+            store.close()
+            inbox.close()
+            throw error
+        }
+    }
+
+    // MARK: The loop
+
+    func run() {
+        logger.info("worker \(configuration.workerID) on \(configuration.host): \(slots) slot(s), broker \(configuration.backendEndpoint), store \(configuration.storeEndpoint)")
+        while !finished {
+            do {
+                let result = try poller.poll(timeoutMilliseconds: pollTimeout())
+                if result.isReadable(0) { try drainInbox() }
+                if result.isReadable(1) { try drainStore() }
+                if result.isReadable(2) { try drainBackend() }
+                try runTimers()
+                if !stopping { grant(freedThisTurn) }
+                freedThisTurn = 0
+                publishStatus()
+            } catch let error as ZMQError where error.isTerminated {
+                logger.warn("context shut down; exiting without handing jobs back")
+                break
+            } catch {
+                logger.error("service loop failed: \(error); exiting")
+                break
+            }
+        }
+        pool.shutdown()
+        if let backend {
+            try? backend.setLinger(milliseconds: 500)
+            backend.close()
+        }
+        store.close()
+        inbox.close()
+        publishStatus()
+        logger.info("worker \(configuration.workerID) stopped")
+    }
+
+    private func publishStatus() {
+        snapshot.running = jobs.count
+        snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
+        snapshot.stopping = stopping
+        snapshot.connected = backend != nil
+        status.publish(snapshot)
+    }
+
+    private func pollTimeout() -> Int {
+        let now = clock.now
+        var next = now + .seconds(1)
+        if backend != nil {
+            next = min(next, lastHeard + liveness, lastSent + configuration.heartbeatInterval)
+        } else if let reconnectAt {
+            next = min(next, reconnectAt)
+        }
+        for job in jobs.values {
+            if let s = job.storing { next = min(next, s.deadline, s.nextSend) }
+        }
+        if let stopDeadline { next = min(next, stopDeadline) }
+        guard next > now else { return 0 }
+        // Round up so a timer that is due in 0.4 ms does not spin.
+        return Int((next - now).milliseconds) + 1
+    }
+
+    private var liveness: Duration { configuration.heartbeatInterval * configuration.heartbeatLiveness }
+
+    private func drainInbox() throws {
+        for event in try inbox.drain() {
+            switch event {
+            case let .finished(run, outcome, elapsed):
+                processed(run: run, outcome: outcome, elapsed: elapsed)
+            case let .stop(grace):
+                beginStop(grace: grace)
+            }
+        }
+    }
+
+    private func drainStore() throws {
+        for _ in 0..<1_000 {
+            guard let frames = try store.receive(dontWait: true) else { return }
+            handleStore(frames)
+        }
+    }
+
+    private func drainBackend() throws {
+        for _ in 0..<1_000 {
+            guard let socket = backend, let frames = try socket.receive(dontWait: true) else { return }
+            handleBackend(frames)
+        }
+    }
+
+    private func runTimers() throws {
+        let now = clock.now
+        if backend != nil {
+            if now - lastHeard >= liveness {
+                logger.warn("broker silent for \(liveness); reconnecting in \(backoff)")
+                dropBackend()
+            } else if now - lastSent >= configuration.heartbeatInterval {
+                sendToBroker(BackendMessage.heartbeat.frames())
+            }
+        } else if let reconnectAt, now >= reconnectAt {
+            do {
+                try openBackend()
+            } catch let error as ZMQError where error.isTerminated {
+                throw error
+            } catch {
+                // Out of sockets or file descriptors: try again later rather
+                // than give up on the jobs still held.
+                logger.error("could not open a new broker connection: \(error); retrying in \(backoff)")
+                self.reconnectAt = now + backoff
+                backoff = min(backoff * 2, configuration.reconnectMaximum)
+            }
+        }
+        for (run, job) in jobs {
+            guard let attempt = job.storing else { continue }
+            if now >= attempt.deadline {
+                let reason = "storage node unreachable: no STORED within \(configuration.storeTimeout) (\(attempt.sends) STORE sent)"
+                report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.storeUnreachable, reason: reason), retryable: true))
+            } else if now >= attempt.nextSend {
+                sendStore(run: run)
+            }
+        }
+        if let stopDeadline, now >= stopDeadline, !finished {
+            finishStop()
+        }
+    }
+
+    // MARK: The broker connection
+
+    /// Opens a new DEALER (a new identity for the broker), sends READY and
+    /// credit for the free slots, then any results held while disconnected.
+    private func openBackend() throws {
+        let socket = try context.socket(.dealer)
+        try socket.setLinger(milliseconds: 0)
+        try socket.setMaxMessageSize(Wire.maxMessageSize)
+        try socket.setSendHighWaterMark(100_000)
+        if let curve = configuration.curve {
+            try socket.setCurveClient(serverKey: curve.brokerPublicKey, keyPair: curve.keyPair)
+        }
+        try socket.connect(configuration.backendEndpoint)
+        backend = socket
+        snapshot.sessions += 1
+        reconnectAt = nil
+        rebuildPoller()
+        let now = clock.now
+        lastHeard = now
+        credit = 0
+        let ready = Ready(workerID: configuration.workerID, host: configuration.host, pid: UInt32(truncatingIfNeeded: getpid()), slots: UInt32(slots))
+        sendToBroker(BackendMessage.ready(ready).frames())
+        if !stopping, freeSlots > 0 { grant(freeSlots) }
+        let held = unsentReports
+        unsentReports = []
+        for frames in held { sendToBroker(frames) }
+    }
+
+    /// Forgets the broker connection and schedules a new one after the backoff.
+    private func dropBackend() {
+        backend?.close()
+        backend = nil
+        credit = 0
+        freedThisTurn = 0
+        rebuildPoller()
+        reconnectAt = clock.now + backoff
+        backoff = min(backoff * 2, configuration.reconnectMaximum)
+    }
+
+    private func rebuildPoller() {
+        poller = Poller()
+        poller.add(inbox)
+        poller.add(store)
+        if let backend { poller.add(backend) }
+    }
+
+    private func sendToBroker(_ frames: [[UInt8]]) {
+        guard let backend else { return }
+        do {
+            try backend.send(frames, dontWait: true)
+            lastSent = clock.now
+        } catch {
+            logger.warn("could not send \(commandName(frames)) to the broker: \(error)")
+        }
+    }
+
+    private func grant(_ count: Int) {
+        guard count > 0, backend != nil else { return }
+        credit += count
+        sendToBroker(BackendMessage.credit(Credit(count: UInt32(count))).frames())
+    }
+
+    private func handleBackend(_ frames: [[UInt8]]) {
+        lastHeard = clock.now
+        let message: BackendMessage
+        do {
+            message = try BackendMessage.decode(frames)
+        } catch {
+            logger.warn("broker: dropped \(commandName(frames)): \(error)")
+            if !isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
+            return
+        }
+        if message != .disconnect { backoff = configuration.reconnectInitial }
+        switch message {
+        case .job(let job):
+            accept(job)
+        case .heartbeat:
+            break
+        case .disconnect:
+            logger.warn("broker sent DISCONNECT; reconnecting")
+            dropBackend()
+            // The broker is alive and asked for a new session: no need to wait
+            // out a silence, only the backoff that stops a DISCONNECT loop.
+        case .error(let reply):
+            logger.warn("broker answered ERROR \(reply.code): \(reply.reason)")
+        case .ready, .credit, .done, .fail:
+            logger.warn("broker: dropped \(message.command), which only a worker sends")
+            sendToBroker(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is sent by workers, not to them").frames())
+        }
+    }
+
+    // MARK: Jobs
+
+    private func accept(_ job: JobDispatch) {
+        let label = "job \(job.jobID) attempt \(job.attempt)"
+        if stopping {
+            logger.info("\(label) source '\(job.sourceName)': handed back, worker is stopping")
+            let detail = FailureMapping.detail(code: FailureDetail.Code.workerShutdown, reason: "worker is shutting down")
+            sendToBroker(Fail(jobID: job.jobID, attempt: job.attempt, retryable: true, failure: detail).frames())
+            return
+        }
+        guard jobs.count < slots else {
+            // The broker sent more JOBs than the credit granted. Running it
+            // would exceed the slots, so it goes back at once.
+            logger.warn("\(label): all \(slots) slot(s) busy, JOB exceeds the credit granted; handed back")
+            let detail = FailureMapping.detail(code: FailureDetail.Code.internal, reason: "no free slot: the broker sent a JOB beyond the \(slots) credit(s) granted")
+            sendToBroker(Fail(jobID: job.jobID, attempt: job.attempt, retryable: true, failure: detail).frames())
+            return
+        }
+        if credit > 0 {
+            credit -= 1
+        } else {
+            logger.warn("\(label): JOB without outstanding credit; running it in a free slot")
+        }
+        let run = nextRun
+        nextRun += 1
+        jobs[run] = RunningJob(jobID: job.jobID, attempt: job.attempt, sourceName: job.sourceName, pipeline: job.pipeline, received: clock.now)
+        let thumbnail = Size(width: Int(job.options.thumbnailWidth), height: Int(job.options.thumbnailHeight))
+        let options = DarkroomPipeline.JobOptions(
+            thumbnail: thumbnail,
+            quality: Int(job.options.quality),
+            thumbnailQuality: Int(job.options.thumbnailQuality),
+            limits: configuration.limits
+        )
+        snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
+        pool.submit(WorkItem(run: run, pipeline: job.pipeline, options: options, image: job.image))
+    }
+
+    private func processed(run: UInt64, outcome: JobOutcome, elapsed: Duration) {
+        guard var job = jobs[run] else {
+            logger.debug("run \(run) finished after its job was handed back; result dropped")
+            return
+        }
+        switch outcome {
+        case let .failed(detail, retryable):
+            report(run: run, .fail(detail, retryable: retryable))
+        case let .processed(output, canonical):
+            guard let thumbnail = output.thumbnail else {
+                report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.internal, reason: "the job produced no thumbnail"), retryable: true))
+                return
+            }
+            guard let fullSize = wireSize(output.full.size), let thumbSize = wireSize(thumbnail.size) else {
+                let reason = "output \(output.full.size) is over the protocol's 65535 pixels a side"
+                report(run: run, .fail(FailureMapping.detail(code: "image.\(ImageError.Code.limitExceeded.name)", reason: reason), retryable: false))
+                return
+            }
+            let pipeline = canonical.utf8.count <= Wire.Limit.pipelineBytes ? canonical : job.pipeline
+            let requestID = nextRequestID
+            nextRequestID += 1
+            let request = StoreRequest(
+                requestID: requestID, jobID: job.jobID, sourceName: job.sourceName, pipeline: pipeline,
+                fullSize: fullSize, thumbnailSize: thumbSize, full: output.full.bytes, thumbnail: thumbnail.bytes
+            )
+            let now = clock.now
+            job.storing = StoreAttempt(requestID: requestID, frames: request.frames(), deadline: now + configuration.storeTimeout, nextSend: now)
+            jobs[run] = job
+            storeRequests[requestID] = run
+            logger.debug("job \(job.jobID) attempt \(job.attempt): processed in \(elapsed), storing \(output.full.bytes.count) + \(thumbnail.bytes.count) bytes")
+            sendStore(run: run)
+        }
+    }
+
+    private func wireSize(_ size: Size) -> ImageSize? {
+        let range = 1...Int(Wire.Limit.maxImageSide)
+        guard range.contains(size.width), range.contains(size.height) else { return nil }
+        return ImageSize(width: UInt32(size.width), height: UInt32(size.height))
+    }
+
+    private func sendStore(run: UInt64) {
+        guard var job = jobs[run], var attempt = job.storing else { return }
+        let now = clock.now
+        do {
+            try store.send(attempt.frames, dontWait: true)
+            attempt.sends += 1
+            attempt.nextSend = now + configuration.storeRetryInterval
+        } catch let error as ZMQError where error.isWouldBlock {
+            // No live connection to the storage node yet: try again soon.
+            attempt.nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
+        } catch {
+            logger.warn("job \(job.jobID): could not send STORE: \(error)")
+            attempt.nextSend = now + configuration.storeRetryInterval
+        }
+        job.storing = attempt
+        jobs[run] = job
+    }
+
+    private func handleStore(_ frames: [[UInt8]]) {
+        let message: StoreMessage
+        do {
+            message = try StoreMessage.decode(frames)
+        } catch {
+            logger.warn("store: dropped \(commandName(frames)): \(error)")
+            if !isError(frames) { try? store.send(Wire.errorReply(to: frames, for: error).frames(), dontWait: true) }
+            return
+        }
+        switch message {
+        case .stored(let stored):
+            guard let run = storeRequests[stored.requestID], let job = jobs[run], job.jobID == stored.jobID else {
+                logger.debug("store: STORED for request \(stored.requestID) (job \(stored.jobID)) matches no waiting job")
+                return
+            }
+            report(run: run, .done(recordID: stored.recordID))
+        case .error(let reply):
+            guard let run = storeRequests[reply.requestID], jobs[run] != nil else {
+                logger.warn("store answered ERROR \(reply.code) for unknown request \(reply.requestID): \(reply.reason)")
+                return
+            }
+            let reason = "storage node rejected the result: \(reply.code): \(reply.reason)"
+            report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.storeRejected, reason: reason), retryable: reply.code.isRetryable))
+        case .pong:
+            break
+        default:
+            logger.warn("store: dropped \(message.command), which is not an answer to STORE")
+            try? store.send(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is not sent to workers").frames(), dontWait: true)
+        }
+    }
+
+    /// Ends a job: one DONE or FAIL to the broker, one log line, and the slot
+    /// becomes free again: it is granted with the other slots freed in this
+    /// loop turn, in one CREDIT, unless the worker is stopping.
+    private func report(run: UInt64, _ result: Report) {
+        guard let job = jobs.removeValue(forKey: run) else { return }
+        if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
+        let ms = (clock.now - job.received).milliseconds
+        let head = "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
+        let frames: [[UInt8]]
+        switch result {
+        case .done(let recordID):
+            snapshot.done += 1
+            frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
+            logger.info("\(head): stored record \(recordID) (\(ms) ms)")
+        case let .fail(detail, retryable):
+            snapshot.failed += 1
+            frames = Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable, failure: detail).frames()
+            logger.info("\(head): failed \(retryable ? "(retryable)" : "(final)") \(detail.summary) (\(ms) ms)")
+        }
+        if backend != nil {
+            sendToBroker(frames)
+            if !stopping { freedThisTurn += 1 }
+        } else {
+            // Sent after the next READY; that READY's CREDIT counts this slot.
+            unsentReports.append(frames)
+        }
+        if stopping, jobs.isEmpty, !finished { finishStop() }
+    }
+
+    // MARK: Stopping
+
+    private func beginStop(grace: Duration) {
+        let deadline = clock.now + grace
+        if let stopDeadline, stopDeadline <= deadline { return }
+        stopGrace = grace
+        stopDeadline = deadline
+        logger.info("stopping: no new jobs; \(jobs.count) running, grace \(grace)")
+        if jobs.isEmpty { finishStop() }
+    }
+
+    /// Hands back every unfinished job (FAIL retryable, `worker.shutdown`),
+    /// says DISCONNECT and ends the loop.
+    private func finishStop() {
+        finished = true
+        for run in jobs.keys.sorted() {
+            let reason = "worker stopped before the job finished (grace \(stopGrace))"
+            report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.workerShutdown, reason: reason), retryable: true))
+        }
+        sendToBroker(BackendMessage.disconnect.frames())
+    }
+
+    // MARK: Helpers
+
+    private func isError(_ frames: [[UInt8]]) -> Bool {
+        frames.count > 1 && frames[1] == [Command.error.rawValue]
+    }
+
+    private func commandName(_ frames: [[UInt8]]) -> String {
+        guard frames.first == Wire.protocolID else { return "non-\(Wire.version) message of \(frames.count) frame(s)" }
+        guard frames.count > 1, frames[1].count == 1 else { return "message of \(frames.count) frame(s)" }
+        let byte = frames[1][0]
+        let name = Command(rawValue: byte)?.name ?? "unknown"
+        return "\(name) (0x\(String(byte, radix: 16)))"
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
+    }
+}

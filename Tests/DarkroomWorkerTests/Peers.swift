@@ -1,0 +1,169 @@
+import DarkroomCore
+import DarkroomImage
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomWorker
+import DarkroomZMQ
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A socket the test owns, bound on an ephemeral loopback port, that reads
+/// with a short timeout so a waiting loop can give up after a deadline.
+struct BoundRouter {
+    let socket: Socket
+    let endpoint: String
+
+    init(_ context: Context) throws {
+        socket = try context.socket(.router)
+        try socket.setLinger(milliseconds: 0)
+        try socket.setMaxMessageSize(Wire.maxMessageSize)
+        try socket.setReceiveTimeout(milliseconds: 100)
+        try socket.bind("tcp://127.0.0.1:*")
+        endpoint = try socket.lastEndpoint()
+    }
+
+    /// The next message as (identity, DRK1 frames), or nil after `seconds`.
+    func receive(seconds: Double) throws -> (identity: [UInt8], frames: [[UInt8]])? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            guard let frames = try socket.receive() else { continue }
+            guard frames.count >= 1 else { continue }
+            return (frames[0], Array(frames.dropFirst()))
+        }
+        return nil
+    }
+
+    func send(_ frames: [[UInt8]], to identity: [UInt8]) throws {
+        try socket.send([identity] + frames)
+    }
+}
+
+/// The broker's backend, played by the test: a ROUTER speaking DRK1.
+struct TestBroker {
+    let router: BoundRouter
+    var endpoint: String { router.endpoint }
+
+    init(_ context: Context) throws { router = try BoundRouter(context) }
+
+    /// The next backend message other than HEARTBEAT, or nil after `seconds`.
+    func next(seconds: Double = 20) throws -> (identity: [UInt8], message: BackendMessage)? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            guard let (identity, frames) = try router.receive(seconds: deadline.timeIntervalSinceNow) else { return nil }
+            let message = try BackendMessage.decode(frames)
+            if message == .heartbeat { continue }
+            return (identity, message)
+        }
+        return nil
+    }
+
+    func send(_ message: BackendMessage, to identity: [UInt8]) throws {
+        try router.send(message.frames(), to: identity)
+    }
+
+    /// Expects READY then CREDIT from a new session; returns its identity,
+    /// the READY and the credit granted.
+    func handshake(seconds: Double = 20) throws -> (identity: [UInt8], ready: Ready, credit: UInt32)? {
+        guard let (identity, first) = try next(seconds: seconds), case .ready(let ready) = first else { return nil }
+        guard let (sameIdentity, second) = try next(seconds: seconds), sameIdentity == identity,
+              case .credit(let credit) = second else { return nil }
+        return (identity, ready, credit.count)
+    }
+}
+
+/// The storage node, played by the test: a ROUTER that answers STORE only
+/// when the test says so.
+struct TestStore {
+    let router: BoundRouter
+    var endpoint: String { router.endpoint }
+
+    init(_ context: Context) throws { router = try BoundRouter(context) }
+
+    /// The next STORE and who sent it, or nil after `seconds`.
+    func nextStore(seconds: Double = 20) throws -> (identity: [UInt8], request: StoreRequest)? {
+        guard let (identity, frames) = try router.receive(seconds: seconds) else { return nil }
+        guard case .store(let request) = try StoreMessage.decode(frames) else { return nil }
+        return (identity, request)
+    }
+
+    func reply(_ message: StoreMessage, to identity: [UInt8]) throws {
+        try router.send(message.frames(), to: identity)
+    }
+
+    /// Answers one STORE with STORED and a fresh record id, which it returns.
+    @discardableResult
+    func answer(_ request: StoreRequest, from identity: [UInt8]) throws -> ULID {
+        let record = ULIDGenerator.shared.next()
+        try reply(.stored(Stored(requestID: request.requestID, jobID: request.jobID, recordID: record, created: true)), to: identity)
+        return record
+    }
+}
+
+enum Fixture {
+    /// A small rendered photo as JPEG: tiny, so debug builds stay fast.
+    static let jpeg: [UInt8] = {
+        (try? JPEG.encode(SamplePhoto.render(Size(width: 96, height: 72), seed: 11), options: EncodeOptions(quality: 90))) ?? []
+    }()
+
+    static let thumbnail32 = DarkroomProtocol.JobOptions(thumbnailWidth: 32, thumbnailHeight: 32, quality: 90, thumbnailQuality: 70)
+
+    static func job(
+        pipeline: String = "scale:64x64,mode=fill | crop:square",
+        image: [UInt8] = Fixture.jpeg,
+        attempt: UInt32 = 1,
+        source: String = "tiny.jpg"
+    ) -> JobDispatch {
+        JobDispatch(jobID: ULIDGenerator.shared.next(), attempt: attempt, options: thumbnail32, pipeline: pipeline, sourceName: source, image: image)
+    }
+}
+
+/// A worker connected to the test's broker and store, with timings short
+/// enough for tests (none of them is asserted).
+func makeWorker(
+    _ context: Context,
+    broker: TestBroker,
+    store: TestStore,
+    concurrency: Int = 2,
+    heartbeat: Duration = .seconds(5),
+    storeTimeout: Duration = .seconds(20),
+    storeRetry: Duration = .seconds(5)
+) throws -> Worker {
+    let configuration = WorkerConfiguration(
+        backendEndpoint: broker.endpoint,
+        storeEndpoint: store.endpoint,
+        concurrency: concurrency,
+        heartbeatInterval: heartbeat,
+        reconnectInitial: .milliseconds(50),
+        reconnectMaximum: .milliseconds(400),
+        storeTimeout: storeTimeout,
+        storeRetryInterval: storeRetry
+    )
+    let worker = Worker(configuration, context: context, logger: Logger("worker-test", minimum: .warn))
+    try worker.start()
+    return worker
+}
+
+/// Polls `condition` until it holds or `seconds` pass.
+func eventually(seconds: Double = 20, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return condition()
+}
+
+/// Runs `body` on its own thread; `wait` returns once it has finished.
+final class Background: Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    init(_ body: @escaping @Sendable () -> Void) {
+        Thread.detachNewThread { [done] in
+            body()
+            done.signal()
+        }
+    }
+    func wait(seconds: Double = 30) -> Bool {
+        done.wait(timeout: .now() + seconds) == .success
+    }
+}
