@@ -201,10 +201,9 @@ extension BrokerLoop {
             return
         }
         let workerID = workerByIdentity[identity]
-        if let workerID, var worker = workers[workerID] {
+        if let workerID, let worker = workers[workerID] {
             worker.lastReceived = monotonicNow()
             worker.lastHeard = wallNow()
-            workers[workerID] = worker
         }
         do {
             switch message {
@@ -264,14 +263,13 @@ extension BrokerLoop {
     }
 
     private func handleCredit(_ credit: Credit, workerID: String) {
-        guard var worker = workers[workerID] else { return }
+        guard let worker = workers[workerID] else { return }
         let room = max(0, Int(worker.slots) - worker.jobs.count)
         let granted = worker.credit + Int(credit.count)
         if granted > room {
             logger.warn("worker \(workerID) granted credit \(granted) with \(worker.jobs.count) of \(worker.slots) slot(s) busy; using \(room)")
         }
         worker.credit = min(granted, room)
-        workers[workerID] = worker
     }
 
     /// The lease a DONE or FAIL refers to, if it is the job's current one and held by this worker.
@@ -286,9 +284,8 @@ extension BrokerLoop {
 
     private func release(_ lease: Lease) {
         leases[lease.job.id] = nil
-        if var worker = workers[lease.worker] {
+        if let worker = workers[lease.worker] {
             worker.jobs.remove(lease.job.id)
-            workers[lease.worker] = worker
         }
     }
 
@@ -387,12 +384,11 @@ extension BrokerLoop {
         while ready.hasReady && !candidates.isEmpty {
             var stillHungry: [String] = []
             for workerID in candidates {
-                guard var worker = workers[workerID], worker.credit > 0 else { continue }
+                guard let worker = workers[workerID], worker.credit > 0 else { continue }
                 guard let next = ready.pop() else { break }
                 guard let row = try queue.lease(next.id, worker: workerID) else { continue }
                 worker.credit -= 1
                 worker.jobs.insert(next.id)
-                workers[workerID] = worker
                 leases[next.id] = Lease(job: row.handle, attempt: row.attempt, attemptBase: row.attemptBase, worker: workerID)
                 try record(.started, row.handle, attempt: row.attempt, now: now, worker: workerID)
                 pendingJobs.append((workerID, JobDispatch(jobID: next.id, attempt: row.attempt, options: row.options,

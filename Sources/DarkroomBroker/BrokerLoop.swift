@@ -12,8 +12,9 @@ struct Lease {
     var worker: String
 }
 
-/// A connected worker, known from its READY.
-struct WorkerState {
+/// A connected worker, known from its READY. A class so that updating its
+/// job set in `workers` never copies the set.
+final class WorkerState {
     var id: String
     var identity: [UInt8]
     var host: String
@@ -28,6 +29,17 @@ struct WorkerState {
     var lastSent: UInt64
     /// Unix ms of the last message from the worker (for STATUS).
     var lastHeard: UInt64
+
+    init(id: String, identity: [UInt8], host: String, pid: UInt32, slots: UInt32, lastReceived: UInt64, lastSent: UInt64, lastHeard: UInt64) {
+        self.id = id
+        self.identity = identity
+        self.host = host
+        self.pid = pid
+        self.slots = slots
+        self.lastReceived = lastReceived
+        self.lastSent = lastSent
+        self.lastHeard = lastHeard
+    }
 }
 
 /// The broker's service loop. Lives on the service thread only: it owns the
@@ -324,18 +336,16 @@ final class BrokerLoop {
         let leasedIDs = Set(leased.map(\.handle.id))
         for (id, lease) in leases where !leasedIDs.contains(id) {
             leases[id] = nil
-            if var worker = workers[lease.worker] {
+            if let worker = workers[lease.worker] {
                 worker.jobs.remove(id)
                 worker.credit += 1  // Its JOB was never sent.
-                workers[lease.worker] = worker
             }
         }
         var orphans: [Lease] = []
         for entry in leased where leases[entry.handle.id] == nil {
             let lease = Lease(job: entry.handle, attempt: entry.attempt, attemptBase: entry.attemptBase, worker: entry.worker)
-            if var worker = workers[entry.worker] {
+            if let worker = workers[entry.worker] {
                 worker.jobs.insert(entry.handle.id)
-                workers[entry.worker] = worker
                 leases[entry.handle.id] = lease
             } else {
                 orphans.append(lease)
@@ -357,14 +367,13 @@ final class BrokerLoop {
     }
 
     private func sendToWorker(_ workerID: String, _ frames: [[UInt8]]) {
-        guard var worker = workers[workerID] else { return }
+        guard let worker = workers[workerID] else { return }
         do {
             try backend.send([worker.identity] + frames, dontWait: true)
         } catch {
             logger.warn("message to worker \(workerID) not sent: \(error)")
         }
         worker.lastSent = monotonicNow()
-        workers[workerID] = worker
     }
 
     private func sendHeartbeats() {
