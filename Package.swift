@@ -41,6 +41,8 @@ let package = Package(
         .target(name: "DarkroomProtocol"),
         // Worker role: pulls jobs from the broker, runs them, stores the results.
         .target(name: "DarkroomWorker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
+        // Broker: the durable job queue, leases, heartbeats, retries, events.
+        .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         // Command line.
         .target(name: "DarkroomCLI", dependencies: ["DarkroomCore", "DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -53,5 +55,6 @@ let package = Package(
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
+        .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
     ]
 )

@@ -1,0 +1,64 @@
+import DarkroomProtocol
+
+/// Everything the broker can be tuned with. The defaults are the documented
+/// DRK1 defaults (`protocol/drk1.md`), so `BrokerConfiguration()` is the
+/// broker `darkroom up` runs.
+public struct BrokerConfiguration: Sendable {
+    /// ROUTER for producers and admin clients.
+    public var frontendEndpoint: String = Wire.Endpoint.frontend
+    /// ROUTER for workers.
+    public var backendEndpoint: String = Wire.Endpoint.backend
+    /// PUB for lifecycle events.
+    public var eventsEndpoint: String = Wire.Endpoint.events
+    /// Directory of the queue database (`queue.sqlite`) and of the external
+    /// input files (`inputs/`). Created if missing.
+    public var dataDirectory: String = "darkroom-data/broker"
+
+    /// Jobs waiting (ready plus delayed) at which SUBMIT gets `queue-full`.
+    public var maxQueueDepth: Int = 100_000
+    /// The largest image a SUBMIT may carry; larger ones get `too-large`.
+    public var maxImageBytes: Int = Wire.maxImageBytes
+    /// Dispatches a job gets before a retryable failure makes it dead. A job
+    /// revived by DEAD-RETRY gets this many more.
+    public var maxAttempts: Int = 5
+    /// Backoff after the first retryable failure; doubles with each attempt.
+    public var retryBackoffBase: Duration = .seconds(1)
+    /// The longest backoff.
+    public var retryBackoffCap: Duration = .seconds(60)
+    /// Each backoff is multiplied by a random factor in 1 ± this (0.25 = ±25%).
+    public var retryJitter: Double = 0.25
+    /// The broker sends HEARTBEAT to a worker it has sent nothing else to for this long.
+    public var heartbeatInterval: Duration = .milliseconds(Int64(Wire.heartbeatIntervalMilliseconds))
+    /// A worker silent for this many intervals is dead; its jobs are requeued at once.
+    public var heartbeatLiveness: Int = Int(Wire.heartbeatLiveness)
+    /// Input images larger than this are kept in content-addressed files
+    /// next to the database instead of inside it.
+    public var inputBlobThreshold: Int = 100 * 1024
+    /// On stop, how long the broker keeps taking DONE and FAIL for jobs in
+    /// flight (dispatching nothing new) before it exits. Jobs still leased
+    /// then are requeued when the broker starts again.
+    public var workerGrace: Duration = .seconds(2)
+    /// Most messages read from all sockets in one loop turn (one group commit).
+    public var maxMessagesPerTurn: Int = 1_000
+    /// Most events one REPLAY answer carries (also used when REPLAY asks for 0).
+    public var replayBatchLimit: Int = 2_000
+    /// Window of the rates in STATUS.
+    public var rateWindowSeconds: Int = 10
+
+    public init() {}
+
+    public init(dataDirectory: String) {
+        self.dataDirectory = dataDirectory
+    }
+
+    var heartbeatIntervalMilliseconds: Int64 { max(1, heartbeatInterval.milliseconds) }
+    var livenessMilliseconds: Int64 { heartbeatIntervalMilliseconds * Int64(max(1, heartbeatLiveness)) }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
+    }
+}

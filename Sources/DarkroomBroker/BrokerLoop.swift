@@ -1,0 +1,477 @@
+import DarkroomCore
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomZMQ
+import Dispatch
+
+/// A job leased to a worker: what DONE and FAIL are checked against.
+struct Lease {
+    var job: JobHandle
+    var attempt: UInt32
+    var attemptBase: UInt32
+    var worker: String
+}
+
+/// A connected worker, known from its READY. A class so that updating its
+/// job set in `workers` never copies the set.
+final class WorkerState {
+    var id: String
+    var identity: [UInt8]
+    var host: String
+    var pid: UInt32
+    var slots: UInt32
+    /// JOBs the broker may still send: CREDIT adds, each JOB subtracts one.
+    var credit: Int = 0
+    /// Jobs leased to this worker.
+    var jobs: Set<ULID> = []
+    /// Monotonic ms of the last message from / to the worker.
+    var lastReceived: UInt64
+    var lastSent: UInt64
+    /// Unix ms of the last message from the worker (for STATUS).
+    var lastHeard: UInt64
+
+    init(id: String, identity: [UInt8], host: String, pid: UInt32, slots: UInt32, lastReceived: UInt64, lastSent: UInt64, lastHeard: UInt64) {
+        self.id = id
+        self.identity = identity
+        self.host = host
+        self.pid = pid
+        self.slots = slots
+        self.lastReceived = lastReceived
+        self.lastSent = lastSent
+        self.lastHeard = lastHeard
+    }
+}
+
+/// The broker's service loop. Lives on the service thread only: it owns the
+/// sockets, the mailbox inbox and the queue's SQLite connection.
+final class BrokerLoop {
+    let config: BrokerConfiguration
+    let logger: Logger
+    let frontend: Socket
+    let backend: Socket
+    let events: Socket
+    let inbox: MailboxInbox<BrokerCommand>
+    var mailbox: Mailbox<BrokerCommand> { inbox.mailbox }
+    let boundEndpoints: [String: String]
+    let queue: JobQueue
+    let poller = Poller()
+    let frontendIndex: Int
+    let backendIndex: Int
+    let inboxIndex: Int
+
+    var ready = ReadyQueue()
+    var leases: [ULID: Lease] = [:]
+    var workers: [String: WorkerState] = [:]
+    var workerByIdentity: [[UInt8]: String] = [:]
+    var deadCount = 0
+    let ids = ULIDGenerator()
+    var rates: RateCounter
+    /// Monotonic ms at which a stopping broker exits even with jobs in flight.
+    var stopDeadline: UInt64?
+    var dispatchRotation = 0
+
+    // What one turn will send once its transaction commits.
+    var pendingAccepted: [(identity: [UInt8], reply: Accepted)] = []
+    var pendingJobs: [(worker: String, job: JobDispatch)] = []
+    var pendingReplies: [(identity: [UInt8], requestID: UInt64, frames: [[UInt8]])] = []
+    var pendingReads: [(identity: [UInt8], message: FrontendMessage)] = []
+    var pendingEvents: [Event] = []
+    var pendingFileRemovals: [String] = []
+    var pendingRates: (accepted: Int, stored: Int, failed: Int) = (0, 0, 0)
+
+    init(configuration: BrokerConfiguration, context: Context, logger: Logger) throws {
+        config = configuration
+        self.logger = logger
+        rates = RateCounter(windowSeconds: configuration.rateWindowSeconds)
+        queue = try JobQueue(directory: configuration.dataDirectory, blobThreshold: configuration.inputBlobThreshold)
+        var opened: [Socket] = []
+        do {
+            frontend = try context.socket(.router)
+            opened.append(frontend)
+            backend = try context.socket(.router)
+            opened.append(backend)
+            events = try context.socket(.pub)
+            opened.append(events)
+            for socket in opened {
+                try socket.setLinger(milliseconds: 100)
+                try socket.setMaxMessageSize(Wire.maxMessageSize)
+            }
+            try frontend.setSendHighWaterMark(100_000)
+            try frontend.setReceiveHighWaterMark(100_000)
+            try backend.setSendHighWaterMark(10_000)
+            try backend.setRouterHandover(true)
+            try events.setSendHighWaterMark(100_000)
+            try frontend.bind(configuration.frontendEndpoint)
+            try backend.bind(configuration.backendEndpoint)
+            try events.bind(configuration.eventsEndpoint)
+            boundEndpoints = [
+                "frontend": try frontend.lastEndpoint(),
+                "backend": try backend.lastEndpoint(),
+                "events": try events.lastEndpoint(),
+            ]
+            inbox = try Mailbox<BrokerCommand>.make(context: context).inbox
+        } catch {
+            for socket in opened { socket.close() }
+            queue.close()
+            throw error
+        }
+        frontendIndex = poller.add(frontend)
+        backendIndex = poller.add(backend)
+        inboxIndex = poller.add(inbox)
+        do {
+            try recover()
+        } catch {
+            frontend.close()
+            backend.close()
+            events.close()
+            inbox.close()
+            queue.close()
+            throw error
+        }
+        logger.info("listening: frontend \(boundEndpoints["frontend"] ?? "?"), backend \(boundEndpoints["backend"] ?? "?"), events \(boundEndpoints["events"] ?? "?"); data \(config.dataDirectory)")
+    }
+
+    // MARK: Start-up recovery
+
+    /// Rebuilds the ready queue from the database and requeues every job a
+    /// previous run left leased (its worker's connection died with that run).
+    private func recover() throws {
+        let now = wallNow()
+        let (queued, leased) = try queue.unfinished()
+        for (job, notBefore) in queued {
+            ready.add(job, notBefore: notBefore, now: now)
+        }
+        for entry in leased {
+            let lease = Lease(job: entry.handle, attempt: entry.attempt, attemptBase: entry.attemptBase, worker: entry.worker)
+            let failure = FailureDetail(code: FailureDetail.Code.workerLost,
+                                        reason: "the broker restarted while attempt \(entry.attempt) was running")
+            try retryOrBury(lease, failure: failure, retryable: true, immediate: true, now: now)
+        }
+        try queue.commit()
+        pendingEvents.removeAll()  // Nobody can be subscribed yet; REPLAY serves them.
+        pendingRates = (0, 0, 0)
+        deadCount = try queue.count(.dead)
+        let removed = queue.inputs.sweep(keeping: try queue.referencedInputFiles())
+        if !queued.isEmpty || !leased.isEmpty || removed > 0 {
+            logger.info("recovered \(queued.count) queued job(s), requeued \(leased.count) leased job(s), removed \(removed) stray input file(s); event seq at \(queue.committedSeq)")
+        }
+    }
+
+    // MARK: The loop
+
+    func run() {
+        while true {
+            let timeout = pollTimeout()
+            let result: PollResult
+            do {
+                result = try poller.poll(timeoutMilliseconds: timeout)
+            } catch let error as ZMQError where error.isInterrupted {
+                continue
+            } catch {
+                logger.error("poll failed, stopping: \(error)")
+                break
+            }
+            if result.isReadable(inboxIndex) { handleCommands() }
+            readMessages()
+            let now = wallNow()
+            do {
+                try checkWorkers(now: now)
+                ready.promote(now: now)
+                if stopDeadline == nil { try dispatch(now: now) }
+            } catch {
+                logger.error("queue update failed: \(error)")
+            }
+            finishTurn()
+            sendHeartbeats()
+            if let deadline = stopDeadline, leases.isEmpty || monotonicNow() >= deadline {
+                break
+            }
+        }
+        shutdown()
+    }
+
+    private func pollTimeout() -> Int {
+        var timeout = Int(min(250, max(1, config.heartbeatIntervalMilliseconds / 2)))
+        if let next = ready.nextDelayedTime {
+            let wait = next > wallNow() ? Int(clamping: next - wallNow()) : 0
+            timeout = min(timeout, wait)
+        }
+        if stopDeadline != nil { timeout = min(timeout, 50) }
+        return timeout
+    }
+
+    private func handleCommands() {
+        let commands: [BrokerCommand]
+        do { commands = try inbox.drain() } catch {
+            logger.error("mailbox failed: \(error)")
+            stopDeadline = monotonicNow()
+            return
+        }
+        for command in commands {
+            switch command {
+            case .stop(let grace):
+                if stopDeadline == nil {
+                    logger.info("stopping: no new jobs; waiting up to \(grace) ms for \(leases.count) job(s) in flight")
+                    stopDeadline = monotonicNow() + UInt64(max(0, grace))
+                }
+            }
+        }
+    }
+
+    /// Reads every waiting message from both ROUTERs, alternating, up to the turn's cap.
+    private func readMessages() {
+        var budget = max(1, config.maxMessagesPerTurn)
+        var frontendOpen = true
+        var backendOpen = true
+        while budget > 0 && (frontendOpen || backendOpen) {
+            if frontendOpen {
+                if let frames = receive(frontend) {
+                    handleFrontend(frames)
+                    budget -= 1
+                } else {
+                    frontendOpen = false
+                }
+            }
+            if backendOpen && budget > 0 {
+                if let frames = receive(backend) {
+                    handleBackend(frames)
+                    budget -= 1
+                } else {
+                    backendOpen = false
+                }
+            }
+        }
+    }
+
+    private func receive(_ socket: Socket) -> [[UInt8]]? {
+        do {
+            return try socket.receive(dontWait: true)
+        } catch {
+            logger.warn("receive failed: \(error)")
+            return nil
+        }
+    }
+
+    // MARK: Commit and send
+
+    /// Commits the turn's writes, then sends everything that waited on them.
+    private func finishTurn() {
+        if queue.inTransaction {
+            do {
+                try queue.commit()
+            } catch {
+                logger.error("commit failed, the turn's changes are rolled back: \(error)")
+                queue.rollback()
+                abandonTurn(reason: "the broker could not commit: \(error)")
+                return
+            }
+        }
+        for (identity, reply) in pendingAccepted {
+            sendFrontend(identity, reply.frames())
+        }
+        for (worker, job) in pendingJobs {
+            sendToWorker(worker, job.frames())
+        }
+        for event in pendingEvents {
+            do {
+                try events.send(event.publishedFrames(), dontWait: true)
+            } catch {
+                logger.debug("event \(event.seq) not published (\(error)); subscribers can replay it")
+            }
+        }
+        for (identity, _, frames) in pendingReplies {
+            sendFrontend(identity, frames)
+        }
+        for file in pendingFileRemovals {
+            queue.removeInputIfUnused(file)
+        }
+        rates.add(accepted: pendingRates.accepted, stored: pendingRates.stored, failed: pendingRates.failed, now: wallNow())
+        let reads = pendingReads
+        clearPending()
+        for (identity, message) in reads {
+            answerRead(identity, message)
+        }
+    }
+
+    /// After a failed commit: nothing of the turn happened. Tell the
+    /// producers, give the workers their credit back, and reload the
+    /// in-memory queue from the database.
+    private func abandonTurn(reason: String) {
+        for (identity, reply) in pendingAccepted {
+            sendFrontend(identity, Rejected(requestID: reply.requestID, code: .internal, reason: reason).frames())
+        }
+        for (identity, requestID, _) in pendingReplies {
+            sendFrontend(identity, ErrorReply(requestID: requestID, code: .internal, reason: reason).frames())
+        }
+        for (identity, message) in pendingReads {
+            if let requestID = message.requestIDForError {
+                sendFrontend(identity, ErrorReply(requestID: requestID, code: .internal, reason: reason).frames())
+            }
+        }
+        clearPending()
+        do {
+            try resync()
+        } catch {
+            logger.error("cannot reload the queue after a failed commit, stopping: \(error)")
+            stopDeadline = monotonicNow()
+        }
+    }
+
+    private func clearPending() {
+        pendingAccepted.removeAll(keepingCapacity: true)
+        pendingJobs.removeAll(keepingCapacity: true)
+        pendingReplies.removeAll(keepingCapacity: true)
+        pendingReads.removeAll(keepingCapacity: true)
+        pendingEvents.removeAll(keepingCapacity: true)
+        pendingFileRemovals.removeAll(keepingCapacity: true)
+        pendingRates = (0, 0, 0)
+    }
+
+    /// Makes the in-memory queue and leases match the database again.
+    private func resync() throws {
+        let now = wallNow()
+        ready = ReadyQueue()
+        let (queued, leased) = try queue.unfinished()
+        for (job, notBefore) in queued { ready.add(job, notBefore: notBefore, now: now) }
+        let leasedIDs = Set(leased.map(\.handle.id))
+        for (id, lease) in leases where !leasedIDs.contains(id) {
+            leases[id] = nil
+            if let worker = workers[lease.worker] {
+                worker.jobs.remove(id)
+                worker.credit += 1  // Its JOB was never sent.
+            }
+        }
+        var orphans: [Lease] = []
+        for entry in leased where leases[entry.handle.id] == nil {
+            let lease = Lease(job: entry.handle, attempt: entry.attempt, attemptBase: entry.attemptBase, worker: entry.worker)
+            if let worker = workers[entry.worker] {
+                worker.jobs.insert(entry.handle.id)
+                leases[entry.handle.id] = lease
+            } else {
+                orphans.append(lease)
+            }
+        }
+        for lease in orphans {
+            let failure = FailureDetail(code: FailureDetail.Code.workerLost, reason: "worker \(lease.worker) is no longer connected")
+            try retryOrBury(lease, failure: failure, retryable: true, immediate: true, now: now)
+        }
+        deadCount = try queue.count(.dead)
+    }
+
+    private func sendFrontend(_ identity: [UInt8], _ frames: [[UInt8]]) {
+        do {
+            try frontend.send([identity] + frames, dontWait: true)
+        } catch {
+            logger.warn("reply to client \(peerName(identity)) not sent: \(error)")
+        }
+    }
+
+    private func sendToWorker(_ workerID: String, _ frames: [[UInt8]]) {
+        guard let worker = workers[workerID] else { return }
+        do {
+            try backend.send([worker.identity] + frames, dontWait: true)
+        } catch {
+            logger.warn("message to worker \(workerID) not sent: \(error)")
+        }
+        worker.lastSent = monotonicNow()
+    }
+
+    private func sendHeartbeats() {
+        let now = monotonicNow()
+        let interval = UInt64(config.heartbeatIntervalMilliseconds)
+        for (id, worker) in workers where now &- worker.lastSent >= interval {
+            sendToWorker(id, BackendMessage.heartbeat.frames())
+        }
+    }
+
+    private func shutdown() {
+        do {
+            try queue.commit()
+        } catch {
+            logger.error("final commit failed: \(error)")
+            queue.rollback()
+        }
+        for id in workers.keys {
+            sendToWorker(id, BackendMessage.disconnect.frames())
+        }
+        if !leases.isEmpty {
+            logger.info("\(leases.count) job(s) still in flight will be requeued on the next start")
+        }
+        frontend.close()
+        backend.close()
+        events.close()
+        inbox.close()
+        queue.close()
+        logger.info("stopped; event seq at \(queue.committedSeq)")
+    }
+
+    // MARK: Events
+
+    /// Appends an event to the open transaction; it is published after the commit.
+    @discardableResult
+    func record(_ kind: EventKind, _ job: JobHandle, attempt: UInt32, now: UInt64, worker: String = "",
+                record: ULID? = nil, failure: FailureDetail? = nil) throws -> Event {
+        let event = try queue.append(kind, job: job, attempt: attempt, time: now, worker: worker, record: record, failure: failure)
+        pendingEvents.append(event)
+        return event
+    }
+
+    // MARK: Clocks
+
+    func wallNow() -> UInt64 { ULIDGenerator.systemMilliseconds() }
+    func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
+
+    func peerName(_ identity: [UInt8]) -> String {
+        "0x" + identity.prefix(8).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+    }
+}
+
+extension FrontendMessage {
+    /// The request id to put in an ERROR or REJECTED answering this message.
+    var requestIDForError: UInt64? {
+        switch self {
+        case .submit(let m): m.requestID
+        case .status(let m): m.requestID
+        case .replay(let m): m.requestID
+        case .deadList(let m): m.requestID
+        case .deadRetry(let m): m.requestID
+        case .deadDiscard(let m): m.requestID
+        case .ping(let m): m.requestID
+        default: nil
+        }
+    }
+}
+
+/// Jobs accepted, stored and failed per second over a sliding window of whole seconds.
+struct RateCounter {
+    let windowSeconds: Int
+    private var buckets: [(second: UInt64, accepted: Int, stored: Int, failed: Int)]
+
+    init(windowSeconds: Int) {
+        self.windowSeconds = max(1, windowSeconds)
+        buckets = Array(repeating: (0, 0, 0, 0), count: self.windowSeconds)
+    }
+
+    mutating func add(accepted: Int, stored: Int, failed: Int, now: UInt64) {
+        guard accepted + stored + failed > 0 else { return }
+        let second = now / 1_000
+        let slot = Int(second % UInt64(windowSeconds))
+        if buckets[slot].second != second { buckets[slot] = (second, 0, 0, 0) }
+        buckets[slot].accepted += accepted
+        buckets[slot].stored += stored
+        buckets[slot].failed += failed
+    }
+
+    func rates(now: UInt64) -> Rates {
+        let second = now / 1_000
+        var totals = (0, 0, 0)
+        for bucket in buckets where bucket.second + UInt64(windowSeconds) > second && bucket.second <= second {
+            totals.0 += bucket.accepted
+            totals.1 += bucket.stored
+            totals.2 += bucket.failed
+        }
+        let window = Double(windowSeconds)
+        return Rates(windowSeconds: UInt32(windowSeconds), accepted: Double(totals.0) / window,
+                     stored: Double(totals.1) / window, failed: Double(totals.2) / window)
+    }
+}

@@ -1,0 +1,105 @@
+import DarkroomCore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Input images above the blob threshold live in content-addressed files in
+/// `<data>/inputs/`, named by the SHA-256 of their bytes, so the queue
+/// database stays small and two jobs with the same image share one file.
+///
+/// A file is written crash-safely before the transaction that names it
+/// commits: write a temp file, fsync it, rename it into place, fsync the
+/// directory. A crash before the commit leaves at most an unreferenced file,
+/// which `sweep(keeping:)` removes on the next start; a committed row never
+/// names a missing file.
+struct InputFiles {
+    let directory: String
+
+    init(directory: String) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func path(of name: String) -> String { directory + "/" + name }
+
+    /// Writes `bytes` durably and returns the file's name (64 hex digits).
+    func write(_ bytes: [UInt8]) throws -> String {
+        let name = SHA256.hex(SHA256.hash(bytes))
+        let final = path(of: name)
+        if let size = (try? FileManager.default.attributesOfItem(atPath: final))?[.size] as? Int, size == bytes.count {
+            return name  // Already there: it was renamed into place only after its fsync.
+        }
+        let temp = path(of: ".tmp-\(name)-\(UInt32.random(in: 0 ... .max))")
+        guard FileManager.default.createFile(atPath: temp, contents: nil) else {
+            throw BrokerError.storage("cannot create \(temp)")
+        }
+        do {
+            guard let handle = FileHandle(forWritingAtPath: temp) else { throw BrokerError.storage("cannot open \(temp)") }
+            do {
+                try handle.write(contentsOf: Data(bytes))
+                try handle.synchronize()
+                try handle.close()
+            } catch {
+                try? handle.close()
+                throw error
+            }
+            guard rename(temp, final) == 0 else {
+                throw BrokerError.storage("cannot rename \(temp) to \(final): errno \(errno)")
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: temp)
+            throw error
+        }
+        try syncDirectory()
+        return name
+    }
+
+    func read(_ name: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path(of: name)) else {
+            throw BrokerError.storage("input file \(path(of: name)) is missing")
+        }
+        return [UInt8](data)
+    }
+
+    func remove(_ name: String) {
+        try? FileManager.default.removeItem(atPath: path(of: name))
+    }
+
+    /// Removes temp files and files no committed job names (left by a crash
+    /// between the file write and the commit).
+    func sweep(keeping referenced: Set<String>) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var removed = 0
+        for name in names where !referenced.contains(name) {
+            remove(name)
+            removed += 1
+        }
+        return removed
+    }
+
+    private func syncDirectory() throws {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { throw BrokerError.storage("cannot open directory \(directory): errno \(errno)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw BrokerError.storage("cannot fsync directory \(directory): errno \(errno)") }
+    }
+}
+
+/// Failures of the broker itself (not of jobs).
+public enum BrokerError: Error, Sendable, CustomStringConvertible {
+    /// The broker could not start: a bind failed, the data directory or database could not be opened.
+    case startFailed(String)
+    /// A file or database operation failed.
+    case storage(String)
+    /// `start()` was called twice.
+    case alreadyStarted
+
+    public var description: String {
+        switch self {
+        case .startFailed(let reason): "broker could not start: \(reason)"
+        case .storage(let reason): "broker storage: \(reason)"
+        case .alreadyStarted: "broker already started"
+        }
+    }
+}

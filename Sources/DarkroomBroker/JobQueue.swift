@@ -1,0 +1,336 @@
+import DarkroomProtocol
+import DarkroomSQLite
+import Foundation
+
+/// A job's state in the `jobs` table.
+enum JobState: String {
+    case queued, leased, done, dead
+}
+
+/// What the loop keeps in memory about a job that is waiting or in flight:
+/// enough to order it and to write its events without reading the row.
+struct JobHandle: Sendable, Hashable {
+    var id: ULID
+    var priority: UInt8
+    var source: String
+}
+
+/// A job read for dispatch.
+struct DispatchRow {
+    var handle: JobHandle
+    var attempt: UInt32
+    var attemptBase: UInt32
+    var options: JobOptions
+    var pipeline: String
+    var image: [UInt8]
+}
+
+/// The durable queue: one SQLite database (WAL, synchronous=FULL) owned by
+/// the broker's service thread, plus the external input files.
+///
+/// Tables:
+/// - `jobs`: one row per job. `attempt` is the number of the latest dispatch
+///   (0 before the first); `attempt_base` is `attempt` when the job was last
+///   revived, so a revived job gets `maxAttempts` more dispatches. The input
+///   image is either inline (`input`) or in a file (`input_file`); both are
+///   dropped when the job is done or discarded, so finished rows stay small.
+/// - `events`: the lifecycle event log, `seq` gapless from 1.
+///
+/// Writes happen inside the transaction the loop opens with `begin()` for one
+/// turn and closes with `commit()` (group commit).
+final class JobQueue {
+    let db: Connection
+    let inputs: InputFiles
+    let blobThreshold: Int
+    /// The newest event seq assigned (committed, or pending in the open transaction).
+    private(set) var headSeq: UInt64 = 0
+    /// `headSeq` as of the last commit.
+    private(set) var committedSeq: UInt64 = 0
+
+    init(directory: String, blobThreshold: Int) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        db = try Connection(path: directory + "/queue.sqlite")
+        inputs = try InputFiles(directory: directory + "/inputs")
+        self.blobThreshold = blobThreshold
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS jobs (
+                id TEXT NOT NULL UNIQUE,
+                priority INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                attempt INTEGER NOT NULL DEFAULT 0,
+                attempt_base INTEGER NOT NULL DEFAULT 0,
+                pipeline TEXT NOT NULL,
+                thumb_width INTEGER NOT NULL,
+                thumb_height INTEGER NOT NULL,
+                quality INTEGER NOT NULL,
+                thumb_quality INTEGER NOT NULL,
+                source TEXT NOT NULL,
+                input BLOB,
+                input_file TEXT,
+                input_bytes INTEGER NOT NULL,
+                created INTEGER NOT NULL,
+                not_before INTEGER NOT NULL DEFAULT 0,
+                worker TEXT,
+                record_id TEXT,
+                finished INTEGER,
+                error_step_index INTEGER,
+                error_step TEXT,
+                error_code TEXT,
+                error_reason TEXT
+            )
+            """)
+        try db.execute("CREATE INDEX IF NOT EXISTS jobs_dispatch ON jobs (state, priority DESC, id)")
+        try db.execute("CREATE INDEX IF NOT EXISTS jobs_input_file ON jobs (input_file) WHERE input_file IS NOT NULL")
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS events (
+                seq INTEGER PRIMARY KEY,
+                time INTEGER NOT NULL,
+                kind INTEGER NOT NULL,
+                job_id TEXT NOT NULL,
+                attempt INTEGER NOT NULL,
+                source TEXT NOT NULL,
+                worker TEXT NOT NULL,
+                record_id TEXT,
+                step_index INTEGER NOT NULL,
+                step TEXT NOT NULL,
+                error_code TEXT NOT NULL,
+                reason TEXT NOT NULL
+            )
+            """)
+        let head = try db.query("SELECT COALESCE(MAX(seq), 0) FROM events") { $0.int64(0) ?? 0 }.first ?? 0
+        headSeq = UInt64(max(0, head))
+        committedSeq = headSeq
+    }
+
+    func close() {
+        try? db.close()
+    }
+
+    // MARK: Transactions
+
+    var inTransaction: Bool { db.isInTransaction }
+
+    func beginIfNeeded() throws {
+        if !db.isInTransaction { try db.execute("BEGIN IMMEDIATE") }
+    }
+
+    func commit() throws {
+        guard db.isInTransaction else { return }
+        try db.execute("COMMIT")
+        committedSeq = headSeq
+    }
+
+    /// Abandons the open transaction; the seq counter returns to the last commit.
+    func rollback() {
+        if db.isInTransaction { try? db.execute("ROLLBACK") }
+        headSeq = committedSeq
+    }
+
+    // MARK: Writes (inside the open transaction)
+
+    /// Inserts a queued job. A large input is written to its file first.
+    func insert(id: ULID, priority: UInt8, options: JobOptions, pipeline: String, source: String, image: [UInt8], created: UInt64) throws {
+        try beginIfNeeded()
+        var inline: [UInt8]? = image
+        var file: String? = nil
+        if image.count > blobThreshold {
+            file = try inputs.write(image)
+            inline = nil
+        }
+        try db.execute("""
+            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
+                              source, input, input_file, input_bytes, created)
+            VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            id.description, Int64(priority), pipeline, Int64(options.thumbnailWidth), Int64(options.thumbnailHeight),
+            Int64(options.quality), Int64(options.thumbnailQuality), source, inline, file, Int64(image.count), Int64(created))
+    }
+
+    /// Appends an event with the next seq and returns it.
+    @discardableResult
+    func append(_ kind: EventKind, job: JobHandle, attempt: UInt32, time: UInt64, worker: String = "",
+                record: ULID? = nil, failure: FailureDetail? = nil) throws -> Event {
+        try beginIfNeeded()
+        let event = Event(seq: headSeq + 1, time: time, kind: kind, jobID: job.id, attempt: attempt, sourceName: job.source,
+                          workerID: worker, recordID: record, failure: failure)
+        let f = failure ?? FailureDetail(stepIndex: -1, step: "", code: "", reason: "")
+        try db.execute("""
+            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            Int64(event.seq), Int64(time), Int64(kind.rawValue), job.id.description, Int64(attempt), job.source, worker,
+            record?.description, Int64(f.stepIndex), f.step, f.code, f.reason)
+        headSeq = event.seq
+        return event
+    }
+
+    /// Leases a queued job to `worker` with the next attempt and reads what the JOB needs.
+    /// Returns nil when the job is no longer queued.
+    func lease(_ id: ULID, worker: String) throws -> DispatchRow? {
+        try beginIfNeeded()
+        let rows = try db.query("""
+            SELECT priority, attempt, attempt_base, thumb_width, thumb_height, quality, thumb_quality,
+                   pipeline, source, input, input_file, state
+            FROM jobs WHERE id = ?
+            """, id.description) { row -> DispatchRow? in
+            guard row.string(11) == JobState.queued.rawValue else { return nil }
+            let image: [UInt8]
+            if let file = row.string(10) {
+                image = try inputs.read(file)
+            } else {
+                image = row.blob(9) ?? []
+            }
+            return DispatchRow(
+                handle: JobHandle(id: id, priority: UInt8(clamping: row.int64(0) ?? 0), source: row.string(8) ?? ""),
+                attempt: UInt32(clamping: row.int64(1) ?? 0) + 1,
+                attemptBase: UInt32(clamping: row.int64(2) ?? 0),
+                options: JobOptions(thumbnailWidth: UInt16(clamping: row.int64(3) ?? 256), thumbnailHeight: UInt16(clamping: row.int64(4) ?? 256),
+                                    quality: UInt8(clamping: row.int64(5) ?? 95), thumbnailQuality: UInt8(clamping: row.int64(6) ?? 70)),
+                pipeline: row.string(7) ?? "",
+                image: image)
+        }
+        guard let found = rows.first, let row = found else { return nil }
+        try db.execute("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?",
+                       Int64(row.attempt), worker, id.description)
+        return row
+    }
+
+    /// Marks a job done and drops its input. Returns the input file to remove after the commit, if any.
+    func markDone(_ id: ULID, record: ULID, time: UInt64) throws -> String? {
+        try beginIfNeeded()
+        let file = try inputFile(of: id)
+        try db.execute("""
+            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
+            WHERE id = ?
+            """, record.description, Int64(time), id.description)
+        return file
+    }
+
+    /// Puts a job back in the queue, to run no earlier than `notBefore` (Unix ms; 0 = now).
+    func requeue(_ id: ULID, notBefore: UInt64, failure: FailureDetail?) throws {
+        try beginIfNeeded()
+        try db.execute("""
+            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
+                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
+            WHERE id = ?
+            """, Int64(notBefore), failure.map { Int64($0.stepIndex) }, failure?.step, failure?.code, failure?.reason, id.description)
+    }
+
+    func markDead(_ id: ULID, failure: FailureDetail, time: UInt64) throws {
+        try beginIfNeeded()
+        try db.execute("""
+            UPDATE jobs SET state = 'dead', finished = ?, worker = NULL,
+                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
+            WHERE id = ?
+            """, Int64(time), Int64(failure.stepIndex), failure.step, failure.code, failure.reason, id.description)
+    }
+
+    /// Dead jobs matching the target: one id, or every dead job.
+    func deadHandles(_ target: DeadTarget) throws -> [(handle: JobHandle, attempt: UInt32)] {
+        let map: (Row) -> (handle: JobHandle, attempt: UInt32)? = { row in
+            guard let text = row.string(0), let id = ULID(text) else { return nil }
+            return (JobHandle(id: id, priority: UInt8(clamping: row.int64(1) ?? 0), source: row.string(2) ?? ""),
+                    UInt32(clamping: row.int64(3) ?? 0))
+        }
+        switch target {
+        case .all:
+            return try db.query("SELECT id, priority, source, attempt FROM jobs WHERE state = 'dead' ORDER BY id", map: map).compactMap { $0 }
+        case .job(let id):
+            return try db.query("SELECT id, priority, source, attempt FROM jobs WHERE state = 'dead' AND id = ?", id.description, map: map).compactMap { $0 }
+        }
+    }
+
+    /// Moves a dead job back to the queue; its attempt counter is kept and
+    /// its retry budget starts again from there.
+    func revive(_ id: ULID) throws {
+        try beginIfNeeded()
+        try db.execute("""
+            UPDATE jobs SET state = 'queued', attempt_base = attempt, not_before = 0, finished = NULL
+            WHERE id = ? AND state = 'dead'
+            """, id.description)
+    }
+
+    /// Deletes a dead job. Returns its input file to remove after the commit, if any.
+    func discard(_ id: ULID) throws -> String? {
+        try beginIfNeeded()
+        let file = try inputFile(of: id)
+        try db.execute("DELETE FROM jobs WHERE id = ? AND state = 'dead'", id.description)
+        return file
+    }
+
+    private func inputFile(of id: ULID) throws -> String? {
+        try db.query("SELECT input_file FROM jobs WHERE id = ?", id.description) { $0.string(0) }.first ?? nil
+    }
+
+    /// Removes an input file no job still needs. Call after the commit that released it.
+    func removeInputIfUnused(_ file: String) {
+        let users = (try? db.query("SELECT COUNT(*) FROM jobs WHERE input_file = ?", file) { $0.int64(0) ?? 1 }.first) ?? 1
+        if users == 0 { inputs.remove(file) }
+    }
+
+    // MARK: Reads
+
+    /// Every queued job (for the in-memory ready queue) and every leased one (to requeue after a restart).
+    func unfinished() throws -> (queued: [(JobHandle, UInt64)], leased: [(handle: JobHandle, attempt: UInt32, attemptBase: UInt32, worker: String)]) {
+        var queued: [(JobHandle, UInt64)] = []
+        var leased: [(handle: JobHandle, attempt: UInt32, attemptBase: UInt32, worker: String)] = []
+        try db.query("""
+            SELECT id, priority, source, state, not_before, attempt, attempt_base, worker
+            FROM jobs WHERE state IN ('queued', 'leased') ORDER BY priority DESC, id
+            """) { row in
+            guard let text = row.string(0), let id = ULID(text) else { return }
+            let handle = JobHandle(id: id, priority: UInt8(clamping: row.int64(1) ?? 0), source: row.string(2) ?? "")
+            if row.string(3) == JobState.leased.rawValue {
+                leased.append((handle, UInt32(clamping: row.int64(5) ?? 0), UInt32(clamping: row.int64(6) ?? 0), row.string(7) ?? ""))
+            } else {
+                queued.append((handle, UInt64(clamping: row.int64(4) ?? 0)))
+            }
+        }
+        return (queued, leased)
+    }
+
+    func count(_ state: JobState) throws -> Int {
+        try db.query("SELECT COUNT(*) FROM jobs WHERE state = ?", state.rawValue) { Int($0.int64(0) ?? 0) }.first ?? 0
+    }
+
+    /// Input files named by any job.
+    func referencedInputFiles() throws -> Set<String> {
+        Set(try db.query("SELECT DISTINCT input_file FROM jobs WHERE input_file IS NOT NULL") { $0.string(0) }.compactMap { $0 })
+    }
+
+    func deadList(limit: Int, after: ULID?) throws -> DeadList {
+        let total = try count(.dead)
+        let jobs = try db.query("""
+            SELECT id, source, pipeline, priority, attempt, created, finished, error_step_index, error_step, error_code, error_reason
+            FROM jobs WHERE state = 'dead' AND id > ? ORDER BY id LIMIT ?
+            """, after?.description ?? "", Int64(limit)) { row -> DeadJob? in
+            guard let text = row.string(0), let id = ULID(text) else { return nil }
+            return DeadJob(jobID: id, source: row.string(1) ?? "", pipeline: row.string(2) ?? "",
+                           priority: UInt8(clamping: row.int64(3) ?? 0), attempts: UInt32(clamping: row.int64(4) ?? 0),
+                           submitted: UInt64(clamping: row.int64(5) ?? 0), died: UInt64(clamping: row.int64(6) ?? 0),
+                           stepIndex: Int32(clamping: row.int64(7) ?? -1), step: row.string(8) ?? "",
+                           errorCode: row.string(9) ?? "", reason: row.string(10) ?? "")
+        }.compactMap { $0 }
+        return DeadList(total: UInt64(total), jobs: jobs)
+    }
+
+    /// Committed events from `from` on, at most `limit`.
+    func events(from: UInt64, limit: Int) throws -> [Event] {
+        let start = Int64(clamping: max(from, 1))
+        return try db.query("""
+            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?
+            """, start, Int64(clamping: committedSeq), Int64(limit)) { row -> Event? in
+            guard let kind = EventKind(rawValue: UInt8(clamping: row.int64(2) ?? 0)),
+                  let jobText = row.string(3), let jobID = ULID(jobText) else { return nil }
+            let code = row.string(10) ?? ""
+            let failure = FailureDetail(stepIndex: Int32(clamping: row.int64(8) ?? -1), step: row.string(9) ?? "",
+                                        code: code, reason: row.string(11) ?? "")
+            let hasFailure = !code.isEmpty || !failure.reason.isEmpty || failure.stepIndex >= 0 || !failure.step.isEmpty
+            return Event(seq: UInt64(clamping: row.int64(0) ?? 0), time: UInt64(clamping: row.int64(1) ?? 0), kind: kind,
+                         jobID: jobID, attempt: UInt32(clamping: row.int64(4) ?? 0), sourceName: row.string(5) ?? "",
+                         workerID: row.string(6) ?? "", recordID: row.string(7).flatMap { ULID($0) },
+                         failure: hasFailure ? failure : nil)
+        }.compactMap { $0 }
+    }
+}

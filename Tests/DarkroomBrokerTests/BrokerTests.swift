@@ -1,0 +1,401 @@
+import DarkroomBroker
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomSQLite
+import DarkroomZMQ
+import Foundation
+import Testing
+
+@Suite(.serialized) struct BrokerTests {
+    // MARK: Accept
+
+    @Test func acceptsOnlyAfterTheJobIsInTheDatabaseFile() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let accepted = try client.submitAccepted(priority: 3, source: "photo.jpg")
+        #expect(accepted.eventSeq == 1)
+
+        // A separate connection to the database file sees the committed job and its event.
+        let db = try Connection(path: harness.directory + "/queue.sqlite")
+        let rows = try db.query("SELECT state, priority, source, pipeline FROM jobs WHERE id = ?", accepted.jobID.description) {
+            [$0.string(0) ?? "", "\($0.int64(1) ?? -1)", $0.string(2) ?? "", $0.string(3) ?? ""]
+        }
+        // The pipeline is kept in its canonical form.
+        #expect(rows == [["queued", "3", "photo.jpg", try Pipeline(parsing: "crop:square").canonical]])
+        let events = try db.query("SELECT seq, kind FROM events WHERE job_id = ?", accepted.jobID.description) {
+            [$0.int64(0) ?? 0, $0.int64(1) ?? 0]
+        }
+        #expect(events == [[1, Int64(EventKind.accepted.rawValue)]])
+        try db.close()
+    }
+
+    @Test func rejectsABadPipelineWithThePointerTextAndANonJPEG() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let reply = try client.submit(pipeline: "scale:2048x2048 | crpo:square")
+        guard case .rejected(let rejected) = reply else { Issue.record("expected REJECTED, got \(reply)"); return }
+        #expect(rejected.code == .invalidPipeline)
+        #expect(rejected.reason.contains("crpo"))
+        #expect(rejected.reason.contains("column"))
+
+        let notJPEG = try client.submit(image: [0x89, 0x50, 0x4E, 0x47])
+        guard case .rejected(let rejectedImage) = notJPEG else { Issue.record("expected REJECTED, got \(notJPEG)"); return }
+        #expect(rejectedImage.code == .invalidImage)
+        #expect(try client.status().queue.depth == 0)
+    }
+
+    @Test func aFullQueueRejectsWithQueueFull() throws {
+        let harness = try Harness { $0.maxQueueDepth = 3 }
+        let client = try harness.client()
+        for _ in 0..<3 { _ = try client.submitAccepted() }
+        let reply = try client.submit()
+        guard case .rejected(let rejected) = reply else { Issue.record("expected REJECTED, got \(reply)"); return }
+        #expect(rejected.code == .queueFull)
+        #expect(rejected.reason.contains("queue is full"))
+        #expect(try client.status().queue.depth == 3)
+    }
+
+    // MARK: Dispatch
+
+    @Test func neverSendsMoreJobsThanTheCreditGiven() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        for _ in 0..<5 { _ = try client.submitAccepted() }
+        let worker = try harness.worker("w-credit")
+        try worker.ready(credit: 2)
+        let first = try worker.job()
+        let second = try worker.job()
+        #expect(first.jobID != second.jobID)
+        #expect(try worker.next(within: 0.7) == nil)  // credit used up: no third JOB
+
+        try worker.done(first)
+        #expect(try worker.next(within: 0.5) == nil)  // DONE grants no credit
+        try worker.send(.credit(Credit(count: 1)))
+        let third = try worker.job()
+        #expect(third.jobID != first.jobID && third.jobID != second.jobID)
+        #expect(third.attempt == 1)
+    }
+
+    @Test func dispatchesHigherPriorityFirstAndFIFOWithinAPriority() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let low = try client.submitAccepted(priority: 0)
+        let midFirst = try client.submitAccepted(priority: 5)
+        let high = try client.submitAccepted(priority: 9)
+        let midSecond = try client.submitAccepted(priority: 5)
+        let worker = try harness.worker("w-priority")
+        try worker.ready(credit: 0)
+        var order: [ULID] = []
+        for _ in 0..<4 {
+            try worker.send(.credit(Credit(count: 1)))
+            let job = try worker.job()
+            order.append(job.jobID)
+            try worker.done(job)
+        }
+        #expect(order == [high.jobID, midFirst.jobID, midSecond.jobID, low.jobID])
+    }
+
+    @Test func jobCarriesTheSubmittedBytesAndLargeInputsLiveInFilesUntilDone() throws {
+        let harness = try Harness { $0.inputBlobThreshold = 1_024 }
+        let client = try harness.client()
+        let big = jpeg(size: 5_000, seed: 9)
+        _ = try client.submitAccepted(image: big)
+        let inputs = harness.directory + "/inputs"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inputs).count == 1)
+
+        let worker = try harness.worker("w-bytes")
+        try worker.ready(credit: 1)
+        let job = try worker.job()
+        #expect(job.image == big)
+        #expect(job.pipeline == (try Pipeline(parsing: "crop:square").canonical))
+        try worker.done(job)
+        _ = try client.waitForStatus("the job to finish") { $0.queue.inFlight == 0 }
+        let deadline = Date().addingTimeInterval(10)
+        while try !FileManager.default.contentsOfDirectory(atPath: inputs).isEmpty && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inputs).isEmpty)
+    }
+
+    // MARK: Attempts and failures
+
+    @Test func staleDoneIsIgnoredAndRetryableFailureRetriesWithTheNextAttempt() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let accepted = try client.submitAccepted()
+        let worker = try harness.worker("w-retry")
+        try worker.ready(credit: 1)
+        let first = try worker.job()
+        #expect(first.attempt == 1)
+        try worker.fail(first, retryable: true, code: "store.unreachable", reason: "no STORED")
+        try worker.send(.credit(Credit(count: 1)))
+        let second = try worker.job()
+        #expect(second.jobID == accepted.jobID)
+        #expect(second.attempt == 2)
+
+        try worker.done(first)  // stale: attempt 1 is over
+        let stillRunning = try client.status()
+        #expect(stillRunning.queue.inFlight == 1)
+        try worker.done(second)
+        _ = try client.waitForStatus("the job to be stored") { $0.queue.inFlight == 0 }
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.map(\.kind) == [.accepted, .started, .failed, .retrying, .started, .stored])
+        #expect(events.filter { $0.kind == .stored }.map(\.attempt) == [2])
+    }
+
+    @Test func nonRetryableFailureGoesDeadWithItsReason() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let accepted = try client.submitAccepted(source: "bad.jpg")
+        let worker = try harness.worker("w-dead")
+        try worker.ready(credit: 1)
+        let job = try worker.job()
+        try worker.fail(job, retryable: false, code: "image.invalid-argument", reason: "rectangle exceeds image 500x400",
+                        stepIndex: 0, step: "crop:600x600+0+0")
+        let status = try client.waitForStatus("the job to die") { $0.queue.dead == 1 }
+        #expect(status.queue.inFlight == 0)
+        let reply = try client.request { DeadListRequest(requestID: $0, limit: 10).frames() }
+        guard case .deadListReply(let list) = reply else { Issue.record("expected DEAD-LIST-REPLY, got \(reply)"); return }
+        #expect(list.list.total == 1)
+        let dead = try #require(list.list.jobs.first)
+        #expect(dead.jobID == accepted.jobID)
+        #expect(dead.source == "bad.jpg")
+        #expect(dead.stepIndex == 0)
+        #expect(dead.step == "crop:600x600+0+0")
+        #expect(dead.errorCode == "image.invalid-argument")
+        #expect(dead.reason == "rectangle exceeds image 500x400")
+        #expect(dead.attempts == 1)
+    }
+
+    @Test func retryableFailuresGoDeadAfterMaxAttempts() throws {
+        let harness = try Harness { $0.maxAttempts = 2 }
+        let client = try harness.client()
+        _ = try client.submitAccepted()
+        let worker = try harness.worker("w-max")
+        try worker.ready(credit: 1)
+        let first = try worker.job()
+        try worker.fail(first, retryable: true)
+        try worker.send(.credit(Credit(count: 1)))
+        let second = try worker.job()
+        #expect(second.attempt == 2)
+        try worker.fail(second, retryable: true, reason: "still broken")
+        let status = try client.waitForStatus("the job to die") { $0.queue.dead == 1 }
+        #expect(status.queue.depth == 0)
+    }
+
+    @Test func aSilentWorkersJobsGoToAnotherWorkerWithTheNextAttempt() throws {
+        let harness = try Harness {
+            $0.heartbeatInterval = .milliseconds(100)
+            $0.heartbeatLiveness = 3
+        }
+        let client = try harness.client()
+        let accepted = try client.submitAccepted()
+        let silent = try harness.worker("w-silent")
+        try silent.ready(credit: 1)
+        let lost = try silent.job()
+        #expect(lost.attempt == 1)
+        // `silent` now says nothing; a second worker takes over its job.
+        let healthy = try harness.worker("w-healthy")
+        try healthy.ready(credit: 1)
+        let retried = try healthy.job()
+        #expect(retried.jobID == accepted.jobID)
+        #expect(retried.attempt == 2)
+        try healthy.done(retried)
+        let (events, _) = try client.replay(from: 1)
+        let failed = events.first { $0.kind == .failed }
+        #expect(failed?.failure?.code == "worker.lost")
+        #expect(failed?.workerID == "w-silent")
+        // The silent worker is forgotten: its next message gets DISCONNECT.
+        try silent.send(.heartbeat)
+        #expect(try silent.next(within: 10) == .disconnect)
+    }
+
+    @Test func disconnectRequeuesAtOnce() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let accepted = try client.submitAccepted()
+        let leaving = try harness.worker("w-leaving")
+        try leaving.ready(credit: 1)
+        _ = try leaving.job()
+        try leaving.send(.disconnect)
+        let next = try harness.worker("w-next")
+        try next.ready(credit: 1)
+        let job = try next.job()
+        #expect(job.jobID == accepted.jobID)
+        #expect(job.attempt == 2)
+    }
+
+    // MARK: Events
+
+    @Test func eventsAreGaplessAndReplayReturnsTheMissedOnes() throws {
+        let harness = try Harness()
+        let subscriber = try harness.subscriber()
+        let client = try harness.client()
+        // Wait until the subscription is live: PING does not help, so submit until an event arrives.
+        var published: [Event] = []
+        let deadline = Date().addingTimeInterval(10)
+        while published.isEmpty && Date() < deadline {
+            _ = try client.submitAccepted()
+            published = try collectEvents(subscriber, count: 1)
+        }
+        #expect(!published.isEmpty)
+        for _ in 0..<3 { _ = try client.submitAccepted() }
+        let worker = try harness.worker("w-events")
+        try worker.ready(credit: 10)
+        for _ in 0..<2 { try worker.done(try worker.job()) }
+        let status = try client.waitForStatus("two jobs stored") { $0.rates.stored * Double($0.rates.windowSeconds) >= 1.999 }
+        let head = status.eventSeq
+        let (all, end) = try client.replay(from: 1)
+        #expect(all.map(\.seq) == Array(1...end.lastSeq))
+        #expect(end.headSeq >= head)
+        // Whatever the subscriber saw is the same as what REPLAY returns for those seqs.
+        let firstSeen = try #require(published.first).seq
+        published += try collectEvents(subscriber, count: Int(end.lastSeq - firstSeen + 1) - published.count)
+        let seqs = published.map(\.seq)
+        #expect(seqs == Array(firstSeen...end.lastSeq))
+        for event in published {
+            #expect(all.first { $0.seq == event.seq } == event)
+        }
+        // A REPLAY from the middle, in small pages.
+        let (page, pageEnd) = try client.replay(from: 3, limit: 2)
+        #expect(page.map(\.seq) == [3, 4])
+        #expect(pageEnd.lastSeq == 4)
+        #expect(pageEnd.headSeq == end.headSeq)
+        // From past the head: nothing, last = from − 1.
+        let (none, noneEnd) = try client.replay(from: end.headSeq + 1)
+        #expect(none.isEmpty)
+        #expect(noneEnd.lastSeq == end.headSeq)
+    }
+
+    // MARK: Restart
+
+    @Test func restartKeepsQueuedJobsAndRequeuesLeasedOnes() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let leasedJob = try client.submitAccepted(priority: 9)
+        let queuedJob = try client.submitAccepted(priority: 0)
+        let worker = try harness.worker("w-restart")
+        try worker.ready(credit: 1)
+        let running = try worker.job()
+        #expect(running.jobID == leasedJob.jobID)
+        let headBefore = try client.status().eventSeq
+
+        try harness.restart()
+        client = try harness.client()
+        let status = try client.status()
+        #expect(status.queue.depth == 2)
+        #expect(status.queue.inFlight == 0)
+        let (events, _) = try client.replay(from: headBefore + 1)
+        #expect(events.map(\.kind) == [.failed, .retrying])
+        #expect(events.first?.seq == headBefore + 1)
+        #expect(events.last?.attempt == 2)
+        let next = try client.submitAccepted()
+        #expect(next.eventSeq == headBefore + 3)
+
+        let again = try harness.worker("w-restart-2")
+        try again.ready(credit: 2)
+        let first = try again.job()
+        let second = try again.job()
+        #expect(first.jobID == leasedJob.jobID)
+        #expect(first.attempt == 2)
+        #expect(second.jobID == queuedJob.jobID)
+        #expect(second.attempt == 1)
+    }
+
+    // MARK: Dead letters
+
+    @Test func deadLetterListRetryAndDiscard() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let a = try client.submitAccepted(source: "a.jpg")
+        let b = try client.submitAccepted(source: "b.jpg")
+        let worker = try harness.worker("w-dlq")
+        try worker.ready(credit: 2)
+        for _ in 0..<2 { try worker.fail(try worker.job(), retryable: false, code: "image.corrupt", reason: "not a JPEG") }
+        _ = try client.waitForStatus("two dead jobs") { $0.queue.dead == 2 }
+
+        let page = try client.request { DeadListRequest(requestID: $0, limit: 1).frames() }
+        guard case .deadListReply(let first) = page else { Issue.record("expected DEAD-LIST-REPLY, got \(page)"); return }
+        #expect(first.list.total == 2)
+        #expect(first.list.jobs.map(\.jobID) == [a.jobID])
+        let rest = try client.request { DeadListRequest(requestID: $0, limit: 10, after: a.jobID).frames() }
+        guard case .deadListReply(let second) = rest else { Issue.record("expected DEAD-LIST-REPLY, got \(rest)"); return }
+        #expect(second.list.jobs.map(\.jobID) == [b.jobID])
+
+        let retried = try client.request { DeadRetry(requestID: $0, target: .job(a.jobID)).frames() }
+        #expect(retried == .ok(OKReply(requestID: client.nextID - 1, count: 1)))
+        try worker.send(.credit(Credit(count: 1)))
+        let revived = try worker.job()
+        #expect(revived.jobID == a.jobID)
+        #expect(revived.attempt == 2)
+
+        let discarded = try client.request { DeadDiscard(requestID: $0, target: .all).frames() }
+        #expect(discarded == .ok(OKReply(requestID: client.nextID - 1, count: 1)))
+        let missing = try client.request { DeadRetry(requestID: $0, target: .job(b.jobID)).frames() }
+        guard case .error(let error) = missing else { Issue.record("expected ERROR, got \(missing)"); return }
+        #expect(error.code == .notFound)
+        #expect(error.requestID == client.nextID - 1)
+        let empty = try client.request { DeadRetry(requestID: $0, target: .all).frames() }
+        #expect(empty == .ok(OKReply(requestID: client.nextID - 1, count: 0)))
+
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.filter { $0.kind == .revived }.map(\.jobID) == [a.jobID])
+        #expect(events.filter { $0.kind == .discarded }.map(\.jobID) == [b.jobID])
+    }
+
+    // MARK: Bad input
+
+    @Test func malformedMessagesGetErrorAndTheBrokerKeepsAnswering() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+
+        try client.send([Array("DRK2".utf8), [0x02], [0, 0, 0, 0, 0, 0, 0, 1]])
+        guard case .error(let version) = try client.receive() else { Issue.record("expected ERROR"); return }
+        #expect(version.code == .badVersion)
+        #expect(version.reason.contains("DRK1"))
+
+        try client.send([Wire.protocolID, [0x7F], [0, 0, 0, 0, 0, 0, 0, 2]])
+        guard case .error(let unknown) = try client.receive() else { Issue.record("expected ERROR"); return }
+        #expect(unknown.code == .unknownCommand)
+
+        // SUBMIT with a frame missing: malformed, and the error carries the request id.
+        try client.send([Wire.protocolID, [Command.submit.rawValue], [0, 0, 0, 0, 0, 0, 0, 7], [0]])
+        guard case .error(let malformed) = try client.receive() else { Issue.record("expected ERROR"); return }
+        #expect(malformed.code == .malformed)
+        #expect(malformed.requestID == 7)
+
+        // A worker command on the frontend.
+        try client.send(BackendMessage.heartbeat.frames())
+        guard case .error(let unexpected) = try client.receive() else { Issue.record("expected ERROR"); return }
+        #expect(unexpected.code == .unexpectedCommand)
+
+        // Garbage on the backend is answered there too.
+        let worker = try harness.worker("w-bad")
+        try worker.socket.send([[0xDE, 0xAD]])
+        guard case .error(let backendError) = try worker.next(within: 10) else { Issue.record("expected ERROR"); return }
+        #expect(backendError.code == .badVersion)
+
+        let pong = try client.request { Ping(requestID: $0).frames() }
+        #expect(pong == .pong(Pong(requestID: client.nextID - 1)))
+    }
+
+    @Test func statusReportsWorkersAndQueue() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        _ = try client.submitAccepted(priority: 2)
+        _ = try client.submitAccepted(priority: 2)
+        let worker = try harness.worker("w-status", slots: 3)
+        try worker.ready(credit: 1)
+        _ = try worker.job()
+        let status = try client.waitForStatus("the worker to show") { $0.workers.count == 1 && $0.queue.inFlight == 1 }
+        #expect(status.queue.ready[2] == 1)
+        #expect(status.queue.limit == 100_000)
+        #expect(status.protocolVersion == "DRK1")
+        let entry = try #require(status.workers.first)
+        #expect(entry.id == "w-status")
+        #expect(entry.slots == 3)
+        #expect(entry.busy == 1)
+        #expect(entry.host == "test-host")
+        #expect(status.rates.accepted > 0)
+    }
+}
