@@ -44,7 +44,13 @@ let package = Package(
         // Broker: the durable job queue, leases, heartbeats, retries, events.
         .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         // Command line.
-        .target(name: "DarkroomCLI", dependencies: ["DarkroomCore", "DarkroomPipeline", "DarkroomImage"]),
+        .target(
+            name: "DarkroomCLI",
+            dependencies: [
+                "DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ",
+                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker",
+            ]
+        ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
 
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),

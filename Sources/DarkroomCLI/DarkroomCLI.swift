@@ -12,7 +12,19 @@ public enum DarkroomCLI {
 
     static let subcommands: [Subcommand] = [
         Subcommand(spec: DemoCommand.spec, run: DemoCommand.run),
+        Subcommand(spec: UpCommand.spec, run: UpCommand.run),
+        Subcommand(spec: SubmitCommand.spec, run: SubmitCommand.run),
+        Subcommand(spec: WatchCommand.spec, run: WatchCommand.run),
+        Subcommand(spec: StatusCommand.spec, run: StatusCommand.run),
+        Subcommand(spec: ListCommand.spec, run: ListCommand.run),
+        Subcommand(spec: GetCommand.spec, run: GetCommand.run),
+        Subcommand(spec: RemoveCommand.spec, run: RemoveCommand.run),
+        Subcommand(spec: DeadCommand.spec, run: DeadCommand.run),
+        Subcommand(spec: ContactSheetCommand.spec, run: ContactSheetCommand.run),
         Subcommand(spec: ProcessCommand.spec, run: ProcessCommand.run),
+        Subcommand(spec: BrokerCommand.spec, run: BrokerCommand.run),
+        Subcommand(spec: WorkerCommand.spec, run: WorkerCommand.run),
+        Subcommand(spec: StoreCommand.spec, run: StoreCommand.run),
     ]
 
     static var overview: String {

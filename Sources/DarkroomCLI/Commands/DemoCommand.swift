@@ -1,48 +1,77 @@
 import DarkroomImage
 import DarkroomPipeline
+import DarkroomWorker
+import DarkroomZMQ
 import Foundation
 
-/// `darkroom demo`: makes sample photos and runs the main pipeline on them, so a
-/// newcomer sees Darkroom work with one command and nothing to download.
+/// `darkroom demo`: the whole system in one command. Starts a private broker,
+/// storage node and workers, submits generated sample photos, follows them to
+/// the end with a progress bar, writes a contact sheet of the thumbnails, and
+/// prints where everything is.
 enum DemoCommand {
     static let pipeline = "scale:2048x2048,mode=fill | crop:square | glitch:seed=7"
 
     static let spec = CommandSpec(
         name: "demo",
-        abstract: "Generate sample photos and process them with the main pipeline.",
+        abstract: "Run the whole system once: sample photos through broker, workers and storage node.",
         discussion: """
-        Writes a few generated sample JPEGs (landscape, portrait, EXIF-rotated) to
-        DIR/input, runs '\(pipeline)' on them with a 256x256
-        thumbnail each, and prints where the results are.
+        Starts a broker, a storage node and workers inside this process (on free
+        loopback ports, so it never clashes with a running 'darkroom up'), writes
+        generated sample photos to DIR/input, submits them with
+        '\(pipeline)', waits for every job, writes DIR/contact-sheet.jpg from
+        the stored thumbnails, and exits. The records stay in DIR/data.
         """,
         options: [
-            .value("dir", "DIR", help: "Where to put the samples and results.", default: "darkroom-demo"),
-            .value("jobs", short: "j", "N", help: "Images processed at the same time.", default: String(ProcessInfo.processInfo.activeProcessorCount)),
+            .value("dir", "DIR", help: "Where to put the samples, data and contact sheet.", default: "darkroom-demo"),
+            .value("workers", short: "w", "N", help: "Worker services.", default: "2"),
+            .value("concurrency", short: "c", "N", help: "Jobs each worker runs at once.", default: "1"),
         ]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let dir = URL(fileURLWithPath: args.value("dir") ?? "darkroom-demo")
         let inputDir = dir.appendingPathComponent("input")
-        let outDir = dir.appendingPathComponent("output")
+        let dataDir = dir.appendingPathComponent("data")
+        let sheet = dir.appendingPathComponent("contact-sheet.jpg")
+        let workers = try args.int("workers", default: 2, range: 1...64)
+        let concurrency = try args.int("concurrency", default: 1, range: 1...64)
         try FileManager.default.createDirectory(at: inputDir, withIntermediateDirectories: true)
-        Console.err("Generating sample photos in \(inputDir.path)/ ...")
+
+        Console.err("1/4 generating \(SamplePhoto.demoSet.count) sample photos in \(inputDir.path)/")
         for sample in SamplePhoto.demoSet {
-            let bytes = try SamplePhoto.jpeg(sample)
-            try Data(bytes).write(to: inputDir.appendingPathComponent(sample.name + ".jpg"), options: .atomic)
+            let path = inputDir.appendingPathComponent(sample.name + ".jpg")
+            if FileManager.default.fileExists(atPath: path.path) { continue }
+            try Data(try SamplePhoto.jpeg(sample)).write(to: path, options: .atomic)
         }
-        Console.err("Processing with '\(pipeline)' ...")
-        var processArgs = ParsedArguments()
-        processArgs.values["ops"] = [pipeline]
-        processArgs.values["out"] = [outDir.path]
-        processArgs.values["jobs"] = [args.value("jobs") ?? String(ProcessInfo.processInfo.activeProcessorCount)]
-        processArgs.positionals = [inputDir.path]
-        let status = try ProcessCommand.run(processArgs)
+
+        Console.err("2/4 starting a broker, a storage node and \(workers) worker(s) (data in \(dataDir.path)/)")
+        let context = try Context()
+        let (services, endpoints) = try UpCommand.startAll(
+            data: dataDir.path, workers: workers, concurrency: concurrency, context: context,
+            grace: .seconds(10), endpoints: .ephemeral
+        )
+        defer {
+            for entry in services.reversed() { entry.service.stop(grace: .seconds(10)) }
+        }
+
+        Console.err("3/4 submitting with '\(pipeline)' and waiting for every job")
+        var submit = ParsedArguments()
+        submit.values = ["ops": [pipeline], "broker": [endpoints.frontend], "events": [endpoints.events], "timeout": ["30"]]
+        submit.flags = ["wait"]
+        submit.positionals = [inputDir.path]
+        let status = try SubmitCommand.run(submit)
+
+        Console.err("4/4 writing the contact sheet")
+        var contact = ParsedArguments()
+        contact.values = ["output": [sheet.path], "store": [endpoints.store], "limit": [String(SamplePhoto.demoSet.count)], "columns": ["5"]]
+        _ = try ContactSheetCommand.run(contact)
+
         Console.out("""
 
-        Inputs:      \(inputDir.path)/
-        Results:     \(outDir.path)/  (NAME.jpg full resolution, NAME.thumb.jpg thumbnail)
-        Try your own: darkroom process PHOTO.jpg --ops '\(pipeline)' --out \(outDir.path)
+        Contact sheet: \(sheet.path)
+        Inputs:        \(inputDir.path)/
+        Database:      \(dataDir.path)/store/store.sqlite (records), \(dataDir.path)/broker/ (queue and events)
+        Serve it again: darkroom up --data \(dataDir.path)   then   darkroom ls
         """)
         return status
     }

@@ -1,0 +1,92 @@
+import DarkroomClient
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// Endpoint options shared by the client commands, with the fixed defaults
+/// `darkroom up` listens on.
+enum ClientOptions {
+    static let broker = OptionSpec.value("broker", "ENDPOINT", help: "The broker's frontend.", default: Wire.Endpoint.frontend)
+    static let events = OptionSpec.value("events", "ENDPOINT", help: "The broker's events endpoint.", default: Wire.Endpoint.events)
+    static let store = OptionSpec.value("store", "ENDPOINT", help: "The storage node.", default: Wire.Endpoint.store)
+    static let json = OptionSpec.flag("json", help: "Print one JSON object per line.")
+    static let timeout = OptionSpec.value("timeout", "SECONDS", help: "How long to wait for an answer.", default: "5")
+
+    static func timeout(_ args: ParsedArguments) throws -> Duration {
+        .seconds(try args.int("timeout", default: 5, range: 1...3600))
+    }
+
+    static func brokerEndpoint(_ args: ParsedArguments) -> String { args.value("broker") ?? Wire.Endpoint.frontend }
+    static func eventsEndpoint(_ args: ParsedArguments) -> String { args.value("events") ?? Wire.Endpoint.events }
+    static func storeEndpoint(_ args: ParsedArguments) -> String { args.value("store") ?? Wire.Endpoint.store }
+
+    /// A ULID given on the command line (job or record id).
+    static func id(_ text: String, what: String) throws -> ULID {
+        guard let id = ULID(lenient: text) else {
+            throw UsageError("\(what) '\(text)' is not a valid id (26 characters, like 01JD5Z8K3M6V9Q2W4X7Y0A1B2C)")
+        }
+        return id
+    }
+}
+
+extension ClientError {
+    /// Client failures are runtime errors: exit 1 with the message.
+    var runtime: RuntimeError { RuntimeError(message) }
+}
+
+/// Formatting shared by the client commands.
+enum Format {
+    static func time(_ ms: UInt64) -> String {
+        Logger.timestamp(Date(timeIntervalSince1970: Double(ms) / 1000))
+    }
+
+    static func age(_ ms: UInt64, now: UInt64) -> String {
+        let seconds = Double(Int64(now) - Int64(ms)) / 1000
+        return String(format: "%.1fs ago", max(0, seconds))
+    }
+
+    static func eventLine(_ event: Event) -> String {
+        var line = "#\(event.seq) \(event.kind.description.padded(to: 9))\(event.jobID) \(event.sourceName)"
+        if event.attempt > 0 { line += " attempt \(event.attempt)" }
+        if !event.workerID.isEmpty { line += " on \(event.workerID)" }
+        if let record = event.recordID { line += " record \(record)" }
+        if let failure = event.failure { line += ": \(failureText(failure))" }
+        return line
+    }
+
+    static func failureText(_ failure: FailureDetail) -> String {
+        var text = ""
+        if failure.stepIndex >= 1, !failure.step.isEmpty {
+            text = "step \(failure.stepIndex) \(failure.step): "
+        }
+        return text + failure.reason
+    }
+
+    static func eventJSON(_ event: Event) -> String {
+        var o = JSONObject()
+        o.set("seq", Int(event.seq))
+        o.set("time", Int(event.time))
+        o.set("kind", event.kind.description)
+        o.set("job", event.jobID.description)
+        o.set("source", event.sourceName)
+        o.set("attempt", Int(event.attempt))
+        o.set("worker", event.workerID.isEmpty ? nil : event.workerID)
+        o.set("record", event.recordID?.description)
+        if let failure = event.failure {
+            var f = JSONObject()
+            f.set("step", Int(failure.stepIndex))
+            f.set("step_text", failure.step)
+            f.set("code", failure.code)
+            f.set("reason", failure.reason)
+            o.set("error", object: f)
+        }
+        return o.text
+    }
+}
+
+
+/// A protocol payload as one JSON line (sorted keys, as on the wire).
+func jsonLine<T: Encodable>(_ value: T) -> String {
+    String(decoding: JSONPayload.encode(value), as: UTF8.self)
+}

@@ -1,0 +1,283 @@
+import DarkroomClient
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// `darkroom watch`: follows the event stream without gaps.
+enum WatchCommand {
+    static let spec = CommandSpec(
+        name: "watch",
+        abstract: "Follow job events (accepted, started, stored, retrying, failed, dead).",
+        discussion: """
+        Prints events as they happen. With --from SEQ it first replays every event
+        from that sequence number, then continues live; missed events (a dropped
+        connection, a full buffer) are fetched again, so none is ever skipped.
+        """,
+        options: [
+            .value("from", "SEQ", help: "Replay from this event sequence number (1 = everything).", default: "only new events"),
+            .value("count", "N", help: "Exit after N events."),
+            ClientOptions.json,
+            ClientOptions.broker,
+            ClientOptions.events,
+            ClientOptions.timeout,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        var from: UInt64?
+        if let text = args.value("from") {
+            guard let seq = UInt64(text), seq >= 1 else { throw UsageError("--from must be a sequence number of 1 or more, not \"\(text)\"") }
+            from = seq
+        }
+        let limit = args.value("count") == nil ? nil : try args.int("count", default: 0, range: 1...Int.max)
+        let json = args.flag("json")
+        let context = try Context()
+        do {
+            let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            var seen = 0
+            while true {
+                do {
+                    _ = try follower.follow(from: from) { event in
+                        Console.out(json ? Format.eventJSON(event) : Format.eventLine(event))
+                        seen += 1
+                        if let limit, seen >= limit { return .stop }
+                        return .continue
+                    }
+                    return 0
+                } catch let error where error.kind == .timeout {
+                    // The broker went away; keep following from where we were.
+                    Console.err("watch: \(error.message); retrying")
+                    from = follower.lastDeliveredSeq.map { $0 + 1 } ?? from
+                    Thread.sleep(forTimeInterval: 1)
+                }
+            }
+        } catch {
+            throw error.runtime
+        }
+    }
+}
+
+/// `darkroom status`: the broker's view of the queue and workers.
+enum StatusCommand {
+    static let spec = CommandSpec(
+        name: "status",
+        abstract: "Show queue depth, jobs in flight, dead jobs, workers and rates.",
+        discussion: """
+        With --check, prints nothing on success and exits 0 when the broker and
+        the storage node answer (only the one named by --only, if given), 1
+        otherwise: an exec probe for readiness and liveness.
+        """,
+        options: [
+            ClientOptions.json,
+            .flag("check", help: "Exit 0 if the services answer, 1 if not."),
+            .value("only", "broker|store", help: "With --check, check only this service."),
+            ClientOptions.broker,
+            ClientOptions.store,
+            ClientOptions.timeout,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let context = try Context()
+        let timeout = try ClientOptions.timeout(args)
+        if args.flag("check") {
+            let only = args.value("only")
+            if let only, only != "broker", only != "store" { throw UsageError("--only must be broker or store, not \"\(only)\"") }
+            var ok = true
+            if only != "store" {
+                do { _ = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout).ping() } catch {
+                    Console.err("broker: \(error.message)")
+                    ok = false
+                }
+            }
+            if only != "broker" {
+                do { _ = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: timeout).ping() } catch {
+                    Console.err("store: \(error.message)")
+                    ok = false
+                }
+            }
+            return ok ? 0 : 1
+        }
+        let status: BrokerStatus
+        do {
+            status = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout).status()
+        } catch {
+            throw error.runtime
+        }
+        if args.flag("json") {
+            Console.out(jsonLine(status))
+            return 0
+        }
+        let q = status.queue
+        let readyTotal = q.ready.reduce(0, +)
+        var out = "queue: \(readyTotal) ready, \(q.delayed) waiting to retry, \(q.inFlight) in flight, \(q.dead) dead (limit \(q.limit))\n"
+        let byPriority = q.ready.enumerated().filter { $0.element > 0 }.map { "p\($0.offset)=\($0.element)" }
+        if !byPriority.isEmpty { out += "ready by priority: " + byPriority.joined(separator: " ") + "\n" }
+        out += String(format: "rates (last %ds): %.1f accepted/s, %.1f stored/s, %.1f failed/s\n", status.rates.windowSeconds, status.rates.accepted, status.rates.stored, status.rates.failed)
+        out += "events: last seq \(status.eventSeq)\n"
+        out += "workers: \(status.workers.count)\n"
+        for w in status.workers {
+            out += "  \(w.id.padded(to: 28))host \(w.host) pid \(w.pid)  slots \(w.slots) busy \(w.busy)  heartbeat \(Format.age(w.lastHeartbeat, now: status.time))\n"
+        }
+        Console.out(String(out.dropLast()))
+        return 0
+    }
+}
+
+/// `darkroom ls`: the latest records on the storage node.
+enum ListCommand {
+    static let spec = CommandSpec(
+        name: "ls",
+        abstract: "List stored records (newest first): each a full-resolution image and its thumbnail.",
+        options: [
+            .value("limit", short: "n", "N", help: "How many records.", default: "20"),
+            ClientOptions.json,
+            ClientOptions.store,
+            ClientOptions.timeout,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let limit = try args.int("limit", default: 20, range: 1...100_000)
+        let context = try Context()
+        let records: [RecordInfo]
+        do {
+            records = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args)).list(limit: limit)
+        } catch {
+            throw error.runtime
+        }
+        if args.flag("json") {
+            for record in records { Console.out(jsonLine(record)) }
+            return 0
+        }
+        if records.isEmpty {
+            Console.err("no records yet")
+            return 0
+        }
+        for r in records {
+            Console.out("\(r.id)  job \(r.jobID)  \(r.full.width)x\(r.full.height) \(formatBytes(Int(r.full.bytes)))  thumb \(r.thumb.width)x\(r.thumb.height) \(formatBytes(Int(r.thumb.bytes)))  \(Format.time(r.created))  \(r.source)")
+        }
+        return 0
+    }
+}
+
+/// `darkroom get`: writes a stored image to a file, byte for byte.
+enum GetCommand {
+    static let spec = CommandSpec(
+        name: "get",
+        abstract: "Write a stored image (full resolution or thumbnail) to a file.",
+        discussion: "ID is a record id or a job id. The bytes are checked against the stored sha256.",
+        arguments: [ArgumentSpec(name: "id", help: "Record id or job id.")],
+        options: [
+            .value("output", short: "o", "FILE", help: "(required) Where to write the JPEG ('-' for stdout)."),
+            .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
+            ClientOptions.store,
+            ClientOptions.timeout,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let id = try ClientOptions.id(args.positionals[0], what: "id")
+        guard let output = args.value("output") else { throw UsageError("missing expected option '-o <FILE>'") }
+        let context = try Context()
+        let result: (record: RecordInfo, image: [UInt8])
+        do {
+            result = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args)).get(id, variant: args.flag("thumb") ? .thumbnail : .full)
+        } catch {
+            throw error.runtime
+        }
+        if output == "-" {
+            FileHandle.standardOutput.write(Data(result.image))
+            return 0
+        }
+        do {
+            try Data(result.image).write(to: URL(fileURLWithPath: output), options: .atomic)
+        } catch {
+            throw RuntimeError("cannot write \(output): \(error.localizedDescription)")
+        }
+        let info = args.flag("thumb") ? result.record.thumb : result.record.full
+        Console.err("wrote \(output): \(info.width)x\(info.height), \(formatBytes(result.image.count)), sha256 \(info.sha256)")
+        return 0
+    }
+}
+
+/// `darkroom rm`: deletes a record and its thumbnail.
+enum RemoveCommand {
+    static let spec = CommandSpec(
+        name: "rm",
+        abstract: "Delete a stored record and its linked thumbnail.",
+        arguments: [ArgumentSpec(name: "id", help: "Record id or job id.", variadic: true)],
+        options: [ClientOptions.store, ClientOptions.timeout]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let ids = try args.positionals.map { try ClientOptions.id($0, what: "id") }
+        let context = try Context()
+        let client: StoreClient
+        do {
+            client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+        } catch {
+            throw error.runtime
+        }
+        var failed = 0
+        for id in ids {
+            do {
+                _ = try client.delete(id)
+                Console.err("deleted \(id)")
+            } catch {
+                failed += 1
+                Console.err("\(id): \(error.message)")
+            }
+        }
+        return failed == 0 ? 0 : 1
+    }
+}
+
+/// `darkroom dead`: the dead-letter set.
+enum DeadCommand {
+    static let spec = CommandSpec(
+        name: "dead",
+        abstract: "List, retry or discard jobs in the dead-letter set.",
+        discussion: """
+        darkroom dead                 list dead jobs with their failing step and reason
+        darkroom dead retry ID|all    queue them again
+        darkroom dead discard ID|all  drop them for good
+        """,
+        arguments: [ArgumentSpec(name: "action", help: "list (default), retry or discard, then a job id or 'all'.", variadic: true, optional: true)],
+        options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let action = args.positionals.first ?? "list"
+        let context = try Context()
+        do {
+            let admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            switch action {
+            case "list":
+                let jobs = try admin.deadListAll()
+                if args.flag("json") {
+                    for job in jobs { Console.out(jsonLine(job)) }
+                } else if jobs.isEmpty {
+                    Console.err("the dead-letter set is empty")
+                } else {
+                    for job in jobs {
+                        let step = job.stepIndex >= 1 ? "step \(job.stepIndex) \(job.step): " : ""
+                        Console.out("\(job.jobID) \(job.source) after \(job.attempts) attempt(s): \(step)\(job.reason)")
+                    }
+                }
+                return 0
+            case "retry", "discard":
+                guard args.positionals.count == 2 else { throw UsageError("dead \(action) needs a job id or 'all'") }
+                let target: DeadTarget = args.positionals[1] == "all" ? .all : .job(try ClientOptions.id(args.positionals[1], what: "job id"))
+                let n = action == "retry" ? try admin.deadRetry(target) : try admin.deadDiscard(target)
+                Console.err("\(action == "retry" ? "requeued" : "discarded") \(n) job(s)")
+                return 0
+            default:
+                throw UsageError("unknown action '\(action)'; expected list, retry or discard")
+            }
+        } catch let error as ClientError {
+            throw error.runtime
+        }
+    }
+}

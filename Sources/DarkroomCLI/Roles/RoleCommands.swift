@@ -1,0 +1,237 @@
+import DarkroomBroker
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomStore
+import DarkroomWorker
+import DarkroomZMQ
+import Foundation
+
+extension Broker: RunnableService {}
+extension StoreNode: RunnableService {}
+extension Worker: RunnableService {}
+
+/// Options and checks shared by the long-running roles.
+enum RoleOptions {
+    static let data = OptionSpec.value("data", "DIR", help: "Directory for the role's durable files.", default: "darkroom-data")
+    static let insecure = OptionSpec.flag("insecure", help: "Allow binding a non-loopback address without CURVE encryption.")
+    static let grace = OptionSpec.value("grace", "SECONDS", help: "How long to finish work in hand after SIGTERM.", default: "30")
+
+    /// Refuses to bind a non-loopback TCP address in the clear unless asked to.
+    static func checkBind(_ endpoint: String, insecure: Bool, role: String) throws {
+        guard endpoint.hasPrefix("tcp://") else { return }
+        let host = endpoint.dropFirst("tcp://".count).split(separator: ":").dropLast().joined(separator: ":")
+        let loopback = host.hasPrefix("127.") || host == "localhost" || host == "[::1]" || host == "::1"
+        if !loopback && !insecure {
+            throw UsageError("the \(role) would listen on \(endpoint), which is not loopback, without CURVE encryption; pass --insecure to allow it")
+        }
+    }
+
+    static func grace(_ args: ParsedArguments) throws -> Duration {
+        .seconds(try args.int("grace", default: 30, range: 0...3600))
+    }
+}
+
+/// `darkroom broker`
+enum BrokerCommand {
+    static let spec = CommandSpec(
+        name: "broker",
+        abstract: "Run the broker: the durable job queue, leases, retries and events.",
+        discussion: """
+        Binds the frontend (producers and clients), the backend (workers) and the
+        events PUB endpoint. Jobs are committed to SQLite in DIR/broker before a
+        producer gets its job id. SIGTERM stops dispatching, lets workers finish
+        within the grace period, commits and exits.
+        """,
+        options: [
+            RoleOptions.data,
+            .value("frontend", "ENDPOINT", help: "Where producers and clients connect.", default: Wire.Endpoint.frontend),
+            .value("backend", "ENDPOINT", help: "Where workers connect.", default: Wire.Endpoint.backend),
+            .value("events", "ENDPOINT", help: "Where event subscribers connect.", default: Wire.Endpoint.events),
+            .value("max-depth", "N", help: "Queued jobs above which submits are refused.", default: "100000"),
+            .value("max-attempts", "N", help: "Attempts before a job goes to the dead-letter set.", default: "5"),
+            RoleOptions.grace,
+            RoleOptions.insecure,
+        ]
+    )
+
+    static func configuration(_ args: ParsedArguments) throws -> BrokerConfiguration {
+        var config = BrokerConfiguration(dataDirectory: (args.value("data") ?? "darkroom-data") + "/broker")
+        config.frontendEndpoint = args.value("frontend") ?? Wire.Endpoint.frontend
+        config.backendEndpoint = args.value("backend") ?? Wire.Endpoint.backend
+        config.eventsEndpoint = args.value("events") ?? Wire.Endpoint.events
+        config.maxQueueDepth = try args.int("max-depth", default: 100_000, range: 1...100_000_000)
+        config.maxAttempts = try args.int("max-attempts", default: 5, range: 1...1000)
+        for endpoint in [config.frontendEndpoint, config.backendEndpoint, config.eventsEndpoint] {
+            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "broker")
+        }
+        return config
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let config = try configuration(args)
+        let logger = Logger("broker")
+        let context = try Context()
+        let broker = Broker(config, context: context, logger: logger)
+        let started = try ServiceRunner.start([.init(name: "broker", service: broker)], logger: logger)
+        logger.info("broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)")
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
+    }
+}
+
+/// `darkroom store`
+enum StoreCommand {
+    static let spec = CommandSpec(
+        name: "store",
+        abstract: "Run the storage node: linked full-resolution and thumbnail records.",
+        discussion: """
+        Keeps each job's full-resolution image and thumbnail as two linked records
+        in SQLite (DIR/store); large images go to content-addressed files written
+        crash-safely. Storing the same job twice returns the first record.
+        """,
+        options: [
+            RoleOptions.data,
+            .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
+            RoleOptions.grace,
+            RoleOptions.insecure,
+        ]
+    )
+
+    static func configuration(_ args: ParsedArguments) throws -> StoreConfiguration {
+        let endpoint = args.value("bind") ?? Wire.Endpoint.store
+        try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "storage node")
+        return StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store")
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let config = try configuration(args)
+        let logger = Logger("store")
+        let context = try Context()
+        let store = StoreNode(config, context: context, logger: logger)
+        let started = try ServiceRunner.start([.init(name: "storage node", service: store)], logger: logger)
+        logger.info("storage node ready: \(config.endpoint), data \(config.dataDirectory)")
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
+    }
+}
+
+/// `darkroom worker`
+enum WorkerCommand {
+    static let spec = CommandSpec(
+        name: "worker",
+        abstract: "Run a worker: pull jobs, process them, send results to the storage node.",
+        discussion: """
+        Holds nothing durable: it can be killed at any moment and the broker
+        requeues its jobs. On SIGTERM it takes no new jobs, finishes the ones it
+        holds within the grace period, and hands the rest back.
+        """,
+        options: [
+            .value("broker", "ENDPOINT", help: "The broker's backend endpoint.", default: Wire.Endpoint.backend),
+            .value("store", "ENDPOINT", help: "The storage node's endpoint.", default: Wire.Endpoint.store),
+            .value("concurrency", short: "c", "N", help: "Jobs processed at the same time.", default: "number of cores"),
+            .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
+            RoleOptions.grace,
+        ]
+    )
+
+    static func configuration(_ args: ParsedArguments) throws -> WorkerConfiguration {
+        let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
+        let config = WorkerConfiguration(
+            backendEndpoint: args.value("broker") ?? Wire.Endpoint.backend,
+            storeEndpoint: args.value("store") ?? Wire.Endpoint.store,
+            concurrency: concurrency,
+            workerID: args.value("id"),
+            shutdownGrace: try RoleOptions.grace(args)
+        )
+        do {
+            try config.validate()
+        } catch {
+            throw UsageError(error.description)
+        }
+        return config
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let config = try configuration(args)
+        let logger = Logger("worker \(config.workerID)")
+        let context = try Context()
+        let worker = Worker(config, context: context, logger: logger)
+        let started = try ServiceRunner.start([.init(name: "worker", service: worker)], logger: logger)
+        logger.info("worker ready: \(config.concurrency) slots, broker \(config.backendEndpoint), store \(config.storeEndpoint)")
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
+    }
+}
+
+/// `darkroom up`
+enum UpCommand {
+    static let spec = CommandSpec(
+        name: "up",
+        abstract: "Run the broker, the storage node and workers on this machine.",
+        discussion: """
+        The embedded default: everything in one process on the default loopback
+        endpoints, so submit, watch, status and ls work with no flags. Data goes to
+        DIR/broker and DIR/store. Stop with Ctrl-C (SIGINT) or SIGTERM.
+        """,
+        options: [
+            RoleOptions.data,
+            .value("workers", short: "w", "N", help: "Worker services to run.", default: "1"),
+            .value("concurrency", short: "c", "N", help: "Jobs each worker processes at the same time.", default: "number of cores"),
+            RoleOptions.grace,
+        ]
+    )
+
+    /// Where the embedded roles listen.
+    struct Endpoints {
+        var frontend = Wire.Endpoint.frontend
+        var backend = Wire.Endpoint.backend
+        var events = Wire.Endpoint.events
+        var store = Wire.Endpoint.store
+
+        /// Every endpoint on a free loopback port, for a private instance.
+        static let ephemeral = Endpoints(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*", events: "tcp://127.0.0.1:*", store: "tcp://127.0.0.1:*")
+    }
+
+    /// Starts the broker and the storage node, then the workers pointed at the
+    /// endpoints they actually bound. Returns the started services and the
+    /// bound endpoints.
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints()) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+        var brokerConfig = BrokerConfiguration(dataDirectory: data + "/broker")
+        brokerConfig.frontendEndpoint = requested.frontend
+        brokerConfig.backendEndpoint = requested.backend
+        brokerConfig.eventsEndpoint = requested.events
+        let broker = Broker(brokerConfig, context: context, logger: Logger("broker"))
+        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store"), context: context, logger: Logger("store"))
+        var started = try ServiceRunner.start([.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up"))
+        var bound = requested
+        bound.frontend = broker.boundEndpoints["frontend"] ?? requested.frontend
+        bound.backend = broker.boundEndpoints["backend"] ?? requested.backend
+        bound.events = broker.boundEndpoints["events"] ?? requested.events
+        bound.store = store.boundEndpoints["store"] ?? requested.store
+        var workerEntries: [ServiceRunner.Entry] = []
+        for i in 1...workers {
+            let config = WorkerConfiguration(
+                backendEndpoint: bound.backend, storeEndpoint: bound.store, concurrency: concurrency,
+                workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace
+            )
+            workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)"))))
+        }
+        do {
+            started += try ServiceRunner.start(workerEntries, logger: Logger("up"))
+        } catch {
+            for entry in started.reversed() { entry.service.stop(grace: .seconds(5)) }
+            throw error
+        }
+        return (started, bound)
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let data = args.value("data") ?? "darkroom-data"
+        let workers = try args.int("workers", default: 1, range: 1...64)
+        let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
+        let grace = try RoleOptions.grace(args)
+        let logger = Logger("up")
+        let context = try Context()
+        let started = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace).entries
+        logger.info("darkroom is up: broker \(Wire.Endpoint.frontend) (workers \(Wire.Endpoint.backend), events \(Wire.Endpoint.events)), store \(Wire.Endpoint.store), \(workers) worker(s) x \(concurrency) slots, data in \(data)/")
+        logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
+    }
+}
