@@ -39,6 +39,8 @@ let package = Package(
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
         .target(name: "DarkroomProtocol"),
+        // Storage node: linked full-res and thumbnail records in SQLite, large blobs in files.
+        .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol"]),
         // Command line.
         .target(name: "DarkroomCLI", dependencies: ["DarkroomCore", "DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -50,5 +52,6 @@ let package = Package(
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
+        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )
