@@ -67,36 +67,26 @@ struct BlobFiles {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    /// Creates the blob directory and its 256 fan-out directories, and makes
-    /// their entries durable.
+    /// Creates the data directory and the blob directory in it, and makes
+    /// their entries durable. Fan-out directories are made on first use.
     func prepare() throws(BlobFileError) {
         let parent = BlobFiles.parent(of: root)
-        try makeDirectory(parent.isEmpty ? "." : parent, parents: true)
-        try makeDirectory(root, parents: false)
-        for value in 0..<256 {
-            try makeDirectory(root + "/" + hex2(value), parents: false)
+        let data = parent.isEmpty ? "." : parent
+        do {
+            try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        } catch {
+            throw BlobFileError("create directory", data, reason: "\(error)")
         }
+        _ = try makeDirectory(root)
         try syncDirectory(path: root)
-        try syncDirectory(path: parent.isEmpty ? "." : parent)
+        try syncDirectory(path: data)
     }
 
-    private func hex2(_ value: Int) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[value >> 4], digits[value & 15]])
-    }
-
-    private func makeDirectory(_ path: String, parents: Bool) throws(BlobFileError) {
-        if parents {
-            do {
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            } catch {
-                throw BlobFileError("create directory", path, reason: "\(error)")
-            }
-            return
-        }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw BlobFileError("create directory", path, errno: errno)
-        }
+    /// Creates one directory; returns whether it was new.
+    private func makeDirectory(_ path: String) throws(BlobFileError) -> Bool {
+        if mkdir(path, 0o755) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw BlobFileError("create directory", path, errno: errno)
     }
 
     /// Whether a regular file exists at `relative`.
@@ -110,6 +100,10 @@ struct BlobFiles {
     func write(_ bytes: [UInt8], to relative: String) throws(BlobFileError) {
         let final = path(relative)
         let directory = BlobFiles.parent(of: final)
+        if try makeDirectory(directory) {
+            // A new fan-out directory: its own entry must survive a crash too.
+            try syncDirectory(path: root)
+        }
         let temporary = directory + "/" + BlobFiles.temporaryPrefix
             + String(UInt64.random(in: .min ... .max), radix: 16) + "-" + String(getpid())
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
