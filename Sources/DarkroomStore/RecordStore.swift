@@ -66,7 +66,7 @@ final class RecordStore {
             CREATE TABLE thumbnails (
                 id          TEXT PRIMARY KEY NOT NULL,
                 full_res_id TEXT NOT NULL UNIQUE REFERENCES full_res(id) ON DELETE CASCADE,
-                job_id      TEXT NOT NULL UNIQUE,
+                job_id      TEXT NOT NULL,
                 source      TEXT NOT NULL,
                 pipeline    TEXT NOT NULL,
                 width       INTEGER NOT NULL,
