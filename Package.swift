@@ -43,6 +43,8 @@ let package = Package(
         .target(name: "DarkroomWorker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         // Broker: the durable job queue, leases, heartbeats, retries, events.
         .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
+        // Storage node: linked full-res and thumbnail records in SQLite, large blobs in files.
+        .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol"]),
         // Command line.
         .target(
             name: "DarkroomCLI",
@@ -62,5 +64,6 @@ let package = Package(
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
+        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )

@@ -1,0 +1,420 @@
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomSQLite
+
+/// Why one request failed: the DRK1 error code for the ERROR reply and a
+/// one-line reason that names the record or job.
+struct StoreFailure: Error, CustomStringConvertible {
+    let code: ErrorCode
+    let reason: String
+
+    init(_ code: ErrorCode, _ reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    static func notFound(_ id: ULID) -> StoreFailure {
+        StoreFailure(.notFound, "no record or job with id \(id)")
+    }
+
+    var description: String { "\(code): \(reason)" }
+}
+
+/// The storage node's records: one SQLite database (`store.db`, WAL,
+/// synchronous=FULL, foreign keys on) and the blob files next to it.
+///
+/// Schema (version 1, kept in `PRAGMA user_version`):
+///
+/// - `full_res`: one row per record, the record id (ULID) as primary key and
+///   the job id UNIQUE, which makes STORE idempotent per job.
+/// - `thumbnails`: one row per record, linked one-to-one to its `full_res`
+///   row by `full_res_id` (a foreign key, UNIQUE, ON DELETE CASCADE).
+///
+/// Both keep the job id, source name, pipeline, width, height, byte size,
+/// SHA-256 (lower-case hex) and creation time (Unix ms). The image bytes are
+/// either inline (`blob`) or, above the threshold, in a content-addressed
+/// file named by `blob_path` (relative to the blob directory); exactly one of
+/// the two is set.
+///
+/// Writes happen in batches: `begin()`, any number of requests (each in its
+/// own savepoint, so one failing request does not undo the others), then
+/// `commit()`, which first makes new blob files durable, then commits, then
+/// removes the files no committed row names any more.
+///
+/// Owned by the storage node's service thread, like the `Connection` inside it.
+final class RecordStore {
+    static let schemaVersion = 1
+
+    /// Each migration takes the schema from the previous version to `version`.
+    /// A new schema version appends one; existing entries never change.
+    static let migrations: [(version: Int, sql: String)] = [
+        (1, """
+            CREATE TABLE full_res (
+                id        TEXT PRIMARY KEY NOT NULL,
+                job_id    TEXT NOT NULL UNIQUE,
+                source    TEXT NOT NULL,
+                pipeline  TEXT NOT NULL,
+                width     INTEGER NOT NULL,
+                height    INTEGER NOT NULL,
+                bytes     INTEGER NOT NULL,
+                sha256    TEXT NOT NULL,
+                created   INTEGER NOT NULL,
+                blob      BLOB,
+                blob_path TEXT,
+                CHECK ((blob IS NULL) <> (blob_path IS NULL))
+            );
+            CREATE TABLE thumbnails (
+                id          TEXT PRIMARY KEY NOT NULL,
+                full_res_id TEXT NOT NULL UNIQUE REFERENCES full_res(id) ON DELETE CASCADE,
+                job_id      TEXT NOT NULL,
+                source      TEXT NOT NULL,
+                pipeline    TEXT NOT NULL,
+                width       INTEGER NOT NULL,
+                height      INTEGER NOT NULL,
+                bytes       INTEGER NOT NULL,
+                sha256      TEXT NOT NULL,
+                created     INTEGER NOT NULL,
+                blob        BLOB,
+                blob_path   TEXT,
+                CHECK ((blob IS NULL) <> (blob_path IS NULL))
+            );
+            CREATE INDEX full_res_blob_path ON full_res(blob_path) WHERE blob_path IS NOT NULL;
+            CREATE INDEX thumbnails_blob_path ON thumbnails(blob_path) WHERE blob_path IS NOT NULL;
+            """),
+    ]
+
+    let connection: Connection
+    let blobs: BlobFiles
+    let databasePath: String
+    /// Blobs larger than this many bytes go to files.
+    let threshold: Int
+    /// The largest blob file `image` will read.
+    let maxBlobBytes: Int
+    private let ids: ULIDGenerator
+    private let logger: Logger
+
+    /// Blob files written or released in the open batch; after it ends, those
+    /// no committed row names are removed.
+    private var touchedFiles: Set<String> = []
+    /// Blob files written in the open batch whose directory is not yet synced.
+    private var unsyncedFiles: Set<String> = []
+
+    /// Opens (creating if needed) the store in `directory`, brings its schema
+    /// up to date and recovers from a crash: leftover temporary files and blob
+    /// files no committed row names are removed.
+    init(directory: String, threshold: Int, maxBlobBytes: Int, logger: Logger) throws {
+        self.blobs = BlobFiles(root: directory + "/blobs")
+        self.databasePath = directory + "/store.db"
+        self.threshold = threshold
+        self.maxBlobBytes = maxBlobBytes
+        self.logger = logger
+        try blobs.prepare()
+        connection = try Connection(path: databasePath)
+        guard try connection.pragma("journal_mode")?.lowercased() == "wal" else {
+            throw StoreFailure(.internal, "\(databasePath): cannot switch the database to WAL mode")
+        }
+        try RecordStore.migrate(connection, path: databasePath, logger: logger)
+
+        // Record ids keep increasing across restarts even if the clock went
+        // back: the generator never goes below the newest id on disk.
+        let newest = try connection.query(
+            "SELECT max(id) FROM (SELECT max(id) AS id FROM full_res UNION ALL SELECT max(id) FROM thumbnails)"
+        ) { $0.string(0) }.first.flatMap { $0 }.flatMap { ULID($0) }
+        let floor = newest.map { $0.milliseconds + 1 } ?? 0
+        ids = ULIDGenerator(clock: { max(ULIDGenerator.systemMilliseconds(), floor) })
+
+        try recover()
+    }
+
+    static func migrate(_ connection: Connection, path: String, logger: Logger) throws {
+        let found = Int(try connection.pragma("user_version") ?? "0") ?? 0
+        guard found <= schemaVersion else {
+            throw StoreFailure(.internal, "\(path) has schema version \(found); this darkroom supports up to \(schemaVersion), upgrade it")
+        }
+        for migration in migrations where migration.version > found {
+            try connection.transaction {
+                try connection.execute(migration.sql)
+                try connection.execute("PRAGMA user_version = \(migration.version)")
+            }
+            logger.info("store schema migrated to version \(migration.version)")
+        }
+    }
+
+    /// Removes temporary files a crash left behind and blob files no committed
+    /// row names (written, then the commit did not happen). Reports rows whose
+    /// file is missing, which the write order makes impossible short of
+    /// outside damage.
+    private func recover() throws {
+        let (files, temporary) = blobs.scan()
+        for file in temporary {
+            do { try blobs.remove(file) } catch { logger.warn("store cannot remove temporary file: \(error)") }
+        }
+        let referenced = try referencedFiles()
+        let orphans = files.filter { !referenced.contains($0) }
+        for file in orphans {
+            do { try blobs.remove(file) } catch { logger.warn("store cannot remove unreferenced blob: \(error)") }
+        }
+        let present = Set(files)
+        let missing = referenced.filter { !present.contains($0) }
+        if !temporary.isEmpty || !orphans.isEmpty {
+            logger.info("store recovery removed \(temporary.count) temporary and \(orphans.count) unreferenced blob file(s)")
+        }
+        for file in missing.sorted() {
+            logger.error("store blob file \(blobs.path(file)) is missing; GET of its record will fail")
+        }
+    }
+
+    private func referencedFiles() throws -> Set<String> {
+        Set(try connection.query(
+            "SELECT blob_path FROM full_res WHERE blob_path IS NOT NULL UNION SELECT blob_path FROM thumbnails WHERE blob_path IS NOT NULL"
+        ) { $0.string(0) ?? "" })
+    }
+
+    func close() {
+        do { try connection.close() } catch { logger.warn("store database close: \(error)") }
+    }
+
+    // MARK: Batches
+
+    func begin() throws {
+        touchedFiles = []
+        unsyncedFiles = []
+        try connection.prepare("BEGIN IMMEDIATE").execute()
+    }
+
+    /// Makes new blob files durable, commits, then removes released files.
+    func commit() throws {
+        var synced: Set<String> = []
+        for file in unsyncedFiles {
+            let directory = String(file.prefix(2))
+            guard synced.insert(directory).inserted else { continue }
+            try blobs.syncDirectory(of: file)
+        }
+        unsyncedFiles = []
+        try connection.prepare("COMMIT").execute()
+        removeUnreferencedTouchedFiles()
+    }
+
+    /// Undoes the open batch and removes the files it wrote.
+    func rollback() {
+        if connection.isInTransaction {
+            do { try connection.prepare("ROLLBACK").execute() } catch { logger.error("store rollback: \(error)") }
+        }
+        unsyncedFiles = []
+        removeUnreferencedTouchedFiles()
+    }
+
+    private func removeUnreferencedTouchedFiles() {
+        let touched = touchedFiles
+        touchedFiles = []
+        for file in touched.sorted() {
+            do {
+                guard try !isReferenced(file) else { continue }
+                try blobs.remove(file)
+            } catch {
+                // Left for the startup sweep, which removes unreferenced files.
+                logger.warn("store cannot remove released blob \(file): \(error)")
+            }
+        }
+    }
+
+    private func isReferenced(_ file: String) throws -> Bool {
+        let rows = try connection.query(
+            "SELECT 1 FROM full_res WHERE blob_path = ?1 UNION ALL SELECT 1 FROM thumbnails WHERE blob_path = ?1 LIMIT 1", file
+        ) { _ in 1 }
+        return !rows.isEmpty
+    }
+
+    /// Runs one write request in a savepoint of the open batch: if it throws,
+    /// only its own changes are undone.
+    func inSavepoint<T>(_ body: () throws -> T) throws -> T {
+        try connection.prepare("SAVEPOINT request").execute()
+        do {
+            let result = try body()
+            try connection.prepare("RELEASE request").execute()
+            return result
+        } catch {
+            try? connection.prepare("ROLLBACK TO request").execute()
+            try? connection.prepare("RELEASE request").execute()
+            throw error
+        }
+    }
+
+    // MARK: Requests
+
+    /// Stores a job's two images, or returns the record the job already has
+    /// (`created` false) without changing anything.
+    func store(_ request: StoreRequest, now: UInt64) throws -> (recordID: ULID, created: Bool) {
+        let existing = try connection.query("SELECT id FROM full_res WHERE job_id = ?1", request.jobID.description) { $0.string(0) }
+        if let text = existing.first {
+            guard let text, let id = ULID(text) else {
+                throw StoreFailure(.internal, "record of job \(request.jobID) has a damaged id")
+            }
+            return (id, false)
+        }
+        let fullSHA = SHA256.hex(request.full)
+        let thumbSHA = SHA256.hex(request.thumbnail)
+        let full = try place(request.full, sha256: fullSHA)
+        let thumb = try place(request.thumbnail, sha256: thumbSHA)
+        let id = ids.next()
+        let thumbID = ids.next()
+        let job = request.jobID.description
+        try connection.execute(
+            """
+            INSERT INTO full_res (id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+            """,
+            id.description, job, request.sourceName, request.pipeline,
+            Int64(request.fullSize.width), Int64(request.fullSize.height), Int64(request.full.count), fullSHA,
+            Int64(clamping: now), full.blob, full.path)
+        try connection.execute(
+            """
+            INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            """,
+            thumbID.description, id.description, job, request.sourceName, request.pipeline,
+            Int64(request.thumbnailSize.width), Int64(request.thumbnailSize.height), Int64(request.thumbnail.count), thumbSHA,
+            Int64(clamping: now), thumb.blob, thumb.path)
+        return (id, true)
+    }
+
+    /// Where a blob goes: inline up to the threshold, else a content-addressed
+    /// file, written (crash-safely) unless the same bytes are already stored.
+    private func place(_ bytes: [UInt8], sha256: String) throws -> (blob: SQLiteValue, path: SQLiteValue) {
+        guard bytes.count > threshold else { return (.blob(bytes), .null) }
+        let relative = BlobFiles.relativePath(sha256: sha256)
+        if !blobs.exists(relative) {
+            touchedFiles.insert(relative)
+            try blobs.write(bytes, to: relative)
+            unsyncedFiles.insert(relative)
+        }
+        return (.null, .text(relative))
+    }
+
+    private static let selectRecord = """
+        SELECT f.id, f.job_id, f.source, f.pipeline, f.created, f.width, f.height, f.bytes, f.sha256,
+               t.width, t.height, t.bytes, t.sha256
+        FROM full_res f JOIN thumbnails t ON t.full_res_id = f.id
+        """
+
+    private static func decodeRecord(_ row: Row) throws -> RecordInfo {
+        guard let idText = row.string(0), let id = ULID(idText),
+              let jobText = row.string(1), let job = ULID(jobText),
+              let source = row.string(2), let pipeline = row.string(3),
+              let created = row.int64(4),
+              let fullWidth = row.int64(5), let fullHeight = row.int64(6), let fullBytes = row.int64(7), let fullSHA = row.string(8),
+              let thumbWidth = row.int64(9), let thumbHeight = row.int64(10), let thumbBytes = row.int64(11), let thumbSHA = row.string(12)
+        else {
+            throw StoreFailure(.internal, "a record row (id \(row.string(0) ?? "?")) is damaged")
+        }
+        return RecordInfo(
+            id: id, jobID: job, source: source, pipeline: pipeline, created: UInt64(clamping: created),
+            full: ImageInfo(width: UInt32(clamping: fullWidth), height: UInt32(clamping: fullHeight), bytes: UInt64(clamping: fullBytes), sha256: fullSHA),
+            thumb: ImageInfo(width: UInt32(clamping: thumbWidth), height: UInt32(clamping: thumbHeight), bytes: UInt64(clamping: thumbBytes), sha256: thumbSHA))
+    }
+
+    /// The record whose record id, or else whose job id, is `id`.
+    func record(matching id: ULID) throws -> RecordInfo? {
+        let text = id.description
+        if let byID = try connection.query(RecordStore.selectRecord + " WHERE f.id = ?1", text, map: RecordStore.decodeRecord).first {
+            return byID
+        }
+        return try connection.query(RecordStore.selectRecord + " WHERE f.job_id = ?1", text, map: RecordStore.decodeRecord).first
+    }
+
+    /// Records newest first; with `before`, only those older than that record id.
+    func list(limit: Int, before: ULID?) throws -> [RecordInfo] {
+        if let before {
+            return try connection.query(RecordStore.selectRecord + " WHERE f.id < ?1 ORDER BY f.id DESC LIMIT ?2",
+                                        before.description, limit, map: RecordStore.decodeRecord)
+        }
+        return try connection.query(RecordStore.selectRecord + " ORDER BY f.id DESC LIMIT ?1", limit, map: RecordStore.decodeRecord)
+    }
+
+    /// The stored bytes of one image of `record`, checked against the size
+    /// and SHA-256 recorded when it was stored.
+    func image(of record: RecordInfo, variant: Variant) throws -> [UInt8] {
+        let sql = variant == .full
+            ? "SELECT blob, blob_path FROM full_res WHERE id = ?1"
+            : "SELECT blob, blob_path FROM thumbnails WHERE full_res_id = ?1"
+        let rows = try connection.query(sql, record.id.description) { row in (blob: row.blob(0), path: row.string(1)) }
+        guard let row = rows.first else { throw StoreFailure.notFound(record.id) }
+        let what = "record \(record.id): \(variant) image"
+        let bytes: [UInt8]
+        if let path = row.path {
+            guard BlobFiles.isValidRelativePath(path) else {
+                throw StoreFailure(.internal, "\(what) names an invalid blob path '\(path)'")
+            }
+            do {
+                bytes = try blobs.read(path, limit: maxBlobBytes)
+            } catch {
+                throw StoreFailure(.internal, "\(what) cannot be read: \(error)")
+            }
+        } else if let blob = row.blob {
+            bytes = blob
+        } else {
+            throw StoreFailure(.internal, "\(what) has neither inline bytes nor a file")
+        }
+        let expected = variant == .full ? record.full : record.thumb
+        guard UInt64(bytes.count) == expected.bytes else {
+            throw StoreFailure(.internal, "\(what) is damaged: \(bytes.count) bytes read, \(expected.bytes) stored")
+        }
+        let actual = SHA256.hex(bytes)
+        guard actual == expected.sha256 else {
+            throw StoreFailure(.internal, "\(what) is damaged: sha256 \(actual) does not match the stored \(expected.sha256)")
+        }
+        return bytes
+    }
+
+    /// Deletes the record whose record id or job id is `id` (the thumbnail row
+    /// goes with it by the cascade). Returns false if there is none. Its blob
+    /// files are removed after the batch commits, unless another record
+    /// shares them.
+    func delete(matching id: ULID) throws -> Bool {
+        guard let record = try record(matching: id) else { return false }
+        let key = record.id.description
+        let files = try connection.query(
+            "SELECT blob_path FROM full_res WHERE id = ?1 AND blob_path IS NOT NULL UNION SELECT blob_path FROM thumbnails WHERE full_res_id = ?1 AND blob_path IS NOT NULL",
+            key
+        ) { $0.string(0) }
+        try connection.execute("DELETE FROM full_res WHERE id = ?1", key)
+        touchedFiles.formUnion(files.compactMap { $0 })
+        return true
+    }
+
+    /// Totals for STATS and for the log.
+    struct Totals {
+        var records: UInt64 = 0
+        var fullBytes: UInt64 = 0
+        var thumbBytes: UInt64 = 0
+        var inlineBytes: UInt64 = 0
+        var externalBytes: UInt64 = 0
+        var externalFiles: UInt64 = 0
+        var databaseBytes: UInt64 = 0
+
+        var stats: StoreStats {
+            StoreStats(records: records, fullBytes: fullBytes, thumbBytes: thumbBytes, externalFiles: externalFiles, databaseBytes: databaseBytes)
+        }
+    }
+
+    func totals() throws -> Totals {
+        var totals = Totals()
+        for table in ["full_res", "thumbnails"] {
+            let rows = try connection.query(
+                "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(CASE WHEN blob_path IS NULL THEN bytes ELSE 0 END), 0) FROM \(table)"
+            ) { row in (UInt64(clamping: row.int64(0) ?? 0), UInt64(clamping: row.int64(1) ?? 0), UInt64(clamping: row.int64(2) ?? 0)) }
+            guard let (count, bytes, inline) = rows.first else { continue }
+            if table == "full_res" {
+                totals.records = count
+                totals.fullBytes = bytes
+            } else {
+                totals.thumbBytes = bytes
+            }
+            totals.inlineBytes += inline
+            totals.externalBytes += bytes - min(bytes, inline)
+        }
+        totals.externalFiles = UInt64(try referencedFiles().count)
+        totals.databaseBytes = BlobFiles.fileSize(databasePath) + BlobFiles.fileSize(databasePath + "-wal")
+        return totals
+    }
+}

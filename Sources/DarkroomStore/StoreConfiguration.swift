@@ -1,0 +1,42 @@
+import DarkroomProtocol
+
+/// How a storage node runs. Every default lets `darkroom store` work on
+/// loopback with no flags.
+public struct StoreConfiguration: Sendable {
+    /// The ROUTER endpoint workers and clients connect to.
+    public var endpoint: String
+    /// Where `store.db` and the `blobs/` directory live; created if missing.
+    public var dataDirectory: String
+    /// Images larger than this many bytes are kept in content-addressed files
+    /// instead of inline in SQLite. SQLite's own measurements put the
+    /// crossover near 100 KB.
+    public var externalBlobThreshold: Int
+    /// `ZMQ_MAXMSGSIZE` on the socket: a peer sending a larger message is
+    /// disconnected by ZeroMQ. Also the largest blob file GET will read.
+    public var maxMessageSize: Int64
+    /// The most requests taken from the socket in one loop turn (one commit).
+    public var maxRequestsPerTurn: Int
+    /// The most request bytes taken in one loop turn, so a burst of large
+    /// STOREs is committed in several transactions rather than held in memory.
+    public var maxBytesPerTurn: Int
+    /// How long replies still queued when the node stops may take to leave.
+    public var lingerMilliseconds: Int
+
+    public init(
+        endpoint: String = Wire.Endpoint.store,
+        dataDirectory: String = "darkroom-data/store",
+        externalBlobThreshold: Int = 100 * 1024,
+        maxMessageSize: Int64 = Wire.maxMessageSize,
+        maxRequestsPerTurn: Int = 1_000,
+        maxBytesPerTurn: Int = 256 * 1024 * 1024,
+        lingerMilliseconds: Int = 200
+    ) {
+        self.endpoint = endpoint
+        self.dataDirectory = dataDirectory
+        self.externalBlobThreshold = externalBlobThreshold
+        self.maxMessageSize = maxMessageSize
+        self.maxRequestsPerTurn = maxRequestsPerTurn
+        self.maxBytesPerTurn = maxBytesPerTurn
+        self.lingerMilliseconds = lingerMilliseconds
+    }
+}

@@ -1,0 +1,283 @@
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// The storage node's loop, on the thread that owns the ROUTER socket, the
+/// mailbox inbox and the `RecordStore`. Never shared with another thread.
+final class StoreService {
+    let configuration: StoreConfiguration
+    let logger: Logger
+    let records: RecordStore
+    let socket: Socket
+    let inbox: MailboxInbox<StoreNode.Control>
+    let poller = Poller()
+    /// The endpoint actually bound (the port resolved when it was `*`).
+    let endpoint: String
+
+    var mailbox: Mailbox<StoreNode.Control> { inbox.mailbox }
+
+    private let socketItem: Int
+    private let inboxItem: Int
+
+    /// A request that reads or writes the database, and who sent it.
+    private struct Pending {
+        let peer: [UInt8]
+        let message: StoreMessage
+    }
+
+    init(configuration: StoreConfiguration, context: Context, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        do {
+            records = try RecordStore(
+                directory: configuration.dataDirectory,
+                threshold: max(0, configuration.externalBlobThreshold),
+                maxBlobBytes: Int(clamping: configuration.maxMessageSize),
+                logger: logger)
+        } catch {
+            throw StoreNodeError("cannot open the store in \(configuration.dataDirectory): \(error)")
+        }
+        do {
+            socket = try context.socket(.router)
+            try socket.setLinger(milliseconds: configuration.lingerMilliseconds)
+            try socket.setMaxMessageSize(configuration.maxMessageSize)
+            // A reply to a peer that has gone away fails at once instead of
+            // being dropped silently, so it can be logged.
+            try socket.setRouterMandatory(true)
+            try socket.bind(configuration.endpoint)
+            endpoint = try socket.lastEndpoint()
+            (_, inbox) = try Mailbox<StoreNode.Control>.make(context: context)
+        } catch {
+            records.close()
+            throw error
+        }
+        socketItem = poller.add(socket)
+        inboxItem = poller.add(inbox)
+        let totals = try? records.totals()
+        logger.info("store listening on \(endpoint), data in \(configuration.dataDirectory), \(totals?.records ?? 0) record(s)")
+    }
+
+    func run() {
+        loop: while true {
+            let ready: PollResult
+            do {
+                ready = try poller.poll(timeoutMilliseconds: -1)
+            } catch {
+                if (error as? ZMQError)?.isTerminated != true { logger.error("store poll failed: \(error)") }
+                break loop
+            }
+            if ready.isReadable(inboxItem) {
+                let controls = (try? inbox.drain()) ?? [.stop]
+                if controls.contains(.stop) { break loop }
+            }
+            if ready.isReadable(socketItem) {
+                do {
+                    try turn()
+                } catch {
+                    if (error as? ZMQError)?.isTerminated != true { logger.error("store socket failed: \(error)") }
+                    break loop
+                }
+            }
+        }
+        shutDown()
+    }
+
+    // MARK: One turn
+
+    /// Takes the waiting requests, applies them in one transaction, commits,
+    /// then replies.
+    private func turn() throws {
+        var replies: [[[UInt8]]] = []
+        var pending: [Pending] = []
+        var bytes = 0
+        while pending.count < configuration.maxRequestsPerTurn, bytes < configuration.maxBytesPerTurn,
+              let message = try socket.receive(dontWait: true) {
+            bytes += message.reduce(0) { $0 + $1.count }
+            if let request = classify(message, replies: &replies) {
+                pending.append(request)
+            }
+        }
+        if !pending.isEmpty {
+            replies += apply(pending)
+        }
+        for reply in replies { send(reply) }
+    }
+
+    /// Decodes one message. Returns the requests that need the database;
+    /// answers PING and bad messages directly into `replies`.
+    private func classify(_ message: [[UInt8]], replies: inout [[[UInt8]]]) -> Pending? {
+        guard let peer = message.first else { return nil }
+        let frames = Array(message.dropFirst())
+        let decoded: StoreMessage
+        do {
+            decoded = try StoreMessage.decode(frames)
+        } catch {
+            reject(frames, from: peer, error, replies: &replies)
+            return nil
+        }
+        switch decoded {
+        case .store, .list, .get, .delete, .stats:
+            return Pending(peer: peer, message: decoded)
+        case .ping(let ping):
+            replies.append([peer] + Pong(requestID: ping.requestID).frames())
+        case .error(let error):
+            // Never answer an ERROR with an ERROR.
+            logger.warn("store peer \(hex(peer)) sent ERROR \(error.code): \(error.reason)")
+        case .stored, .listReply, .getReply, .statsReply, .pong, .ok:
+            let error = ProtocolError(.unexpectedCommand, "\(decoded.command.name) is a reply; the storage node only takes requests")
+            reject(frames, from: peer, error, replies: &replies)
+        }
+        return nil
+    }
+
+    /// Logs a bad message in one line and answers it with ERROR, unless it is
+    /// itself an ERROR.
+    private func reject(_ frames: [[UInt8]], from peer: [UInt8], _ error: ProtocolError, replies: inout [[[UInt8]]]) {
+        let command = frames.count > 1 && frames[1].count == 1 ? "0x" + hex(frames[1]) : "none"
+        logger.warn("store dropped a message from peer \(hex(peer)), command \(command): \(error.code): \(error.reason)")
+        if frames.count > 1, frames[0] == Wire.protocolID, frames[1] == [Command.error.rawValue] { return }
+        replies.append([peer] + Wire.errorReply(to: frames, for: error).frames())
+    }
+
+    /// Applies the requests in one transaction and returns their replies,
+    /// which are only valid to send once this returns (after the commit).
+    private func apply(_ pending: [Pending]) -> [[[UInt8]]] {
+        let started = DispatchTime.now()
+        do {
+            try records.begin()
+        } catch {
+            logger.error("store cannot begin a transaction: \(error)")
+            return pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) }
+        }
+        let now = ULIDGenerator.systemMilliseconds()
+        var replies: [[[UInt8]]] = []
+        var stored = 0
+        for request in pending {
+            do {
+                replies.append([request.peer] + (try handle(request.message, now: now)))
+                if case .store = request.message { stored += 1 }
+            } catch let failure as StoreFailure {
+                if failure.code != .notFound { logger.error("store \(request.message.command.name) failed: \(failure.reason)") }
+                replies.append(self.failure(request, failure))
+            } catch {
+                logger.error("store \(request.message.command.name) failed: \(error)")
+                replies.append(self.failure(request, StoreFailure(.internal, "\(request.message.command.name) failed: \(error)")))
+            }
+        }
+        do {
+            try records.commit()
+        } catch {
+            records.rollback()
+            logger.error("store commit of \(pending.count) request(s) failed, all answered ERROR internal: \(error)")
+            return pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) }
+        }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e6
+        logger.debug("store committed \(pending.count) request(s), \(stored) STORE, in \(String(format: "%.2f", elapsed)) ms")
+        return replies
+    }
+
+    private func handle(_ message: StoreMessage, now: UInt64) throws -> [[UInt8]] {
+        switch message {
+        case .store(let request):
+            let (recordID, created) = try records.inSavepoint { try records.store(request, now: now) }
+            if created {
+                logger.debug("store job \(request.jobID) stored as record \(recordID)")
+            } else {
+                logger.info("store job \(request.jobID) already has record \(recordID); STORE ignored")
+            }
+            return Stored(requestID: request.requestID, jobID: request.jobID, recordID: recordID, created: created).frames()
+        case .list(let request):
+            let found = try records.list(limit: Int(request.limit), before: request.before)
+            return ListReply(requestID: request.requestID, records: found).frames()
+        case .get(let request):
+            guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
+            let image = try records.image(of: record, variant: request.variant)
+            return GetReply(requestID: request.requestID, variant: request.variant, record: record, image: image).frames()
+        case .delete(let request):
+            let deleted = try records.inSavepoint { try records.delete(matching: request.id) }
+            guard deleted else { throw StoreFailure.notFound(request.id) }
+            logger.info("store deleted the record of \(request.id)")
+            return OKReply(requestID: request.requestID, count: 1).frames()
+        case .stats(let request):
+            return StatsReply(requestID: request.requestID, stats: try records.totals().stats).frames()
+        default:
+            throw StoreFailure(.unexpectedCommand, "\(message.command.name) is not a storage request")
+        }
+    }
+
+    private func failure(_ request: Pending, _ failure: StoreFailure) -> [[UInt8]] {
+        let reason = String(failure.reason.utf8.prefix(Wire.Limit.reasonBytes)) ?? failure.code.name
+        return [request.peer] + ErrorReply(requestID: request.message.requestID, code: failure.code, reason: oneLine(reason)).frames()
+    }
+
+    private func send(_ reply: [[UInt8]]) {
+        do {
+            try socket.send(reply, dontWait: true)
+        } catch {
+            let peer = reply.first.map(hex) ?? "?"
+            if let error = error as? ZMQError, error.isHostUnreachable {
+                logger.debug("store reply to peer \(peer) dropped: the peer disconnected")
+            } else {
+                logger.warn("store reply to peer \(peer) dropped: \(error)")
+            }
+        }
+    }
+
+    // MARK: Shutdown
+
+    /// Answers requests still queued with `shutting-down`, then closes the
+    /// socket (letting replies leave within the linger) and the database.
+    private func shutDown() {
+        var refused = 0
+        while refused < 10_000, let message = try? socket.receive(dontWait: true) {
+            guard let peer = message.first else { continue }
+            let frames = Array(message.dropFirst())
+            if frames.count > 1, frames[0] == Wire.protocolID, frames[1] == [Command.error.rawValue] { continue }
+            let error = ProtocolError(.shuttingDown, "the storage node is stopping; retry later")
+            send([peer] + Wire.errorReply(to: frames, for: error).frames())
+            refused += 1
+        }
+        socket.close()
+        inbox.close()
+        records.close()
+        logger.info("store stopped\(refused > 0 ? " (\(refused) queued request(s) answered shutting-down)" : "")")
+    }
+}
+
+extension StoreMessage {
+    /// The request id the message carries, or 0.
+    var requestID: UInt64 {
+        switch self {
+        case .store(let m): m.requestID
+        case .stored(let m): m.requestID
+        case .list(let m): m.requestID
+        case .listReply(let m): m.requestID
+        case .get(let m): m.requestID
+        case .getReply(let m): m.requestID
+        case .delete(let m): m.requestID
+        case .stats(let m): m.requestID
+        case .statsReply(let m): m.requestID
+        case .ping(let m): m.requestID
+        case .pong(let m): m.requestID
+        case .ok(let m): m.requestID
+        case .error(let m): m.requestID
+        }
+    }
+}
+
+/// Bytes as lower-case hex, for logging peer identities.
+func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef")
+    var text = ""
+    for byte in bytes.prefix(32) {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 15)])
+    }
+    return text
+}
+
+/// `text` with control characters replaced, so it is a valid DRK1 line.
+func oneLine(_ text: String) -> String {
+    String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+}

@@ -1,0 +1,314 @@
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomSQLite
+import DarkroomZMQ
+import Foundation
+import Testing
+@testable import DarkroomStore
+
+@Suite struct StoreNodeTests {
+    @Test func storeThenGetReturnsExactlyTheStoredBytes() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath)
+        defer { node.stop() }
+        #expect(node.boundEndpoints["store"]?.hasPrefix("tcp://127.0.0.1:") == true)
+        #expect(node.boundEndpoints["store"]?.hasSuffix(":*") == false)
+        let client = try StoreClient(context, node: node)
+
+        let job = ULIDGenerator.shared.next()
+        let full = fixture(2048, seed: 1)
+        let thumb = fixture(1024, seed: 2)
+        let stored = try client.store(job: job, full: full, thumb: thumb, source: "dir/IMG_1.jpg")
+        #expect(stored.created)
+
+        guard case .getReply(let byRecord) = try client.get(stored.recordID, .full) else {
+            Issue.record("GET full did not answer GET-REPLY")
+            return
+        }
+        #expect(byRecord.variant == .full)
+        #expect(byRecord.image == full)
+        #expect(SHA256.hex(byRecord.image) == byRecord.record.full.sha256)
+        #expect(byRecord.record.id == stored.recordID)
+        #expect(byRecord.record.jobID == job)
+        #expect(byRecord.record.source == "dir/IMG_1.jpg")
+        #expect(byRecord.record.pipeline == "scale:64x64,mode=fill | crop:square")
+        #expect(byRecord.record.full == ImageInfo(width: 640, height: 480, bytes: 2048, sha256: SHA256.hex(full)))
+        #expect(byRecord.record.thumb == ImageInfo(width: 64, height: 64, bytes: 1024, sha256: SHA256.hex(thumb)))
+        #expect(byRecord.record.created > 0)
+
+        // By job id, the thumbnail.
+        guard case .getReply(let byJob) = try client.get(job, .thumbnail) else {
+            Issue.record("GET thumbnail did not answer GET-REPLY")
+            return
+        }
+        #expect(byJob.variant == .thumbnail)
+        #expect(byJob.image == thumb)
+        #expect(SHA256.hex(byJob.image) == byJob.record.thumb.sha256)
+        #expect(byJob.record == byRecord.record)
+
+        // An id that names nothing.
+        let unknown = ULIDGenerator.shared.next()
+        let missing = try client.request(GetRequest(requestID: 77, id: unknown, variant: .full).frames())
+        guard case .error(let error) = missing else {
+            Issue.record("GET of an unknown id answered \(missing)")
+            return
+        }
+        #expect(error.requestID == 77)
+        #expect(error.code == .notFound)
+        #expect(error.reason.contains(unknown.description))
+    }
+
+    @Test func secondStoreOfAJobReturnsTheFirstRecordAndWritesNothing() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath, threshold: 1024)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+
+        let job = ULIDGenerator.shared.next()
+        let first = try client.store(job: job, full: fixture(4000, seed: 10), thumb: fixture(100, seed: 11))
+        #expect(first.created)
+        let filesBefore = blobFiles(directory.storePath)
+
+        // A rerun with different bytes (say, a non-deterministic encoder) changes nothing.
+        let again = try client.store(job: job, full: fixture(5000, seed: 12), thumb: fixture(200, seed: 13))
+        #expect(again.recordID == first.recordID)
+        #expect(!again.created)
+
+        // Two STOREs of one new job in the same burst (one group commit) make one record.
+        let other = ULIDGenerator.shared.next()
+        let burst = (0..<2).map { index in
+            StoreRequest(requestID: 1000 + UInt64(index), jobID: other, sourceName: "b.jpg", pipeline: "invert",
+                         fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
+                         full: fixture(50, seed: 20 + UInt64(index)), thumbnail: fixture(10, seed: 30))
+        }
+        for request in burst { try client.sendRaw(request.frames()) }
+        var replies: [UInt64: Stored] = [:]
+        for _ in burst {
+            guard case .stored(let stored) = try client.receive() else {
+                Issue.record("burst STORE did not answer STORED")
+                return
+            }
+            replies[stored.requestID] = stored
+        }
+        let a = try #require(replies[1000])
+        let b = try #require(replies[1001])
+        #expect(a.recordID == b.recordID)
+        #expect([a.created, b.created].filter { $0 }.count == 1)
+
+        #expect(try client.stats().records == 2)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM full_res") == 2)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails") == 2)
+        #expect(blobFiles(directory.storePath) == filesBefore)
+        guard case .getReply(let reply) = try client.get(job, .full) else {
+            Issue.record("GET did not answer GET-REPLY")
+            return
+        }
+        #expect(reply.image == fixture(4000, seed: 10))
+    }
+
+    @Test func blobsOverTheThresholdBecomeFilesNamedBySHA256() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath, threshold: 1024)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+
+        let full = fixture(5000, seed: 40)
+        let thumb = fixture(1024, seed: 41)  // exactly the threshold: stays inline
+        let first = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: thumb)
+        let sha = SHA256.hex(full)
+        let name = String(sha.prefix(2)) + "/" + String(sha.dropFirst(2))
+        #expect(blobFiles(directory.storePath) == [name])
+        let onDisk = try #require(FileManager.default.contents(atPath: directory.storePath + "/blobs/" + name))
+        #expect([UInt8](onDisk) == full)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM full_res WHERE blob IS NULL AND blob_path = '\(name)'") == 1)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails WHERE blob IS NOT NULL AND blob_path IS NULL") == 1)
+
+        // The same full image for another job shares the file.
+        let second = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: fixture(10, seed: 42))
+        #expect(second.recordID != first.recordID)
+        #expect(blobFiles(directory.storePath) == [name])
+        let stats = try client.stats()
+        #expect(stats.records == 2)
+        #expect(stats.externalFiles == 1)
+        #expect(stats.fullBytes == 10_000)
+        #expect(stats.thumbBytes == 1034)
+        #expect(stats.databaseBytes > 0)
+
+        guard case .getReply(let reply) = try client.get(second.recordID, .full) else {
+            Issue.record("GET did not answer GET-REPLY")
+            return
+        }
+        #expect(reply.image == full)
+    }
+
+    @Test func deleteCascadesToTheThumbnailAndRemovesUnsharedFiles() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath, threshold: 1024)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+
+        let shared = fixture(3000, seed: 50)
+        let ownThumb = fixture(2000, seed: 51)
+        let jobA = ULIDGenerator.shared.next()
+        let a = try client.store(job: jobA, full: shared, thumb: ownThumb)
+        let b = try client.store(job: ULIDGenerator.shared.next(), full: shared, thumb: fixture(10, seed: 52))
+        #expect(blobFiles(directory.storePath).count == 2)
+
+        // Delete A by its job id: its own thumbnail file goes, the shared file stays.
+        let deleted = try client.request(DeleteRequest(requestID: 5, id: jobA).frames())
+        #expect(deleted == .ok(OKReply(requestID: 5, count: 1)))
+        let thumbSHA = SHA256.hex(ownThumb)
+        let sharedSHA = SHA256.hex(shared)
+        #expect(blobFiles(directory.storePath) == [String(sharedSHA.prefix(2)) + "/" + String(sharedSHA.dropFirst(2))])
+        #expect(!FileManager.default.fileExists(atPath: directory.storePath + "/blobs/" + thumbSHA.prefix(2) + "/" + thumbSHA.dropFirst(2)))
+        #expect(try count(directory.storePath, "SELECT count(*) FROM full_res") == 1)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails") == 1)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails WHERE full_res_id = '\(a.recordID)'") == 0)
+        guard case .error(let gone) = try client.get(a.recordID, .thumbnail) else {
+            Issue.record("GET of a deleted record did not answer ERROR")
+            return
+        }
+        #expect(gone.code == .notFound)
+
+        // Delete B by record id: the last reference to the shared file goes.
+        #expect(try client.request(DeleteRequest(requestID: 6, id: b.recordID).frames()) == .ok(OKReply(requestID: 6, count: 1)))
+        #expect(blobFiles(directory.storePath).isEmpty)
+        #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails") == 0)
+
+        guard case .error(let again) = try client.request(DeleteRequest(requestID: 7, id: b.recordID).frames()) else {
+            Issue.record("a second DELETE did not answer ERROR")
+            return
+        }
+        #expect(again.requestID == 7)
+        #expect(again.code == .notFound)
+        #expect(try client.stats().records == 0)
+    }
+
+    @Test func listIsNewestFirstWithLimitAndPages() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+
+        #expect(try client.list(limit: 10).isEmpty)
+        var ids: [ULID] = []
+        for index in 0..<5 {
+            let stored = try client.store(job: ULIDGenerator.shared.next(), full: fixture(100, seed: 60 + UInt64(index)),
+                                          thumb: fixture(20, seed: 70), source: "img\(index).jpg")
+            ids.append(stored.recordID)
+        }
+        let newestFirst = Array(ids.reversed())
+        let firstPage = try client.list(limit: 3)
+        #expect(firstPage.map(\.id) == Array(newestFirst.prefix(3)))
+        #expect(firstPage.map(\.source) == ["img4.jpg", "img3.jpg", "img2.jpg"])
+        let last = try #require(firstPage.last)
+        let secondPage = try client.list(limit: 3, before: last.id)
+        #expect(secondPage.map(\.id) == Array(newestFirst.suffix(2)))
+        #expect(try client.list(limit: 3, before: ids[0]).isEmpty)
+        #expect(try client.list(limit: 1000).map(\.id) == newestFirst)
+        #expect(firstPage[0].thumb.sha256 == SHA256.hex(fixture(20, seed: 70)))
+
+        // A limit outside 1…1000 is malformed.
+        var frames = ListRequest(requestID: 9, limit: 1).frames()
+        frames[3] = [0, 0, 0, 0]
+        guard case .error(let error) = try client.request(frames) else {
+            Issue.record("LIST with limit 0 did not answer ERROR")
+            return
+        }
+        #expect(error.code == .malformed)
+        #expect(error.requestID == 9)
+    }
+
+    @Test func manyStoresInFlightAreAllCommittedAndAnswered() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+
+        let total = 300
+        var jobs: [UInt64: ULID] = [:]
+        for index in 0..<total {
+            let job = ULIDGenerator.shared.next()
+            let id = UInt64(index + 1)
+            jobs[id] = job
+            let request = StoreRequest(requestID: id, jobID: job, sourceName: "s\(index).jpg", pipeline: "grayscale",
+                                       fullSize: ImageSize(width: 32, height: 32), thumbnailSize: ImageSize(width: 8, height: 8),
+                                       full: fixture(2048, seed: UInt64(index)), thumbnail: fixture(1024, seed: UInt64(index) + 7777))
+            try client.sendRaw(request.frames())
+        }
+        var records: Set<ULID> = []
+        for _ in 0..<total {
+            guard case .stored(let stored) = try client.receive() else {
+                Issue.record("a STORE was not answered STORED")
+                return
+            }
+            #expect(stored.created)
+            #expect(jobs[stored.requestID] == stored.jobID)
+            records.insert(stored.recordID)
+        }
+        #expect(records.count == total)
+        #expect(try client.stats().records == UInt64(total))
+    }
+
+    @Test func restartRecoversEverythingCommitted() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let big = fixture(6000, seed: 80)
+        let small = fixture(300, seed: 81)
+        let jobBig = ULIDGenerator.shared.next()
+        let jobSmall = ULIDGenerator.shared.next()
+        let first = try startNode(context, directory: directory.storePath, threshold: 4096)
+        let recordBig: ULID
+        let statsBefore: StoreStats
+        do {
+            let client = try StoreClient(context, node: first)
+            recordBig = try client.store(job: jobBig, full: big, thumb: small).recordID
+            _ = try client.store(job: jobSmall, full: small, thumb: small)
+            statsBefore = try client.stats()
+        }
+        first.stop()
+        first.wait()
+
+        let second = try startNode(context, directory: directory.storePath, threshold: 4096)
+        defer { second.stop() }
+        let client = try StoreClient(context, node: second)
+        guard case .getReply(let bigReply) = try client.get(recordBig, .full),
+              case .getReply(let smallReply) = try client.get(jobSmall, .full),
+              case .getReply(let thumbReply) = try client.get(jobBig, .thumbnail)
+        else {
+            Issue.record("GET after restart did not answer GET-REPLY")
+            return
+        }
+        #expect(bigReply.image == big)
+        #expect(smallReply.image == small)
+        #expect(thumbReply.image == small)
+        let statsAfter = try client.stats()
+        #expect(statsAfter.records == statsBefore.records)
+        #expect(statsAfter.fullBytes == statsBefore.fullBytes)
+        #expect(statsAfter.externalFiles == 1)
+        // Idempotence survives the restart, and new ids sort after old ones.
+        let again = try client.store(job: jobBig, full: fixture(10, seed: 1), thumb: fixture(10, seed: 2))
+        #expect(again.recordID == recordBig)
+        #expect(!again.created)
+        let newer = try client.store(job: ULIDGenerator.shared.next(), full: small, thumb: small)
+        #expect(newer.recordID > recordBig)
+        #expect(try client.list(limit: 1).first?.id == newer.recordID)
+    }
+
+    @Test func stopWaitsAndTheNodeCanBeStoppedBeforeAnyRequest() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath)
+        node.stop(grace: .seconds(20))
+        node.wait()
+        #expect(throws: StoreNodeError.self) { try node.start() }
+        // The database was closed cleanly: its WAL is checkpointed away.
+        #expect(!FileManager.default.fileExists(atPath: directory.storePath + "/store.db-wal"))
+    }
+}
