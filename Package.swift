@@ -39,6 +39,8 @@ let package = Package(
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
         .target(name: "DarkroomProtocol"),
+        // Client side of DRK1: producer, event follower, admin and store clients.
+        .target(name: "DarkroomClient", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
         // Command line.
         .target(name: "DarkroomCLI", dependencies: ["DarkroomCore", "DarkroomPipeline", "DarkroomImage"]),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -50,5 +52,6 @@ let package = Package(
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
+        .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )
