@@ -45,6 +45,8 @@ let package = Package(
         .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         // Storage node: linked full-res and thumbnail records in SQLite, large blobs in files.
         .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol"]),
+        // Client side of DRK1: producer, event follower, admin and store clients.
+        .target(name: "DarkroomClient", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
         // Command line.
         .target(
             name: "DarkroomCLI",
@@ -65,5 +67,6 @@ let package = Package(
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore"]),
+        .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )

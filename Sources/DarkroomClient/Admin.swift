@@ -1,0 +1,101 @@
+import DarkroomProtocol
+import DarkroomZMQ
+
+/// Administration of the broker over its frontend: status, the dead-letter
+/// set, liveness.
+///
+/// Blocking: every call sends one request and waits for its answer, at most
+/// `timeout`, then throws `ClientError` of kind `.timeout`. Threading: an
+/// `Admin` owns a ZeroMQ socket, so it belongs to the thread that created it
+/// and is not `Sendable`; make one per thread.
+public final class Admin {
+    let channel: Channel
+
+    /// Connects (in the background) to the broker frontend.
+    /// - Parameters:
+    ///   - endpoint: the broker frontend, `Wire.Endpoint.frontend` by default.
+    ///   - timeout: how long each call waits for its answer.
+    ///   - curve: keys when the broker requires CURVE.
+    public init(endpoint: String = Wire.Endpoint.frontend, context: Context, timeout: Duration = .seconds(5),
+                curve: CurveClientKeys? = nil) throws(ClientError) {
+        channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: timeout, curve: curve)
+    }
+
+    /// The broker frontend this client talks to.
+    public var endpoint: String { channel.endpoint }
+
+    private func call(_ what: String, _ build: (UInt64) -> [[UInt8]]) throws(ClientError) -> FrontendMessage {
+        let reply = try channel.call(what, build: build, decode: FrontendMessage.decode, requestID: \.replyRequestID)
+        if case .error(let e) = reply { throw ClientError.server(e, from: .broker, doing: what) }
+        return reply
+    }
+
+    private func unexpected(_ reply: FrontendMessage, to what: String) -> ClientError {
+        ClientError(.protocolViolation, "the broker at \(endpoint) answered \(what) with \(reply.command.name)")
+    }
+
+    /// The broker's queue, workers and rates (STATUS).
+    public func status() throws(ClientError) -> BrokerStatus {
+        let reply = try call("STATUS") { StatusRequest(requestID: $0).frames() }
+        guard case .statusReply(let r) = reply else { throw unexpected(reply, to: "STATUS") }
+        return r.status
+    }
+
+    /// One page of the dead-letter set, oldest job first (DEAD-LIST).
+    /// - Parameters:
+    ///   - limit: 1…1000 jobs.
+    ///   - after: the last job id of the previous page, nil for the first page.
+    public func deadList(limit: Int = 100, after: ULID? = nil) throws(ClientError) -> DeadList {
+        guard limit >= 1, limit <= Int(Wire.Limit.maxListLimit) else {
+            throw ClientError(.invalidArgument, "a dead-list page holds 1…\(Wire.Limit.maxListLimit) jobs, got \(limit)")
+        }
+        let reply = try call("DEAD-LIST") { DeadListRequest(requestID: $0, limit: UInt32(limit), after: after).frames() }
+        guard case .deadListReply(let r) = reply else { throw unexpected(reply, to: "DEAD-LIST") }
+        return r.list
+    }
+
+    /// Every dead job, page by page.
+    public func deadListAll(pageSize: Int = 1000) throws(ClientError) -> [DeadJob] {
+        var jobs: [DeadJob] = []
+        var after: ULID? = nil
+        while true {
+            let page = try deadList(limit: pageSize, after: after)
+            jobs += page.jobs
+            guard let last = page.jobs.last, page.jobs.count >= pageSize else { return jobs }
+            if let previous = after, last.jobID <= previous {
+                throw ClientError(.protocolViolation, "the broker at \(endpoint) returned a dead-list page that does not advance past \(previous)")
+            }
+            after = last.jobID
+        }
+    }
+
+    /// Queues dead jobs again (DEAD-RETRY); returns how many were requeued.
+    /// A single job that is not dead throws `.server(.notFound)`.
+    @discardableResult
+    public func deadRetry(_ target: DeadTarget) throws(ClientError) -> UInt64 {
+        let reply = try call("DEAD-RETRY \(target)") { DeadRetry(requestID: $0, target: target).frames() }
+        guard case .ok(let r) = reply else { throw unexpected(reply, to: "DEAD-RETRY") }
+        return r.count
+    }
+
+    /// Deletes dead jobs for good (DEAD-DISCARD); returns how many.
+    /// A single job that is not dead throws `.server(.notFound)`.
+    @discardableResult
+    public func deadDiscard(_ target: DeadTarget) throws(ClientError) -> UInt64 {
+        let reply = try call("DEAD-DISCARD \(target)") { DeadDiscard(requestID: $0, target: target).frames() }
+        guard case .ok(let r) = reply else { throw unexpected(reply, to: "DEAD-DISCARD") }
+        return r.count
+    }
+
+    /// Checks that the broker answers (PING) and returns the round-trip time.
+    @discardableResult
+    public func ping() throws(ClientError) -> Duration {
+        let start = ContinuousClock.now
+        let reply = try call("PING") { Ping(requestID: $0).frames() }
+        guard case .pong = reply else { throw unexpected(reply, to: "PING") }
+        return ContinuousClock.now - start
+    }
+}
+
+@available(*, unavailable, message: "a client owns a ZeroMQ socket and belongs to one thread; make one per thread")
+extension Admin: Sendable {}

@@ -1,0 +1,194 @@
+import DarkroomProtocol
+import DarkroomZMQ
+
+/// CURVE keys for a client socket: the server's public key and this client's
+/// own key pair. When set, the connection is encrypted and the server's ZAP
+/// handler decides from the client's public key what it may do.
+public struct CurveClientKeys: Sendable, Hashable {
+    public var serverKey: CurveKey
+    public var keyPair: CurveKeyPair
+
+    public init(serverKey: CurveKey, keyPair: CurveKeyPair) {
+        self.serverKey = serverKey
+        self.keyPair = keyPair
+    }
+}
+
+/// A DEALER socket connected to one DRK1 server (the broker frontend or the
+/// storage node), with request ids, deadlines and reply matching. Owned by
+/// the thread of the client that holds it.
+final class Channel {
+    let socket: Socket
+    let endpoint: String
+    let role: ServerRole
+    let timeout: Duration
+    private let poller = Poller()
+    private var lastRequestID: UInt64 = 0
+
+    init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?) throws(ClientError) {
+        self.endpoint = endpoint
+        self.role = role
+        self.timeout = timeout
+        do {
+            socket = try context.socket(.dealer)
+        } catch {
+            throw ClientError.zmq(error, "cannot open a socket for \(role)")
+        }
+        do {
+            try socket.setLinger(milliseconds: 0)
+            try socket.setMaxMessageSize(Wire.maxMessageSize)
+            // Queue messages only on a finished connection: with no server, a
+            // send waits (up to the send timeout) instead of piling up
+            // requests that would all arrive, stale, when a server appears.
+            try socket.setImmediate(true)
+            try socket.setSendTimeout(milliseconds: milliseconds(timeout))
+            try socket.setReconnectInterval(100, maximum: 1000)
+            if let curve {
+                try socket.setCurveClient(serverKey: curve.serverKey, keyPair: curve.keyPair)
+            }
+        } catch {
+            throw ClientError.zmq(error, "cannot configure the socket for \(role)")
+        }
+        do {
+            try socket.connect(endpoint)
+        } catch {
+            throw ClientError(.connection, "cannot connect to \(role) at \(endpoint): \(error)")
+        }
+        poller.add(socket)
+    }
+
+    deinit { socket.close() }
+
+    /// A request id not used before on this channel (never 0, which DRK1
+    /// reserves for errors that could not be matched).
+    func nextRequestID() -> UInt64 {
+        lastRequestID &+= 1
+        if lastRequestID == 0 { lastRequestID = 1 }
+        return lastRequestID
+    }
+
+    /// Sends one message, waiting up to the timeout for a connection.
+    func send(_ frames: [[UInt8]], what: String) throws(ClientError) {
+        do {
+            try socket.send(frames)
+        } catch let error as ZMQError where error.isWouldBlock {
+            throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+        } catch {
+            throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
+        }
+    }
+
+    /// Receives the next message, waiting until `deadline`; nil when none came.
+    func receive(until deadline: ContinuousClock.Instant) throws(ClientError) -> [[UInt8]]? {
+        while true {
+            if let message = try receiveNow() { return message }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { return nil }
+            do {
+                _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
+            } catch {
+                throw ClientError.zmq(error, "cannot wait for \(role)")
+            }
+        }
+    }
+
+    /// Receives a message if one is waiting.
+    func receiveNow() throws(ClientError) -> [[UInt8]]? {
+        do {
+            return try socket.receive(dontWait: true)
+        } catch {
+            throw ClientError.zmq(error, "cannot receive from \(role) at \(endpoint)")
+        }
+    }
+
+    /// Handles a message that did not decode: answers ERROR as DRK1 asks
+    /// (never to an ERROR), and returns the request id it carried, if any.
+    @discardableResult
+    func rejectMalformed(_ frames: [[UInt8]], _ error: ProtocolError) -> UInt64 {
+        let reply = Wire.errorReply(to: frames, for: error)
+        let isError = frames.count > 1 && frames[1] == [Command.error.rawValue]
+        if !isError {
+            _ = try? socket.send(reply.frames(), dontWait: true)
+        }
+        return reply.requestID
+    }
+
+    /// Sends a request and returns the reply that carries its request id.
+    /// Replies to earlier requests (that timed out) are skipped. An ERROR
+    /// with request id 0 is taken as the answer too: the server could not
+    /// read the request well enough to name it.
+    ///
+    /// - Parameters:
+    ///   - what: the request, for messages ("STATUS").
+    ///   - build: makes the request's frames from its request id.
+    ///   - decode: decodes one reply message.
+    ///   - requestID: the request id of a decoded reply, nil if it has none.
+    func call<Reply>(
+        _ what: String,
+        build: (UInt64) -> [[UInt8]],
+        decode: ([[UInt8]]) throws(ProtocolError) -> Reply,
+        requestID: (Reply) -> UInt64?
+    ) throws(ClientError) -> Reply {
+        let id = nextRequestID()
+        try send(build(id), what: what)
+        let deadline = ContinuousClock.now + timeout
+        while let frames = try receive(until: deadline) {
+            let reply: Reply
+            do {
+                reply = try decode(frames)
+            } catch {
+                let carried = rejectMalformed(frames, error)
+                if carried == id {
+                    throw ClientError(.protocolViolation, "\(role) at \(endpoint) sent a malformed answer to \(what): \(error.reason)")
+                }
+                continue
+            }
+            let replyID = requestID(reply)
+            if replyID == id || replyID == 0 { return reply }
+        }
+        throw ClientError.noAnswer(from: role, at: endpoint, within: timeout)
+    }
+}
+
+/// A duration in whole milliseconds, rounded up, clamped to Int32.
+func milliseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    if seconds < 0 { return 0 }
+    if seconds > Int64(Int32.max / 1000) { return Int(Int32.max) }
+    let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    return Int(ms)
+}
+
+extension FrontendMessage {
+    /// The request id of a reply on the frontend; nil for EVENT (REPLAY
+    /// answers carry none) and for requests.
+    var replyRequestID: UInt64? {
+        switch self {
+        case .accepted(let m): m.requestID
+        case .rejected(let m): m.requestID
+        case .statusReply(let m): m.requestID
+        case .replayEnd(let m): m.requestID
+        case .deadListReply(let m): m.requestID
+        case .ok(let m): m.requestID
+        case .pong(let m): m.requestID
+        case .error(let m): m.requestID
+        case .submit, .status, .replay, .event, .deadList, .deadRetry, .deadDiscard, .ping: nil
+        }
+    }
+}
+
+extension StoreMessage {
+    /// The request id of a reply from the storage node; nil for requests.
+    var replyRequestID: UInt64? {
+        switch self {
+        case .stored(let m): m.requestID
+        case .listReply(let m): m.requestID
+        case .getReply(let m): m.requestID
+        case .statsReply(let m): m.requestID
+        case .ok(let m): m.requestID
+        case .pong(let m): m.requestID
+        case .error(let m): m.requestID
+        default: nil
+        }
+    }
+}

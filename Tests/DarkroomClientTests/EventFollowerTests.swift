@@ -1,0 +1,182 @@
+import Testing
+import DarkroomClient
+import DarkroomProtocol
+import DarkroomZMQ
+
+/// A broker stand-in for events: answers REPLAY from `log` (at most
+/// `pageSize` events per answer) and STATUS with the head seq. Once it has
+/// sent a REPLAY-END that is caught up and a subscriber is listening, it
+/// appends `later` to the log and publishes the events whose seq is in
+/// `publish`, so the follower must fill the rest through REPLAY.
+struct EventScript: Sendable {
+    var log: [Event]
+    var later: [Event] = []
+    var publish: Set<UInt64> = []
+    var pageSize = 1000
+    /// When false, `later` is only published, never replayed: the follower
+    /// can only get it from the events socket.
+    var replayLater = true
+    var replays: [UInt64] = []
+    var caughtUp = false
+    var released = false
+}
+
+func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> TestServer {
+    let server = try TestServer(context: context, events: true) { io, identity, frames in
+        guard let message = try? FrontendMessage.decode(frames) else { return }
+        switch message {
+        case .replay(let request):
+            let (events, end) = script.with { s -> ([Event], ReplayEnd) in
+                s.replays.append(request.fromSeq)
+                let head = UInt64(s.log.count)
+                let cap = request.limit == 0 ? s.pageSize : min(Int(request.limit), s.pageSize)
+                let slice = Array(s.log.filter { $0.seq >= request.fromSeq }.prefix(cap))
+                let last = slice.last?.seq ?? max(request.fromSeq, 1) - 1
+                if last >= head { s.caughtUp = true }
+                return (slice, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: head))
+            }
+            for event in events { io.reply(identity, event.frames()) }
+            io.reply(identity, end.frames())
+        case .status(let request):
+            let head = script.with { UInt64($0.log.count) }
+            let status = BrokerStatus(time: 1, eventSeq: head,
+                                      queue: QueueStatus(ready: Array(repeating: 0, count: 10), delayed: 0, inFlight: 0, dead: 0, limit: 100),
+                                      workers: [], rates: Rates(windowSeconds: 10, accepted: 0, stored: 0, failed: 0))
+            io.reply(identity, StatusReply(requestID: request.requestID, status: status).frames())
+        default:
+            break
+        }
+    }
+    server.run { io in
+        io.tick = { io in
+            guard io.subscribed else { return }
+            let live = script.with { s -> [Event] in
+                guard s.caughtUp, !s.released else { return [] }
+                s.released = true
+                if s.replayLater { s.log += s.later }
+                return s.later.filter { s.publish.contains($0.seq) }
+            }
+            for event in live { io.publish(event) }
+        }
+    }
+    return server
+}
+
+@Suite struct EventFollowerTests {
+    @Test func replaysFromASeqPageByPageThenContinuesLive() throws {
+        let context = try Context()
+        let job = ulid()
+        let script = Shared(EventScript(log: (1...6).map { event($0, .started, job: job) },
+                                        later: [event(7, .started, job: job), event(8, .stored, job: job, record: ulid())],
+                                        publish: [7, 8], pageSize: 2, replayLater: false))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var seen: [UInt64] = []
+        let result = try follower.follow(from: 3, for: .seconds(30)) { event in
+            seen.append(event.seq)
+            return event.seq == 8 ? .stop : .continue
+        }
+        #expect(seen == [3, 4, 5, 6, 7, 8])
+        #expect(result.ending == .stopped)
+        #expect(result.lastSeq == 8 && result.delivered == 6 && result.pruned.isEmpty)
+        #expect(follower.lastDeliveredSeq == 8)
+        // Two pages of two events each brought it from 3 to the head (6).
+        #expect(Array(script.current.replays.prefix(2)) == [3, 5])
+    }
+
+    @Test func fillsAGapInLiveEventsWithReplayExactlyOnceInOrder() throws {
+        let context = try Context()
+        let job = ulid()
+        let script = Shared(EventScript(log: [], later: (1...5).map { event($0, .started, job: job) },
+                                        publish: [1, 2, 5], pageSize: 2))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var seen: [UInt64] = []
+        let result = try follower.follow(from: 1, for: .seconds(30)) { event in
+            seen.append(event.seq)
+            return event.seq == 5 ? .stop : .continue
+        }
+        #expect(seen == [1, 2, 3, 4, 5])
+        #expect(result.ending == .stopped)
+        #expect(script.current.replays.contains(3))
+    }
+
+    @Test func followingFromLatestSkipsOlderEvents() throws {
+        let context = try Context()
+        let job = ulid()
+        let script = Shared(EventScript(log: (1...4).map { event($0, .started, job: job) },
+                                        later: [event(5, .started, job: job), event(6, .stored, job: job, record: ulid())],
+                                        publish: [5, 6]))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var seen: [UInt64] = []
+        _ = try follower.follow(from: nil, for: .seconds(30)) { event in
+            seen.append(event.seq)
+            return event.seq == 6 ? .stop : .continue
+        }
+        #expect(seen == [5, 6])
+    }
+
+    @Test func stoppingInsideAReplayThenFollowingAgainLosesNothing() throws {
+        let context = try Context()
+        let job = ulid()
+        let script = Shared(EventScript(log: (1...6).map { event($0, .started, job: job) }))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var seen: [UInt64] = []
+        let first = try follower.follow(from: 1) { event in
+            seen.append(event.seq)
+            return event.seq == 2 ? .stop : .continue
+        }
+        #expect(first.lastSeq == 2)
+        _ = try follower.follow(from: first.lastSeq + 1, for: .seconds(30)) { event in
+            seen.append(event.seq)
+            return event.seq == 6 ? .stop : .continue
+        }
+        #expect(seen == [1, 2, 3, 4, 5, 6])
+    }
+
+    @Test func waitForJobsReturnsWhenEachJobIsStoredOrDead() throws {
+        let context = try Context()
+        let (a, b, c, other) = (ulid(), ulid(), ulid(), ulid())
+        let (recordA, recordC) = (ulid(), ulid())
+        let corrupt = FailureDetail(stepIndex: -1, step: "", code: "image.corrupt", reason: "not a JPEG: missing SOI marker")
+        let script = Shared(EventScript(
+            log: [event(1, .accepted, job: a), event(2, .accepted, job: b), event(3, .accepted, job: c), event(4, .started, job: a)],
+            later: [event(5, .stored, job: a, record: recordA), event(6, .started, job: b), event(7, .failed, job: b, failure: corrupt),
+                    event(8, .dead, job: b, failure: corrupt), event(9, .accepted, job: other), event(10, .stored, job: other, record: ulid()),
+                    event(11, .started, job: c), event(12, .stored, job: c, record: recordC)],
+            publish: Set(5...12)))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var seen: [UInt64] = []
+        let outcomes = try follower.waitForJobs([a, b, c], from: 1, timeout: .seconds(30)) { seen.append($0.seq) }
+        #expect(outcomes == [a: .stored(recordID: recordA), b: .dead(corrupt), c: .stored(recordID: recordC)])
+        #expect(seen == [1, 2, 3, 4, 5, 6, 7, 8, 11, 12])
+    }
+
+    @Test func waitForJobsTimesOutNamingWhatIsUnfinished() throws {
+        let context = try Context()
+        let job = ulid()
+        let script = Shared(EventScript(log: [event(1, .accepted, job: job)]))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        let error = #expect(throws: ClientError.self) {
+            try follower.waitForJobs([job, ulid()], from: 1, timeout: .milliseconds(300))
+        }
+        #expect(error?.kind == .timeout)
+        #expect(error?.message == "2 of 2 job(s) still unfinished after 300 ms (no stored or dead event yet)")
+    }
+}
