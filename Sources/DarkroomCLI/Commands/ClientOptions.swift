@@ -30,9 +30,12 @@ enum ClientOptions {
     }
 }
 
-extension ClientError {
-    /// Client failures are runtime errors: exit 1 with the message.
-    var runtime: RuntimeError { RuntimeError(message) }
+extension Error {
+    /// Client failures are runtime errors: exit 1 with their one-line message.
+    var runtime: any Error {
+        if let error = self as? ClientError { return RuntimeError(error.message) }
+        return self
+    }
 }
 
 /// Formatting shared by the client commands.

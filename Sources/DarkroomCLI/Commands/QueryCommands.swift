@@ -45,8 +45,9 @@ enum WatchCommand {
                         return .continue
                     }
                     return 0
-                } catch let error where error.kind == .timeout {
+                } catch {
                     // The broker went away; keep following from where we were.
+                    guard error.kind == .timeout else { throw error }
                     Console.err("watch: \(error.message); retrying")
                     from = follower.lastDeliveredSeq.map { $0 + 1 } ?? from
                     Thread.sleep(forTimeInterval: 1)
