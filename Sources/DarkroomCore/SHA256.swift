@@ -81,7 +81,8 @@ public struct SHA256: Sendable {
     ]
 
     private mutating func compress(_ block: [UInt8], at offset: Int) {
-        var w = [UInt32](repeating: 0, count: 64)
+        // The message schedule lives on the stack: no allocation per block.
+        var w = InlineArray<64, UInt32>(repeating: 0)
         for t in 0..<16 {
             let i = offset + t * 4
             w[t] = UInt32(block[i]) << 24 | UInt32(block[i + 1]) << 16 | UInt32(block[i + 2]) << 8 | UInt32(block[i + 3])
