@@ -25,7 +25,8 @@ final class Channel {
     private let poller = Poller()
     private var lastRequestID: UInt64 = 0
 
-    init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?) throws(ClientError) {
+    init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?,
+         receiveHighWaterMark: Int? = nil) throws(ClientError) {
         self.endpoint = endpoint
         self.role = role
         self.timeout = timeout
@@ -43,6 +44,7 @@ final class Channel {
             try socket.setImmediate(true)
             try socket.setSendTimeout(milliseconds: milliseconds(timeout))
             try socket.setReconnectInterval(100, maximum: 1000)
+            if let receiveHighWaterMark { try socket.setReceiveHighWaterMark(receiveHighWaterMark) }
             if let curve {
                 try socket.setCurveClient(serverKey: curve.serverKey, keyPair: curve.keyPair)
             }

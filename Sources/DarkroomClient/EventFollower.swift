@@ -65,7 +65,11 @@ public final class EventFollower {
     /// whether events were missed.
     public var idleCheck: Duration = .seconds(1)
     /// The most events to ask for in one REPLAY; 0 lets the broker choose.
-    public var replayPageLimit: UInt32 = 0
+    /// Kept under ZeroMQ's default high-water mark (1000 messages), which a
+    /// ROUTER silently drops beyond: a page that fits arrives whole.
+    public var replayPageLimit: UInt32 = 500
+    /// Messages the frontend socket may queue: replay pages arrive in bursts.
+    static let replayQueueDepth = 100_000
     /// The seq of the last event delivered, by any `follow` call.
     public private(set) var lastDeliveredSeq: UInt64?
 
@@ -80,7 +84,8 @@ public final class EventFollower {
                 timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil) throws(ClientError) {
         self.context = context
         self.curve = curve
-        channel = try Channel(context: context, endpoint: frontend, role: .broker, timeout: timeout, curve: curve)
+        channel = try Channel(context: context, endpoint: frontend, role: .broker, timeout: timeout, curve: curve,
+                              receiveHighWaterMark: Self.replayQueueDepth)
         do {
             subscriber = try context.socket(.sub)
         } catch {
@@ -260,6 +265,10 @@ public final class EventFollower {
     /// REPLAYs from `state.next` until caught up with the broker's head,
     /// taking live events meanwhile.
     private func catchUp(_ state: inout State, _ handler: (Event) -> FollowDecision) throws(ClientError) {
+        // A broker whose frontend queue overflows drops messages, REPLAY-END
+        // included; a REPLAY that went unanswered while the broker was
+        // visibly alive is asked once more before giving up.
+        var retriedSilence = false
         while !state.stopped {
             let from = state.next
             let id = channel.nextRequestID()
@@ -268,9 +277,11 @@ public final class EventFollower {
             var firstReplayed: UInt64?
             var end: ReplayEnd?
             let deadline = ContinuousClock.now + channel.timeout
+            var heardFromBroker = false
             while end == nil {
                 _ = try drainLive(&state, handler)
                 while end == nil, !state.stopped, let frames = try channel.receiveNow() {
+                    heardFromBroker = true
                     let message: FrontendMessage
                     do {
                         message = try FrontendMessage.decode(frames)
@@ -298,6 +309,7 @@ public final class EventFollower {
                 if end != nil { break }
                 let remaining = deadline - ContinuousClock.now
                 if remaining <= .zero {
+                    if heardFromBroker && !retriedSilence { break }
                     throw ClientError.noAnswer(from: .broker, at: channel.endpoint, within: channel.timeout,
                                                detail: "REPLAY from seq \(from) unanswered")
                 }
@@ -307,8 +319,13 @@ public final class EventFollower {
                     throw ClientError.zmq(error, "cannot wait for the broker")
                 }
             }
+            guard let end else {
+                // The answer was cut short: ask again from where delivery stands.
+                retriedSilence = true
+                try reopenFrontend()
+                continue
+            }
             replayAbandoned = false
-            guard let end else { return }
             if end.headSeq < from - 1 {
                 throw ClientError(.protocolViolation, "the broker at \(channel.endpoint) says its newest event is \(end.headSeq), but event \(from - 1) was already seen (was the broker's data reset?)")
             }
@@ -342,7 +359,8 @@ public final class EventFollower {
 
     /// Replaces the frontend socket, dropping what is left of an abandoned REPLAY.
     private func reopenFrontend() throws(ClientError) {
-        let fresh = try Channel(context: context, endpoint: channel.endpoint, role: .broker, timeout: channel.timeout, curve: curve)
+        let fresh = try Channel(context: context, endpoint: channel.endpoint, role: .broker, timeout: channel.timeout, curve: curve,
+                                receiveHighWaterMark: Self.replayQueueDepth)
         channel = fresh
         poller = Poller()
         poller.add(subscriber)

@@ -202,7 +202,9 @@ public final class Producer {
     /// received is queued twice; the second copy's job id is never seen and
     /// its result is a second record. After the last resend, every
     /// outstanding job gets `.failed` (kind `.timeout`), and `submit` throws
-    /// the timeout; jobs not yet sent are not reported.
+    /// the timeout. The same happens when a SUBMIT cannot even be queued
+    /// within `timeout` (no broker listening). Jobs not yet taken from
+    /// `jobs` are not reported.
     ///
     /// - Returns: counts, and the first accepted event seq for `EventFollower`.
     @discardableResult
@@ -294,6 +296,7 @@ public final class Producer {
                 do {
                     try channel.send(submit.frames(), what: "SUBMIT")
                 } catch {
+                    report(request, .failed(error))  // not queued: ZeroMQ refused it
                     throw abandon(error)
                 }
                 if outstanding.isEmpty { silentSince = ContinuousClock.now }

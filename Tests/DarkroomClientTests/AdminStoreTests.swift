@@ -135,3 +135,26 @@ import DarkroomZMQ
         _ = try store.ping()
     }
 }
+
+@Suite(.enabled(if: Curve.isAvailable, "libzmq built without CURVE"))
+struct CurveClientTests {
+    @Test func clientsSpeakCurveWithTheServerKeyAndGetNoAnswerWithAnother() throws {
+        let context = try Context()
+        let serverKeys = try CurveKeyPair.generate()
+        let server = try TestServer(context: context, curveSecret: serverKeys.secretKey) { io, identity, frames in
+            if case .ping(let r)? = try? FrontendMessage.decode(frames) {
+                io.reply(identity, Pong(requestID: r.requestID).frames())
+            }
+        }
+        defer { server.stop() }
+
+        let keys = CurveClientKeys(serverKey: serverKeys.publicKey, keyPair: try CurveKeyPair.generate())
+        let admin = try Admin(endpoint: server.endpoint, context: context, timeout: .seconds(20), curve: keys)
+        _ = try admin.ping()
+
+        let impostor = CurveClientKeys(serverKey: try CurveKeyPair.generate().publicKey, keyPair: try CurveKeyPair.generate())
+        let lost = try Admin(endpoint: server.endpoint, context: context, timeout: .milliseconds(300), curve: impostor)
+        let error = #expect(throws: ClientError.self) { try lost.ping() }
+        #expect(error?.kind == .timeout)
+    }
+}

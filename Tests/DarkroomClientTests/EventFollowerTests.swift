@@ -16,6 +16,8 @@ struct EventScript: Sendable {
     /// When false, `later` is only published, never replayed: the follower
     /// can only get it from the events socket.
     var replayLater = true
+    /// REPLAY answers whose REPLAY-END is dropped (as an overflowing ROUTER would).
+    var dropEnds = 0
     var replays: [UInt64] = []
     var caughtUp = false
     var released = false
@@ -26,17 +28,19 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
         guard let message = try? FrontendMessage.decode(frames) else { return }
         switch message {
         case .replay(let request):
-            let (events, end) = script.with { s -> ([Event], ReplayEnd) in
+            let (events, end, drop) = script.with { s -> ([Event], ReplayEnd, Bool) in
                 s.replays.append(request.fromSeq)
+                let drop = s.dropEnds > 0
+                if drop { s.dropEnds -= 1 }
                 let head = UInt64(s.log.count)
                 let cap = request.limit == 0 ? s.pageSize : min(Int(request.limit), s.pageSize)
                 let slice = Array(s.log.filter { $0.seq >= request.fromSeq }.prefix(cap))
                 let last = slice.last?.seq ?? max(request.fromSeq, 1) - 1
-                if last >= head { s.caughtUp = true }
-                return (slice, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: head))
+                if last >= head && !drop { s.caughtUp = true }
+                return (slice, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: head), drop)
             }
             for event in events { io.reply(identity, event.frames()) }
-            io.reply(identity, end.frames())
+            if !drop { io.reply(identity, end.frames()) }
         case .status(let request):
             let head = script.with { UInt64($0.log.count) }
             let status = BrokerStatus(time: 1, eventSeq: head,
@@ -103,6 +107,25 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
         #expect(seen == [1, 2, 3, 4, 5])
         #expect(result.ending == .stopped)
         #expect(script.current.replays.contains(3))
+    }
+
+    @Test func aReplayWhoseEndIsLostIsAskedAgain() throws {
+        let context = try Context()
+        let job = ulid()
+        var script = EventScript(log: (1...6).map { event($0, .started, job: job) }, pageSize: 4)
+        script.dropEnds = 1
+        let shared = Shared(script)
+        let server = try eventBroker(context, shared)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .milliseconds(500))
+        var seen: [UInt64] = []
+        _ = try follower.follow(from: 1, for: .seconds(30)) { event in
+            seen.append(event.seq)
+            return event.seq == 6 ? .stop : .continue
+        }
+        #expect(seen == [1, 2, 3, 4, 5, 6])
+        #expect(Array(shared.current.replays.prefix(2)) == [1, 5])
     }
 
     @Test func followingFromLatestSkipsOlderEvents() throws {

@@ -17,7 +17,7 @@ final class TestServer: Sendable {
     private let mailbox: Mailbox<@Sendable (ServerIO) -> Void>
     private let finished = DispatchSemaphore(value: 0)
 
-    init(context: Context, events: Bool = false, handler: @escaping Handler) throws {
+    init(context: Context, events: Bool = false, curveSecret: CurveKey? = nil, handler: @escaping Handler) throws {
         let ready = Handoff<Result<(String, String, Mailbox<@Sendable (ServerIO) -> Void>), ZMQError>>()
         let finished = self.finished
         Thread.detachNewThread {
@@ -27,6 +27,7 @@ final class TestServer: Sendable {
                 let router = try context.socket(.router)
                 try router.setLinger(milliseconds: 0)
                 try router.setMaxMessageSize(Wire.maxMessageSize)
+                if let curveSecret { try router.setCurveServer(secretKey: curveSecret) }
                 try router.bind("tcp://127.0.0.1:*")
                 var publisher: Socket?
                 if events {

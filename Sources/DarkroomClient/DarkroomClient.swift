@@ -1,0 +1,28 @@
+// DarkroomClient: the client side of DRK1 (protocol/drk1.md), used by the
+// `darkroom` commands submit, watch, status, ls, get, rm and dead.
+//
+//   Producer       DEALER → broker frontend   SUBMIT, pipelined with a window
+//   EventFollower  SUB ← broker events,       every event once, in seq order,
+//                  DEALER → broker frontend   gaps filled with REPLAY
+//   Admin          DEALER → broker frontend   STATUS, DEAD-LIST/-RETRY/-DISCARD, PING
+//   StoreClient    DEALER → storage node      LIST, GET (sha256 checked), DELETE, STATS, PING
+//
+// Decisions:
+// - Every call blocks and has a deadline (`timeout`, 5 s by default). A
+//   silent server gives `ClientError` of kind `.timeout` whose message names
+//   the server, its endpoint, the timeout and the command that starts it.
+// - Sockets use ZMQ_IMMEDIATE: with no server listening, a send waits for a
+//   connection (up to the timeout) instead of queueing requests that would
+//   all arrive, stale, once a server starts.
+// - Each client object owns its ZeroMQ sockets, so it belongs to the thread
+//   that made it and is not Sendable. Make one per thread; they may share a
+//   `Context`.
+// - Request ids count up from 1 per socket; replies are matched by id, so a
+//   late answer to a timed-out request is never taken for another's.
+// - The producer resends unanswered SUBMITs once (same request id) after a
+//   silence of `timeout`; DRK1 has no submit deduplication, so a resend can
+//   queue a job twice. `resubmits: 0` turns this off.
+// - The default submit priority is 5, the middle of 0…9, so jobs can be
+//   submitted both below and above the default.
+// - A malformed reply is answered with ERROR (never to an ERROR), as DRK1
+//   asks of every receiver, and fails the request it names.
