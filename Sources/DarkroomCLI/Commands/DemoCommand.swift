@@ -70,7 +70,7 @@ enum DemoCommand {
 
         Contact sheet: \(sheet.path)
         Inputs:        \(inputDir.path)/
-        Database:      \(dataDir.path)/store/store.sqlite (records), \(dataDir.path)/broker/ (queue and events)
+        Database:      \(dataDir.path)/store/store.db (records), \(dataDir.path)/broker/queue.sqlite (queue and events)
         Serve it again: darkroom up --data \(dataDir.path)   then   darkroom ls
         """)
         return status
