@@ -49,6 +49,12 @@ public enum DarkroomCLI {
     /// Runs the command line and returns the exit status: 0 success, 1 runtime
     /// failure, 64 usage error.
     public static func run(_ arguments: [String]) -> Int32 {
+        // A parent may hand down a blocked signal mask (threads of Dispatch pools
+        // block every signal, and children inherit the mask of the thread that
+        // spawned them). Unblock everything so SIGTERM and SIGINT work.
+        var none = sigset_t()
+        sigemptyset(&none)
+        sigprocmask(SIG_SETMASK, &none, nil)
         var args = Array(arguments.dropFirst())
         guard let first = args.first else {
             Console.out(overview)

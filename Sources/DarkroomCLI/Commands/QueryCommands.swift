@@ -17,6 +17,7 @@ enum WatchCommand {
         options: [
             .value("from", "SEQ", help: "Replay from this event sequence number (1 = everything).", default: "only new events"),
             .value("count", "N", help: "Exit after N events."),
+            .value("duration", "SECONDS", help: "Exit after this many seconds."),
             ClientOptions.json,
             ClientOptions.broker,
             ClientOptions.events,
@@ -31,6 +32,8 @@ enum WatchCommand {
             from = seq
         }
         let limit = args.value("count") == nil ? nil : try args.int("count", default: 0, range: 1...Int.max)
+        let duration: Duration? = args.value("duration") == nil ? nil : .seconds(try args.int("duration", default: 0, range: 1...1_000_000))
+        let deadline = duration.map { ContinuousClock.now + $0 }
         let json = args.flag("json")
         let context = try Context()
         do {
@@ -38,7 +41,9 @@ enum WatchCommand {
             var seen = 0
             while true {
                 do {
-                    _ = try follower.follow(from: from) { event in
+                    let remaining = deadline.map { $0 - ContinuousClock.now }
+                    if let remaining, remaining <= .zero { return 0 }
+                    _ = try follower.follow(from: from, for: remaining) { event in
                         Console.out(json ? Format.eventJSON(event) : Format.eventLine(event))
                         seen += 1
                         if let limit, seen >= limit { return .stop }

@@ -1,0 +1,133 @@
+import DarkroomImage
+import DarkroomZMQ
+import Foundation
+import Testing
+
+/// Runs real `darkroom` role processes on free loopback ports, for tests that
+/// exercise the whole system the way a user deploys it.
+final class SystemHarness {
+    let dir: TemporaryDirectory
+    let frontend: String
+    let backend: String
+    let events: String
+    let store: String
+    private(set) var processes: [String: Process] = [:]
+
+    init() throws {
+        dir = try TemporaryDirectory()
+        let ports = try SystemHarness.freePorts(4)
+        frontend = "tcp://127.0.0.1:\(ports[0])"
+        backend = "tcp://127.0.0.1:\(ports[1])"
+        events = "tcp://127.0.0.1:\(ports[2])"
+        store = "tcp://127.0.0.1:\(ports[3])"
+    }
+
+    deinit {
+        for process in processes.values where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Ports the kernel just handed out, released again for the roles to bind.
+    static func freePorts(_ count: Int) throws -> [Int] {
+        let context = try Context()
+        var sockets: [Socket] = []
+        var ports: [Int] = []
+        for _ in 0..<count {
+            let socket = try context.socket(.router)
+            try socket.bind("tcp://127.0.0.1:*")
+            let endpoint = try socket.lastEndpoint()
+            ports.append(Int(endpoint.split(separator: ":").last ?? "") ?? 0)
+            sockets.append(socket)
+        }
+        for socket in sockets { socket.close() }
+        return ports
+    }
+
+    var clientFlags: [String] { ["--broker", frontend, "--events", events] }
+    var storeFlags: [String] { ["--store", store] }
+    var brokerFlags: [String] { ["--broker", frontend] }
+
+    /// Starts a role as a background process whose output goes to a log file.
+    @discardableResult
+    func start(_ name: String, _ arguments: [String]) throws -> Process {
+        let log = dir.url.appendingPathComponent("\(name).log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        let process = Process()
+        process.executableURL = DarkroomProcess.executable
+        process.arguments = arguments
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        processes[name] = process
+        return process
+    }
+
+    func startBroker(_ extra: [String] = []) throws {
+        try start("broker", ["broker", "--data", dir.path("data"), "--frontend", frontend, "--backend", backend, "--events", events] + extra)
+        try waitUntil("the broker answers") { try self.run(["status", "--check", "--only", "broker", "--broker", self.frontend, "--timeout", "1"]).status == 0 }
+    }
+
+    func startStore() throws {
+        try start("store", ["store", "--data", dir.path("data"), "--bind", store])
+        try waitUntil("the store answers") { try self.run(["status", "--check", "--only", "store", "--store", self.store, "--timeout", "1"]).status == 0 }
+    }
+
+    func startWorker(_ name: String, concurrency: Int = 1) throws {
+        try start(name, ["worker", "--broker", backend, "--store", store, "--concurrency", String(concurrency), "--id", name, "--grace", "5"])
+    }
+
+    func log(_ name: String) -> String {
+        (try? String(contentsOf: dir.url.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+    }
+
+    /// Runs a client command to completion.
+    func run(_ arguments: [String]) throws -> DarkroomProcess.Output {
+        try DarkroomProcess.run(arguments)
+    }
+
+    /// Sends a signal and waits for the process to exit; returns its status.
+    @discardableResult
+    func signal(_ name: String, _ sig: Int32) -> Int32 {
+        guard let process = processes[name] else { return -1 }
+        kill(process.processIdentifier, sig)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Polls `condition` until it holds or `timeout` passes.
+    func waitUntil(_ what: String, timeout: Duration = .seconds(60), _ condition: () throws -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if (try? condition()) == true { return }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        throw HarnessError("timed out waiting until \(what)\n--- broker log ---\n\(log("broker").suffix(3000))\n--- store log ---\n\(log("store").suffix(1500))")
+    }
+
+    /// Writes `count` small JPEGs made in code into a fresh input directory.
+    func writeImages(_ count: Int, name: String = "input", size: Size = Size(width: 160, height: 120)) throws -> URL {
+        let folder = dir.url.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for i in 0..<count {
+            let bytes = try JPEG.encode(SamplePhoto.render(size, seed: UInt64(i + 1)), options: EncodeOptions(quality: 85))
+            try Data(bytes).write(to: folder.appendingPathComponent(String(format: "photo-%03d.jpg", i)))
+        }
+        return folder
+    }
+
+    /// Parses one JSON object per line.
+    static func jsonLines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { line in
+            try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        }
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,171 @@
+import DarkroomCore
+import DarkroomImage
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+import Testing
+
+/// The whole system as separate `darkroom` processes on loopback TCP: broker,
+/// storage node, workers, and the client commands a user types.
+@Suite("Darkroom end to end", .serialized)
+struct SystemTests {
+    @Test("submit --wait stores one linked full-res and thumbnail per job, and get returns the stored bytes")
+    func submitWaitListGet() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w1", concurrency: 2)
+        try h.startWorker("w2")
+        let input = try h.writeImages(6)
+
+        let submit = try h.run(["submit", input.path, "--ops", "scale:128x128,mode=fill | crop:square | glitch:seed=3", "--thumb", "32x32", "--wait", "--json"] + h.clientFlags)
+        #expect(submit.status == 0, "submit failed: \(submit.stderr)\n\(h.log("broker").suffix(2000))")
+        let lines = SystemHarness.jsonLines(submit.stdout)
+        let accepted = lines.filter { $0["status"] as? String == "accepted" }
+        let stored = lines.filter { $0["kind"] as? String == "stored" }
+        #expect(accepted.count == 6)
+        #expect(stored.count == 6)
+
+        let ls = try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags)
+        #expect(ls.status == 0)
+        let records = SystemHarness.jsonLines(ls.stdout)
+        #expect(records.count == 6)
+        let jobIDs = Set(accepted.compactMap { $0["job"] as? String })
+        #expect(Set(records.compactMap { $0["jobId"] as? String }) == jobIDs)
+        for record in records {
+            let full = try #require(record["full"] as? [String: Any])
+            let thumb = try #require(record["thumb"] as? [String: Any])
+            #expect(full["width"] as? Int == 128 && full["height"] as? Int == 128)
+            #expect(thumb["width"] as? Int == 32 && thumb["height"] as? Int == 32)
+            #expect((record["pipeline"] as? String) == "scale:128x128,mode=fill,kernel=lanczos3 | crop:square,gravity=center | glitch:seed=3,amount=0.5")
+        }
+
+        // get returns exactly the stored bytes, for the full image and the thumbnail.
+        let record = records[0]
+        let id = try #require(record["id"] as? String)
+        for (flag, key) in [([String](), "full"), (["--thumb"], "thumb")] {
+            let out = h.dir.path("got-\(key).jpg")
+            let get = try h.run(["get", id, "-o", out] + flag + h.storeFlags)
+            #expect(get.status == 0, "get: \(get.stderr)")
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: out)))
+            let info = try #require(record[key] as? [String: Any])
+            #expect(SHA256.hex(bytes) == info["sha256"] as? String)
+            #expect(bytes.count == info["bytes"] as? Int)
+        }
+
+        // status sees both workers; watch replays every event from the start, in order, without gaps.
+        let status = try h.run(["status", "--json"] + h.brokerFlags)
+        #expect(status.status == 0)
+        let statusObject = try #require(SystemHarness.jsonLines(status.stdout).first)
+        #expect((statusObject["workers"] as? [Any])?.count == 2)
+        let watch = try h.run(["watch", "--from", "1", "--count", "18", "--json"] + h.clientFlags)
+        #expect(watch.status == 0)
+        let events = SystemHarness.jsonLines(watch.stdout)
+        #expect(events.compactMap { $0["seq"] as? Int } == Array(1...18))
+        #expect(events.filter { $0["kind"] as? String == "stored" }.count == 6)
+
+        // rm deletes the record and its thumbnail.
+        let rm = try h.run(["rm", id] + h.storeFlags)
+        #expect(rm.status == 0)
+        #expect(SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).count == 5)
+    }
+
+    @Test("a worker killed with SIGKILL mid-batch loses nothing: its job is retried elsewhere, stored once")
+    func killedWorker() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        // Big enough that one job takes a while in a debug build.
+        let input = try h.writeImages(4, size: Size(width: 800, height: 600))
+        try h.startWorker("victim")
+        let submit = try h.run(["submit", input.path, "--ops", "blur:3 | scale:200x200,mode=fill | crop:square", "--json"] + h.clientFlags)
+        #expect(submit.status == 0, "submit: \(submit.stderr)")
+        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
+        #expect(jobs.count == 4)
+
+        // Wait until the victim has started a job, then kill it without warning.
+        try h.waitUntil("the victim starts a job") {
+            let watch = try h.run(["watch", "--from", "1", "--duration", "1", "--json"] + h.clientFlags)
+            return SystemHarness.jsonLines(watch.stdout).contains { $0["kind"] as? String == "started" }
+        }
+        h.signal("victim", SIGKILL)
+        try h.startWorker("rescuer", concurrency: 2)
+
+        try h.waitUntil("every job is stored", timeout: .seconds(180)) {
+            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 4
+        }
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout)
+        #expect(Set(records.compactMap { $0["jobId"] as? String }) == jobs)
+
+        let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
+        let storedEvents = all.filter { $0["kind"] as? String == "stored" }
+        let stored = Set(storedEvents.compactMap { $0["job"] as? String })
+        #expect(stored == jobs)
+        #expect(storedEvents.count == 4, "each job is stored exactly once")
+        // The killed worker's job was requeued as a new attempt.
+        let retried = all.filter { $0["kind"] as? String == "retrying" }
+        #expect(!retried.isEmpty)
+        #expect(retried.allSatisfy { ($0["attempt"] as? Int ?? 0) >= 2 })
+    }
+
+    @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")
+    func badInput() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w1")
+        let input = try h.writeImages(2)
+        // Passes the local header check but fails while decoding the scan.
+        let good = [UInt8](try Data(contentsOf: input.appendingPathComponent("photo-000.jpg")))
+        try Data(good.prefix(good.count * 2 / 3)).write(to: input.appendingPathComponent("broken.jpg"))
+
+        let submit = try h.run(["submit", input.path, "--ops", "scale:64x64", "--wait"] + h.clientFlags)
+        #expect(submit.status == 1)
+        #expect(submit.stderr.contains("broken.jpg: decode: truncated"), "stderr: \(submit.stderr)")
+        #expect(submit.stderr.contains("2 stored, 1 dead"))
+
+        let dead = try h.run(["dead"] + h.brokerFlags)
+        #expect(dead.status == 0)
+        #expect(dead.stdout.contains("broken.jpg"))
+        #expect(dead.stdout.contains("truncated"))
+
+        // Garbage and a wrong protocol version on the frontend: ERROR replies, broker unharmed.
+        let context = try Context()
+        let dealer = try context.socket(.dealer)
+        try dealer.setReceiveTimeout(milliseconds: 5000)
+        try dealer.connect(h.frontend)
+        try dealer.send([Array("DRK9".utf8), [0x02]])
+        let reply = try #require(try dealer.receive())
+        #expect(reply.first == Wire.protocolID)
+        #expect(reply.count >= 2 && reply[1] == [Command.error.rawValue])
+        try dealer.send([[0xFF, 0x00, 0x13], [], [1, 2, 3]])
+        try dealer.send([Wire.protocolID, [0x99]])
+        let unknown = try #require(try dealer.receive())
+        #expect(unknown[1] == [Command.error.rawValue])
+        dealer.close()
+        #expect(try h.run(["status", "--check"] + h.brokerFlags + h.storeFlags).status == 0)
+        // The broker is still serving and the worker still works.
+        let again = try h.run(["submit", input.appendingPathComponent("photo-001.jpg").path, "--ops", "invert", "--wait"] + h.clientFlags)
+        #expect(again.status == 0)
+    }
+
+    @Test("jobs accepted before a broker restart are all processed after it")
+    func brokerRestart() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        let input = try h.writeImages(3)
+        let submit = try h.run(["submit", input.path, "--ops", "grayscale"] + h.clientFlags)
+        #expect(submit.status == 0)
+        // SIGTERM: a clean shutdown that keeps every accepted job.
+        #expect(h.signal("broker", SIGTERM) == 0)
+        try h.startBroker()
+        try h.startWorker("w1")
+        try h.waitUntil("the three jobs are stored") {
+            SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).count == 3
+        }
+        #expect(h.signal("w1", SIGTERM) == 0)
+        #expect(h.signal("store", SIGTERM) == 0)
+        #expect(h.signal("broker", SIGTERM) == 0)
+    }
+}
