@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
-        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomImage", "DarkroomCore"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
