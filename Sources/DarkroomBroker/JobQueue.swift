@@ -97,6 +97,7 @@ final class JobQueue {
                 reason TEXT NOT NULL
             )
             """)
+        try migrateStepIndexes()
         let head = try db.query("SELECT COALESCE(MAX(seq), 0) FROM events") { $0.int64(0) ?? 0 }.first ?? 0
         headSeq = UInt64(max(0, head))
         committedSeq = headSeq
@@ -104,6 +105,32 @@ final class JobQueue {
 
     func close() {
         try? db.close()
+    }
+
+    /// Schema version 1 numbers failing steps from 1 with 0 for "not in a
+    /// step", as DRK1 does. Version 0 counted steps from 0 and used -1 for
+    /// "not in a step"; a failure in a step always had its step text, so
+    /// the rows convert exactly. New, empty databases just get the version.
+    private func migrateStepIndexes() throws {
+        let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
+        guard version < 1 else { return }
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            for (table, index, step) in [("jobs", "error_step_index", "error_step"), ("events", "step_index", "step")] {
+                try db.execute("UPDATE \(table) SET \(index) = \(index) + 1 WHERE \(index) >= 0 AND \(step) <> ''")
+                try db.execute("UPDATE \(table) SET \(index) = 0 WHERE \(index) < 0")
+            }
+            try db.execute("PRAGMA user_version = 1")
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// A stored step index as DRK1 carries it: 0 when absent, never negative.
+    static func wireStepIndex(_ stored: Int64?) -> Int32 {
+        Int32(clamping: max(stored ?? 0, 0))
     }
 
     // MARK: Transactions
@@ -153,7 +180,7 @@ final class JobQueue {
         try beginIfNeeded()
         let event = Event(seq: headSeq + 1, time: time, kind: kind, jobID: job.id, attempt: attempt, sourceName: job.source,
                           workerID: worker, recordID: record, failure: failure)
-        let f = failure ?? FailureDetail(stepIndex: -1, step: "", code: "", reason: "")
+        let f = failure ?? FailureDetail(stepIndex: 0, step: "", code: "", reason: "")
         try db.execute("""
             INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -308,7 +335,7 @@ final class JobQueue {
             return DeadJob(jobID: id, source: row.string(1) ?? "", pipeline: row.string(2) ?? "",
                            priority: UInt8(clamping: row.int64(3) ?? 0), attempts: UInt32(clamping: row.int64(4) ?? 0),
                            submitted: UInt64(clamping: row.int64(5) ?? 0), died: UInt64(clamping: row.int64(6) ?? 0),
-                           stepIndex: Int32(clamping: row.int64(7) ?? -1), step: row.string(8) ?? "",
+                           stepIndex: Self.wireStepIndex(row.int64(7)), step: row.string(8) ?? "",
                            errorCode: row.string(9) ?? "", reason: row.string(10) ?? "")
         }.compactMap { $0 }
         return DeadList(total: UInt64(total), jobs: jobs)
@@ -324,9 +351,9 @@ final class JobQueue {
             guard let kind = EventKind(rawValue: UInt8(clamping: row.int64(2) ?? 0)),
                   let jobText = row.string(3), let jobID = ULID(jobText) else { return nil }
             let code = row.string(10) ?? ""
-            let failure = FailureDetail(stepIndex: Int32(clamping: row.int64(8) ?? -1), step: row.string(9) ?? "",
+            let failure = FailureDetail(stepIndex: Self.wireStepIndex(row.int64(8)), step: row.string(9) ?? "",
                                         code: code, reason: row.string(11) ?? "")
-            let hasFailure = !code.isEmpty || !failure.reason.isEmpty || failure.stepIndex >= 0 || !failure.step.isEmpty
+            let hasFailure = !code.isEmpty || !failure.reason.isEmpty || failure.stepIndex > 0 || !failure.step.isEmpty
             return Event(seq: UInt64(clamping: row.int64(0) ?? 0), time: UInt64(clamping: row.int64(1) ?? 0), kind: kind,
                          jobID: jobID, attempt: UInt32(clamping: row.int64(4) ?? 0), sourceName: row.string(5) ?? "",
                          workerID: row.string(6) ?? "", recordID: row.string(7).flatMap { ULID($0) },

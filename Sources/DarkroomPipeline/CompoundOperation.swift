@@ -17,8 +17,9 @@ public enum Stage: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The step index carried on the wire: 1-based for pipeline steps, 0 for decode,
-    /// -1 for encode.
+    /// The stage as a number: 1-based for pipeline steps, 0 for decode, -1 for
+    /// encode. DRK1 carries the same step numbers but 0 for both decode and
+    /// encode, with the stage named in the reason.
     public var index: Int {
         switch self {
         case .decode: 0

@@ -135,7 +135,7 @@ public struct Done: WireMessage {
 ///     2 job id      ULID
 ///     3 attempt     u32, as in the JOB
 ///     4 retryable   u8, 0 or 1
-///     5 step index  i32, from 0, or -1 when not in a pipeline step
+///     5 step index  i32, the failing step from 1, or 0 when not in a pipeline step
 ///     6 step        text, the step's canonical text, 0…1024 bytes
 ///     7 error code  text, 1…64 bytes (`image.corrupt`, `store.unreachable`…)
 ///     8 reason      text, one line, 0…4096 bytes

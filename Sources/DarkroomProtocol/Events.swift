@@ -49,7 +49,7 @@ public enum EventKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConv
 ///      7 source name  text, 0…1024 bytes
 ///      8 worker id    text, empty unless the event concerns a worker
 ///      9 record id    empty, or ULID (stored)
-///     10 step index   i32, -1 when there is no failure or it is not in a step
+///     10 step index   i32, the failing step from 1; 0 when there is no failure or it is not in a step
 ///     11 step         text, 0…1024 bytes
 ///     12 error code   text, empty when there is no failure
 ///     13 reason       text, one line, 0…4096 bytes

@@ -70,7 +70,7 @@ extension MessageReader {
     }
 
     mutating func failure(requireCode: Bool) throws(ProtocolError) -> FailureDetail {
-        let stepIndex = try i32("step index", -1...Int32.max)
+        let stepIndex = try i32("step index", 0...Int32.max)
         let step = try text("step", bytes: 0...Wire.Limit.stepBytes)
         let code = try text("error code", bytes: (requireCode ? 1 : 0)...Wire.Limit.errorCodeBytes)
         let reason = try text("reason", bytes: 0...Wire.Limit.reasonBytes)
@@ -105,23 +105,25 @@ public struct ImageSize: Sendable, Hashable, Codable {
 }
 
 /// Why a job attempt failed, as FAIL and EVENT carry it: which pipeline step
-/// (index from 0, or -1 when the failure is not in a step: decode, encode,
-/// store, a lost worker), that step's canonical text, a short machine code
-/// (`image.corrupt`, `pipeline.invalid`, `worker.lost`…) and a sentence.
+/// (numbered from 1 in pipeline order, as people read it, or 0 when the
+/// failure is not in a step: decode, encode, store, shutdown, a lost worker;
+/// the reason then starts with the stage), that step's canonical text, a
+/// short machine code (`image.corrupt`, `pipeline.invalid`, `worker.lost`…)
+/// and a sentence.
 public struct FailureDetail: Sendable, Hashable {
     public var stepIndex: Int32
     public var step: String
     public var code: String
     public var reason: String
 
-    public init(stepIndex: Int32 = -1, step: String = "", code: String, reason: String) {
+    public init(stepIndex: Int32 = 0, step: String = "", code: String, reason: String) {
         self.stepIndex = stepIndex
         self.step = step
         self.code = code
         self.reason = reason
     }
 
-    static let none = FailureDetail(stepIndex: -1, step: "", code: "", reason: "")
+    static let none = FailureDetail(stepIndex: 0, step: "", code: "", reason: "")
 
     /// Error codes DRK1 itself defines. Image and pipeline errors use
     /// `image.<code>` and `pipeline.<code>`.
@@ -142,7 +144,7 @@ public struct FailureDetail: Sendable, Hashable {
 
     /// One line for a person: `step 2 crop:600x600+0+0: image.invalid-argument: rectangle exceeds image 500x400`.
     public var summary: String {
-        let head = stepIndex >= 0 ? "step \(stepIndex) \(step): " : ""
+        let head = stepIndex >= 1 ? "step \(stepIndex) \(step): " : ""
         return head + (code.isEmpty ? "" : "\(code): ") + reason
     }
 }

@@ -109,6 +109,7 @@ public struct DeadJob: Codable, Sendable, Equatable {
     public var submitted: UInt64
     /// Unix ms when it became dead.
     public var died: UInt64
+    /// The failing pipeline step, numbered from 1; 0 when the failure was not in a step.
     public var stepIndex: Int32
     public var step: String
     public var errorCode: String

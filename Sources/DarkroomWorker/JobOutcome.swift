@@ -15,25 +15,25 @@ enum JobOutcome: Sendable {
 enum FailureMapping {
     /// The pipeline text did not parse: `pipeline.invalid`, not in a step.
     static func invalidPipeline(_ error: PipelineSyntaxError) -> FailureDetail {
-        detail(stepIndex: -1, step: "", code: FailureDetail.Code.invalidPipeline, reason: error.summary)
+        detail(stepIndex: 0, step: "", code: FailureDetail.Code.invalidPipeline, reason: error.summary)
     }
 
-    /// A failure of the compound operation. The wire counts pipeline steps
-    /// from 0 and uses -1 for decode and encode (protocol section 6.1), while
-    /// `Stage` counts steps from 1; decode and encode failures name their stage
-    /// at the start of the reason instead.
+    /// A failure of the compound operation. The wire numbers pipeline steps
+    /// from 1, as `Stage` does, and uses 0 for anything outside a step
+    /// (protocol section 6.1): decode and encode failures carry 0 and name
+    /// their stage at the start of the reason instead.
     static func pipelineFailure(_ failure: PipelineFailure) -> FailureDetail {
         let code = "image.\(failure.error.code.name)"
         switch failure.stage {
         case let .step(index, text):
-            return detail(stepIndex: Int32(clamping: index - 1), step: text, code: code, reason: failure.error.message)
+            return detail(stepIndex: Int32(clamping: max(index, 1)), step: text, code: code, reason: failure.error.message)
         case .decode, .encode:
-            return detail(stepIndex: -1, step: "", code: code, reason: "\(failure.stage): \(failure.error.message)")
+            return detail(stepIndex: 0, step: "", code: code, reason: "\(failure.stage): \(failure.error.message)")
         }
     }
 
     /// A FAIL that is not about the image (store, shutdown, internal).
-    static func detail(stepIndex: Int32 = -1, step: String = "", code: String, reason: String) -> FailureDetail {
+    static func detail(stepIndex: Int32 = 0, step: String = "", code: String, reason: String) -> FailureDetail {
         FailureDetail(
             stepIndex: stepIndex,
             step: WireText.line(step, maxBytes: Wire.Limit.stepBytes),

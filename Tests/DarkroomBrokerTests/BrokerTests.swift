@@ -151,7 +151,7 @@ import Testing
         try worker.ready(credit: 1)
         let job = try worker.job()
         try worker.fail(job, retryable: false, code: "image.invalid-argument", reason: "rectangle exceeds image 500x400",
-                        stepIndex: 0, step: "crop:600x600+0+0")
+                        stepIndex: 1, step: "crop:600x600+0+0")
         let status = try client.waitForStatus("the job to die") { $0.queue.dead == 1 }
         #expect(status.queue.inFlight == 0)
         let reply = try client.request { DeadListRequest(requestID: $0, limit: 10).frames() }
@@ -160,7 +160,7 @@ import Testing
         let dead = try #require(list.list.jobs.first)
         #expect(dead.jobID == accepted.jobID)
         #expect(dead.source == "bad.jpg")
-        #expect(dead.stepIndex == 0)
+        #expect(dead.stepIndex == 1)
         #expect(dead.step == "crop:600x600+0+0")
         #expect(dead.errorCode == "image.invalid-argument")
         #expect(dead.reason == "rectangle exceeds image 500x400")

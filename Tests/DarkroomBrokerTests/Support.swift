@@ -183,7 +183,7 @@ final class TestWorker {
     }
 
     func fail(_ job: JobDispatch, retryable: Bool, code: String = "internal", reason: String = "boom",
-              stepIndex: Int32 = -1, step: String = "") throws {
+              stepIndex: Int32 = 0, step: String = "") throws {
         try send(.fail(Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable,
                             failure: FailureDetail(stepIndex: stepIndex, step: step, code: code, reason: reason))))
     }

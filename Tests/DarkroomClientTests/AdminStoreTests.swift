@@ -38,7 +38,7 @@ import DarkroomZMQ
     @Test func deadLetterCommandsAndPing() throws {
         let context = try Context()
         let deadJob = DeadJob(jobID: ulid(), source: "bad.jpg", pipeline: "crop:600x600+0+0", priority: 0, attempts: 1,
-                              submitted: 1_730_000_000_000, died: 1_730_000_000_500, stepIndex: 0, step: "crop:600x600+0+0",
+                              submitted: 1_730_000_000_000, died: 1_730_000_000_500, stepIndex: 1, step: "crop:600x600+0+0",
                               errorCode: "image.invalid-argument", reason: "rectangle exceeds image 500x400")
         let afters = Shared<[ULID?]>([])
         let server = try TestServer(context: context) { io, identity, frames in

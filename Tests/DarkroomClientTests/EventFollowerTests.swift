@@ -171,7 +171,7 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
         let context = try Context()
         let (a, b, c, other) = (ulid(), ulid(), ulid(), ulid())
         let (recordA, recordC) = (ulid(), ulid())
-        let corrupt = FailureDetail(stepIndex: -1, step: "", code: "image.corrupt", reason: "not a JPEG: missing SOI marker")
+        let corrupt = FailureDetail(stepIndex: 0, step: "", code: "image.corrupt", reason: "not a JPEG: missing SOI marker")
         let script = Shared(EventScript(
             log: [event(1, .accepted, job: a), event(2, .accepted, job: b), event(3, .accepted, job: c), event(4, .started, job: a)],
             later: [event(5, .stored, job: a, record: recordA), event(6, .started, job: b), event(7, .failed, job: b, failure: corrupt),

@@ -190,6 +190,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .deadListReply(let d):
             set("requestID", d.requestID); set("list.total", d.list.total)
             set("list.jobs.0.jobID", d.list.jobs.first?.jobID); set("list.jobs.0.errorCode", d.list.jobs.first?.errorCode)
+            set("list.jobs.0.stepIndex", d.list.jobs.first?.stepIndex)
         case .deadRetry(let d): set("requestID", d.requestID); set("target", d.target)
         case .deadDiscard(let d): set("requestID", d.requestID); set("target", d.target)
         case .ping(let p): set("requestID", p.requestID)

@@ -72,7 +72,7 @@ struct WorkerTests {
         #expect(fail.jobID == job.jobID)
         #expect(fail.attempt == 2)
         #expect(!fail.retryable)
-        #expect(fail.failure.stepIndex == -1)
+        #expect(fail.failure.stepIndex == 0)
         #expect(fail.failure.step == "")
         #expect(fail.failure.code == "image.truncated" || fail.failure.code == "image.corrupt")
         #expect(fail.failure.reason.hasPrefix("decode: "))
@@ -116,7 +116,8 @@ struct WorkerTests {
             return
         }
         #expect(!fail.retryable)
-        #expect(fail.failure.stepIndex == 2)
+        // The third step, numbered from 1 as people read it.
+        #expect(fail.failure.stepIndex == 3)
         #expect(fail.failure.step == (try Pipeline(parsing: text)).steps[2].canonical)
         #expect(fail.failure.code == "image.invalid-argument")
         #expect(fail.failure.reason.contains("exceeds"))
@@ -139,7 +140,7 @@ struct WorkerTests {
         }
         #expect(!fail.retryable)
         #expect(fail.failure.code == "pipeline.invalid")
-        #expect(fail.failure.stepIndex == -1)
+        #expect(fail.failure.stepIndex == 0)
         #expect(fail.failure.reason.contains("crpo"))
     }
 

@@ -114,12 +114,12 @@ vector("dead-list-after", "frontend", "DEAD-LIST next page after a job id",
        msg(DEAD_LIST, u64(5), u32(1000), text(JOB_ID)), {"command": "DEAD-LIST", "limit": 1000, "after": JOB_ID})
 dead = {"total": 1, "jobs": [{
     "jobId": JOB_ID, "source": "bad.jpg", "pipeline": "crop:600x600+0+0", "priority": 0, "attempts": 1,
-    "submitted": 1730000000000, "died": 1730000000500, "stepIndex": 0, "step": "crop:600x600+0+0",
+    "submitted": 1730000000000, "died": 1730000000500, "stepIndex": 1, "step": "crop:600x600+0+0",
     "errorCode": "image.invalid-argument", "reason": "rectangle exceeds image 500x400"}]}
 vector("dead-list-reply", "frontend", "DEAD-LIST-REPLY with one dead job",
        msg(DEAD_LIST_REPLY, u64(4), js(dead)),
        {"command": "DEAD-LIST-REPLY", "requestID": 4, "list.total": 1, "list.jobs.0.jobID": JOB_ID,
-        "list.jobs.0.errorCode": "image.invalid-argument"})
+        "list.jobs.0.stepIndex": 1, "list.jobs.0.errorCode": "image.invalid-argument"})
 vector("dead-retry-all", "frontend", "DEAD-RETRY all", msg(DEAD_RETRY, u64(6), text("all")),
        {"command": "DEAD-RETRY", "requestID": 6, "target": "all"})
 vector("dead-retry-one", "frontend", "DEAD-RETRY one job", msg(DEAD_RETRY, u64(7), text(JOB_ID)),
@@ -139,15 +139,19 @@ vector("job", "backend", "JOB attempt 2",
 vector("done", "backend", "DONE attempt 2 with a record id",
        msg(DONE, text(JOB_ID), u32(2), text(RECORD_ID)),
        {"command": "DONE", "jobID": JOB_ID, "attempt": 2, "recordID": RECORD_ID})
-vector("fail-step", "backend", "FAIL, not retryable, in step 1",
-       msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(1), text("crop:600x600+0+0"), text("image.invalid-argument"),
+vector("fail-step", "backend", "FAIL, not retryable, in step 2 (steps count from 1)",
+       msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(2), text("crop:600x600+0+0"), text("image.invalid-argument"),
            text("rectangle exceeds image 500x400")),
-       {"command": "FAIL", "jobID": JOB_ID, "attempt": 1, "retryable": "false", "failure.stepIndex": 1,
+       {"command": "FAIL", "jobID": JOB_ID, "attempt": 1, "retryable": "false", "failure.stepIndex": 2,
         "failure.step": "crop:600x600+0+0", "failure.code": "image.invalid-argument"})
-vector("fail-store", "backend", "FAIL, retryable, outside any step (storage node unreachable)",
-       msg(FAIL, text(JOB_ID), u32(3), u8(1), i32(-1), b"", text("store.unreachable"), text("no STORED within 10 s")),
-       {"command": "FAIL", "retryable": "true", "failure.stepIndex": -1, "failure.step": "",
+vector("fail-store", "backend", "FAIL, retryable, outside any step (storage node unreachable): step index 0",
+       msg(FAIL, text(JOB_ID), u32(3), u8(1), i32(0), b"", text("store.unreachable"), text("no STORED within 10 s")),
+       {"command": "FAIL", "retryable": "true", "failure.stepIndex": 0, "failure.step": "",
         "failure.code": "store.unreachable"})
+vector("fail-decode", "backend", "FAIL, not retryable, while decoding: step index 0, the reason names the stage",
+       msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(0), b"", text("image.corrupt"), text("decode: bad Huffman code")),
+       {"command": "FAIL", "retryable": "false", "failure.stepIndex": 0, "failure.step": "",
+        "failure.code": "image.corrupt", "failure.reason": "decode: bad Huffman code"})
 vector("heartbeat", "backend", "HEARTBEAT", msg(HEARTBEAT), {"command": "HEARTBEAT"})
 vector("disconnect", "backend", "DISCONNECT", msg(DISCONNECT), {"command": "DISCONNECT"})
 
@@ -186,7 +190,7 @@ vector("stats-reply", "store", "STATS-REPLY", msg(STATS_REPLY, u64(13), js(stats
        {"command": "STATS-REPLY", "stats.records": 10, "stats.fullBytes": 52428800})
 
 # ---------------------------------------------------------------- events
-def event(seq, kind, attempt, worker=b"", record=b"", step_index=-1, step=b"", code=b"", reason=b""):
+def event(seq, kind, attempt, worker=b"", record=b"", step_index=0, step=b"", code=b"", reason=b""):
     return msg(EVENT, u64(seq), u64(1730000000000 + seq), u8(kind), text(JOB_ID), u32(attempt),
                text("photos/IMG_0001.jpg"), worker, record, i32(step_index), step, code, reason)
 
@@ -200,13 +204,14 @@ vector("event-started", "events", "EVENT started on a worker",
 vector("event-stored", "events", "EVENT stored with the record id",
        [TOPIC] + event(1003, 3, 1, worker=b"w-01JBX3", record=text(RECORD_ID)),
        {"kind": "stored", "recordID": RECORD_ID, "failure": "nil"})
-vector("event-failed", "events", "EVENT failed in step 1",
+vector("event-failed", "events", "EVENT failed in step 1 (the first step)",
        [TOPIC] + event(1004, 5, 1, worker=b"w-01JBX3", step_index=1, step=b"crop:600x600+0+0",
                        code=b"image.invalid-argument", reason=b"rectangle exceeds image 500x400"),
-       {"kind": "failed", "failure.stepIndex": 1, "failure.code": "image.invalid-argument"})
+       {"kind": "failed", "failure.stepIndex": 1, "failure.step": "crop:600x600+0+0",
+        "failure.code": "image.invalid-argument"})
 vector("event-retrying", "events", "EVENT retrying: the worker was lost, attempt 2 next",
        [TOPIC] + event(1005, 4, 2, code=b"worker.lost", reason=b"retry in 1.6 s"),
-       {"kind": "retrying", "attempt": 2, "failure.stepIndex": -1, "failure.code": "worker.lost"})
+       {"kind": "retrying", "attempt": 2, "failure.stepIndex": 0, "failure.code": "worker.lost"})
 vector("event-dead", "events", "EVENT dead", [TOPIC] + event(1006, 6, 1, code=b"image.corrupt", reason=b"bad Huffman code"),
        {"kind": "dead", "failure.code": "image.corrupt"})
 vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to REPLAY (no topic frame)",
@@ -268,13 +273,16 @@ bad("job-attempt-zero", "backend", "JOB with attempt 0",
     msg(JOB, text(JOB_ID), u32(0), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "JOB: frame 3 (attempt) is 0, must be 1…4294967295")
 bad("fail-retryable", "backend", "FAIL with retryable = 2",
-    msg(FAIL, text(JOB_ID), u32(1), u8(2), i32(-1), b"", text("internal"), b""), 101,
+    msg(FAIL, text(JOB_ID), u32(1), u8(2), i32(0), b"", text("internal"), b""), 101,
     "FAIL: frame 4 (retryable) is 2, must be 0…1")
-bad("fail-step-index", "backend", "FAIL with step index -2",
-    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(-2), b"", text("internal"), b""), 101,
-    "FAIL: frame 5 (step index) is -2, must be -1…2147483647")
+bad("fail-step-index", "backend", "FAIL with step index -1 (steps count from 1; 0 is 'not in a step')",
+    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(-1), b"", text("internal"), b""), 101,
+    "FAIL: frame 5 (step index) is -1, must be 0…2147483647")
+bad("event-step-index", "events", "EVENT with step index -1",
+    [TOPIC] + event(1, 5, 1, step_index=-1, code=b"internal"), 101,
+    "EVENT: frame 11 (step index) is -1, must be 0…2147483647")
 bad("fail-no-code", "backend", "FAIL with an empty error code",
-    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(-1), b"", b"", b""), 101, "FAIL: frame 7 (error code) is empty")
+    msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(0), b"", b"", b""), 101, "FAIL: frame 7 (error code) is empty")
 bad("heartbeat-extra", "backend", "HEARTBEAT with an extra frame", msg(HEARTBEAT, b""), 101,
     "HEARTBEAT: expected 2 frames, got 3")
 bad("store-size", "store", "STORE with a zero width",

@@ -169,14 +169,34 @@ enum UpCommand {
         The embedded default: everything in one process on the default loopback
         endpoints, so submit, watch, status and ls work with no flags. Data goes to
         DIR/broker and DIR/store. Stop with Ctrl-C (SIGINT) or SIGTERM.
+        An endpoint given as tcp://127.0.0.1:* binds a free port; the ports
+        actually bound are logged in the "darkroom is up" line.
         """,
         options: [
             RoleOptions.data,
             .value("workers", short: "w", "N", help: "Worker services to run.", default: "1"),
             .value("concurrency", short: "c", "N", help: "Jobs each worker processes at the same time.", default: "number of cores"),
+            .value("frontend", "ENDPOINT", help: "Where producers and clients connect to the broker.", default: Wire.Endpoint.frontend),
+            .value("backend", "ENDPOINT", help: "Where workers connect to the broker.", default: Wire.Endpoint.backend),
+            .value("events", "ENDPOINT", help: "Where event subscribers connect.", default: Wire.Endpoint.events),
+            .value("store", "ENDPOINT", help: "Where workers and clients connect to the storage node.", default: Wire.Endpoint.store),
             RoleOptions.grace,
+            RoleOptions.insecure,
         ]
     )
+
+    /// The endpoints asked for on the command line, defaults for the rest.
+    static func endpoints(_ args: ParsedArguments) throws -> Endpoints {
+        var endpoints = Endpoints()
+        endpoints.frontend = args.value("frontend") ?? endpoints.frontend
+        endpoints.backend = args.value("backend") ?? endpoints.backend
+        endpoints.events = args.value("events") ?? endpoints.events
+        endpoints.store = args.value("store") ?? endpoints.store
+        for endpoint in [endpoints.frontend, endpoints.backend, endpoints.events, endpoints.store] {
+            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "darkroom up")
+        }
+        return endpoints
+    }
 
     /// Where the embedded roles listen.
     struct Endpoints {
@@ -227,10 +247,11 @@ enum UpCommand {
         let workers = try args.int("workers", default: 1, range: 1...64)
         let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
         let grace = try RoleOptions.grace(args)
+        let requested = try endpoints(args)
         let logger = Logger("up")
         let context = try Context()
-        let started = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace).entries
-        logger.info("darkroom is up: broker \(Wire.Endpoint.frontend) (workers \(Wire.Endpoint.backend), events \(Wire.Endpoint.events)), store \(Wire.Endpoint.store), \(workers) worker(s) x \(concurrency) slots, data in \(data)/")
+        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested)
+        logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) slots, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
     }

@@ -1,0 +1,179 @@
+import DarkroomCore
+import DarkroomImage
+import Foundation
+import Testing
+
+/// The DRK1 specification is enough for another language: the Python client in
+/// protocol/examples, written from protocol/drk1.md, drives a real
+/// `darkroom up` and checks what the storage node returns.
+@Suite("DRK1 client in Python against darkroom up")
+struct PythonClientTests {
+    /// Whether `python3` with pyzmq can run here; the reason is printed when not.
+    static let pythonReady: Bool = {
+        do {
+            let probe = try Child.run("/usr/bin/env", ["python3", "-c", "import zmq"])
+            if probe.status == 0 { return true }
+            let why = probe.stderr.split(separator: "\n").last.map(String.init) ?? "exit status \(probe.status)"
+            print("PythonClientTests skipped: python3 cannot import zmq (install pyzmq): \(why)")
+        } catch {
+            print("PythonClientTests skipped: cannot run python3: \(error)")
+        }
+        return false
+    }()
+
+    static let clientScript = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("protocol/examples/drk1_client.py")
+
+    @Test("submit, wait for stored, GET both images and verify them; a failing step is reported from 1",
+          .enabled(if: PythonClientTests.pythonReady, "needs python3 with pyzmq"))
+    func pythonClientRoundTrip() throws {
+        let dir = try TemporaryDirectory()
+        let up = try UpProcess(data: dir.path("data"), logs: dir.url)
+        defer { up.stopIfRunning() }
+        let endpoints = try up.waitUntilUp()
+
+        let input = dir.url.appendingPathComponent("photo.jpg")
+        let photo = try JPEG.encode(SamplePhoto.render(Size(width: 320, height: 200), seed: 11), options: EncodeOptions(quality: 90))
+        try Data(photo).write(to: input)
+        let endpointFlags = ["--frontend", endpoints["frontend"] ?? "", "--events", endpoints["events"] ?? "",
+                             "--store", endpoints["store"] ?? ""]
+
+        // 320x200 fits 160x100, then the square crop keeps 100x100.
+        let out = dir.url.appendingPathComponent("out")
+        let run = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
+                                                 "--pipeline", "scale:160x100 | crop:square | glitch:seed=5",
+                                                 "--thumb", "64x48", "--json", "--out", out.path, "--timeout", "120"] + endpointFlags)
+        #expect(run.status == 0, "client stderr: \(run.stderr)\nup stderr: \(up.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any],
+                                   "client stdout: \(run.stdout)")
+        #expect(summary["ok"] as? Bool == true, "summary: \(summary)")
+        let jobID = try #require(summary["jobId"] as? String)
+        let recordID = try #require(summary["recordId"] as? String)
+        #expect(jobID.utf8.count == 26 && recordID.utf8.count == 26)
+        let kinds = (summary["events"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
+        #expect(kinds.first == "accepted" && kinds.last == "stored", "events: \(kinds)")
+
+        for (name, key, width, height) in [("full.jpg", "full", 100, 100), ("thumb.jpg", "thumb", 64, 48)] {
+            let bytes = [UInt8](try Data(contentsOf: out.appendingPathComponent(name)))
+            let header = try JPEG.readHeader(bytes)
+            #expect(header.storedSize == Size(width: width, height: height), "\(name) is \(header.storedSize)")
+            let reported = try #require(summary[key] as? [String: Any])
+            #expect(reported["sha256"] as? String == SHA256.hex(bytes), "\(name) digest")
+            #expect(reported["bytes"] as? Int == bytes.count)
+            #expect(reported["width"] as? Int == width && reported["height"] as? Int == height)
+            #expect(reported["verified"] as? Bool == true)
+        }
+
+        // A crop larger than the 100x100 image fails in the second step, and
+        // the client, reading only the wire, names it as people count steps.
+        let bad = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
+                                                 "--pipeline", "scale:160x100 | crop:600x600+0+0", "--json", "--timeout", "120"] + endpointFlags)
+        #expect(bad.status == 1, "client stderr: \(bad.stderr)")
+        let failed = try #require(try JSONSerialization.jsonObject(with: Data(bad.stdout.utf8)) as? [String: Any],
+                                  "client stdout: \(bad.stdout)")
+        #expect(failed["ok"] as? Bool == false)
+        let error = failed["error"] as? String ?? ""
+        #expect(error.contains("is dead: step 2 crop:600x600+0+0: image.invalid-argument"), "error: \(error)")
+
+        let status = try up.terminate()
+        #expect(status == 0, "darkroom up stderr: \(up.stderr)")
+    }
+}
+
+/// A `darkroom up` on free loopback ports with its own data directory.
+final class UpProcess {
+    let process = Process()
+    let errURL: URL
+
+    init(data: String, logs: URL) throws {
+        let outURL = logs.appendingPathComponent("up.stdout")
+        errURL = logs.appendingPathComponent("up.stderr")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        process.executableURL = DarkroomProcess.executable
+        let free = "tcp://127.0.0.1:*"
+        process.arguments = ["up", "--data", data, "--workers", "1", "--concurrency", "2", "--grace", "5",
+                             "--frontend", free, "--backend", free, "--events", free, "--store", free]
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var stderr: String { (try? String(contentsOf: errURL, encoding: .utf8)) ?? "" }
+
+    /// Waits for the "darkroom is up" log line and returns the bound endpoints
+    /// it names (`frontend`, `backend`, `events`, `store`).
+    func waitUntilUp() throws -> [String: String] {
+        let marker = "darkroom is up: "
+        for _ in 0..<2400 {
+            if let line = stderr.split(separator: "\n").first(where: { $0.contains(marker) }),
+               let range = line.range(of: marker) {
+                var endpoints: [String: String] = [:]
+                for part in line[range.upperBound...].split(separator: ",") {
+                    let words = part.split(separator: " ")
+                    if words.count == 2, words[1].hasPrefix("tcp://") { endpoints[String(words[0])] = String(words[1]) }
+                }
+                guard Set(endpoints.keys) == ["frontend", "backend", "events", "store"],
+                      endpoints.values.allSatisfy({ !$0.hasSuffix(":*") }) else {
+                    throw UpError("cannot read the bound endpoints from: \(line)")
+                }
+                return endpoints
+            }
+            guard process.isRunning else { throw UpError("darkroom up exited with \(process.terminationStatus): \(stderr)") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw UpError("darkroom up did not come up: \(stderr)")
+    }
+
+    /// SIGTERM, then the exit status once the process has stopped.
+    func terminate() throws -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        guard process.terminationReason == .exit else { throw UpError("darkroom up died of signal \(process.terminationStatus)") }
+        return process.terminationStatus
+    }
+
+    func stopIfRunning() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    struct UpError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
+/// Runs any program to completion, output through temporary files.
+enum Child {
+    static func run(_ executable: String, _ arguments: [String]) throws -> DarkroomProcess.Output {
+        let scratch = try TemporaryDirectory()
+        let outURL = scratch.url.appendingPathComponent("stdout")
+        let errURL = scratch.url.appendingPathComponent("stderr")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
+        defer {
+            try? out.close()
+            try? err.close()
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return DarkroomProcess.Output(
+            status: process.terminationStatus,
+            stdout: String(decoding: try Data(contentsOf: outURL), as: UTF8.self),
+            stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self)
+        )
+    }
+}
