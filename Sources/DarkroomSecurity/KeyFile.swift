@@ -182,6 +182,14 @@ public struct KeyFile: Sendable, Hashable {
         return file
     }
 
+    /// A warning when the secret key file at `path` can be read by users
+    /// other than its owner; nil when it is private (or cannot be checked).
+    public static func exposureWarning(secretPath path: String) -> String? {
+        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int,
+              mode & 0o077 != 0 else { return nil }
+        return "\(path) is readable by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it"
+    }
+
     /// Writes `NAME.key` and `NAME.key_secret` (mode 0600) into `directory`,
     /// creating it if needed. Refuses to replace existing files.
     @discardableResult

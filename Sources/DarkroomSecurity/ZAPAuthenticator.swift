@@ -171,6 +171,8 @@ public final class ZAPAuthenticator: Sendable {
             let prefix = key.map { String($0.z85.prefix(8)) + "…" } ?? request.mechanism
             let subject = "\(prefix) \(request.domain)"
             let now = ContinuousClock.now
+            // Bounded: a peer making a fresh key per attempt must not grow it forever.
+            if repeats.count > 10_000 { repeats.removeAll() }
             if var seen = repeats[subject], now - seen.lastLogged < .seconds(30) {
                 seen.suppressed += 1
                 repeats[subject] = seen

@@ -21,6 +21,9 @@ import Testing
         #expect(publicFile.name == "alice")
         #expect(!(try String(contentsOfFile: paths.public, encoding: .utf8)).contains(file.secretKey?.z85 ?? "?"))
 
+        #expect(KeyFile.exposureWarning(secretPath: paths.secret) == nil)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: paths.secret)
+        #expect(KeyFile.exposureWarning(secretPath: paths.secret)?.contains("chmod 600") == true)
         let secretFile = try KeyFile.loadSecret(paths.secret)
         #expect(secretFile.keyPair == file.keyPair)
         #expect(secretFile.role == .producer)

@@ -131,6 +131,7 @@ extension ClientOptions {
     static func secretKeyPair(_ path: String, option: String) throws(UsageError) -> CurveKeyPair {
         do throws(SecurityError) {
             guard let pair = try KeyFile.loadSecret(path).keyPair else { throw SecurityError("\(path) holds no secret key") }
+            if let warning = KeyFile.exposureWarning(secretPath: path) { Console.err("Warning: \(warning)") }
             return pair
         } catch {
             throw UsageError("--\(option): \(error.message)")
