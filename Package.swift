@@ -47,12 +47,14 @@ let package = Package(
         .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol"]),
         // Client side of DRK1: producer, event follower, admin and store clients.
         .target(name: "DarkroomClient", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
+        // CURVE key files, the allowlist of client keys and the ZAP handler.
+        .target(name: "DarkroomSecurity", dependencies: ["DarkroomCore", "DarkroomZMQ"]),
         // Command line.
         .target(
             name: "DarkroomCLI",
             dependencies: [
                 "DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ",
-                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker",
+                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity",
             ]
         ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -67,6 +69,7 @@ let package = Package(
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore"]),
+        .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )

@@ -1,4 +1,5 @@
 import DarkroomProtocol
+import DarkroomZMQ
 
 /// Everything the broker can be tuned with. The defaults are the documented
 /// DRK1 defaults (`protocol/drk1.md`), so `BrokerConfiguration()` is the
@@ -13,6 +14,10 @@ public struct BrokerConfiguration: Sendable {
     /// Directory of the queue database (`queue.sqlite`) and of the external
     /// input files (`inputs/`). Created if missing.
     public var dataDirectory: String = "darkroom-data/broker"
+    /// CURVE keys: when set, the frontend, backend and events sockets are
+    /// CURVE servers in the ZAP domains "frontend", "backend" and "events",
+    /// and a ZAP handler on the same context decides who may connect.
+    public var curve: ServerCurve?
 
     /// Jobs waiting (ready plus delayed) at which SUBMIT gets `queue-full`.
     public var maxQueueDepth: Int = 100_000

@@ -101,6 +101,11 @@ final class BrokerLoop {
             try backend.setSendHighWaterMark(10_000)
             try backend.setRouterHandover(true)
             try events.setSendHighWaterMark(100_000)
+            if let curve = configuration.curve {
+                try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)
+                try backend.setCurveServer(curve, zapDomain: ServerCurve.Domain.backend)
+                try events.setCurveServer(curve, zapDomain: ServerCurve.Domain.events)
+            }
             try frontend.bind(configuration.frontendEndpoint)
             try backend.bind(configuration.backendEndpoint)
             try events.bind(configuration.eventsEndpoint)

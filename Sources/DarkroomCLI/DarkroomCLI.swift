@@ -25,6 +25,7 @@ public enum DarkroomCLI {
         Subcommand(spec: BrokerCommand.spec, run: BrokerCommand.run),
         Subcommand(spec: WorkerCommand.spec, run: WorkerCommand.run),
         Subcommand(spec: StoreCommand.spec, run: StoreCommand.run),
+        Subcommand(spec: KeygenCommand.spec, run: KeygenCommand.run),
     ]
 
     static var overview: String {

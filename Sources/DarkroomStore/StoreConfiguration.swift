@@ -1,4 +1,5 @@
 import DarkroomProtocol
+import DarkroomZMQ
 
 /// How a storage node runs. Every default lets `darkroom store` work on
 /// loopback with no flags.
@@ -21,6 +22,9 @@ public struct StoreConfiguration: Sendable {
     public var maxBytesPerTurn: Int
     /// How long replies still queued when the node stops may take to leave.
     public var lingerMilliseconds: Int
+    /// CURVE keys: when set, the socket is a CURVE server in the ZAP domain
+    /// "store", and a ZAP handler on the same context decides who may connect.
+    public var curve: ServerCurve?
 
     public init(
         endpoint: String = Wire.Endpoint.store,
@@ -29,7 +33,8 @@ public struct StoreConfiguration: Sendable {
         maxMessageSize: Int64 = Wire.maxMessageSize,
         maxRequestsPerTurn: Int = 1_000,
         maxBytesPerTurn: Int = 256 * 1024 * 1024,
-        lingerMilliseconds: Int = 200
+        lingerMilliseconds: Int = 200,
+        curve: ServerCurve? = nil
     ) {
         self.endpoint = endpoint
         self.dataDirectory = dataDirectory
@@ -38,5 +43,6 @@ public struct StoreConfiguration: Sendable {
         self.maxRequestsPerTurn = maxRequestsPerTurn
         self.maxBytesPerTurn = maxBytesPerTurn
         self.lingerMilliseconds = lingerMilliseconds
+        self.curve = curve
     }
 }

@@ -45,6 +45,9 @@ final class StoreService {
             // A reply to a peer that has gone away fails at once instead of
             // being dropped silently, so it can be logged.
             try socket.setRouterMandatory(true)
+            if let curve = configuration.curve {
+                try socket.setCurveServer(curve, zapDomain: ServerCurve.Domain.store)
+            }
             try socket.bind(configuration.endpoint)
             endpoint = try socket.lastEndpoint()
             (_, inbox) = try Mailbox<StoreNode.Control>.make(context: context)

@@ -1,6 +1,7 @@
 import DarkroomClient
 import DarkroomCore
 import DarkroomProtocol
+import DarkroomSecurity
 import DarkroomZMQ
 import Foundation
 
@@ -92,4 +93,57 @@ enum Format {
 /// A protocol payload as one JSON line (sorted keys, as on the wire).
 func jsonLine<T: Encodable>(_ value: T) -> String {
     String(decoding: JSONPayload.encode(value), as: UTF8.self)
+}
+
+/// CURVE options shared by the client commands and the worker: this
+/// client's secret key and the servers' public keys (files from
+/// `darkroom keygen`).
+extension ClientOptions {
+    static let curveKey = OptionSpec.value("curve-key", "FILE", help: "This client's secret key file (NAME.key_secret); turns on CURVE.")
+    static let serverKey = OptionSpec.value("server-key", "FILE", help: "The broker's public key file, with --curve-key.")
+    static let storeKey = OptionSpec.value("store-key", "FILE", help: "The storage node's public key file, with --curve-key.", default: "--server-key")
+
+    /// The keys for talking to the broker, or nil without --curve-key.
+    static func brokerCurve(_ args: ParsedArguments) throws(UsageError) -> CurveClientKeys? {
+        try curve(args, serverOption: "server-key", what: "the broker's public key")
+    }
+
+    /// The keys for talking to the storage node (its key defaults to --server-key).
+    static func storeCurve(_ args: ParsedArguments) throws(UsageError) -> CurveClientKeys? {
+        try curve(args, serverOption: args.value("store-key") != nil ? "store-key" : "server-key", what: "the storage node's public key")
+    }
+
+    private static func curve(_ args: ParsedArguments, serverOption: String, what: String) throws(UsageError) -> CurveClientKeys? {
+        guard let own = args.value("curve-key") else {
+            for option in ["server-key", "store-key"] where args.value(option) != nil {
+                throw UsageError("--\(option) needs --curve-key FILE, this client's own secret key")
+            }
+            return nil
+        }
+        guard let serverPath = args.value(serverOption) else {
+            throw UsageError("--curve-key needs --\(serverOption) FILE, \(what)")
+        }
+        let pair = try secretKeyPair(own, option: "curve-key")
+        return CurveClientKeys(serverKey: try publicKey(serverPath, option: serverOption), keyPair: pair)
+    }
+
+    /// The key pair in a secret key file given with --OPTION.
+    static func secretKeyPair(_ path: String, option: String) throws(UsageError) -> CurveKeyPair {
+        do throws(SecurityError) {
+            guard let pair = try KeyFile.loadSecret(path).keyPair else { throw SecurityError("\(path) holds no secret key") }
+            if let warning = KeyFile.exposureWarning(secretPath: path) { Console.err("Warning: \(warning)") }
+            return pair
+        } catch {
+            throw UsageError("--\(option): \(error.message)")
+        }
+    }
+
+    /// The public key in a key file (public or secret) given with --OPTION.
+    static func publicKey(_ path: String, option: String) throws(UsageError) -> CurveKey {
+        do {
+            return try KeyFile.load(path).publicKey
+        } catch {
+            throw UsageError("--\(option): \(error.message)")
+        }
+    }
 }

@@ -16,6 +16,7 @@ enum ContactSheetCommand {
             .value("cell", "PIXELS", help: "Size of each cell.", default: "256"),
             ClientOptions.store,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
@@ -28,7 +29,7 @@ enum ContactSheetCommand {
         let client: StoreClient
         let records: [RecordInfo]
         do {
-            client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args))
             records = try client.list(limit: limit)
         } catch {
             throw error.runtime

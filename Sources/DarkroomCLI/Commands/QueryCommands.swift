@@ -22,6 +22,7 @@ enum WatchCommand {
             ClientOptions.broker,
             ClientOptions.events,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
@@ -37,7 +38,7 @@ enum WatchCommand {
         let json = args.flag("json")
         let context = try Context()
         do {
-            let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
             var seen = 0
             while true {
                 do {
@@ -81,24 +82,27 @@ enum StatusCommand {
             ClientOptions.broker,
             ClientOptions.store,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
+        let brokerCurve = try ClientOptions.brokerCurve(args)
+        let storeCurve = try ClientOptions.storeCurve(args)
         if args.flag("check") {
             let only = args.value("only")
             if let only, only != "broker", only != "store" { throw UsageError("--only must be broker or store, not \"\(only)\"") }
             var ok = true
             if only != "store" {
-                do { _ = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout).ping() } catch {
+                do { _ = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: brokerCurve).ping() } catch {
                     Console.err("broker: \(error.message)")
                     ok = false
                 }
             }
             if only != "broker" {
-                do { _ = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: timeout).ping() } catch {
+                do { _ = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: timeout, curve: storeCurve).ping() } catch {
                     Console.err("store: \(error.message)")
                     ok = false
                 }
@@ -107,7 +111,7 @@ enum StatusCommand {
         }
         let status: BrokerStatus
         do {
-            status = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout).status()
+            status = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: brokerCurve).status()
         } catch {
             throw error.runtime
         }
@@ -141,6 +145,7 @@ enum ListCommand {
             ClientOptions.json,
             ClientOptions.store,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
@@ -149,7 +154,7 @@ enum ListCommand {
         let context = try Context()
         let records: [RecordInfo]
         do {
-            records = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args)).list(limit: limit)
+            records = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args)).list(limit: limit)
         } catch {
             throw error.runtime
         }
@@ -180,6 +185,7 @@ enum GetCommand {
             .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
             ClientOptions.store,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
@@ -189,7 +195,7 @@ enum GetCommand {
         let context = try Context()
         let result: (record: RecordInfo, image: [UInt8])
         do {
-            result = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args)).get(id, variant: args.flag("thumb") ? .thumbnail : .full)
+            result = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args)).get(id, variant: args.flag("thumb") ? .thumbnail : .full)
         } catch {
             throw error.runtime
         }
@@ -214,7 +220,7 @@ enum RemoveCommand {
         name: "rm",
         abstract: "Delete a stored record and its linked thumbnail.",
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.", variadic: true)],
-        options: [ClientOptions.store, ClientOptions.timeout]
+        options: [ClientOptions.store, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
@@ -222,7 +228,7 @@ enum RemoveCommand {
         let context = try Context()
         let client: StoreClient
         do {
-            client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args))
         } catch {
             throw error.runtime
         }
@@ -251,14 +257,14 @@ enum DeadCommand {
         darkroom dead discard ID|all  drop them for good
         """,
         arguments: [ArgumentSpec(name: "action", help: "list (default), retry or discard, then a job id or 'all'.", variadic: true, optional: true)],
-        options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout]
+        options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let action = args.positionals.first ?? "list"
         let context = try Context()
         do {
-            let admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: try ClientOptions.timeout(args))
+            let admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
             switch action {
             case "list":
                 let jobs = try admin.deadListAll()

@@ -37,6 +37,7 @@ enum SubmitCommand {
             ClientOptions.broker,
             ClientOptions.events,
             ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
 
@@ -86,7 +87,7 @@ enum SubmitCommand {
         let timeout = try ClientOptions.timeout(args)
         let producer: Producer
         do {
-            producer = try Producer(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout)
+            producer = try Producer(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: try ClientOptions.brokerCurve(args))
         } catch {
             throw error.runtime
         }
@@ -131,7 +132,7 @@ enum SubmitCommand {
 
         let follower: EventFollower
         do {
-            follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: timeout)
+            follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: timeout, curve: try ClientOptions.brokerCurve(args))
         } catch {
             throw error.runtime
         }

@@ -1,6 +1,7 @@
 import DarkroomBroker
 import DarkroomCore
 import DarkroomProtocol
+import DarkroomSecurity
 import DarkroomStore
 import DarkroomWorker
 import DarkroomZMQ
@@ -9,6 +10,7 @@ import Foundation
 extension Broker: RunnableService {}
 extension StoreNode: RunnableService {}
 extension Worker: RunnableService {}
+extension ZAPAuthenticator: RunnableService {}
 
 /// Options and checks shared by the long-running roles.
 enum RoleOptions {
@@ -16,18 +18,63 @@ enum RoleOptions {
     static let insecure = OptionSpec.flag("insecure", help: "Allow binding a non-loopback address without CURVE encryption.")
     static let grace = OptionSpec.value("grace", "SECONDS", help: "How long to finish work in hand after SIGTERM.", default: "30")
 
-    /// Refuses to bind a non-loopback TCP address in the clear unless asked to.
-    static func checkBind(_ endpoint: String, insecure: Bool, role: String) throws {
+    /// Refuses to bind a non-loopback TCP address in the clear unless asked
+    /// to; with CURVE keys every address is allowed.
+    static func checkBind(_ endpoint: String, insecure: Bool, curve: Bool = false, role: String) throws {
+        if curve { return }
         guard endpoint.hasPrefix("tcp://") else { return }
         let host = endpoint.dropFirst("tcp://".count).split(separator: ":").dropLast().joined(separator: ":")
         let loopback = host.hasPrefix("127.") || host == "localhost" || host == "[::1]" || host == "::1"
         if !loopback && !insecure {
-            throw UsageError("the \(role) would listen on \(endpoint), which is not loopback, without CURVE encryption; pass --insecure to allow it")
+            throw UsageError("the \(role) would listen on \(endpoint), which is not loopback, without CURVE encryption; pass --curve-key and --allow to encrypt it, or --insecure to allow it")
         }
     }
 
     static func grace(_ args: ParsedArguments) throws -> Duration {
         .seconds(try args.int("grace", default: 30, range: 0...3600))
+    }
+}
+
+/// CURVE options of the servers (broker, store, up): their own key and the
+/// allowlist of client keys.
+extension RoleOptions {
+    static let curveKey = OptionSpec.value("curve-key", "FILE", help: "This server's secret key file (NAME.key_secret); turns on CURVE. Needs --allow.")
+    static let allow = OptionSpec.value("allow", "DIR", help: "Directory of client public key files (NAME.key) with their roles.")
+
+    struct Security {
+        var curve: ServerCurve
+        var allowlist: Allowlist
+    }
+
+    /// The server's CURVE key and allowlist, or nil when neither is given.
+    static func security(_ args: ParsedArguments) throws -> Security? {
+        switch (args.value("curve-key"), args.value("allow")) {
+        case (nil, nil):
+            return nil
+        case (_?, nil):
+            throw UsageError("--curve-key needs --allow DIR: without an allowlist any client with the server's public key could connect")
+        case (nil, _?):
+            throw UsageError("--allow needs --curve-key FILE, the server's own secret key")
+        case (let key?, let dir?):
+            guard Curve.isAvailable else { throw RuntimeError("this libzmq was built without CURVE support") }
+            let pair = try ClientOptions.secretKeyPair(key, option: "curve-key")
+            do {
+                return Security(curve: ServerCurve(keyPair: pair), allowlist: try Allowlist(directory: dir))
+            } catch {
+                throw UsageError("--allow: \(error.message)")
+            }
+        }
+    }
+
+    /// The ZAP handler for `security`, as the first service to start (and
+    /// so the last to stop), with a note on what it allows.
+    static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceRunner.Entry] {
+        guard let security else { return [] }
+        for path in security.allowlist.skipped {
+            logger.info("allowlist: \(path) names no role; it admits nothing")
+        }
+        if security.allowlist.count == 0 { logger.warn("the allowlist holds no client key: no client can connect") }
+        return [.init(name: "ZAP handler", service: ZAPAuthenticator(allowlist: security.allowlist, context: context, logger: Logger("zap")))]
     }
 }
 
@@ -51,28 +98,33 @@ enum BrokerCommand {
             .value("max-attempts", "N", help: "Attempts before a job goes to the dead-letter set.", default: "5"),
             RoleOptions.grace,
             RoleOptions.insecure,
+            RoleOptions.curveKey,
+            RoleOptions.allow,
         ]
     )
 
-    static func configuration(_ args: ParsedArguments) throws -> BrokerConfiguration {
+    static func configuration(_ args: ParsedArguments, curve: ServerCurve? = nil) throws -> BrokerConfiguration {
         var config = BrokerConfiguration(dataDirectory: (args.value("data") ?? "darkroom-data") + "/broker")
         config.frontendEndpoint = args.value("frontend") ?? Wire.Endpoint.frontend
         config.backendEndpoint = args.value("backend") ?? Wire.Endpoint.backend
         config.eventsEndpoint = args.value("events") ?? Wire.Endpoint.events
         config.maxQueueDepth = try args.int("max-depth", default: 100_000, range: 1...100_000_000)
         config.maxAttempts = try args.int("max-attempts", default: 5, range: 1...1000)
+        config.curve = curve
         for endpoint in [config.frontendEndpoint, config.backendEndpoint, config.eventsEndpoint] {
-            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "broker")
+            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve != nil, role: "broker")
         }
         return config
     }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let config = try configuration(args)
+        let security = try RoleOptions.security(args)
+        let config = try configuration(args, curve: security?.curve)
         let logger = Logger("broker")
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
-        let started = try ServiceRunner.start([.init(name: "broker", service: broker)], logger: logger)
+        let zap = RoleOptions.authenticator(security, context: context, logger: logger)
+        let started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker)], logger: logger)
         logger.info("broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
     }
@@ -93,21 +145,25 @@ enum StoreCommand {
             .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
             RoleOptions.grace,
             RoleOptions.insecure,
+            RoleOptions.curveKey,
+            RoleOptions.allow,
         ]
     )
 
-    static func configuration(_ args: ParsedArguments) throws -> StoreConfiguration {
+    static func configuration(_ args: ParsedArguments, curve: ServerCurve? = nil) throws -> StoreConfiguration {
         let endpoint = args.value("bind") ?? Wire.Endpoint.store
-        try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "storage node")
-        return StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store")
+        try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve != nil, role: "storage node")
+        return StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store", curve: curve)
     }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let config = try configuration(args)
+        let security = try RoleOptions.security(args)
+        let config = try configuration(args, curve: security?.curve)
         let logger = Logger("store")
         let context = try Context()
         let store = StoreNode(config, context: context, logger: logger)
-        let started = try ServiceRunner.start([.init(name: "storage node", service: store)], logger: logger)
+        let zap = RoleOptions.authenticator(security, context: context, logger: logger)
+        let started = try ServiceRunner.start(zap + [.init(name: "storage node", service: store)], logger: logger)
         logger.info("storage node ready: \(config.endpoint), data \(config.dataDirectory)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
     }
@@ -129,18 +185,24 @@ enum WorkerCommand {
             .value("concurrency", short: "c", "N", help: "Jobs processed at the same time.", default: "number of cores"),
             .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
             RoleOptions.grace,
+            ClientOptions.curveKey,
+            ClientOptions.serverKey,
+            ClientOptions.storeKey,
         ]
     )
 
     static func configuration(_ args: ParsedArguments) throws -> WorkerConfiguration {
         let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
-        let config = WorkerConfiguration(
+        var config = WorkerConfiguration(
             backendEndpoint: args.value("broker") ?? Wire.Endpoint.backend,
             storeEndpoint: args.value("store") ?? Wire.Endpoint.store,
             concurrency: concurrency,
             workerID: args.value("id"),
             shutdownGrace: try RoleOptions.grace(args)
         )
+        if let broker = try ClientOptions.brokerCurve(args), let store = try ClientOptions.storeCurve(args) {
+            config.curve = WorkerCurve(keyPair: broker.keyPair, brokerPublicKey: broker.serverKey, storePublicKey: store.serverKey)
+        }
         do {
             try config.validate()
         } catch {
@@ -182,18 +244,20 @@ enum UpCommand {
             .value("store", "ENDPOINT", help: "Where workers and clients connect to the storage node.", default: Wire.Endpoint.store),
             RoleOptions.grace,
             RoleOptions.insecure,
+            RoleOptions.curveKey,
+            RoleOptions.allow,
         ]
     )
 
     /// The endpoints asked for on the command line, defaults for the rest.
-    static func endpoints(_ args: ParsedArguments) throws -> Endpoints {
+    static func endpoints(_ args: ParsedArguments, curve: Bool) throws -> Endpoints {
         var endpoints = Endpoints()
         endpoints.frontend = args.value("frontend") ?? endpoints.frontend
         endpoints.backend = args.value("backend") ?? endpoints.backend
         endpoints.events = args.value("events") ?? endpoints.events
         endpoints.store = args.value("store") ?? endpoints.store
         for endpoint in [endpoints.frontend, endpoints.backend, endpoints.events, endpoints.store] {
-            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), role: "darkroom up")
+            try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve, role: "darkroom up")
         }
         return endpoints
     }
@@ -212,14 +276,25 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers pointed at the
     /// endpoints they actually bound. Returns the started services and the
     /// bound endpoints.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints()) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+        // With keys, the broker and the store share one key pair and one ZAP
+        // handler; the embedded workers get a key made here and allowed as workers.
+        var security = security
+        var workerCurve: WorkerCurve?
+        if let serverKeys = security?.curve.keyPair {
+            let workerKeys = try CurveKeyPair.generate()
+            security?.allowlist.allow(workerKeys.publicKey, name: "up workers", role: .worker)
+            workerCurve = WorkerCurve(keyPair: workerKeys, brokerPublicKey: serverKeys.publicKey, storePublicKey: serverKeys.publicKey)
+        }
         var brokerConfig = BrokerConfiguration(dataDirectory: data + "/broker")
+        brokerConfig.curve = security?.curve
         brokerConfig.frontendEndpoint = requested.frontend
         brokerConfig.backendEndpoint = requested.backend
         brokerConfig.eventsEndpoint = requested.events
         let broker = Broker(brokerConfig, context: context, logger: Logger("broker"))
-        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store"), context: context, logger: Logger("store"))
-        var started = try ServiceRunner.start([.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up"))
+        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve), context: context, logger: Logger("store"))
+        let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up"))
+        var started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up"))
         var bound = requested
         bound.frontend = broker.boundEndpoints["frontend"] ?? requested.frontend
         bound.backend = broker.boundEndpoints["backend"] ?? requested.backend
@@ -227,10 +302,11 @@ enum UpCommand {
         bound.store = store.boundEndpoints["store"] ?? requested.store
         var workerEntries: [ServiceRunner.Entry] = []
         for i in 1...workers {
-            let config = WorkerConfiguration(
+            var config = WorkerConfiguration(
                 backendEndpoint: bound.backend, storeEndpoint: bound.store, concurrency: concurrency,
                 workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace
             )
+            config.curve = workerCurve
             workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)"))))
         }
         do {
@@ -247,10 +323,11 @@ enum UpCommand {
         let workers = try args.int("workers", default: 1, range: 1...64)
         let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
         let grace = try RoleOptions.grace(args)
-        let requested = try endpoints(args)
+        let security = try RoleOptions.security(args)
+        let requested = try endpoints(args, curve: security != nil)
         let logger = Logger("up")
         let context = try Context()
-        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested)
+        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) slots, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+@Suite struct SecurityCommandTests {
+    @Test func keygenWritesAPublicFileAndAPrivateSecretFile() throws {
+        let dir = try TemporaryDirectory()
+        let run = try DarkroomProcess.run(["keygen", "alice", "--role", "producer", "--dir", dir.path("keys")])
+        #expect(run.status == 0, "\(run.stderr)")
+        let publicPath = dir.path("keys/alice.key")
+        let secretPath = dir.path("keys/alice.key_secret")
+        let publicText = try String(contentsOfFile: publicPath, encoding: .utf8)
+        let secretText = try String(contentsOfFile: secretPath, encoding: .utf8)
+        #expect(publicText.contains("public-key = \"") && publicText.contains("role = producer"))
+        #expect(!publicText.contains("secret-key"))
+        #expect(secretText.contains("secret-key = \""))
+        let mode = try FileManager.default.attributesOfItem(atPath: secretPath)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // The printed public key is the one in the file.
+        let printed = try #require(run.stdoutLines.last?.split(separator: " ").first)
+        #expect(publicText.contains("\"\(printed)\""))
+
+        // An existing key is never replaced; an unknown role is a usage error.
+        let again = try DarkroomProcess.run(["keygen", "alice", "--dir", dir.path("keys")])
+        #expect(again.status == 1 && again.stderr.contains("already exists"))
+        let badRole = try DarkroomProcess.run(["keygen", "bob", "--role", "janitor", "--dir", dir.path("keys")])
+        #expect(badRole.status == 64 && badRole.stderr.contains("--role"))
+    }
+
+    @Test func aNonLoopbackBindNeedsCurveOrInsecure() throws {
+        let dir = try TemporaryDirectory()
+        let clear = try DarkroomProcess.run(["broker", "--frontend", "tcp://0.0.0.0:*", "--data", dir.path("data")])
+        #expect(clear.status == 64)
+        #expect(clear.stderr.contains("--insecure"))
+        let store = try DarkroomProcess.run(["store", "--bind", "tcp://0.0.0.0:*", "--data", dir.path("data")])
+        #expect(store.status == 64 && store.stderr.contains("--insecure"))
+
+        // With keys the bind is allowed: the broker gets past the check and
+        // fails later, on a data directory that cannot exist.
+        #expect(try DarkroomProcess.run(["keygen", "server", "--dir", dir.path("keys")]).status == 0)
+        #expect(try DarkroomProcess.run(["keygen", "alice", "--role", "producer", "--dir", dir.path("allow")]).status == 0)
+        let keyed = try DarkroomProcess.run(["broker", "--frontend", "tcp://0.0.0.0:*", "--curve-key", dir.path("keys/server.key_secret"),
+                                              "--allow", dir.path("allow"), "--data", "/dev/null/darkroom"])
+        #expect(keyed.status == 1, "\(keyed.stderr)")
+        #expect(!keyed.stderr.contains("--insecure"))
+
+        // Keys without an allowlist, or a public file as the secret, are usage errors.
+        let noAllow = try DarkroomProcess.run(["broker", "--curve-key", dir.path("keys/server.key_secret"), "--data", dir.path("data")])
+        #expect(noAllow.status == 64 && noAllow.stderr.contains("--allow"))
+        let publicAsSecret = try DarkroomProcess.run(["broker", "--curve-key", dir.path("keys/server.key"), "--allow", dir.path("allow"), "--data", dir.path("data")])
+        #expect(publicAsSecret.status == 64 && publicAsSecret.stderr.contains("holds no secret key"))
+        let clientWithoutServer = try DarkroomProcess.run(["status", "--curve-key", dir.path("allow/alice.key_secret")])
+        #expect(clientWithoutServer.status == 64 && clientWithoutServer.stderr.contains("--server-key"))
+    }
+}
