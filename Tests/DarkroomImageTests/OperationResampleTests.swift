@@ -139,12 +139,27 @@ import Testing
         }
     }
 
+    @Test func windowsHoldOnlyTheKernelsSupport() {
+        // 2400 -> 2048 with lanczos3: the support is 2 x 3 x 1.17 = 7.03 samples
+        // wide, so at most 8 sample centres fall strictly inside it.
+        #expect(FilterWeights(resampling: 2400, to: 2048, kernel: .lanczos3).taps == 8)
+        // A 2x bilinear shrink: four taps, and away from the edges both end taps
+        // carry weight (no sample outside the support was taken in).
+        let fw = FilterWeights(resampling: 1000, to: 500, kernel: .bilinear)
+        #expect(fw.taps == 4)
+        for i in 1..<fw.outCount - 1 {
+            let row = Array(fw.weights[i * fw.taps ..< (i + 1) * fw.taps])
+            #expect(row.reduce(0) { $0 + Int($1) } == FilterWeights.one)
+            #expect(row[0] > 0 && row[3] > 0)
+        }
+    }
+
     @Test func fastPassesMatchPrecisePasses() {
         // The 16-bit passes may differ from the 32-bit ones by rounding only.
-        // 140 and 94 give 14 taps, which takes the pass for tap counts that are
+        // 135 and 90 give 14 taps, which takes the pass for tap counts that are
         // not a multiple of four.
         let img = TestImages.noise(width: 301, height: 203, seed: 11)
-        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (140, 94)] {
+        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (135, 90)] {
             let hw = FilterWeights(resampling: img.width, to: w, kernel: .lanczos3)
             let vw = FilterWeights(resampling: img.height, to: h, kernel: .lanczos3)
             #expect(hw.taps <= FilterWeights.maxFastTaps && vw.taps <= FilterWeights.maxFastTaps)
@@ -183,7 +198,7 @@ import Testing
 extension OperationResampleInternalsTests {
     @Test func tapCountsCoverBothHorizontalPaths() {
         #expect(FilterWeights(resampling: 301, to: 256, kernel: .lanczos3).taps % 4 == 0)
-        let odd = FilterWeights(resampling: 301, to: 140, kernel: .lanczos3).taps
+        let odd = FilterWeights(resampling: 301, to: 135, kernel: .lanczos3).taps
         #expect(odd % 4 != 0 && odd <= FilterWeights.maxFastTaps)
     }
 }

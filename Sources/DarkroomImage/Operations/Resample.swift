@@ -598,7 +598,9 @@ struct FilterWeights: Sendable {
             radius = 1
             function = { x in max(0, 1 - abs(x)) }
         }
-        self.init(inCount: inCount, outCount: outCount, radius: radius * scale) { i in
+        // Both kernels are exactly zero at and beyond their radius, so the window
+        // can hold only the samples strictly inside it.
+        self.init(inCount: inCount, outCount: outCount, radius: radius * scale, openWindow: true) { i in
             (Double(i) + 0.5) * ratio
         } weight: { distance in
             function(distance / scale)
@@ -611,15 +613,28 @@ struct FilterWeights: Sendable {
         self.init(inCount: count, outCount: count, radius: radius, center: { Double($0) + 0.5 }, weight: weight)
     }
 
-    init(inCount: Int, outCount: Int, radius: Double, center: (Int) -> Double, weight: (Double) -> Double) {
+    /// With `openWindow`, a window holds only the samples whose centres lie
+    /// strictly within `radius` of the output's centre (for kernels that vanish
+    /// at the radius); otherwise it is widened to whole samples on both sides.
+    /// For a 1.17x lanczos3 shrink that is 8 taps instead of 9, which the
+    /// padding below would have made 12.
+    init(
+        inCount: Int, outCount: Int, radius: Double, openWindow: Bool = false,
+        center: (Int) -> Double, weight: (Double) -> Double
+    ) {
         self.outCount = outCount
         var windows = [(lo: Int, hi: Int, center: Double)]()
         windows.reserveCapacity(outCount)
         var maxTaps = 1
         for i in 0..<outCount {
             let c = center(i)
-            let lo = max(0, Int((c - radius).rounded(.down)))
-            let hi = min(inCount, Int((c + radius).rounded(.up)))
+            // Sample j is centred at j + 0.5.
+            let lo = openWindow
+                ? max(0, Int((c - radius - 0.5).rounded(.down)) + 1)
+                : max(0, Int((c - radius).rounded(.down)))
+            let hi = openWindow
+                ? min(inCount, Int((c + radius - 0.5).rounded(.up)))
+                : min(inCount, Int((c + radius).rounded(.up)))
             let clampedLo = min(lo, inCount - 1)
             let clampedHi = max(hi, clampedLo + 1)
             windows.append((clampedLo, clampedHi, c))
