@@ -202,3 +202,19 @@ extension OperationResampleInternalsTests {
         #expect(odd % 4 != 0 && odd <= FilterWeights.maxFastTaps)
     }
 }
+
+extension OperationResampleInternalsTests {
+    @Test func horizontalPassHandlesOddAndSingleRows() {
+        // Rows go through the fast horizontal pass in pairs; a lone last row must
+        // come out the same as it would in a pair.
+        let img = TestImages.noise(width: 97, height: 5, seed: 4)
+        let fw = FilterWeights(resampling: 97, to: 60, kernel: .lanczos3)
+        #expect(fw.taps % 4 == 0)
+        let all = Image.horizontalPass(img.pixels, width: 97, height: 5, weights: fw)
+        for y in 0..<5 {
+            let row = Array(img.pixels[y * 97 * 4 ..< (y + 1) * 97 * 4])
+            let one = Image.horizontalPass(row, width: 97, height: 1, weights: fw)
+            #expect(one == Array(all[y * 60 * 4 ..< (y + 1) * 60 * 4]))
+        }
+    }
+}

@@ -227,41 +227,70 @@ extension Image {
         }
         if taps % 4 == 0 && quads <= 4 {
             // The common case: whole 16-byte steps only. Each step count gets its
-            // own copy of the loop so the compiler can unroll it completely.
+            // own copy of the loop so the compiler can unroll it completely, and
+            // two rows go through together: each pixel's start, weights and
+            // bounds checks are then paid once for both.
             @inline(__always)
             func run(quads: Int, dst: inout MutableRawSpan) {
-                for y in 0..<height {
-                    let rowBase = y * rowLen
-                    var o = y * outW * 4
+                var y = 0
+                while y < height {
+                    let pair = y &+ 1 < height
+                    let rowBase = y &* rowLen
+                    // The second row of a pair; a lone last row filters itself twice.
+                    let nextRow = pair ? rowLen : 0
+                    var o = y &* outW &* 4
+                    let outNext = pair ? outW &* 4 : 0
                     var wi = 0
                     for i in 0..<starts.count {
                         let p = rowBase &+ starts[i] &* 4
-                        var acc = SIMD8<Int16>.zero
+                        var acc0 = SIMD8<Int16>.zero, acc1 = SIMD8<Int16>.zero
                         // Written out rather than looped: `quads` is a constant
                         // in each copy, so the tests fold away and no per-pixel
                         // trip-count bookkeeping is left.
                         @inline(__always)
                         func quad(_ q: Int) {
-                            let v = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD16<UInt8>.self)
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi &+ 2 &* q])
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 2 &* q &+ 1])
+                            let w0 = blockWeights[wi &+ 2 &* q], w1 = blockWeights[wi &+ 2 &* q &+ 1]
+                            let v0 = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD16<UInt8>.self)
+                            let v1 = src.unsafeLoadUnaligned(fromByteOffset: p &+ nextRow &+ 16 &* q, as: SIMD16<UInt8>.self)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w0)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w1)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w0)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf, hide), w1)
                         }
-                        quad(0)
-                        if quads > 1 { quad(1) }
-                        if quads > 2 { quad(2) }
-                        if quads > 3 { quad(3) }
+                        // Two steps from one 32-byte load per row where possible
+                        // (one bounds check instead of two).
+                        @inline(__always)
+                        func quads2(_ q: Int) {
+                            let w0 = blockWeights[wi &+ 2 &* q], w1 = blockWeights[wi &+ 2 &* q &+ 1]
+                            let w2 = blockWeights[wi &+ 2 &* q &+ 2], w3 = blockWeights[wi &+ 2 &* q &+ 3]
+                            let v0 = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD32<UInt8>.self)
+                            let v1 = src.unsafeLoadUnaligned(fromByteOffset: p &+ nextRow &+ 16 &* q, as: SIMD32<UInt8>.self)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf.lowHalf, hide), w0)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf.highHalf, hide), w1)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf.lowHalf, hide), w2)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf.highHalf, hide), w3)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf.lowHalf, hide), w0)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf.highHalf, hide), w1)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf.lowHalf, hide), w2)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf.highHalf, hide), w3)
+                        }
+                        switch quads {
+                        case 1: quad(0)
+                        case 2: quads2(0)
+                        case 3: quads2(0); quad(2)
+                        default: quads2(0); quads2(2)
+                        }
                         wi &+= 2 &* quads
-                        // Both halves now hold the pixel: store all 8 bytes (the
-                        // next pixel overwrites the spare 4) except at a row's end.
-                        let sum = acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
-                        let bytes = FilterWeights.narrow(sum) | opaque
-                        if i &+ 1 < outW {
-                            dst.storeBytes(of: bytes, toByteOffset: o, as: SIMD8<UInt8>.self)
-                        } else {
-                            dst.storeBytes(of: bytes.lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
-                        }
+                        // Lanes 0-3 and 4-7 hold the even and odd taps: add the
+                        // halves, then narrow both rows' pixels at once.
+                        let sum0 = acc0 &+ SIMD8(lowHalf: acc0.highHalf, highHalf: acc0.lowHalf)
+                        let sum1 = acc1 &+ SIMD8(lowHalf: acc1.highHalf, highHalf: acc1.lowHalf)
+                        let bytes = FilterWeights.narrow(SIMD8(lowHalf: sum0.lowHalf, highHalf: sum1.lowHalf) &+ rounding) | opaque
+                        dst.storeBytes(of: bytes.lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
+                        dst.storeBytes(of: bytes.highHalf, toByteOffset: o &+ outNext, as: SIMD4<UInt8>.self)
                         o &+= 4
                     }
+                    y &+= pair ? 2 : 1
                 }
             }
             switch quads {
@@ -397,15 +426,42 @@ extension Image {
             let rounding = SIMD8<Int16>(repeating: FilterWeights.fastRounding(taps: n))
             let outBase = i * rowLen
             var x = 0
-            // 32 bytes per step while they last (fewer loads of the tap tables
-            // per byte), then 16.
+            // 64 bytes per step while they last (fewer loads and checks of the
+            // tap tables per byte), then 32, then 16.
+            while x &+ 64 <= vectorEnd {
+                var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
+                var a4 = rounding, a5 = rounding, a6 = rounding, a7 = rounding
+                for k in 0..<min(rows.count, ws.count) {
+                    let w = ws[k]
+                    let at = rows[k] &+ x
+                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
+                    let u = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 32, as: SIMD32<UInt8>.self)
+                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.lowHalf, hide), w)
+                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.highHalf, hide), w)
+                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.lowHalf, hide), w)
+                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.highHalf, hide), w)
+                    a4 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.lowHalf, hide), w)
+                    a5 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.highHalf, hide), w)
+                    a6 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.lowHalf, hide), w)
+                    a7 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.highHalf, hide), w)
+                }
+                let lo = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
+                let hi = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
+                dst.storeBytes(of: lo, toByteOffset: outBase &+ x, as: SIMD32<UInt8>.self)
+                dst.storeBytes(of: hi, toByteOffset: outBase &+ x &+ 32, as: SIMD32<UInt8>.self)
+                x &+= 64
+            }
             while x &+ 32 <= vectorEnd {
                 var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let at = rows[k] &+ x
                     let w = ws[k]
-                    let v0 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<UInt8>.self)
-                    let v1 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 16, as: SIMD16<UInt8>.self)
+                    let v01 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
+                    let v0 = v01.lowHalf, v1 = v01.highHalf
                     a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w)
                     a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w)
                     a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w)
