@@ -218,3 +218,16 @@ extension OperationResampleInternalsTests {
         }
     }
 }
+
+extension OperationResampleInternalsTests {
+    @Test func boxReduceSixteenBitSumsMatchWideSums() {
+        // Uneven edge blocks on both axes, rows long enough for the vector steps,
+        // and the largest block the 16-bit sums take (16 x 16 of 255s = 65280).
+        let img = TestImages.noise(width: 53, height: 29, seed: 6)
+        for (fx, fy) in [(2, 2), (3, 4), (4, 4), (5, 3), (16, 16)] {
+            #expect(img.boxReduced(factorX: fx, factorY: fy) == img.boxReducedWide(factorX: fx, factorY: fy))
+        }
+        let white = Image(width: 40, height: 40, red: 255, green: 255, blue: 255)
+        #expect(white.boxReduced(factorX: 16, factorY: 16) == Image(width: 3, height: 3, red: 255, green: 255, blue: 255))
+    }
+}

@@ -542,6 +542,71 @@ extension Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         let rowLen = width * 4
+        // Column sums of one band of rows, in 16-bit lanes: a block of up to 257
+        // pixels sums to at most 65535.
+        guard factorX * factorY <= 257 else {
+            return boxReducedWide(factorX: factorX, factorY: factorY)
+        }
+        var out = [UInt8](repeating: 255, count: outW * outH * 4)
+        var sums = [UInt16](repeating: 0, count: rowLen)
+        let src = pixels.span
+        let srcBytes = src.bytes
+        let vectorEnd = rowLen - rowLen % 16
+        // (n + count / 2) / count for n < 2^16 as (n' * m) >> 32 with
+        // m = floor(2^32 / count) + 1, exact in that range (Granlund-Montgomery).
+        func divider(_ count: Int) -> (half: UInt64, magic: UInt64) {
+            (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
+        }
+        for oy in 0..<outH {
+            let y0 = oy * factorY
+            let y1 = min(y0 + factorY, height)
+            do {
+                var sumView = sums.mutableSpan
+                var s = sumView.mutableBytes
+                // The first row sets the sums, the others add to them; 16 bytes
+                // (two vectors of 8 lanes) a step, then the last few one by one.
+                for y in y0..<y1 {
+                    let base = y * rowLen
+                    var x = 0
+                    while x &+ 16 <= vectorEnd {
+                        let v = SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: base &+ x, as: SIMD16<UInt8>.self))
+                        let old = y == y0 ? .zero : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                        s.storeBytes(of: old &+ v, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                        x &+= 16
+                    }
+                    while x < rowLen {
+                        let old = y == y0 ? 0 : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: UInt16.self)
+                        s.storeBytes(of: old &+ UInt16(src[base + x]), toByteOffset: x &* 2, as: UInt16.self)
+                        x &+= 1
+                    }
+                }
+            }
+            let sumBytes = sums.span.bytes
+            var dst = out.mutableSpan
+            let rows = y1 - y0
+            let full = divider(rows * factorX)
+            for ox in 0..<outW {
+                let x0 = ox * factorX
+                let x1 = min(x0 + factorX, width)
+                var acc = SIMD4<UInt16>.zero
+                for x in x0..<x1 {
+                    acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                }
+                let (half, magic) = x1 - x0 == factorX ? full : divider(rows * (x1 - x0))
+                let o = (oy * outW + ox) * 4
+                dst[o] = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
+                dst[o + 1] = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
+                dst[o + 2] = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+            }
+        }
+        return Image(width: outW, height: outH, pixels: out)
+    }
+
+    /// `boxReduced` for blocks of more than 257 pixels, with 32-bit sums.
+    func boxReducedWide(factorX: Int, factorY: Int) -> Image {
+        let outW = (width + factorX - 1) / factorX
+        let outH = (height + factorY - 1) / factorY
+        let rowLen = width * 4
         var out = [UInt8](repeating: 255, count: outW * outH * 4)
         var sums = [UInt32](repeating: 0, count: rowLen)
         let src = pixels.span
