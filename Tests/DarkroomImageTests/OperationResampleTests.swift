@@ -231,3 +231,15 @@ extension OperationResampleInternalsTests {
         #expect(white.boxReduced(factorX: 16, factorY: 16) == Image(width: 3, height: 3, red: 255, green: 255, blue: 255))
     }
 }
+
+extension OperationResampleInternalsTests {
+    @Test func stripedConvolutionMatchesWholePasses() {
+        // A shrink that runs the vertical pass first, with an output height that
+        // is not a multiple of the strip height: striping must not change a byte.
+        let img = TestImages.noise(width: 150, height: 140, seed: 9)
+        let h = FilterWeights(resampling: 150, to: 128, kernel: .lanczos3)
+        let v = FilterWeights(resampling: 140, to: 121, kernel: .lanczos3)
+        let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: 150, weights: v), width: 150, height: 121, weights: h)
+        #expect(img.convolved(horizontal: h, vertical: v) == Image(width: 128, height: 121, pixels: whole))
+    }
+}

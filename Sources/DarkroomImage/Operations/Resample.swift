@@ -162,9 +162,24 @@ extension Image {
         if horizontalFirst <= verticalFirst {
             let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h)
             return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, width: outW, weights: v))
-        } else {
+        } else if v.taps > FilterWeights.maxFastTaps {
             let mid = Image.verticalPass(pixels, width: width, weights: v)
             return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h))
+        } else {
+            // A strip of output rows at a time: the vertical pass's rows stay in
+            // cache for the horizontal pass, and neither an image-sized
+            // intermediate nor a zero-filled output is ever allocated.
+            let stripRows = 16
+            var out = [UInt8]()
+            out.reserveCapacity(outW * outH * 4)
+            var y = 0
+            while y < outH {
+                let rows = y ..< min(outH, y + stripRows)
+                let mid = Image.verticalPass(pixels, width: width, weights: v, rows: rows)
+                out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h))
+                y = rows.upperBound
+            }
+            return Image(width: outW, height: outH, pixels: out)
         }
     }
 
@@ -398,11 +413,16 @@ extension Image {
         guard fw.taps <= FilterWeights.maxFastTaps else {
             return verticalPassPrecise(source, width: width, weights: fw)
         }
-        let outH = fw.outCount
+        return verticalPass(source, width: width, weights: fw, rows: 0..<fw.outCount)
+    }
+
+    /// Output rows `rows` of the fast vertical pass (which needs
+    /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
+    static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
         let taps = fw.taps
         let rowLen = width * 4
         let vectorEnd = rowLen - rowLen % 16
-        var out = [UInt8](repeating: 255, count: rowLen * outH)
+        var out = [UInt8](repeating: 255, count: rowLen * outRows.count)
         // Vector loads and stores through the byte views: bounds-checked, and
         // every bit pattern is a valid SIMD of bytes.
         let src = source.span
@@ -412,7 +432,7 @@ extension Image {
         let hide = fw.opaqueZero
         var rowStarts = [Int](repeating: 0, count: taps)
         var tapWeights = [SIMD8<Int16>](repeating: .zero, count: taps)
-        for i in 0..<outH {
+        for i in outRows {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
             var n = 0
@@ -424,7 +444,7 @@ extension Image {
             let rows = rowStarts.span.extracting(0..<n)
             let ws = tapWeights.span.extracting(0..<n)
             let rounding = SIMD8<Int16>(repeating: FilterWeights.fastRounding(taps: n))
-            let outBase = i * rowLen
+            let outBase = (i - outRows.lowerBound) * rowLen
             var x = 0
             // 64 bytes per step while they last (fewer loads and checks of the
             // tap tables per byte), then 32, then 16.
