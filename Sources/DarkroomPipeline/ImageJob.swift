@@ -90,8 +90,8 @@ public struct ImageJob: Sendable {
         let plan = LoadPlan.make(for: pipeline.steps, source: header.uprightSize)
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region)
         let sourceSize = header.uprightSize
-        let decode = ChainableOperation<[UInt8], Image>(.decode) { (bytes: [UInt8]) throws(ImageError) -> Image in
-            try JPEG.decode(bytes, options: decodeOptions).image
+        let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) { (bytes: [UInt8]) throws(ImageError) -> ImageCarrier in
+            ImageCarrier(try JPEG.decode(bytes, options: decodeOptions).image)
         }
         var chain = CompoundOperation(decode)
         for (offset, step) in pipeline.steps.enumerated() {
@@ -100,18 +100,27 @@ public struct ImageJob: Sendable {
                 // The folded steps become one exact resample of the decoded region,
                 // reported under the first of them (the scale).
                 guard offset == 0, let resize = plan.resize else { continue }
-                chain = chain.then(ChainableOperation(stage) { (image: Image) throws(ImageError) -> Image in
-                    if image.width == resize.size.width, image.height == resize.size.height { return image }
-                    return try image.resized(to: resize.size, kernel: resize.kernel)
+                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
+                    let image = carrier.take()
+                    if image.width == resize.size.width, image.height == resize.size.height { return ImageCarrier(image) }
+                    return ImageCarrier(try image.resized(to: resize.size, kernel: resize.kernel))
+                })
+            } else if case let .glitch(seed, amount) = step {
+                // The job owns its image, so the glitch rewrites it in place.
+                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
+                    var image = carrier.take()
+                    try image.glitch(seed: seed, amount: amount)
+                    return ImageCarrier(image)
                 })
             } else {
-                chain = chain.then(ChainableOperation(stage) { (image: Image) throws(ImageError) -> Image in
-                    try step.apply(to: image)
+                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
+                    ImageCarrier(try step.apply(to: carrier.take()))
                 })
             }
         }
         let options = self.options
-        let encodeFull = ChainableOperation<Image, (Image, EncodedImage)>(.encode("full")) { (image: Image) throws(ImageError) -> (Image, EncodedImage) in
+        let encodeFull = ChainableOperation<ImageCarrier, (Image, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (Image, EncodedImage) in
+            let image = carrier.take()
             let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling, progressive: options.progressive))
             return (image, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
         }
@@ -126,5 +135,26 @@ public struct ImageJob: Sendable {
             return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)
         }
         return chain.then(encodeFull).then(encodeThumbnail)
+    }
+}
+
+/// Hands the image from one link of a job's chain to the next.
+///
+/// A link receives its input borrowed, so an image passed directly is always
+/// still referenced by the chain while the link runs, and any in-place edit
+/// would first copy all its pixels. Each link instead takes the image out of
+/// the carrier (leaving a 1x1 placeholder), which makes it the only owner.
+/// A carrier is created and consumed within one job on one thread.
+final class ImageCarrier {
+    private static let placeholder = Image(width: 1, height: 1)
+    private var image: Image
+
+    init(_ image: Image) { self.image = image }
+
+    /// The image, which the carrier no longer references.
+    func take() -> Image {
+        let taken = image
+        image = ImageCarrier.placeholder
+        return taken
     }
 }

@@ -101,3 +101,22 @@ extension OperationGlitchTests {
         }
     }
 }
+
+extension OperationGlitchTests {
+    @Test func inPlaceMatchesCopyAndReference() throws {
+        // Wide enough for the four-pixel path with a shift of several pixels, and
+        // amount 1 for many displaced and permuted bands.
+        let img = TestImages.noise(width: 517, height: 161, seed: 8)
+        for seed in [UInt64(0), 7, 31, 2024] {
+            let copy = try img.glitched(seed: seed, amount: 1)
+            #expect(copy == Self.referenceGlitch(img, seed: seed, amount: 1))
+            var inPlace = img
+            try inPlace.glitch(seed: seed, amount: 1)
+            #expect(inPlace == copy)
+        }
+        var unchanged = img
+        try unchanged.glitch(seed: 3, amount: 0)
+        #expect(unchanged == img)
+        #expect(throws: ImageError.self) { try unchanged.glitch(seed: 3, amount: 2) }
+    }
+}

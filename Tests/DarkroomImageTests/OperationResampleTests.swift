@@ -139,12 +139,27 @@ import Testing
         }
     }
 
+    @Test func windowsHoldOnlyTheKernelsSupport() {
+        // 2400 -> 2048 with lanczos3: the support is 2 x 3 x 1.17 = 7.03 samples
+        // wide, so at most 8 sample centres fall strictly inside it.
+        #expect(FilterWeights(resampling: 2400, to: 2048, kernel: .lanczos3).taps == 8)
+        // A 2x bilinear shrink: four taps, and away from the edges both end taps
+        // carry weight (no sample outside the support was taken in).
+        let fw = FilterWeights(resampling: 1000, to: 500, kernel: .bilinear)
+        #expect(fw.taps == 4)
+        for i in 1..<fw.outCount - 1 {
+            let row = Array(fw.weights[i * fw.taps ..< (i + 1) * fw.taps])
+            #expect(row.reduce(0) { $0 + Int($1) } == FilterWeights.one)
+            #expect(row[0] > 0 && row[3] > 0)
+        }
+    }
+
     @Test func fastPassesMatchPrecisePasses() {
         // The 16-bit passes may differ from the 32-bit ones by rounding only.
-        // 140 and 94 give 14 taps, which takes the pass for tap counts that are
+        // 135 and 90 give 14 taps, which takes the pass for tap counts that are
         // not a multiple of four.
         let img = TestImages.noise(width: 301, height: 203, seed: 11)
-        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (140, 94)] {
+        for (w, h) in [(256, 170), (250, 251), (150, 101), (400, 300), (135, 90)] {
             let hw = FilterWeights(resampling: img.width, to: w, kernel: .lanczos3)
             let vw = FilterWeights(resampling: img.height, to: h, kernel: .lanczos3)
             #expect(hw.taps <= FilterWeights.maxFastTaps && vw.taps <= FilterWeights.maxFastTaps)
@@ -183,7 +198,48 @@ import Testing
 extension OperationResampleInternalsTests {
     @Test func tapCountsCoverBothHorizontalPaths() {
         #expect(FilterWeights(resampling: 301, to: 256, kernel: .lanczos3).taps % 4 == 0)
-        let odd = FilterWeights(resampling: 301, to: 140, kernel: .lanczos3).taps
+        let odd = FilterWeights(resampling: 301, to: 135, kernel: .lanczos3).taps
         #expect(odd % 4 != 0 && odd <= FilterWeights.maxFastTaps)
+    }
+}
+
+extension OperationResampleInternalsTests {
+    @Test func horizontalPassHandlesOddAndSingleRows() {
+        // Rows go through the fast horizontal pass in pairs; a lone last row must
+        // come out the same as it would in a pair.
+        let img = TestImages.noise(width: 97, height: 5, seed: 4)
+        let fw = FilterWeights(resampling: 97, to: 60, kernel: .lanczos3)
+        #expect(fw.taps % 4 == 0)
+        let all = Image.horizontalPass(img.pixels, width: 97, height: 5, weights: fw)
+        for y in 0..<5 {
+            let row = Array(img.pixels[y * 97 * 4 ..< (y + 1) * 97 * 4])
+            let one = Image.horizontalPass(row, width: 97, height: 1, weights: fw)
+            #expect(one == Array(all[y * 60 * 4 ..< (y + 1) * 60 * 4]))
+        }
+    }
+}
+
+extension OperationResampleInternalsTests {
+    @Test func boxReduceSixteenBitSumsMatchWideSums() {
+        // Uneven edge blocks on both axes, rows long enough for the vector steps,
+        // and the largest block the 16-bit sums take (16 x 16 of 255s = 65280).
+        let img = TestImages.noise(width: 53, height: 29, seed: 6)
+        for (fx, fy) in [(2, 2), (3, 4), (4, 4), (5, 3), (16, 16)] {
+            #expect(img.boxReduced(factorX: fx, factorY: fy) == img.boxReducedWide(factorX: fx, factorY: fy))
+        }
+        let white = Image(width: 40, height: 40, red: 255, green: 255, blue: 255)
+        #expect(white.boxReduced(factorX: 16, factorY: 16) == Image(width: 3, height: 3, red: 255, green: 255, blue: 255))
+    }
+}
+
+extension OperationResampleInternalsTests {
+    @Test func stripedConvolutionMatchesWholePasses() {
+        // A shrink that runs the vertical pass first, with an output height that
+        // is not a multiple of the strip height: striping must not change a byte.
+        let img = TestImages.noise(width: 150, height: 140, seed: 9)
+        let h = FilterWeights(resampling: 150, to: 128, kernel: .lanczos3)
+        let v = FilterWeights(resampling: 140, to: 121, kernel: .lanczos3)
+        let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: 150, weights: v), width: 150, height: 121, weights: h)
+        #expect(img.convolved(horizontal: h, vertical: v) == Image(width: 128, height: 121, pixels: whole))
     }
 }

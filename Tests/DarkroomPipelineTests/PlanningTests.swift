@@ -67,3 +67,21 @@ struct PlanningTests {
         #expect(plan == LoadPlan())
     }
 }
+
+@Suite("Running a job")
+struct ImageJobRunTests {
+    @Test("steps after the folded resize give the same bytes as the operations")
+    func glitchInPlaceMatchesOperation() throws {
+        var source = Image(width: 96, height: 64)
+        for y in 0..<64 {
+            for x in 0..<96 { source.setPixel(x: x, y: y, (UInt8(x * 2), UInt8(y * 3), UInt8((x + y) % 256))) }
+        }
+        let jpeg = try JPEG.encode(source, options: EncodeOptions(quality: 90))
+        let pipeline = try Pipeline(parsing: "glitch:seed=11,amount=0.9 | invert")
+        let output = try ImageJob(pipeline: pipeline, options: JobOptions(thumbnail: nil)).run(jpeg)
+
+        let decoded = try JPEG.decode(jpeg).image
+        let expected = try decoded.glitched(seed: 11, amount: 0.9).inverted()
+        #expect(output.full.bytes == (try JPEG.encode(expected, options: EncodeOptions(quality: 95))))
+    }
+}

@@ -54,15 +54,70 @@ extension Image {
     /// min(x' + d, W − 1), G at x', B at max(x' − d, 0) from row y, then apply the
     /// row's permutation. One pass over the output.
     public func glitched(seed: UInt64, amount: Double = 0.5) throws(ImageError) -> Image {
+        let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
+        if amount == 0 { return self }
+        var out = [UInt8](repeating: 255, count: pixels.count)
+        let src = pixels.span
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        let rowLen = width * 4
+        for y in 0..<height {
+            plan.composeRow(y, from: src.extracting(y * rowLen ..< (y + 1) * rowLen), into: &dst)
+        }
+        return Image(width: width, height: height, pixels: out)
+    }
+
+    /// `glitched(seed:amount:)` in place: the same bytes, without a second
+    /// image-sized buffer (each row is read from a one-row copy).
+    public mutating func glitch(seed: UInt64, amount: Double = 0.5) throws(ImageError) {
+        let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
+        if amount == 0 { return }
+        let rowLen = width * 4, h = height
+        var row = [UInt8](repeating: 0, count: rowLen)
+        var span = pixels.mutableSpan
+        var dst = span.mutableBytes
+        for y in 0..<h {
+            do {
+                var copyView = row.mutableSpan
+                var copy = copyView.mutableBytes
+                let base = y * rowLen
+                var i = 0
+                while i &+ 16 <= rowLen {
+                    copy.storeBytes(of: dst.unsafeLoadUnaligned(fromByteOffset: base &+ i, as: SIMD16<UInt8>.self),
+                                    toByteOffset: i, as: SIMD16<UInt8>.self)
+                    i &+= 16
+                }
+                while i < rowLen {
+                    copy.storeBytes(of: dst.unsafeLoadUnaligned(fromByteOffset: base &+ i, as: SIMD4<UInt8>.self),
+                                    toByteOffset: i, as: SIMD4<UInt8>.self)
+                    i &+= 4
+                }
+            }
+            plan.composeRow(y, from: row.span, into: &dst)
+        }
+    }
+}
+
+/// The random draws of one glitch, resolved per row.
+private struct GlitchPlan {
+    let width: Int
+    /// Channel shift distance in pixels.
+    let shift: Int
+    /// Per row: the rotation in 0..<width.
+    var offsets: [Int]
+    /// Per row: 0 = no permutation, 1...5 as documented on `glitched`.
+    var permutations: [UInt8]
+
+    /// Draws everything in the documented order. Throws on a bad amount.
+    init(width w: Int, height h: Int, seed: UInt64, amount: Double) throws(ImageError) {
         guard amount.isFinite, amount >= 0, amount <= 1 else {
             throw ImageError(.invalidArgument, "glitch amount \(amount) must be between 0 and 1")
         }
-        if amount == 0 { return self }
-        let w = width, h = height
+        width = w
         var rng = SplitMix64(seed: seed)
 
         // 1. Channel shift distance.
-        let shift = Int((Double(w) * amount * 0.02 * (0.5 + 0.5 * rng.unit())).rounded())
+        shift = Int((Double(w) * amount * 0.02 * (0.5 + 0.5 * rng.unit())).rounded())
 
         // 2. Per-row displacement, accumulated over bands.
         var offsets = [Int](repeating: 0, count: h)
@@ -81,7 +136,7 @@ extension Image {
             offsets[y] = ((offsets[y] % w) + w) % w
         }
 
-        // 3. Per-row channel permutation: 0 = none, 1...5 as documented.
+        // 3. Per-row channel permutation.
         var permutations = [UInt8](repeating: 0, count: h)
         let swapCount = rng.below(1 + Int((4 * amount).rounded()))
         for _ in 0..<swapCount {
@@ -89,57 +144,74 @@ extension Image {
             let permutation = UInt8(1 + rng.below(5))
             for y in rows { permutations[y] = permutation }
         }
+        self.offsets = offsets
+        self.permutations = permutations
+    }
 
-        var out = [UInt8](repeating: 255, count: pixels.count)
-        let src = pixels.span
-        // Whole-vector loads and stores go through the byte views: they are
-        // bounds-checked, and any bit pattern is a valid SIMD of bytes.
-        let srcBytes = src.bytes
-        var outSpan = out.mutableSpan
-        var dst = outSpan.mutableBytes
-        let rowLen = w * 4
-        let maskR = SIMD16<UInt8>(255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0)
-        let maskG = SIMD16<UInt8>(0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0)
-        let maskB = SIMD16<UInt8>(0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0)
-        let maskX = SIMD16<UInt8>(0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255)
-        for y in 0..<h {
-            let rowBase = y * rowLen
-            let offset = offsets[y]
-            let permutation = permutations[y]
-            // Output x reads source column x' = (x - offset) mod W: two runs of
-            // consecutive columns, [0, offset) from W - offset and the rest from 0.
-            for (outStart, srcStart, count) in [(0, w - offset, offset), (offset, 0, w - offset)] where count > 0 {
-                var k = 0
-                while k < count {
-                    let sx = srcStart + k
-                    let o = rowBase + (outStart + k) * 4
-                    if permutation == 0 && k + 4 <= count && sx - shift >= 0 && sx + 3 + shift < w {
-                        // Four pixels at once, none clamped at an edge.
-                        let g = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + sx * 4, as: SIMD16<UInt8>.self)
-                        let r = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + (sx + shift) * 4, as: SIMD16<UInt8>.self)
-                        let b = srcBytes.unsafeLoadUnaligned(fromByteOffset: rowBase + (sx - shift) * 4, as: SIMD16<UInt8>.self)
-                        let v = (r & maskR) | (g & maskG) | (b & maskB) | maskX
-                        dst.storeBytes(of: v, toByteOffset: o, as: SIMD16<UInt8>.self)
-                        k += 4
-                        continue
-                    }
-                    let r = src[rowBase + min(sx + shift, w - 1) * 4]
-                    let g = src[rowBase + sx * 4 + 1]
-                    let b = src[rowBase + max(sx - shift, 0) * 4 + 2]
-                    let px: SIMD4<UInt8>
-                    switch permutation {
-                    case 0: px = SIMD4(r, g, b, 255)
-                    case 1: px = SIMD4(g, b, r, 255)
-                    case 2: px = SIMD4(b, r, g, 255)
-                    case 3: px = SIMD4(b, g, r, 255)
-                    case 4: px = SIMD4(r, b, g, 255)
-                    default: px = SIMD4(g, r, b, 255)
-                    }
-                    dst.storeBytes(of: px, toByteOffset: o, as: SIMD4<UInt8>.self)
-                    k += 1
+    /// Source channel (0 = R, 1 = G, 2 = B) of each output channel, per permutation.
+    private static let sources: [(Int, Int, Int)] = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0), (0, 2, 1), (1, 0, 2)]
+
+    /// Writes output row `y` into `dst` from `row`, the source row's bytes.
+    ///
+    /// Output x reads source column x' = (x - offset) mod W: two runs of
+    /// consecutive columns, [0, offset) from W - offset and the rest from 0.
+    /// Within a run, columns whose shifted reads stay inside the row go four at a
+    /// time: each pixel is one 32-bit lane (R in the low byte), and an output
+    /// channel is its source channel's lane shifted into place and masked.
+    func composeRow(_ y: Int, from row: Span<UInt8>, into dst: inout MutableRawSpan) {
+        let w = width, d = shift
+        let offset = offsets[y]
+        let (sr, sg, sb) = GlitchPlan.sources[Int(permutations[y])]
+        let bytes = row.bytes
+        let rowBase = y * w * 4
+        // Per output channel: the left and right lane shifts (one of them zero)
+        // that move the source channel's byte into place.
+        func shifts(_ from: Int, _ to: Int) -> (UInt32, UInt32) {
+            to >= from ? (UInt32((to - from) * 8), 0) : (0, UInt32((from - to) * 8))
+        }
+        let (lR, rR) = shifts(sr, 0), (lG, rG) = shifts(sg, 1), (lB, rB) = shifts(sb, 2)
+        let maskR = SIMD4<UInt32>(repeating: 0xFF), maskG = SIMD4<UInt32>(repeating: 0xFF00)
+        let maskB = SIMD4<UInt32>(repeating: 0xFF_0000), opaque = SIMD4<UInt32>(repeating: 0xFF00_0000)
+        // Column of each output channel's read relative to x': R at +d, G in
+        // place, B at -d, following the channel it comes from.
+        func delta(_ c: Int) -> Int { c == 0 ? d : c == 1 ? 0 : -d }
+        let dR = delta(sr) * 4, dG = delta(sg) * 4, dB = delta(sb) * 4
+        for (outStart, srcStart, count) in [(0, w - offset, offset), (offset, 0, w - offset)] where count > 0 {
+            // Columns sx with sx - d >= 0 and sx + 3 + d < w take the vector path.
+            let vectorFrom = min(count, max(0, d - srcStart))
+            let vectorTo = max(vectorFrom, min(count, w - 3 - d - srcStart))
+            var k = 0
+            @inline(__always)
+            func scalar(_ k: Int) {
+                let sx = srcStart + k
+                let channels = (row[min(sx + d, w - 1) * 4], row[sx * 4 + 1], row[max(sx - d, 0) * 4 + 2])
+                func pick(_ c: Int) -> UInt8 { c == 0 ? channels.0 : c == 1 ? channels.1 : channels.2 }
+                dst.storeBytes(of: SIMD4<UInt8>(pick(sr), pick(sg), pick(sb), 255),
+                               toByteOffset: rowBase + (outStart + k) * 4, as: SIMD4<UInt8>.self)
+            }
+            while k < vectorFrom { scalar(k); k += 1 }
+            // Whole vectors through the byte views: bounds-checked, and every bit
+            // pattern is a valid SIMD of integers.
+            @inline(__always)
+            func vectors(_ combine: (SIMD4<UInt32>, SIMD4<UInt32>, SIMD4<UInt32>) -> SIMD4<UInt32>) {
+                while k &+ 4 <= vectorTo {
+                    let p = (srcStart &+ k) &* 4
+                    let vR = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dR, as: SIMD4<UInt32>.self)
+                    let vG = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dG, as: SIMD4<UInt32>.self)
+                    let vB = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dB, as: SIMD4<UInt32>.self)
+                    dst.storeBytes(of: combine(vR, vG, vB) | opaque, toByteOffset: rowBase &+ (outStart &+ k) &* 4, as: SIMD4<UInt32>.self)
+                    k &+= 4
                 }
             }
+            if lR | rR | lG | rG | lB | rB == 0 {
+                // No permutation (most rows): masks only.
+                vectors { r, g, b in (r & maskR) | (g & maskG) | (b & maskB) }
+            } else {
+                vectors { r, g, b in
+                    (((r &<< lR) &>> rR) & maskR) | (((g &<< lG) &>> rG) & maskG) | (((b &<< lB) &>> rB) & maskB)
+                }
+            }
+            while k < count { scalar(k); k += 1 }
         }
-        return Image(width: w, height: h, pixels: out)
     }
 }

@@ -162,9 +162,24 @@ extension Image {
         if horizontalFirst <= verticalFirst {
             let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h)
             return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, width: outW, weights: v))
-        } else {
+        } else if v.taps > FilterWeights.maxFastTaps {
             let mid = Image.verticalPass(pixels, width: width, weights: v)
             return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h))
+        } else {
+            // A strip of output rows at a time: the vertical pass's rows stay in
+            // cache for the horizontal pass, and neither an image-sized
+            // intermediate nor a zero-filled output is ever allocated.
+            let stripRows = 16
+            var out = [UInt8]()
+            out.reserveCapacity(outW * outH * 4)
+            var y = 0
+            while y < outH {
+                let rows = y ..< min(outH, y + stripRows)
+                let mid = Image.verticalPass(pixels, width: width, weights: v, rows: rows)
+                out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h))
+                y = rows.upperBound
+            }
+            return Image(width: outW, height: outH, pixels: out)
         }
     }
 
@@ -227,41 +242,70 @@ extension Image {
         }
         if taps % 4 == 0 && quads <= 4 {
             // The common case: whole 16-byte steps only. Each step count gets its
-            // own copy of the loop so the compiler can unroll it completely.
+            // own copy of the loop so the compiler can unroll it completely, and
+            // two rows go through together: each pixel's start, weights and
+            // bounds checks are then paid once for both.
             @inline(__always)
             func run(quads: Int, dst: inout MutableRawSpan) {
-                for y in 0..<height {
-                    let rowBase = y * rowLen
-                    var o = y * outW * 4
+                var y = 0
+                while y < height {
+                    let pair = y &+ 1 < height
+                    let rowBase = y &* rowLen
+                    // The second row of a pair; a lone last row filters itself twice.
+                    let nextRow = pair ? rowLen : 0
+                    var o = y &* outW &* 4
+                    let outNext = pair ? outW &* 4 : 0
                     var wi = 0
                     for i in 0..<starts.count {
                         let p = rowBase &+ starts[i] &* 4
-                        var acc = SIMD8<Int16>.zero
+                        var acc0 = SIMD8<Int16>.zero, acc1 = SIMD8<Int16>.zero
                         // Written out rather than looped: `quads` is a constant
                         // in each copy, so the tests fold away and no per-pixel
                         // trip-count bookkeeping is left.
                         @inline(__always)
                         func quad(_ q: Int) {
-                            let v = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD16<UInt8>.self)
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), blockWeights[wi &+ 2 &* q])
-                            acc &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), blockWeights[wi &+ 2 &* q &+ 1])
+                            let w0 = blockWeights[wi &+ 2 &* q], w1 = blockWeights[wi &+ 2 &* q &+ 1]
+                            let v0 = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD16<UInt8>.self)
+                            let v1 = src.unsafeLoadUnaligned(fromByteOffset: p &+ nextRow &+ 16 &* q, as: SIMD16<UInt8>.self)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w0)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w1)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w0)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf, hide), w1)
                         }
-                        quad(0)
-                        if quads > 1 { quad(1) }
-                        if quads > 2 { quad(2) }
-                        if quads > 3 { quad(3) }
+                        // Two steps from one 32-byte load per row where possible
+                        // (one bounds check instead of two).
+                        @inline(__always)
+                        func quads2(_ q: Int) {
+                            let w0 = blockWeights[wi &+ 2 &* q], w1 = blockWeights[wi &+ 2 &* q &+ 1]
+                            let w2 = blockWeights[wi &+ 2 &* q &+ 2], w3 = blockWeights[wi &+ 2 &* q &+ 3]
+                            let v0 = src.unsafeLoadUnaligned(fromByteOffset: p &+ 16 &* q, as: SIMD32<UInt8>.self)
+                            let v1 = src.unsafeLoadUnaligned(fromByteOffset: p &+ nextRow &+ 16 &* q, as: SIMD32<UInt8>.self)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf.lowHalf, hide), w0)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf.highHalf, hide), w1)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf.lowHalf, hide), w2)
+                            acc0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf.highHalf, hide), w3)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf.lowHalf, hide), w0)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf.highHalf, hide), w1)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf.lowHalf, hide), w2)
+                            acc1 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf.highHalf, hide), w3)
+                        }
+                        switch quads {
+                        case 1: quad(0)
+                        case 2: quads2(0)
+                        case 3: quads2(0); quad(2)
+                        default: quads2(0); quads2(2)
+                        }
                         wi &+= 2 &* quads
-                        // Both halves now hold the pixel: store all 8 bytes (the
-                        // next pixel overwrites the spare 4) except at a row's end.
-                        let sum = acc &+ SIMD8(lowHalf: acc.highHalf, highHalf: acc.lowHalf) &+ rounding
-                        let bytes = FilterWeights.narrow(sum) | opaque
-                        if i &+ 1 < outW {
-                            dst.storeBytes(of: bytes, toByteOffset: o, as: SIMD8<UInt8>.self)
-                        } else {
-                            dst.storeBytes(of: bytes.lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
-                        }
+                        // Lanes 0-3 and 4-7 hold the even and odd taps: add the
+                        // halves, then narrow both rows' pixels at once.
+                        let sum0 = acc0 &+ SIMD8(lowHalf: acc0.highHalf, highHalf: acc0.lowHalf)
+                        let sum1 = acc1 &+ SIMD8(lowHalf: acc1.highHalf, highHalf: acc1.lowHalf)
+                        let bytes = FilterWeights.narrow(SIMD8(lowHalf: sum0.lowHalf, highHalf: sum1.lowHalf) &+ rounding) | opaque
+                        dst.storeBytes(of: bytes.lowHalf, toByteOffset: o, as: SIMD4<UInt8>.self)
+                        dst.storeBytes(of: bytes.highHalf, toByteOffset: o &+ outNext, as: SIMD4<UInt8>.self)
                         o &+= 4
                     }
+                    y &+= pair ? 2 : 1
                 }
             }
             switch quads {
@@ -369,11 +413,16 @@ extension Image {
         guard fw.taps <= FilterWeights.maxFastTaps else {
             return verticalPassPrecise(source, width: width, weights: fw)
         }
-        let outH = fw.outCount
+        return verticalPass(source, width: width, weights: fw, rows: 0..<fw.outCount)
+    }
+
+    /// Output rows `rows` of the fast vertical pass (which needs
+    /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
+    static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
         let taps = fw.taps
         let rowLen = width * 4
         let vectorEnd = rowLen - rowLen % 16
-        var out = [UInt8](repeating: 255, count: rowLen * outH)
+        var out = [UInt8](repeating: 255, count: rowLen * outRows.count)
         // Vector loads and stores through the byte views: bounds-checked, and
         // every bit pattern is a valid SIMD of bytes.
         let src = source.span
@@ -383,7 +432,7 @@ extension Image {
         let hide = fw.opaqueZero
         var rowStarts = [Int](repeating: 0, count: taps)
         var tapWeights = [SIMD8<Int16>](repeating: .zero, count: taps)
-        for i in 0..<outH {
+        for i in outRows {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
             var n = 0
@@ -395,17 +444,44 @@ extension Image {
             let rows = rowStarts.span.extracting(0..<n)
             let ws = tapWeights.span.extracting(0..<n)
             let rounding = SIMD8<Int16>(repeating: FilterWeights.fastRounding(taps: n))
-            let outBase = i * rowLen
+            let outBase = (i - outRows.lowerBound) * rowLen
             var x = 0
-            // 32 bytes per step while they last (fewer loads of the tap tables
-            // per byte), then 16.
+            // 64 bytes per step while they last (fewer loads and checks of the
+            // tap tables per byte), then 32, then 16.
+            while x &+ 64 <= vectorEnd {
+                var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
+                var a4 = rounding, a5 = rounding, a6 = rounding, a7 = rounding
+                for k in 0..<min(rows.count, ws.count) {
+                    let w = ws[k]
+                    let at = rows[k] &+ x
+                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
+                    let u = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 32, as: SIMD32<UInt8>.self)
+                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.lowHalf, hide), w)
+                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.highHalf, hide), w)
+                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.lowHalf, hide), w)
+                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.highHalf, hide), w)
+                    a4 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.lowHalf, hide), w)
+                    a5 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.highHalf, hide), w)
+                    a6 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.lowHalf, hide), w)
+                    a7 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.highHalf, hide), w)
+                }
+                let lo = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
+                let hi = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
+                dst.storeBytes(of: lo, toByteOffset: outBase &+ x, as: SIMD32<UInt8>.self)
+                dst.storeBytes(of: hi, toByteOffset: outBase &+ x &+ 32, as: SIMD32<UInt8>.self)
+                x &+= 64
+            }
             while x &+ 32 <= vectorEnd {
                 var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let at = rows[k] &+ x
                     let w = ws[k]
-                    let v0 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<UInt8>.self)
-                    let v1 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 16, as: SIMD16<UInt8>.self)
+                    let v01 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
+                    let v0 = v01.lowHalf, v1 = v01.highHalf
                     a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w)
                     a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w)
                     a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w)
@@ -483,6 +559,71 @@ extension Image {
     /// Averages blocks of `factorX` x `factorY` pixels into one. Blocks at the
     /// right and bottom edges may be smaller and are averaged over what they hold.
     func boxReduced(factorX: Int, factorY: Int) -> Image {
+        let outW = (width + factorX - 1) / factorX
+        let outH = (height + factorY - 1) / factorY
+        let rowLen = width * 4
+        // Column sums of one band of rows, in 16-bit lanes: a block of up to 257
+        // pixels sums to at most 65535.
+        guard factorX * factorY <= 257 else {
+            return boxReducedWide(factorX: factorX, factorY: factorY)
+        }
+        var out = [UInt8](repeating: 255, count: outW * outH * 4)
+        var sums = [UInt16](repeating: 0, count: rowLen)
+        let src = pixels.span
+        let srcBytes = src.bytes
+        let vectorEnd = rowLen - rowLen % 16
+        // (n + count / 2) / count for n < 2^16 as (n' * m) >> 32 with
+        // m = floor(2^32 / count) + 1, exact in that range (Granlund-Montgomery).
+        func divider(_ count: Int) -> (half: UInt64, magic: UInt64) {
+            (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
+        }
+        for oy in 0..<outH {
+            let y0 = oy * factorY
+            let y1 = min(y0 + factorY, height)
+            do {
+                var sumView = sums.mutableSpan
+                var s = sumView.mutableBytes
+                // The first row sets the sums, the others add to them; 16 bytes
+                // (two vectors of 8 lanes) a step, then the last few one by one.
+                for y in y0..<y1 {
+                    let base = y * rowLen
+                    var x = 0
+                    while x &+ 16 <= vectorEnd {
+                        let v = SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: base &+ x, as: SIMD16<UInt8>.self))
+                        let old = y == y0 ? .zero : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                        s.storeBytes(of: old &+ v, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                        x &+= 16
+                    }
+                    while x < rowLen {
+                        let old = y == y0 ? 0 : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: UInt16.self)
+                        s.storeBytes(of: old &+ UInt16(src[base + x]), toByteOffset: x &* 2, as: UInt16.self)
+                        x &+= 1
+                    }
+                }
+            }
+            let sumBytes = sums.span.bytes
+            var dst = out.mutableSpan
+            let rows = y1 - y0
+            let full = divider(rows * factorX)
+            for ox in 0..<outW {
+                let x0 = ox * factorX
+                let x1 = min(x0 + factorX, width)
+                var acc = SIMD4<UInt16>.zero
+                for x in x0..<x1 {
+                    acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                }
+                let (half, magic) = x1 - x0 == factorX ? full : divider(rows * (x1 - x0))
+                let o = (oy * outW + ox) * 4
+                dst[o] = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
+                dst[o + 1] = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
+                dst[o + 2] = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+            }
+        }
+        return Image(width: outW, height: outH, pixels: out)
+    }
+
+    /// `boxReduced` for blocks of more than 257 pixels, with 32-bit sums.
+    func boxReducedWide(factorX: Int, factorY: Int) -> Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         let rowLen = width * 4
@@ -598,7 +739,9 @@ struct FilterWeights: Sendable {
             radius = 1
             function = { x in max(0, 1 - abs(x)) }
         }
-        self.init(inCount: inCount, outCount: outCount, radius: radius * scale) { i in
+        // Both kernels are exactly zero at and beyond their radius, so the window
+        // can hold only the samples strictly inside it.
+        self.init(inCount: inCount, outCount: outCount, radius: radius * scale, openWindow: true) { i in
             (Double(i) + 0.5) * ratio
         } weight: { distance in
             function(distance / scale)
@@ -611,15 +754,28 @@ struct FilterWeights: Sendable {
         self.init(inCount: count, outCount: count, radius: radius, center: { Double($0) + 0.5 }, weight: weight)
     }
 
-    init(inCount: Int, outCount: Int, radius: Double, center: (Int) -> Double, weight: (Double) -> Double) {
+    /// With `openWindow`, a window holds only the samples whose centres lie
+    /// strictly within `radius` of the output's centre (for kernels that vanish
+    /// at the radius); otherwise it is widened to whole samples on both sides.
+    /// For a 1.17x lanczos3 shrink that is 8 taps instead of 9, which the
+    /// padding below would have made 12.
+    init(
+        inCount: Int, outCount: Int, radius: Double, openWindow: Bool = false,
+        center: (Int) -> Double, weight: (Double) -> Double
+    ) {
         self.outCount = outCount
         var windows = [(lo: Int, hi: Int, center: Double)]()
         windows.reserveCapacity(outCount)
         var maxTaps = 1
         for i in 0..<outCount {
             let c = center(i)
-            let lo = max(0, Int((c - radius).rounded(.down)))
-            let hi = min(inCount, Int((c + radius).rounded(.up)))
+            // Sample j is centred at j + 0.5.
+            let lo = openWindow
+                ? max(0, Int((c - radius - 0.5).rounded(.down)) + 1)
+                : max(0, Int((c - radius).rounded(.down)))
+            let hi = openWindow
+                ? min(inCount, Int((c + radius - 0.5).rounded(.up)))
+                : min(inCount, Int((c + radius).rounded(.up)))
             let clampedLo = min(lo, inCount - 1)
             let clampedHi = max(hi, clampedLo + 1)
             windows.append((clampedLo, clampedHi, c))
