@@ -480,6 +480,9 @@ final class WorkerLoop {
             frames = Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable, failure: detail).frames()
             logger.info("\(head): failed \(retryable ? "(retryable)" : "(final)") \(detail.summary) (\(ms) ms)")
         }
+        // Publish the counts before the broker (or a test playing it) can see
+        // the DONE/FAIL, so status never lags behind what was reported.
+        publishStatus()
         if backend != nil {
             sendToBroker(frames)
             if !stopping { freedThisTurn += 1 }
