@@ -11,8 +11,17 @@ public struct WorkerConfiguration: Sendable {
     public var backendEndpoint: String
     /// The storage node's ROUTER (STORE, STORED).
     public var storeEndpoint: String
-    /// How many jobs run at once: the slots declared in READY. 1…1024.
+    /// How many jobs the worker holds at once: the slots declared in READY
+    /// and so the most credit it grants. 1…1024. A slot stays busy from the
+    /// JOB until its DONE or FAIL, which includes the STORE round trip, so
+    /// for small jobs more slots than processors keep the processors busy
+    /// while results wait for the storage node's commit.
     public var concurrency: Int
+    /// How many jobs are processed (decoded, run, encoded) at the same time:
+    /// the processing threads. nil means `concurrency`, capped at the number
+    /// of processors (CPU-bound threads beyond that add no throughput). Jobs
+    /// in slots beyond this wait in the worker for a free thread.
+    public var processingThreads: Int?
     /// The worker id sent in READY: 1…64 bytes of printable ASCII, no spaces.
     /// New for each process by default: `<host>-<pid>-<random>`.
     public var workerID: String
@@ -53,7 +62,8 @@ public struct WorkerConfiguration: Sendable {
         storeTimeout: Duration = .seconds(10),
         storeRetryInterval: Duration = .milliseconds(2_500),
         limits: DecodeLimits = .default,
-        curve: WorkerCurve? = nil
+        curve: WorkerCurve? = nil,
+        processingThreads: Int? = nil
     ) {
         self.backendEndpoint = backendEndpoint
         self.storeEndpoint = storeEndpoint
@@ -69,6 +79,14 @@ public struct WorkerConfiguration: Sendable {
         self.storeRetryInterval = storeRetryInterval
         self.limits = limits
         self.curve = curve
+        self.processingThreads = processingThreads
+    }
+
+    /// The processing threads actually started: `processingThreads`, or
+    /// `concurrency` capped at the processors; never more than `concurrency`.
+    public var effectiveProcessingThreads: Int {
+        let wanted = processingThreads ?? min(concurrency, ProcessInfo.processInfo.activeProcessorCount)
+        return max(1, min(wanted, concurrency))
     }
 
     /// The number of cores this process may use, within 1…1024.
@@ -104,6 +122,9 @@ public struct WorkerConfiguration: Sendable {
     public func validate() throws(WorkerError) {
         guard (1...Int(Wire.Limit.maxSlots)).contains(concurrency) else {
             throw WorkerError("concurrency must be 1…\(Wire.Limit.maxSlots), got \(concurrency)")
+        }
+        if let processingThreads, !(1...Int(Wire.Limit.maxSlots)).contains(processingThreads) {
+            throw WorkerError("processing threads must be 1…\(Wire.Limit.maxSlots), got \(processingThreads)")
         }
         guard (1...Wire.Limit.workerIDBytes).contains(workerID.utf8.count),
               !workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {

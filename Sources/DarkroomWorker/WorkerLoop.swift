@@ -110,7 +110,7 @@ final class WorkerLoop {
         lastSent = now
         backoff = configuration.reconnectInitial
         snapshot = WorkerStatus(slots: configuration.concurrency)
-        pool = JobPool(threads: configuration.concurrency, name: "darkroom-job") { run, outcome, elapsed in
+        pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, elapsed in
             mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
         }
         do {
