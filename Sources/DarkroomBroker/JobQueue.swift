@@ -13,6 +13,16 @@ struct JobHandle: Sendable, Hashable {
     var id: ULID
     var priority: UInt8
     var source: String
+    /// `id` as text, the key of the job's rows: made once per job rather
+    /// than for every statement that names it.
+    let idText: String
+
+    init(id: ULID, priority: UInt8, source: String) {
+        self.id = id
+        self.priority = priority
+        self.source = source
+        idText = id.description
+    }
 }
 
 /// A job read for dispatch.
@@ -23,6 +33,8 @@ struct DispatchRow {
     var options: JobOptions
     var pipeline: String
     var image: [UInt8]
+    /// The external input file, nil when the input is inline.
+    var inputFile: String?
 }
 
 /// The durable queue: one SQLite database (WAL, synchronous=FULL) owned by
@@ -46,6 +58,16 @@ final class JobQueue {
     private(set) var headSeq: UInt64 = 0
     /// `headSeq` as of the last commit.
     private(set) var committedSeq: UInt64 = 0
+
+    // The statements every job runs, prepared once. They stay in the
+    // connection's statement cache too, which finalizes them on close.
+    private let insertJob: Statement
+    private let insertEvent: Statement
+    private let selectForLease: Statement
+    private let updateLeased: Statement
+    private let selectInputFile: Statement
+    private let updateDone: Statement
+    private let updateRequeued: Statement
 
     init(directory: String, blobThreshold: Int) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -100,6 +122,41 @@ final class JobQueue {
         let head = try db.query("SELECT COALESCE(MAX(seq), 0) FROM events") { $0.int64(0) ?? 0 }.first ?? 0
         headSeq = UInt64(max(0, head))
         committedSeq = headSeq
+        insertJob = try db.prepare("""
+            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
+                              source, input, input_file, input_bytes, created)
+            VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        insertEvent = try db.prepare("""
+            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        selectForLease = try db.prepare("""
+            SELECT priority, attempt, attempt_base, thumb_width, thumb_height, quality, thumb_quality,
+                   pipeline, source, input, input_file, state
+            FROM jobs WHERE id = ?
+            """)
+        updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?")
+        selectInputFile = try db.prepare("SELECT input_file FROM jobs WHERE id = ?")
+        updateDone = try db.prepare("""
+            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
+            WHERE id = ?
+            """)
+        updateRequeued = try db.prepare("""
+            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
+                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
+            WHERE id = ?
+            """)
+    }
+
+    /// Binds `values` to parameters 1, 2, … and runs the statement to completion.
+    private func run(_ statement: Statement, _ values: [SQLiteValue]) throws {
+        statement.reset()
+        defer { statement.reset() }
+        for (offset, value) in values.enumerated() {
+            try statement.bind(value, at: offset + 1)
+        }
+        while try statement.step() {}
     }
 
     func close() {
@@ -129,21 +186,19 @@ final class JobQueue {
     // MARK: Writes (inside the open transaction)
 
     /// Inserts a queued job. A large input is written to its file first.
-    func insert(id: ULID, priority: UInt8, options: JobOptions, pipeline: String, source: String, image: [UInt8], created: UInt64) throws {
+    func insert(_ job: JobHandle, options: JobOptions, pipeline: String, image: [UInt8], created: UInt64) throws {
         try beginIfNeeded()
-        var inline: [UInt8]? = image
-        var file: String? = nil
+        var inline: SQLiteValue = .blob(image)
+        var file: SQLiteValue = .null
         if image.count > blobThreshold {
-            file = try inputs.write(image)
-            inline = nil
+            file = .text(try inputs.write(image))
+            inline = .null
         }
-        try db.execute("""
-            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              source, input, input_file, input_bytes, created)
-            VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            id.description, Int64(priority), pipeline, Int64(options.thumbnailWidth), Int64(options.thumbnailHeight),
-            Int64(options.quality), Int64(options.thumbnailQuality), source, inline, file, Int64(image.count), Int64(created))
+        try run(insertJob, [
+            .text(job.idText), .integer(Int64(job.priority)), .text(pipeline), .integer(Int64(options.thumbnailWidth)),
+            .integer(Int64(options.thumbnailHeight)), .integer(Int64(options.quality)), .integer(Int64(options.thumbnailQuality)),
+            .text(job.source), inline, file, .integer(Int64(image.count)), .integer(Int64(created)),
+        ])
     }
 
     /// Appends an event with the next seq and returns it.
@@ -154,67 +209,71 @@ final class JobQueue {
         let event = Event(seq: headSeq + 1, time: time, kind: kind, jobID: job.id, attempt: attempt, sourceName: job.source,
                           workerID: worker, recordID: record, failure: failure)
         let f = failure ?? FailureDetail(stepIndex: -1, step: "", code: "", reason: "")
-        try db.execute("""
-            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            Int64(event.seq), Int64(time), Int64(kind.rawValue), job.id.description, Int64(attempt), job.source, worker,
-            record?.description, Int64(f.stepIndex), f.step, f.code, f.reason)
+        try run(insertEvent, [
+            .integer(Int64(event.seq)), .integer(Int64(time)), .integer(Int64(kind.rawValue)), .text(job.idText),
+            .integer(Int64(attempt)), .text(job.source), .text(worker), record.map { .text($0.description) } ?? .null,
+            .integer(Int64(f.stepIndex)), .text(f.step), .text(f.code), .text(f.reason),
+        ])
         headSeq = event.seq
         return event
     }
 
     /// Leases a queued job to `worker` with the next attempt and reads what the JOB needs.
     /// Returns nil when the job is no longer queued.
-    func lease(_ id: ULID, worker: String) throws -> DispatchRow? {
+    func lease(_ job: JobHandle, worker: String) throws -> DispatchRow? {
         try beginIfNeeded()
-        let rows = try db.query("""
-            SELECT priority, attempt, attempt_base, thumb_width, thumb_height, quality, thumb_quality,
-                   pipeline, source, input, input_file, state
-            FROM jobs WHERE id = ?
-            """, id.description) { row -> DispatchRow? in
+        let id = job.id
+        let rows = try selectForLease.query([job.idText]) { row -> DispatchRow? in
             guard row.string(11) == JobState.queued.rawValue else { return nil }
             let image: [UInt8]
-            if let file = row.string(10) {
+            let file = row.string(10)
+            if let file {
                 image = try inputs.read(file)
             } else {
                 image = row.blob(9) ?? []
             }
+            let source = row.string(8) ?? ""
+            let priority = UInt8(clamping: row.int64(0) ?? 0)
             return DispatchRow(
-                handle: JobHandle(id: id, priority: UInt8(clamping: row.int64(0) ?? 0), source: row.string(8) ?? ""),
+                handle: source == job.source && priority == job.priority ? job : JobHandle(id: id, priority: priority, source: source),
                 attempt: UInt32(clamping: row.int64(1) ?? 0) + 1,
                 attemptBase: UInt32(clamping: row.int64(2) ?? 0),
                 options: JobOptions(thumbnailWidth: UInt16(clamping: row.int64(3) ?? 256), thumbnailHeight: UInt16(clamping: row.int64(4) ?? 256),
                                     quality: UInt8(clamping: row.int64(5) ?? 95), thumbnailQuality: UInt8(clamping: row.int64(6) ?? 70)),
                 pipeline: row.string(7) ?? "",
-                image: image)
+                image: image,
+                inputFile: file)
         }
         guard let found = rows.first, let row = found else { return nil }
-        try db.execute("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?",
-                       Int64(row.attempt), worker, id.description)
+        try run(updateLeased, [.integer(Int64(row.attempt)), .text(worker), .text(job.idText)])
         return row
     }
 
     /// Marks a job done and drops its input. Returns the input file to remove after the commit, if any.
-    func markDone(_ id: ULID, record: ULID, time: UInt64) throws -> String? {
+    /// `inputFile` is the job's input file when the caller knows it
+    /// (`.some(nil)`: the input is inline); nil reads it from the row.
+    func markDone(_ job: JobHandle, record: ULID, time: UInt64, inputFile known: String?? = nil) throws -> String? {
         try beginIfNeeded()
-        let file = try inputFile(of: id)
-        try db.execute("""
-            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
-            WHERE id = ?
-            """, record.description, Int64(time), id.description)
+        let file: String?
+        if let known {
+            file = known
+        } else {
+            file = try selectInputFile.query([job.idText]) { $0.string(0) }.first ?? nil
+        }
+        try run(updateDone, [.text(record.description), .integer(Int64(time)), .text(job.idText)])
         return file
     }
 
     /// Puts a job back in the queue, to run no earlier than `notBefore` (Unix ms; 0 = now).
-    func requeue(_ id: ULID, notBefore: UInt64, failure: FailureDetail?) throws {
+    func requeue(_ job: JobHandle, notBefore: UInt64, failure: FailureDetail?) throws {
         try beginIfNeeded()
-        try db.execute("""
-            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
-                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
-            WHERE id = ?
-            """, Int64(notBefore), failure.map { Int64($0.stepIndex) }, failure?.step, failure?.code, failure?.reason, id.description)
+        try run(updateRequeued, [
+            .integer(Int64(notBefore)), failure.map { .integer(Int64($0.stepIndex)) } ?? .null,
+            failure.map { .text($0.step) } ?? .null, failure.map { .text($0.code) } ?? .null,
+            failure.map { .text($0.reason) } ?? .null, .text(job.idText),
+        ])
     }
+
 
     func markDead(_ id: ULID, failure: FailureDetail, time: UInt64) throws {
         try beginIfNeeded()

@@ -252,8 +252,8 @@ final class RecordStore {
             }
             return (id, false)
         }
-        let fullSHA = SHA256.hex(request.full)
-        let thumbSHA = SHA256.hex(request.thumbnail)
+        let fullSHA = sha256Hex(request.full)
+        let thumbSHA = sha256Hex(request.thumbnail)
         let full = try place(request.full, sha256: fullSHA)
         let thumb = try place(request.thumbnail, sha256: thumbSHA)
         let id = ids.next()
@@ -359,7 +359,7 @@ final class RecordStore {
         guard UInt64(bytes.count) == expected.bytes else {
             throw StoreFailure(.internal, "\(what) is damaged: \(bytes.count) bytes read, \(expected.bytes) stored")
         }
-        let actual = SHA256.hex(bytes)
+        let actual = sha256Hex(bytes)
         guard actual == expected.sha256 else {
             throw StoreFailure(.internal, "\(what) is damaged: sha256 \(actual) does not match the stored \(expected.sha256)")
         }
@@ -417,4 +417,18 @@ final class RecordStore {
         totals.databaseBytes = BlobFiles.fileSize(databasePath) + BlobFiles.fileSize(databasePath + "-wal")
         return totals
     }
+}
+
+/// SHA-256 of `bytes` as 64 lower-case hex digits, written straight into
+/// the string's UTF-8 (no per-byte strings).
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    let digest = SHA256.hash(bytes)
+    let digits: InlineArray<16, UInt8> = [48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102]
+    var utf8: [UInt8] = []
+    utf8.reserveCapacity(digest.count * 2)
+    for byte in digest {
+        utf8.append(digits[Int(byte >> 4)])
+        utf8.append(digits[Int(byte & 15)])
+    }
+    return String(decoding: utf8, as: UTF8.self)
 }
