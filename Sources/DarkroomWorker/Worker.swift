@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// Threads: one service thread owns both sockets (broker backend, storage
 /// node) and a mailbox; `effectiveProcessingThreads` processing threads run
-/// the image work of the `concurrency` slots and post results to the mailbox. `stop` and `wait` may be called from any
+/// the image work of the `slots` jobs and post results to the mailbox. `stop` and `wait` may be called from any
 /// thread.
 public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
@@ -39,7 +39,7 @@ public final class Worker: Sendable {
         self.configuration = configuration
         self.context = context
         self.logger = logger
-        self.statusBoard = StatusBoard(slots: configuration.concurrency)
+        self.statusBoard = StatusBoard(slots: configuration.slots)
     }
 
     /// The latest state published by the service thread.

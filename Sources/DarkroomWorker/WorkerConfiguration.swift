@@ -11,17 +11,22 @@ public struct WorkerConfiguration: Sendable {
     public var backendEndpoint: String
     /// The storage node's ROUTER (STORE, STORED).
     public var storeEndpoint: String
-    /// How many jobs the worker holds at once: the slots declared in READY
-    /// and so the most credit it grants. 1…1024. A slot stays busy from the
-    /// JOB until its DONE or FAIL, which includes the STORE round trip, so
-    /// for small jobs more slots than processors keep the processors busy
-    /// while results wait for the storage node's commit.
+    /// How many jobs the worker works on at once, 1…1024: processing them
+    /// or waiting for their STORED. A slot stays busy from the JOB until its
+    /// DONE or FAIL, which includes the STORE round trip, so for small jobs
+    /// more slots than processors keep the processors busy while results
+    /// wait for the storage node's commit.
     public var concurrency: Int
     /// How many jobs are processed (decoded, run, encoded) at the same time:
     /// the processing threads. nil means `concurrency`, capped at the number
     /// of processors (CPU-bound threads beyond that add no throughput). Jobs
-    /// in slots beyond this wait in the worker for a free thread.
+    /// beyond this wait in the worker for a free thread.
     public var processingThreads: Int?
+    /// Jobs the worker takes on top of `concurrency`, so that a processing
+    /// thread finds its next job waiting while the previous result is being
+    /// stored and the broker is sending the next JOB. nil means one per
+    /// processing thread; 0 takes exactly `concurrency` jobs.
+    public var prefetch: Int?
     /// The worker id sent in READY: 1…64 bytes of printable ASCII, no spaces.
     /// New for each process by default: `<host>-<pid>-<random>`.
     public var workerID: String
@@ -63,7 +68,8 @@ public struct WorkerConfiguration: Sendable {
         storeRetryInterval: Duration = .milliseconds(2_500),
         limits: DecodeLimits = .default,
         curve: WorkerCurve? = nil,
-        processingThreads: Int? = nil
+        processingThreads: Int? = nil,
+        prefetch: Int? = nil
     ) {
         self.backendEndpoint = backendEndpoint
         self.storeEndpoint = storeEndpoint
@@ -80,6 +86,14 @@ public struct WorkerConfiguration: Sendable {
         self.limits = limits
         self.curve = curve
         self.processingThreads = processingThreads
+        self.prefetch = prefetch
+    }
+
+    /// The slots declared in READY, the most credit the worker grants:
+    /// `concurrency` plus the prefetch, at most the protocol's 1024.
+    public var slots: Int {
+        let extra = max(0, prefetch ?? effectiveProcessingThreads)
+        return min(Int(Wire.Limit.maxSlots), concurrency + extra)
     }
 
     /// The processing threads actually started: `processingThreads`, or
@@ -126,6 +140,10 @@ public struct WorkerConfiguration: Sendable {
         if let processingThreads, !(1...Int(Wire.Limit.maxSlots)).contains(processingThreads) {
             throw WorkerError("processing threads must be 1…\(Wire.Limit.maxSlots), got \(processingThreads)")
         }
+        if let prefetch, !(0...Int(Wire.Limit.maxSlots)).contains(prefetch) {
+            throw WorkerError("prefetch must be 0…\(Wire.Limit.maxSlots), got \(prefetch)")
+        }
+
         guard (1...Wire.Limit.workerIDBytes).contains(workerID.utf8.count),
               !workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {
             throw WorkerError("worker id must be 1…\(Wire.Limit.workerIDBytes) bytes of printable ASCII without spaces, got '\(workerID)'")

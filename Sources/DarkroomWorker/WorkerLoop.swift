@@ -23,7 +23,7 @@ enum WorkerEvent: Sendable {
 ///
 /// A slot is busy from the JOB until its DONE or FAIL is sent (processing, then
 /// storing); only then does the worker grant one more CREDIT. The broker
-/// therefore never has more jobs outstanding here than `concurrency`.
+/// therefore never has more jobs outstanding here than `slots`.
 final class WorkerLoop {
     let configuration: WorkerConfiguration
     let context: Context
@@ -59,7 +59,7 @@ final class WorkerLoop {
     private var stopGrace: Duration = .zero
     private var finished = false
 
-    private var slots: Int { configuration.concurrency }
+    private var slots: Int { configuration.slots }
     private var freeSlots: Int { max(0, slots - jobs.count) }
     private var stopping: Bool { stopDeadline != nil }
 
@@ -109,7 +109,7 @@ final class WorkerLoop {
         lastHeard = now
         lastSent = now
         backoff = configuration.reconnectInitial
-        snapshot = WorkerStatus(slots: configuration.concurrency)
+        snapshot = WorkerStatus(slots: configuration.slots)
         pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, elapsed in
             mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
         }
