@@ -62,6 +62,38 @@ stop_pid() {  # pid: SIGTERM and wait
     kill -TERM "$1" 2>/dev/null
     wait "$1" 2>/dev/null
 }
+# start_system NAME WORKERS CONCURRENCY: `darkroom up` on the default
+# endpoints, or, when another darkroom holds them, the same roles as
+# separate processes (broker, store, WORKERS workers) on random ports.
+# Sets FE, EV, SYS_PIDS and SYS_MODE; CPU_PIDS lists the processes to bill.
+start_system() {
+    local name=$1 workers=$2 conc=$3
+    rm -rf "$TMP/$name"; mkdir -p "$TMP/$name"
+    SYS_PIDS=()
+    if ports_free; then
+        SYS_MODE="darkroom up -w $workers -c $conc"
+        FE=tcp://127.0.0.1:7700; EV=tcp://127.0.0.1:7702
+        "$BIN" up --data "$TMP/$name" --workers "$workers" --concurrency "$conc" 2>"$TMP/$name.log" &
+        SYS_PIDS+=($!)
+    else
+        SYS_MODE="broker + store + $workers worker(s) -c $conc as processes (7700-7703 busy)"
+        local base=$((30000 + RANDOM % 20000))
+        FE=tcp://127.0.0.1:$base; EV=tcp://127.0.0.1:$((base + 2))
+        local be=tcp://127.0.0.1:$((base + 1)) st=tcp://127.0.0.1:$((base + 3))
+        "$BIN" broker --data "$TMP/$name" --frontend "$FE" --backend "$be" --events "$EV" 2>"$TMP/$name.log" & SYS_PIDS+=($!)
+        "$BIN" store --data "$TMP/$name" --bind "$st" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
+        for _ in $(seq 1 "$workers"); do
+            "$BIN" worker --broker "$be" --store "$st" --concurrency "$conc" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
+        done
+    fi
+    PIDS+=("${SYS_PIDS[@]}")
+    wait_ping "$FE"
+}
+stop_system() {  # workers first, then broker and store
+    local i
+    for ((i = ${#SYS_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${SYS_PIDS[$i]}"; done
+}
+system_cpu_ticks() { local t=0 p; for p in "${SYS_PIDS[@]}"; do t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 cpu_ticks() { awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime
 
@@ -79,24 +111,20 @@ cp "$TINY_SRC" "$TINY"
 
 # ---------------------------------------------------------------- 1. tiny jobs
 if [ -z "${SKIP_TINY:-}" ]; then
-  if ports_free; then
-    "$BIN" up --data "$TMP/up-tiny" --workers 2 --concurrency "$TINY_CONCURRENCY" 2>"$TMP/up-tiny.log" &
-    UP=$!; PIDS+=("$UP")
-    if wait_ping tcp://127.0.0.1:7700; then
-        R=$(python3 "$ROOT/bench/loadgen.py" --frontend tcp://127.0.0.1:7700 --events tcp://127.0.0.1:7702 \
+  if true; then
+    if start_system up-tiny 2 "$TINY_CONCURRENCY"; then
+        R=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
               --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
-        L=$(python3 "$ROOT/bench/loadgen.py" --frontend tcp://127.0.0.1:7700 --events tcp://127.0.0.1:7702 \
+        L=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
               --image "$TINY" --jobs 500 --window 1 --ops grayscale --thumb 32x32)
         RATE=$(jget "$R" jobsPerSecond)
-        row "| tiny jobs, darkroom up -w 2 -c $TINY_CONCURRENCY, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms) |"
+        row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms) |"
         row "| tiny jobs, one at a time (window 1) | 500 jobs | $(jget "$L" jobsPerSecond) jobs/s | p50 $(jget "$L" p50ms) ms, p99 $(jget "$L" p99ms) ms |"
         if fcmp "$RATE >= 5000"; then verdict "PASS tiny jobs: $RATE jobs/s >= 5000"; else verdict "FAIL tiny jobs: $RATE jobs/s < 5000"; fi
     else
-        verdict "FAIL tiny jobs: darkroom up did not answer (see log below)"; tail -5 "$TMP/up-tiny.log" >&2
+        verdict "FAIL tiny jobs: the system did not answer (see log below)"; tail -5 "$TMP/up-tiny.log" >&2
     fi
-    stop_pid "$UP"
-  else
-    verdict "SKIP tiny jobs: ports 7700-7703 are in use by another darkroom"
+    stop_system
   fi
   # Optional peer: Celery + Redis, 2 prefork workers, no-op task.
   if [ "$CELERY" = 1 ] && command -v redis-server >/dev/null && python3 -c 'import celery, redis' 2>/dev/null; then
@@ -158,25 +186,21 @@ if [ -z "${SKIP_IMAGES:-}" ]; then
     rm -rf "$TMP/p-a" "$TMP/p-b"
     [ $RA = 0 ] && [ $RB = 0 ] || FAILED="$FAILED process exited $RA/$RB;"
     BASE_T+=("$(python3 -c "print(round($T1-$T0, 3))")")
-    ports_free || { FAILED="$FAILED ports 7700-7703 in use;"; break; }
-    rm -rf "$TMP/up-img"
-    "$BIN" up --data "$TMP/up-img" --workers 2 --concurrency 1 2>"$TMP/up-img.log" &
-    UP=$!; PIDS+=("$UP")
-    if wait_ping tcp://127.0.0.1:7700; then
+    if start_system up-img 2 1; then
         T0=$(now)
-        C0=$(cpu_ticks "$UP")
-        "$BIN" submit "$TMP/set2" --ops "$P1" --thumb 256x256 --wait --json --timeout 600 >"$TMP/submit.json" 2>"$TMP/submit.log"
+        C0=$(system_cpu_ticks)
+        "$BIN" submit "$TMP/set2" --ops "$P1" --thumb 256x256 --wait --json --timeout 600 --broker "$FE" --events "$EV" >"$TMP/submit.json" 2>"$TMP/submit.log"
         RS=$?
         T1=$(now)
-        SYS_CPU=$((SYS_CPU + $(cpu_ticks "$UP") - C0))
+        SYS_CPU=$((SYS_CPU + $(system_cpu_ticks) - C0))
 
         STORED=$(grep -c '"stored"' "$TMP/submit.json")
         [ "$RS" = 0 ] && [ "$STORED" = $((2 * NSET)) ] || FAILED="$FAILED submit exited $RS with $STORED/$((2 * NSET)) stored;"
         SYS_T+=("$(python3 -c "print(round($T1-$T0, 3))")")
     else
-        FAILED="$FAILED darkroom up did not answer;"; tail -5 "$TMP/up-img.log" >&2
+        FAILED="$FAILED the system did not answer;"; tail -5 "$TMP/up-img.log" >&2
     fi
-    stop_pid "$UP"
+    stop_system
   done
   if [ ${#SYS_T[@]} -gt 0 ]; then
     read -r BBEST BMED < <(python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(min(v), statistics.median(v))" "${BASE_T[@]}")
@@ -185,7 +209,7 @@ if [ -z "${SKIP_IMAGES:-}" ]; then
     row "| P1, 2x darkroom process --jobs 1 side by side, $IMAGE_RUNS runs | $N2 images | best $(python3 -c "print(round($N2/$BBEST, 2))"), median $(python3 -c "print(round($N2/$BMED, 2))") images/s | runs ${BASE_T[*]} s |"
     RATIO=$(python3 -c "print(round($BBEST/$SBEST, 3))")
     RMED=$(python3 -c "print(round($BMED/$SMED, 3))")
-    row "| P1, darkroom up -w 2 -c 1, submit --wait, $IMAGE_RUNS runs | $N2 jobs | best $(python3 -c "print(round($N2/$SBEST, 2))"), median $(python3 -c "print(round($N2/$SMED, 2))") images/s | runs ${SYS_T[*]} s; ${RATIO}x of process (best), ${RMED}x (median) |"
+    row "| P1, $SYS_MODE, submit --wait, $IMAGE_RUNS runs | $N2 jobs | best $(python3 -c "print(round($N2/$SBEST, 2))"), median $(python3 -c "print(round($N2/$SMED, 2))") images/s | runs ${SYS_T[*]} s; ${RATIO}x of process (best), ${RMED}x (median) |"
     NR=${#SYS_T[@]}
     row "| P1 CPU time (user+sys) per image: process / system | | $(python3 -c "print(round($BASE_CPU * 1000 / ($NR * $N2)))") / $(python3 -c "print(round($SYS_CPU * 1000 / $TICK / ($NR * $N2)))") ms | system overhead $(python3 -c "print(round(($SYS_CPU / $TICK) / $BASE_CPU * 100 - 100, 1))")% CPU (broker, store, SHA-256, copies) |"
     if [ -z "$FAILED" ] && fcmp "$RATIO >= 0.90"; then verdict "PASS image jobs: best run ${RATIO}x of two process runs >= 0.90 (median ${RMED}x)"; else verdict "FAIL image jobs: best run ${RATIO}x of two process runs, need 0.90 (median ${RMED}x)${FAILED:+;$FAILED}"; fi
