@@ -2,7 +2,7 @@
 # System benchmark: the whole queue (broker, storage node, workers) end to end.
 # See bench/README.md. Usage: bench/system.sh [CORPUS_DIR]
 # Environment: DARKROOM_BIN (skip the build), TINY_JOBS (20000), TINY_WINDOW (1000),
-# TINY_CONCURRENCY (slots per worker for tiny jobs, 8), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
+# TINY_CONCURRENCY (concurrency per worker for tiny jobs, 64), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
 # CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,7 +10,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 [ -d "$CORPUS" ] || CORPUS=/work/shared/corpus/good
 TINY_JOBS=${TINY_JOBS:-20000}
 TINY_WINDOW=${TINY_WINDOW:-1000}
-TINY_CONCURRENCY=${TINY_CONCURRENCY:-8}
+TINY_CONCURRENCY=${TINY_CONCURRENCY:-64}
 MEM_JOBS=${MEM_JOBS:-20000}
 REPEAT=${REPEAT:-4}
 IMAGE_RUNS=${IMAGE_RUNS:-3}
@@ -111,21 +111,19 @@ cp "$TINY_SRC" "$TINY"
 
 # ---------------------------------------------------------------- 1. tiny jobs
 if [ -z "${SKIP_TINY:-}" ]; then
-  if true; then
-    if start_system up-tiny 2 "$TINY_CONCURRENCY"; then
-        R=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
-              --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
-        L=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
-              --image "$TINY" --jobs 500 --window 1 --ops grayscale --thumb 32x32)
-        RATE=$(jget "$R" jobsPerSecond)
-        row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms) |"
-        row "| tiny jobs, one at a time (window 1) | 500 jobs | $(jget "$L" jobsPerSecond) jobs/s | p50 $(jget "$L" p50ms) ms, p99 $(jget "$L" p99ms) ms |"
-        if fcmp "$RATE >= 5000"; then verdict "PASS tiny jobs: $RATE jobs/s >= 5000"; else verdict "FAIL tiny jobs: $RATE jobs/s < 5000"; fi
-    else
-        verdict "FAIL tiny jobs: the system did not answer (see log below)"; tail -5 "$TMP/up-tiny.log" >&2
-    fi
-    stop_system
+  if start_system up-tiny 2 "$TINY_CONCURRENCY"; then
+      R=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
+            --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
+      L=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
+            --image "$TINY" --jobs 500 --window 1 --ops grayscale --thumb 32x32)
+      RATE=$(jget "$R" jobsPerSecond)
+      row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms) |"
+      row "| tiny jobs, one at a time (window 1) | 500 jobs | $(jget "$L" jobsPerSecond) jobs/s | p50 $(jget "$L" p50ms) ms, p99 $(jget "$L" p99ms) ms |"
+      if fcmp "$RATE >= 5000"; then verdict "PASS tiny jobs: $RATE jobs/s >= 5000"; else verdict "FAIL tiny jobs: $RATE jobs/s < 5000"; fi
+  else
+      verdict "FAIL tiny jobs: the system did not answer (see log below)"; tail -5 "$TMP/up-tiny.log" >&2
   fi
+  stop_system
   # Optional peer: Celery + Redis, 2 prefork workers, no-op task.
   if [ "$CELERY" = 1 ] && command -v redis-server >/dev/null && python3 -c 'import celery, redis' 2>/dev/null; then
     RPORT=$((20000 + RANDOM % 10000))

@@ -289,6 +289,9 @@ struct WorkerTests {
         #expect(second.identity != first.identity)
         #expect(second.ready.workerID == first.ready.workerID)
         #expect(second.credit == 2)
+        // The status is published at the end of the loop turn that sent READY.
+        let deadline = Date().addingTimeInterval(10)
+        while worker.status.sessions < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(worker.status.sessions >= 2)
     }
 
