@@ -134,9 +134,11 @@ final class WorkerLoop {
                 if result.isReadable(1) { try drainStore() }
                 if result.isReadable(2) { try drainBackend() }
                 try runTimers()
+                // Publish before the CREDIT goes out, so that whoever sees the
+                // CREDIT (or the DONE before it) also sees the status that led to it.
+                publishStatus()
                 if !stopping { grant(freedThisTurn) }
                 freedThisTurn = 0
-                publishStatus()
             } catch let error as ZMQError where error.isTerminated {
                 logger.warn("context shut down; exiting without handing jobs back")
                 break
@@ -259,6 +261,8 @@ final class WorkerLoop {
         try socket.connect(configuration.backendEndpoint)
         backend = socket
         snapshot.sessions += 1
+        snapshot.connected = true
+        status.publish(snapshot)  // before READY: a peer that sees READY sees the new session
         reconnectAt = nil
         rebuildPoller()
         let now = clock.now
