@@ -72,11 +72,18 @@ extension BrokerLoop {
         guard submit.image.count >= 2, submit.image[0] == 0xFF, submit.image[1] == 0xD8 else {
             return reject(submit, identity, .invalidImage, "image is not a JPEG (it does not start with the FF D8 marker)")
         }
-        let pipeline: Pipeline
-        do {
-            pipeline = try Pipeline(parsing: submit.pipeline)
-        } catch {
-            return reject(submit, identity, .invalidPipeline, error.summary)
+        let canonical: String
+        if let known = canonicalPipelines[submit.pipeline] {
+            canonical = known
+        } else {
+            do {
+                canonical = try Pipeline(parsing: submit.pipeline).canonical
+            } catch {
+                return reject(submit, identity, .invalidPipeline, error.summary)
+            }
+            // Producers send the same few pipelines over and over: parse each once.
+            if canonicalPipelines.count >= 256 { canonicalPipelines.removeAll(keepingCapacity: true) }
+            canonicalPipelines[submit.pipeline] = canonical
         }
         let depth = ready.depth
         if depth >= config.maxQueueDepth {
@@ -87,8 +94,7 @@ extension BrokerLoop {
         let id = ids.next()
         let job = JobHandle(id: id, priority: submit.priority, source: submit.sourceName)
         do {
-            try queue.insert(id: id, priority: submit.priority, options: submit.options, pipeline: pipeline.canonical,
-                             source: submit.sourceName, image: submit.image, created: now)
+            try queue.insert(job, options: submit.options, pipeline: canonical, image: submit.image, created: now)
             let event = try record(.accepted, job, attempt: 0, now: now)
             ready.add(job, now: now)
             pendingAccepted.append((identity, Accepted(requestID: submit.requestID, jobID: id, eventSeq: event.seq)))
@@ -292,7 +298,9 @@ extension BrokerLoop {
     private func handleDone(_ done: Done, workerID: String) throws {
         guard let lease = currentLease(done.jobID, attempt: done.attempt, workerID: workerID, command: "DONE") else { return }
         let now = wallNow()
-        if let file = try queue.markDone(done.jobID, record: done.recordID, time: now) { pendingFileRemovals.append(file) }
+        if let file = try queue.markDone(lease.job, record: done.recordID, time: now, inputFile: lease.inputFile) {
+            pendingFileRemovals.append(file)
+        }
         try record(.stored, lease.job, attempt: lease.attempt, now: now, worker: workerID, record: done.recordID)
         release(lease)
         pendingRates.stored += 1
@@ -326,7 +334,7 @@ extension BrokerLoop {
         if retryable && used < config.maxAttempts {
             let delay = immediate ? 0 : backoff(afterAttempt: used)
             let notBefore = delay > 0 ? now + delay : 0
-            try queue.requeue(lease.job.id, notBefore: notBefore, failure: failure)
+            try queue.requeue(lease.job, notBefore: notBefore, failure: failure)
             let when = delay > 0 ? "attempt \(lease.attempt + 1) in \(Double(delay) / 1_000) s" : "attempt \(lease.attempt + 1) now"
             let retry = FailureDetail(stepIndex: failure.stepIndex, step: failure.step, code: failure.code, reason: "\(when): \(failure.reason)")
             try record(.retrying, lease.job, attempt: lease.attempt + 1, now: now, failure: retry)
@@ -386,10 +394,12 @@ extension BrokerLoop {
             for workerID in candidates {
                 guard let worker = workers[workerID], worker.credit > 0 else { continue }
                 guard let next = ready.pop() else { break }
-                guard let row = try queue.lease(next.id, worker: workerID) else { continue }
+                guard let row = try queue.lease(next, worker: workerID) else { continue }
                 worker.credit -= 1
                 worker.jobs.insert(next.id)
-                leases[next.id] = Lease(job: row.handle, attempt: row.attempt, attemptBase: row.attemptBase, worker: workerID)
+                leases[next.id] = Lease(job: row.handle, attempt: row.attempt, attemptBase: row.attemptBase, worker: workerID,
+                                        inputFile: .some(row.inputFile))
+
                 try record(.started, row.handle, attempt: row.attempt, now: now, worker: workerID)
                 pendingJobs.append((workerID, JobDispatch(jobID: next.id, attempt: row.attempt, options: row.options,
                                                           pipeline: row.pipeline, sourceName: row.handle.source, image: row.image)))

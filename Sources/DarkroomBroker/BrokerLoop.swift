@@ -10,6 +10,9 @@ struct Lease {
     var attempt: UInt32
     var attemptBase: UInt32
     var worker: String
+    /// The job's external input file as read when it was leased
+    /// (`.some(nil)`: inline); nil when not known.
+    var inputFile: String?? = nil
 }
 
 /// A connected worker, known from its READY. A class so that updating its
@@ -69,6 +72,9 @@ final class BrokerLoop {
     /// Monotonic ms at which a stopping broker exits even with jobs in flight.
     var stopDeadline: UInt64?
     var dispatchRotation = 0
+    /// Canonical text of the pipelines submitted lately, by the text as sent.
+    var canonicalPipelines: [String: String] = [:]
+
 
     // What one turn will send once its transaction commits.
     var pendingAccepted: [(identity: [UInt8], reply: Accepted)] = []

@@ -13,6 +13,16 @@ struct JobHandle: Sendable, Hashable {
     var id: ULID
     var priority: UInt8
     var source: String
+    /// `id` as text, the key of the job's rows: made once per job rather
+    /// than for every statement that names it.
+    let idText: String
+
+    init(id: ULID, priority: UInt8, source: String) {
+        self.id = id
+        self.priority = priority
+        self.source = source
+        idText = id.description
+    }
 }
 
 /// A job read for dispatch.
@@ -23,6 +33,8 @@ struct DispatchRow {
     var options: JobOptions
     var pipeline: String
     var image: [UInt8]
+    /// The external input file, nil when the input is inline.
+    var inputFile: String?
 }
 
 /// The durable queue: one SQLite database (WAL, synchronous=FULL) owned by
@@ -32,8 +44,14 @@ struct DispatchRow {
 /// - `jobs`: one row per job. `attempt` is the number of the latest dispatch
 ///   (0 before the first); `attempt_base` is `attempt` when the job was last
 ///   revived, so a revived job gets `maxAttempts` more dispatches. The input
-///   image is either inline (`input`) or in a file (`input_file`); both are
-///   dropped when the job is done or discarded, so finished rows stay small.
+///   image is either inline (in `job_inputs`) or in a file (`input_file`);
+///   both are dropped when the job is done or discarded, so finished rows
+///   stay small. (`jobs.input` holds the inline input of jobs queued by
+///   earlier versions; new jobs leave it NULL.)
+/// - `job_inputs`: the inline input of each unfinished job, by job id.
+///   Apart from the jobs rows, so that the updates a job goes
+///   through (leased, done) rewrite a small row instead of one that fills a
+///   page with the image: fewer pages per commit in the WAL.
 /// - `events`: the lifecycle event log, `seq` gapless from 1.
 ///
 /// Writes happen inside the transaction the loop opens with `begin()` for one
@@ -46,6 +64,18 @@ final class JobQueue {
     private(set) var headSeq: UInt64 = 0
     /// `headSeq` as of the last commit.
     private(set) var committedSeq: UInt64 = 0
+
+    // The statements every job runs, prepared once. They stay in the
+    // connection's statement cache too, which finalizes them on close.
+    private let insertJob: Statement
+    private let insertEvent: Statement
+    private let selectForLease: Statement
+    private let updateLeased: Statement
+    private let selectInputFile: Statement
+    private let updateDone: Statement
+    private let updateRequeued: Statement
+    private let insertInput: Statement
+    private let deleteInput: Statement
 
     init(directory: String, blobThreshold: Int) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -81,6 +111,7 @@ final class JobQueue {
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS jobs_dispatch ON jobs (state, priority DESC, id)")
         try db.execute("CREATE INDEX IF NOT EXISTS jobs_input_file ON jobs (input_file) WHERE input_file IS NOT NULL")
+        try db.execute("CREATE TABLE IF NOT EXISTS job_inputs (id TEXT PRIMARY KEY, input BLOB NOT NULL)")
         try db.execute("""
             CREATE TABLE IF NOT EXISTS events (
                 seq INTEGER PRIMARY KEY,
@@ -97,10 +128,47 @@ final class JobQueue {
                 reason TEXT NOT NULL
             )
             """)
-        try migrateStepIndexes()
         let head = try db.query("SELECT COALESCE(MAX(seq), 0) FROM events") { $0.int64(0) ?? 0 }.first ?? 0
         headSeq = UInt64(max(0, head))
         committedSeq = headSeq
+        insertJob = try db.prepare("""
+            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
+                              source, input, input_file, input_bytes, created)
+            VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        insertEvent = try db.prepare("""
+            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        selectForLease = try db.prepare("""
+            SELECT j.priority, j.attempt, j.attempt_base, j.thumb_width, j.thumb_height, j.quality, j.thumb_quality,
+                   j.pipeline, j.source, COALESCE(i.input, j.input), j.input_file, j.state
+            FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id WHERE j.id = ?
+            """)
+        insertInput = try db.prepare("INSERT INTO job_inputs (id, input) VALUES (?, ?)")
+        deleteInput = try db.prepare("DELETE FROM job_inputs WHERE id = ?")
+        updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?")
+        selectInputFile = try db.prepare("SELECT input_file FROM jobs WHERE id = ?")
+        updateDone = try db.prepare("""
+            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
+            WHERE id = ?
+            """)
+        updateRequeued = try db.prepare("""
+            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
+                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
+            WHERE id = ?
+            """)
+        try migrateStepIndexes()
+    }
+
+    /// Binds `values` to parameters 1, 2, … and runs the statement to completion.
+    private func run(_ statement: Statement, _ values: [SQLiteValue]) throws {
+        statement.reset()
+        defer { statement.reset() }
+        for (offset, value) in values.enumerated() {
+            try statement.bind(value, at: offset + 1)
+        }
+        while try statement.step() {}
     }
 
     func close() {
@@ -156,21 +224,18 @@ final class JobQueue {
     // MARK: Writes (inside the open transaction)
 
     /// Inserts a queued job. A large input is written to its file first.
-    func insert(id: ULID, priority: UInt8, options: JobOptions, pipeline: String, source: String, image: [UInt8], created: UInt64) throws {
+    func insert(_ job: JobHandle, options: JobOptions, pipeline: String, image: [UInt8], created: UInt64) throws {
         try beginIfNeeded()
-        var inline: [UInt8]? = image
-        var file: String? = nil
-        if image.count > blobThreshold {
-            file = try inputs.write(image)
-            inline = nil
+        let inline = image.count <= blobThreshold
+        let file: SQLiteValue = inline ? .null : .text(try inputs.write(image))
+        try run(insertJob, [
+            .text(job.idText), .integer(Int64(job.priority)), .text(pipeline), .integer(Int64(options.thumbnailWidth)),
+            .integer(Int64(options.thumbnailHeight)), .integer(Int64(options.quality)), .integer(Int64(options.thumbnailQuality)),
+            .text(job.source), .null, file, .integer(Int64(image.count)), .integer(Int64(created)),
+        ])
+        if inline {
+            try run(insertInput, [.text(job.idText), .blob(image)])
         }
-        try db.execute("""
-            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              source, input, input_file, input_bytes, created)
-            VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            id.description, Int64(priority), pipeline, Int64(options.thumbnailWidth), Int64(options.thumbnailHeight),
-            Int64(options.quality), Int64(options.thumbnailQuality), source, inline, file, Int64(image.count), Int64(created))
     }
 
     /// Appends an event with the next seq and returns it.
@@ -181,67 +246,72 @@ final class JobQueue {
         let event = Event(seq: headSeq + 1, time: time, kind: kind, jobID: job.id, attempt: attempt, sourceName: job.source,
                           workerID: worker, recordID: record, failure: failure)
         let f = failure ?? FailureDetail(stepIndex: 0, step: "", code: "", reason: "")
-        try db.execute("""
-            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            Int64(event.seq), Int64(time), Int64(kind.rawValue), job.id.description, Int64(attempt), job.source, worker,
-            record?.description, Int64(f.stepIndex), f.step, f.code, f.reason)
+        try run(insertEvent, [
+            .integer(Int64(event.seq)), .integer(Int64(time)), .integer(Int64(kind.rawValue)), .text(job.idText),
+            .integer(Int64(attempt)), .text(job.source), .text(worker), record.map { .text($0.description) } ?? .null,
+            .integer(Int64(f.stepIndex)), .text(f.step), .text(f.code), .text(f.reason),
+        ])
         headSeq = event.seq
         return event
     }
 
     /// Leases a queued job to `worker` with the next attempt and reads what the JOB needs.
     /// Returns nil when the job is no longer queued.
-    func lease(_ id: ULID, worker: String) throws -> DispatchRow? {
+    func lease(_ job: JobHandle, worker: String) throws -> DispatchRow? {
         try beginIfNeeded()
-        let rows = try db.query("""
-            SELECT priority, attempt, attempt_base, thumb_width, thumb_height, quality, thumb_quality,
-                   pipeline, source, input, input_file, state
-            FROM jobs WHERE id = ?
-            """, id.description) { row -> DispatchRow? in
+        let id = job.id
+        let rows = try selectForLease.query([job.idText]) { row -> DispatchRow? in
             guard row.string(11) == JobState.queued.rawValue else { return nil }
             let image: [UInt8]
-            if let file = row.string(10) {
+            let file = row.string(10)
+            if let file {
                 image = try inputs.read(file)
             } else {
                 image = row.blob(9) ?? []
             }
+            let source = row.string(8) ?? ""
+            let priority = UInt8(clamping: row.int64(0) ?? 0)
             return DispatchRow(
-                handle: JobHandle(id: id, priority: UInt8(clamping: row.int64(0) ?? 0), source: row.string(8) ?? ""),
+                handle: source == job.source && priority == job.priority ? job : JobHandle(id: id, priority: priority, source: source),
                 attempt: UInt32(clamping: row.int64(1) ?? 0) + 1,
                 attemptBase: UInt32(clamping: row.int64(2) ?? 0),
                 options: JobOptions(thumbnailWidth: UInt16(clamping: row.int64(3) ?? 256), thumbnailHeight: UInt16(clamping: row.int64(4) ?? 256),
                                     quality: UInt8(clamping: row.int64(5) ?? 95), thumbnailQuality: UInt8(clamping: row.int64(6) ?? 70)),
                 pipeline: row.string(7) ?? "",
-                image: image)
+                image: image,
+                inputFile: file)
         }
         guard let found = rows.first, let row = found else { return nil }
-        try db.execute("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?",
-                       Int64(row.attempt), worker, id.description)
+        try run(updateLeased, [.integer(Int64(row.attempt)), .text(worker), .text(job.idText)])
         return row
     }
 
     /// Marks a job done and drops its input. Returns the input file to remove after the commit, if any.
-    func markDone(_ id: ULID, record: ULID, time: UInt64) throws -> String? {
+    /// `inputFile` is the job's input file when the caller knows it
+    /// (`.some(nil)`: the input is inline); nil reads it from the row.
+    func markDone(_ job: JobHandle, record: ULID, time: UInt64, inputFile known: String?? = nil) throws -> String? {
         try beginIfNeeded()
-        let file = try inputFile(of: id)
-        try db.execute("""
-            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
-            WHERE id = ?
-            """, record.description, Int64(time), id.description)
+        let file: String?
+        if let known {
+            file = known
+        } else {
+            file = try selectInputFile.query([job.idText]) { $0.string(0) }.first ?? nil
+        }
+        if file == nil { try run(deleteInput, [.text(job.idText)]) }
+        try run(updateDone, [.text(record.description), .integer(Int64(time)), .text(job.idText)])
         return file
     }
 
     /// Puts a job back in the queue, to run no earlier than `notBefore` (Unix ms; 0 = now).
-    func requeue(_ id: ULID, notBefore: UInt64, failure: FailureDetail?) throws {
+    func requeue(_ job: JobHandle, notBefore: UInt64, failure: FailureDetail?) throws {
         try beginIfNeeded()
-        try db.execute("""
-            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
-                error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
-            WHERE id = ?
-            """, Int64(notBefore), failure.map { Int64($0.stepIndex) }, failure?.step, failure?.code, failure?.reason, id.description)
+        try run(updateRequeued, [
+            .integer(Int64(notBefore)), failure.map { .integer(Int64($0.stepIndex)) } ?? .null,
+            failure.map { .text($0.step) } ?? .null, failure.map { .text($0.code) } ?? .null,
+            failure.map { .text($0.reason) } ?? .null, .text(job.idText),
+        ])
     }
+
 
     func markDead(_ id: ULID, failure: FailureDetail, time: UInt64) throws {
         try beginIfNeeded()
@@ -281,6 +351,7 @@ final class JobQueue {
     func discard(_ id: ULID) throws -> String? {
         try beginIfNeeded()
         let file = try inputFile(of: id)
+        try db.execute("DELETE FROM job_inputs WHERE id IN (SELECT id FROM jobs WHERE id = ? AND state = 'dead')", id.description)
         try db.execute("DELETE FROM jobs WHERE id = ? AND state = 'dead'", id.description)
         return file
     }

@@ -92,6 +92,13 @@ final class RecordStore {
     let maxBlobBytes: Int
     private let ids: ULIDGenerator
     private let logger: Logger
+    // The statements every STORE runs, prepared once (they also stay in the
+    // connection's cache, which finalizes them on close).
+    private let selectByJob: Statement
+    private let insertFull: Statement
+    private let insertThumb: Statement
+    private let savepoint: Statement
+    private let release: Statement
 
     /// Blob files written or released in the open batch; after it ends, those
     /// no committed row names are removed.
@@ -122,6 +129,17 @@ final class RecordStore {
         ) { $0.string(0) }.first.flatMap { $0 }.flatMap { ULID($0) }
         let floor = newest.map { $0.milliseconds + 1 } ?? 0
         ids = ULIDGenerator(clock: { max(ULIDGenerator.systemMilliseconds(), floor) })
+        selectByJob = try connection.prepare("SELECT id FROM full_res WHERE job_id = ?1")
+        insertFull = try connection.prepare("""
+            INSERT INTO full_res (id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+            """)
+        insertThumb = try connection.prepare("""
+            INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            """)
+        savepoint = try connection.prepare("SAVEPOINT request")
+        release = try connection.prepare("RELEASE request")
 
         try recover()
     }
@@ -228,10 +246,10 @@ final class RecordStore {
     /// Runs one write request in a savepoint of the open batch: if it throws,
     /// only its own changes are undone.
     func inSavepoint<T>(_ body: () throws -> T) throws -> T {
-        try connection.prepare("SAVEPOINT request").execute()
+        try run(savepoint, [])
         do {
             let result = try body()
-            try connection.prepare("RELEASE request").execute()
+            try run(release, [])
             return result
         } catch {
             try? connection.prepare("ROLLBACK TO request").execute()
@@ -245,38 +263,44 @@ final class RecordStore {
     /// Stores a job's two images, or returns the record the job already has
     /// (`created` false) without changing anything.
     func store(_ request: StoreRequest, now: UInt64) throws -> (recordID: ULID, created: Bool) {
-        let existing = try connection.query("SELECT id FROM full_res WHERE job_id = ?1", request.jobID.description) { $0.string(0) }
+        let job = request.jobID.description
+        let existing = try selectByJob.query([job]) { $0.string(0) }
         if let text = existing.first {
             guard let text, let id = ULID(text) else {
                 throw StoreFailure(.internal, "record of job \(request.jobID) has a damaged id")
             }
             return (id, false)
         }
-        let fullSHA = SHA256.hex(request.full)
-        let thumbSHA = SHA256.hex(request.thumbnail)
+        let fullSHA = sha256Hex(request.full)
+        let thumbSHA = sha256Hex(request.thumbnail)
         let full = try place(request.full, sha256: fullSHA)
         let thumb = try place(request.thumbnail, sha256: thumbSHA)
         let id = ids.next()
+        let idText = id.description
         let thumbID = ids.next()
-        let job = request.jobID.description
-        try connection.execute(
-            """
-            INSERT INTO full_res (id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-            """,
-            id.description, job, request.sourceName, request.pipeline,
-            Int64(request.fullSize.width), Int64(request.fullSize.height), Int64(request.full.count), fullSHA,
-            Int64(clamping: now), full.blob, full.path)
-        try connection.execute(
-            """
-            INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-            """,
-            thumbID.description, id.description, job, request.sourceName, request.pipeline,
-            Int64(request.thumbnailSize.width), Int64(request.thumbnailSize.height), Int64(request.thumbnail.count), thumbSHA,
-            Int64(clamping: now), thumb.blob, thumb.path)
+        try run(insertFull, [
+            .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
+            .integer(Int64(request.fullSize.width)), .integer(Int64(request.fullSize.height)), .integer(Int64(request.full.count)),
+            .text(fullSHA), .integer(Int64(clamping: now)), full.blob, full.path,
+        ])
+        try run(insertThumb, [
+            .text(thumbID.description), .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
+            .integer(Int64(request.thumbnailSize.width)), .integer(Int64(request.thumbnailSize.height)),
+            .integer(Int64(request.thumbnail.count)), .text(thumbSHA), .integer(Int64(clamping: now)), thumb.blob, thumb.path,
+        ])
         return (id, true)
     }
+
+    /// Binds `values` to parameters 1, 2, … and runs the statement to completion.
+    private func run(_ statement: Statement, _ values: [SQLiteValue]) throws {
+        statement.reset()
+        defer { statement.reset() }
+        for (offset, value) in values.enumerated() {
+            try statement.bind(value, at: offset + 1)
+        }
+        while try statement.step() {}
+    }
+
 
     /// Where a blob goes: inline up to the threshold, else a content-addressed
     /// file, written (crash-safely) unless the same bytes are already stored.
@@ -359,7 +383,7 @@ final class RecordStore {
         guard UInt64(bytes.count) == expected.bytes else {
             throw StoreFailure(.internal, "\(what) is damaged: \(bytes.count) bytes read, \(expected.bytes) stored")
         }
-        let actual = SHA256.hex(bytes)
+        let actual = sha256Hex(bytes)
         guard actual == expected.sha256 else {
             throw StoreFailure(.internal, "\(what) is damaged: sha256 \(actual) does not match the stored \(expected.sha256)")
         }
@@ -417,4 +441,18 @@ final class RecordStore {
         totals.databaseBytes = BlobFiles.fileSize(databasePath) + BlobFiles.fileSize(databasePath + "-wal")
         return totals
     }
+}
+
+/// SHA-256 of `bytes` as 64 lower-case hex digits, written straight into
+/// the string's UTF-8 (no per-byte strings).
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    let digest = SHA256.hash(bytes)
+    let digits: InlineArray<16, UInt8> = [48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102]
+    var utf8: [UInt8] = []
+    utf8.reserveCapacity(digest.count * 2)
+    for byte in digest {
+        utf8.append(digits[Int(byte >> 4)])
+        utf8.append(digits[Int(byte & 15)])
+    }
+    return String(decoding: utf8, as: UTF8.self)
 }

@@ -18,8 +18,8 @@ import Synchronization
 ///     worker.stop(grace: .seconds(30))
 ///
 /// Threads: one service thread owns both sockets (broker backend, storage
-/// node) and a mailbox; `concurrency` processing threads run the image work
-/// and post results to the mailbox. `stop` and `wait` may be called from any
+/// node) and a mailbox; `effectiveProcessingThreads` processing threads run
+/// the image work of the `slots` jobs and post results to the mailbox. `stop` and `wait` may be called from any
 /// thread.
 public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
@@ -39,7 +39,7 @@ public final class Worker: Sendable {
         self.configuration = configuration
         self.context = context
         self.logger = logger
-        self.statusBoard = StatusBoard(slots: configuration.concurrency)
+        self.statusBoard = StatusBoard(slots: configuration.slots)
     }
 
     /// The latest state published by the service thread.

@@ -11,8 +11,22 @@ public struct WorkerConfiguration: Sendable {
     public var backendEndpoint: String
     /// The storage node's ROUTER (STORE, STORED).
     public var storeEndpoint: String
-    /// How many jobs run at once: the slots declared in READY. 1…1024.
+    /// How many jobs the worker works on at once, 1…1024: processing them
+    /// or waiting for their STORED. A slot stays busy from the JOB until its
+    /// DONE or FAIL, which includes the STORE round trip, so for small jobs
+    /// more slots than processors keep the processors busy while results
+    /// wait for the storage node's commit.
     public var concurrency: Int
+    /// How many jobs are processed (decoded, run, encoded) at the same time:
+    /// the processing threads. nil means `concurrency`, capped at the number
+    /// of processors (CPU-bound threads beyond that add no throughput). Jobs
+    /// beyond this wait in the worker for a free thread.
+    public var processingThreads: Int?
+    /// Jobs the worker takes on top of `concurrency`, so that a processing
+    /// thread finds its next job waiting while the previous result is being
+    /// stored and the broker is sending the next JOB. nil means one per
+    /// processing thread; 0 takes exactly `concurrency` jobs.
+    public var prefetch: Int?
     /// The worker id sent in READY: 1…64 bytes of printable ASCII, no spaces.
     /// New for each process by default: `<host>-<pid>-<random>`.
     public var workerID: String
@@ -53,7 +67,9 @@ public struct WorkerConfiguration: Sendable {
         storeTimeout: Duration = .seconds(10),
         storeRetryInterval: Duration = .milliseconds(2_500),
         limits: DecodeLimits = .default,
-        curve: WorkerCurve? = nil
+        curve: WorkerCurve? = nil,
+        processingThreads: Int? = nil,
+        prefetch: Int? = nil
     ) {
         self.backendEndpoint = backendEndpoint
         self.storeEndpoint = storeEndpoint
@@ -69,6 +85,22 @@ public struct WorkerConfiguration: Sendable {
         self.storeRetryInterval = storeRetryInterval
         self.limits = limits
         self.curve = curve
+        self.processingThreads = processingThreads
+        self.prefetch = prefetch
+    }
+
+    /// The slots declared in READY, the most credit the worker grants:
+    /// `concurrency` plus the prefetch, at most the protocol's 1024.
+    public var slots: Int {
+        let extra = max(0, prefetch ?? effectiveProcessingThreads)
+        return min(Int(Wire.Limit.maxSlots), concurrency + extra)
+    }
+
+    /// The processing threads actually started: `processingThreads`, or
+    /// `concurrency` capped at the processors; never more than `concurrency`.
+    public var effectiveProcessingThreads: Int {
+        let wanted = processingThreads ?? min(concurrency, ProcessInfo.processInfo.activeProcessorCount)
+        return max(1, min(wanted, concurrency))
     }
 
     /// The number of cores this process may use, within 1…1024.
@@ -105,6 +137,13 @@ public struct WorkerConfiguration: Sendable {
         guard (1...Int(Wire.Limit.maxSlots)).contains(concurrency) else {
             throw WorkerError("concurrency must be 1…\(Wire.Limit.maxSlots), got \(concurrency)")
         }
+        if let processingThreads, !(1...Int(Wire.Limit.maxSlots)).contains(processingThreads) {
+            throw WorkerError("processing threads must be 1…\(Wire.Limit.maxSlots), got \(processingThreads)")
+        }
+        if let prefetch, !(0...Int(Wire.Limit.maxSlots)).contains(prefetch) {
+            throw WorkerError("prefetch must be 0…\(Wire.Limit.maxSlots), got \(prefetch)")
+        }
+
         guard (1...Wire.Limit.workerIDBytes).contains(workerID.utf8.count),
               !workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {
             throw WorkerError("worker id must be 1…\(Wire.Limit.workerIDBytes) bytes of printable ASCII without spaces, got '\(workerID)'")

@@ -23,7 +23,7 @@ enum WorkerEvent: Sendable {
 ///
 /// A slot is busy from the JOB until its DONE or FAIL is sent (processing, then
 /// storing); only then does the worker grant one more CREDIT. The broker
-/// therefore never has more jobs outstanding here than `concurrency`.
+/// therefore never has more jobs outstanding here than `slots`.
 final class WorkerLoop {
     let configuration: WorkerConfiguration
     let context: Context
@@ -59,7 +59,7 @@ final class WorkerLoop {
     private var stopGrace: Duration = .zero
     private var finished = false
 
-    private var slots: Int { configuration.concurrency }
+    private var slots: Int { configuration.slots }
     private var freeSlots: Int { max(0, slots - jobs.count) }
     private var stopping: Bool { stopDeadline != nil }
 
@@ -109,8 +109,8 @@ final class WorkerLoop {
         lastHeard = now
         lastSent = now
         backoff = configuration.reconnectInitial
-        snapshot = WorkerStatus(slots: configuration.concurrency)
-        pool = JobPool(threads: configuration.concurrency, name: "darkroom-job") { run, outcome, elapsed in
+        snapshot = WorkerStatus(slots: configuration.slots)
+        pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, elapsed in
             mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
         }
         do {
@@ -134,9 +134,11 @@ final class WorkerLoop {
                 if result.isReadable(1) { try drainStore() }
                 if result.isReadable(2) { try drainBackend() }
                 try runTimers()
+                // Publish before the CREDIT goes out, so that whoever sees the
+                // CREDIT (or the DONE before it) also sees the status that led to it.
+                publishStatus()
                 if !stopping { grant(freedThisTurn) }
                 freedThisTurn = 0
-                publishStatus()
             } catch let error as ZMQError where error.isTerminated {
                 logger.warn("context shut down; exiting without handing jobs back")
                 break
@@ -259,6 +261,8 @@ final class WorkerLoop {
         try socket.connect(configuration.backendEndpoint)
         backend = socket
         snapshot.sessions += 1
+        snapshot.connected = true
+        status.publish(snapshot)  // before READY: a peer that sees READY sees the new session
         reconnectAt = nil
         rebuildPoller()
         let now = clock.now

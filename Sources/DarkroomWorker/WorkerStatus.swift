@@ -3,7 +3,7 @@ import Synchronization
 /// A snapshot of a worker's state, for status output and health checks.
 /// The service thread publishes it after every loop turn.
 public struct WorkerStatus: Sendable, Equatable {
-    /// The slots declared to the broker (`concurrency`).
+    /// The slots declared to the broker (`WorkerConfiguration.slots`).
     public var slots: Int
     /// Jobs holding a slot now: being processed or waiting for STORED.
     public var running: Int = 0

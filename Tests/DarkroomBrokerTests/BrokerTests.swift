@@ -117,6 +117,28 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: inputs).isEmpty)
     }
 
+    @Test func smallInputsAreKeptApartFromTheJobRowUntilDone() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let small = jpeg(size: 3_000, seed: 4)
+        let accepted = try client.submitAccepted(image: small)
+        let db = try Connection(path: harness.directory + "/queue.sqlite")
+        defer { try? db.close() }
+        let stored = try db.query("SELECT input FROM job_inputs WHERE id = ?", accepted.jobID.description) { $0.blob(0) ?? [] }
+        #expect(stored == [small])
+        let inRow = try db.query("SELECT input IS NULL FROM jobs WHERE id = ?", accepted.jobID.description) { $0.int64(0) ?? 0 }
+        #expect(inRow == [1])
+
+        let worker = try harness.worker("w-inline")
+        try worker.ready(credit: 1)
+        let job = try worker.job()
+        #expect(job.image == small)
+        try worker.done(job)
+        _ = try client.waitForStatus("the job to finish") { $0.queue.inFlight == 0 }
+        let left = try db.query("SELECT COUNT(*) FROM job_inputs") { $0.int64(0) ?? -1 }
+        #expect(left == [0])
+    }
+
     // MARK: Attempts and failures
 
     @Test func staleDoneIsIgnoredAndRetryableFailureRetriesWithTheNextAttempt() throws {

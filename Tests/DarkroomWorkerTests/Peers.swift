@@ -127,7 +127,8 @@ func makeWorker(
     concurrency: Int = 2,
     heartbeat: Duration = .seconds(5),
     storeTimeout: Duration = .seconds(20),
-    storeRetry: Duration = .seconds(5)
+    storeRetry: Duration = .seconds(5),
+    prefetch: Int = 0
 ) throws -> Worker {
     let configuration = WorkerConfiguration(
         backendEndpoint: broker.endpoint,
@@ -137,8 +138,10 @@ func makeWorker(
         reconnectInitial: .milliseconds(50),
         reconnectMaximum: .milliseconds(400),
         storeTimeout: storeTimeout,
-        storeRetryInterval: storeRetry
+        storeRetryInterval: storeRetry,
+        prefetch: prefetch
     )
+
     let worker = Worker(configuration, context: context, logger: Logger("worker-test", minimum: .warn))
     try worker.start()
     return worker

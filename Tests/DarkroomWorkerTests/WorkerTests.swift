@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomImage
 import DarkroomPipeline
 import DarkroomProtocol
@@ -22,6 +23,22 @@ struct WorkerTests {
         #expect(!session.ready.host.isEmpty)
         #expect(session.credit == 3)
     }
+
+    @Test func defaultPrefetchDeclaresAndGrantsTheExtraSlots() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        let store = try TestStore(context)
+        let configuration = WorkerConfiguration(backendEndpoint: broker.endpoint, storeEndpoint: store.endpoint, concurrency: 1)
+        let worker = Worker(configuration, context: context, logger: Logger("worker-test", minimum: .warn))
+        try worker.start()
+        defer { worker.stop(grace: .zero) }
+
+        let session = try #require(try broker.handshake())
+        #expect(session.ready.slots == 2)
+        #expect(session.credit == 2)
+        #expect(worker.status.slots == 2)
+    }
+
 
     @Test func successfulJobIsStoredThenDone() throws {
         let context = try Context()
@@ -273,6 +290,9 @@ struct WorkerTests {
         #expect(second.identity != first.identity)
         #expect(second.ready.workerID == first.ready.workerID)
         #expect(second.credit == 2)
+        // The status is published at the end of the loop turn that sent READY.
+        let deadline = Date().addingTimeInterval(10)
+        while worker.status.sessions < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(worker.status.sessions >= 2)
     }
 
@@ -422,6 +442,21 @@ struct WorkerConfigurationTests {
         #expect(throws: Never.self) { try configuration.validate() }
     }
 
+    @Test func slotsAreConcurrencyPlusPrefetchAndThreadsStayWithinTheProcessors() {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let one = WorkerConfiguration(concurrency: 1)
+        #expect(one.effectiveProcessingThreads == 1)
+        #expect(one.slots == 2)  // one job waits while the other is stored
+        let many = WorkerConfiguration(concurrency: 64)
+        #expect(many.effectiveProcessingThreads == min(64, cores))
+        #expect(many.slots == 64 + min(64, cores))
+        let exact = WorkerConfiguration(concurrency: 3, processingThreads: 3, prefetch: 0)
+        #expect(exact.effectiveProcessingThreads == 3)
+        #expect(exact.slots == 3)
+        #expect(WorkerConfiguration(concurrency: 1024, prefetch: 8).slots == 1024)
+        #expect(WorkerConfiguration(concurrency: 2, processingThreads: 5).effectiveProcessingThreads == 2)
+    }
+
     @Test func defaultWorkerIDIsAValidWireID() throws {
         let id = WorkerConfiguration.makeWorkerID(host: "build host.example.com\u{7}" + String(repeating: "x", count: 80))
         #expect((1...64).contains(id.utf8.count))
@@ -438,6 +473,8 @@ struct WorkerConfigurationTests {
         #expect(throws: WorkerError.self) { try WorkerConfiguration(concurrency: 2000).validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(workerID: "has space").validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(heartbeatInterval: .zero).validate() }
+        #expect(throws: WorkerError.self) { try WorkerConfiguration(processingThreads: 0).validate() }
+        #expect(throws: WorkerError.self) { try WorkerConfiguration(prefetch: -1).validate() }
         let context = try Context()
         let worker = Worker(WorkerConfiguration(backendEndpoint: "nonsense://x"), context: context)
         #expect(throws: WorkerError.self) { try worker.start() }

@@ -183,6 +183,8 @@ enum WorkerCommand {
             .value("broker", "ENDPOINT", help: "The broker's backend endpoint.", default: Wire.Endpoint.backend),
             .value("store", "ENDPOINT", help: "The storage node's endpoint.", default: Wire.Endpoint.store),
             .value("concurrency", short: "c", "N", help: "Jobs processed at the same time.", default: "number of cores"),
+            .value("threads", "N", help: "Processing threads.", default: "concurrency, at most the number of cores"),
+            .value("prefetch", "N", help: "Extra jobs held ready beyond the running ones, so a thread never waits for the next job while a result is being stored; the slots announced to the broker are concurrency + prefetch.", default: "one per thread"),
             .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
             RoleOptions.grace,
             ClientOptions.curveKey,
@@ -198,7 +200,9 @@ enum WorkerCommand {
             storeEndpoint: args.value("store") ?? Wire.Endpoint.store,
             concurrency: concurrency,
             workerID: args.value("id"),
-            shutdownGrace: try RoleOptions.grace(args)
+            shutdownGrace: try RoleOptions.grace(args),
+            processingThreads: args.value("threads") == nil ? nil : try args.int("threads", default: 1, range: 1...1024),
+            prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...1024)
         )
         if let broker = try ClientOptions.brokerCurve(args), let store = try ClientOptions.storeCurve(args) {
             config.curve = WorkerCurve(keyPair: broker.keyPair, brokerPublicKey: broker.serverKey, storePublicKey: store.serverKey)
@@ -217,7 +221,7 @@ enum WorkerCommand {
         let context = try Context()
         let worker = Worker(config, context: context, logger: logger)
         let started = try ServiceRunner.start([.init(name: "worker", service: worker)], logger: logger)
-        logger.info("worker ready: \(config.concurrency) slots, broker \(config.backendEndpoint), store \(config.storeEndpoint)")
+        logger.info("worker ready: \(config.effectiveProcessingThreads) thread(s), \(config.slots) slots (concurrency \(config.concurrency) + prefetch), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
     }
 }
@@ -328,7 +332,7 @@ enum UpCommand {
         let logger = Logger("up")
         let context = try Context()
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security)
-        logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) slots, data in \(data)/")
+        logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
     }
