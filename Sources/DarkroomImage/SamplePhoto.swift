@@ -27,6 +27,11 @@ public enum SamplePhoto {
         Spec(name: "tower-portrait-exif6", size: Size(width: 2400, height: 3200), seed: 3, orientation: .right),
         Spec(name: "dunes-wide", size: Size(width: 4800, height: 2000), seed: 4),
         Spec(name: "pond-small", size: Size(width: 1200, height: 800), seed: 5),
+        Spec(name: "meadow-24mp", size: Size(width: 6000, height: 4000), seed: 6),
+        Spec(name: "cliff-portrait-exif8", size: Size(width: 3000, height: 4000), seed: 7, orientation: .left),
+        Spec(name: "harbor-square", size: Size(width: 3000, height: 3000), seed: 8),
+        Spec(name: "lake-mirrored-exif2", size: Size(width: 3200, height: 2400), seed: 9, orientation: .upMirrored),
+        Spec(name: "canyon-panorama", size: Size(width: 6000, height: 2000), seed: 10),
     ]
 
     /// Renders the upright picture.

@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomImage
 import DarkroomPipeline
 import DarkroomWorker
@@ -48,7 +49,10 @@ enum DemoCommand {
         let context = try Context()
         let (services, endpoints) = try UpCommand.startAll(
             data: dataDir.path, workers: workers, concurrency: concurrency, context: context,
-            grace: .seconds(10), endpoints: .ephemeral
+            grace: .seconds(10), endpoints: .ephemeral,
+            // The demo's own lines tell the story; service logs show warnings
+            // only, unless DARKROOM_LOG asks for more.
+            logLevel: ProcessInfo.processInfo.environment["DARKROOM_LOG"] == nil ? .warn : Logger.levelFromEnvironment
         )
         defer {
             for entry in services.reversed() { entry.service.stop(grace: .seconds(10)) }

@@ -280,7 +280,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers pointed at the
     /// endpoints they actually bound. Returns the started services and the
     /// bound endpoints.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler; the embedded workers get a key made here and allowed as workers.
         var security = security
@@ -295,10 +295,10 @@ enum UpCommand {
         brokerConfig.frontendEndpoint = requested.frontend
         brokerConfig.backendEndpoint = requested.backend
         brokerConfig.eventsEndpoint = requested.events
-        let broker = Broker(brokerConfig, context: context, logger: Logger("broker"))
-        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve), context: context, logger: Logger("store"))
-        let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up"))
-        var started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up"))
+        let broker = Broker(brokerConfig, context: context, logger: Logger("broker", minimum: logLevel))
+        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve), context: context, logger: Logger("store", minimum: logLevel))
+        let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
+        var started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up", minimum: logLevel))
         var bound = requested
         bound.frontend = broker.boundEndpoints["frontend"] ?? requested.frontend
         bound.backend = broker.boundEndpoints["backend"] ?? requested.backend
@@ -311,10 +311,10 @@ enum UpCommand {
                 workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace
             )
             config.curve = workerCurve
-            workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)"))))
+            workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)", minimum: logLevel))))
         }
         do {
-            started += try ServiceRunner.start(workerEntries, logger: Logger("up"))
+            started += try ServiceRunner.start(workerEntries, logger: Logger("up", minimum: logLevel))
         } catch {
             for entry in started.reversed() { entry.service.stop(grace: .seconds(5)) }
             throw error
