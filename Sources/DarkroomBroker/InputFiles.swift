@@ -30,26 +30,10 @@ struct InputFiles {
         if let size = (try? FileManager.default.attributesOfItem(atPath: final))?[.size] as? Int, size == bytes.count {
             return name  // Already there: it was renamed into place only after its fsync.
         }
-        let temp = path(of: ".tmp-\(name)-\(UInt32.random(in: 0 ... .max))")
-        guard FileManager.default.createFile(atPath: temp, contents: nil) else {
-            throw BrokerError.storage("cannot create \(temp)")
-        }
         do {
-            guard let handle = FileHandle(forWritingAtPath: temp) else { throw BrokerError.storage("cannot open \(temp)") }
-            do {
-                try handle.write(contentsOf: Data(bytes))
-                try handle.synchronize()
-                try handle.close()
-            } catch {
-                try? handle.close()
-                throw error
-            }
-            guard rename(temp, final) == 0 else {
-                throw BrokerError.storage("cannot rename \(temp) to \(final): errno \(errno)")
-            }
+            try DurableFile.write(bytes, to: final)
         } catch {
-            try? FileManager.default.removeItem(atPath: temp)
-            throw error
+            throw BrokerError.storage(error.description)
         }
         try syncDirectory()
         return name
@@ -79,10 +63,11 @@ struct InputFiles {
     }
 
     private func syncDirectory() throws {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY)
-        guard fd >= 0 else { throw BrokerError.storage("cannot open directory \(directory): errno \(errno)") }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw BrokerError.storage("cannot fsync directory \(directory): errno \(errno)") }
+        do {
+            try DurableFile.syncDirectory(directory)
+        } catch {
+            throw BrokerError.storage(error.description)
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+import DarkroomCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -37,9 +38,8 @@ struct BlobFileError: Error, CustomStringConvertible {
 /// committed row never points at a file a crash could take away. Temporary
 /// files left by a crash start with `.tmp-` and are removed at startup.
 ///
-/// Every system call and raw buffer of the storage node lives in this file.
 struct BlobFiles {
-    static let temporaryPrefix = ".tmp-"
+    static let temporaryPrefix = DurableFile.temporaryPrefix
     /// The blob directory (`<data directory>/blobs`).
     let root: String
 
@@ -96,39 +96,17 @@ struct BlobFiles {
     }
 
     /// Writes `bytes` to `relative` through a fsynced temporary file and a
-    /// rename. The directory entry is made durable by `syncDirectory`.
+    /// rename (`DurableFile`). The directory entry is made durable by `syncDirectory`.
     func write(_ bytes: [UInt8], to relative: String) throws(BlobFileError) {
         let final = path(relative)
-        let directory = BlobFiles.parent(of: final)
-        if try makeDirectory(directory) {
+        if try makeDirectory(BlobFiles.parent(of: final)) {
             // A new fan-out directory: its own entry must survive a crash too.
             try syncDirectory(path: root)
         }
-        let temporary = directory + "/" + BlobFiles.temporaryPrefix
-            + String(UInt64.random(in: .min ... .max), radix: 16) + "-" + String(getpid())
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw BlobFileError("create", temporary, errno: errno) }
-        var failure: BlobFileError?
-        var offset = 0
-        while offset < bytes.count, failure == nil {
-            let written = bytes.withUnsafeBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return Glibc.write(fd, base + offset, buffer.count - offset)
-            }
-            if written > 0 {
-                offset += written
-            } else if written < 0 && errno == EINTR {
-                continue
-            } else {
-                failure = BlobFileError("write", temporary, errno: written < 0 ? errno : EIO)
-            }
-        }
-        if failure == nil, fsync(fd) != 0 { failure = BlobFileError("fsync", temporary, errno: errno) }
-        if close(fd) != 0, failure == nil { failure = BlobFileError("close", temporary, errno: errno) }
-        if failure == nil, rename(temporary, final) != 0 { failure = BlobFileError("rename", temporary, errno: errno) }
-        if let failure {
-            unlink(temporary)
-            throw failure
+        do {
+            try DurableFile.write(bytes, to: final)
+        } catch {
+            throw BlobFileError(error.operation, error.path, reason: error.reason)
         }
     }
 
@@ -139,45 +117,21 @@ struct BlobFiles {
     }
 
     private func syncDirectory(path: String) throws(BlobFileError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw BlobFileError("open directory", path, errno: errno) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw BlobFileError("fsync directory", path, errno: errno) }
+        do {
+            try DurableFile.syncDirectory(path)
+        } catch {
+            throw BlobFileError(error.operation, error.path, reason: error.reason)
+        }
     }
 
     /// Reads a whole blob. Refuses files larger than `limit` bytes, so a
     /// damaged file never makes the node allocate without bound.
     func read(_ relative: String, limit: Int) throws(BlobFileError) -> [UInt8] {
-        let file = path(relative)
-        let fd = open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw BlobFileError("open", file, errno: errno) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw BlobFileError("stat", file, errno: errno) }
-        let size = Int(info.st_size)
-        guard size >= 0, size <= limit else {
-            throw BlobFileError("read", file, reason: "file is \(size) bytes, over the limit of \(limit)")
+        do {
+            return try DurableFile.read(path(relative), limit: limit)
+        } catch {
+            throw BlobFileError(error.operation, error.path, reason: error.reason)
         }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var offset = 0
-        var failure: BlobFileError?
-        while offset < size, failure == nil {
-            let count = bytes.withUnsafeMutableBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return Glibc.read(fd, base + offset, buffer.count - offset)
-            }
-            if count > 0 {
-                offset += count
-            } else if count < 0 && errno == EINTR {
-                continue
-            } else if count == 0 {
-                failure = BlobFileError("read", file, reason: "file ended after \(offset) of \(size) bytes")
-            } else {
-                failure = BlobFileError("read", file, errno: errno)
-            }
-        }
-        if let failure { throw failure }
-        return bytes
     }
 
     /// Removes a blob file; a file already gone is not an error.
