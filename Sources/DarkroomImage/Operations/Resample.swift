@@ -173,6 +173,21 @@ extension Image {
             var out = [UInt8]()
             out.reserveCapacity(outW * outH * 4)
             var y = 0
+            if h.taps % 4 == 0 && h.taps <= FilterWeights.maxFastTaps {
+                // The strip between the passes holds 16-bit lanes, so the
+                // horizontal pass does not widen each sample for every output
+                // pixel that reads it; both strip buffers are reused.
+                var mid = [Int16](repeating: 0, count: width * 4 * stripRows)
+                var strip = [UInt8](repeating: 255, count: outW * 4 * stripRows)
+                while y < outH {
+                    let rows = y ..< min(outH, y + stripRows)
+                    Image.verticalPassWide(pixels, width: width, weights: v, rows: rows, into: &mid)
+                    Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, into: &strip)
+                    out.append(contentsOf: strip[0 ..< outW * 4 * rows.count])
+                    y = rows.upperBound
+                }
+                return Image(width: outW, height: outH, pixels: out)
+            }
             while y < outH {
                 let rows = y ..< min(outH, y + stripRows)
                 let mid = Image.verticalPass(pixels, width: width, weights: v, rows: rows)
@@ -336,6 +351,93 @@ extension Image {
         return out
     }
 
+    /// `horizontalPass` on rows already widened to 16-bit lanes by
+    /// `verticalPassWide` (the first `height` rows of `source`), written to the
+    /// start of `out`. Needs a tap count that is a multiple of four, at most
+    /// `FilterWeights.maxFastTaps`. The bytes are those `horizontalPass` gives
+    /// on the same rows as bytes.
+    ///
+    /// Each output pixel's window is read straight from a row span whose length
+    /// the loop knows, with its start clamped to the last full window (starts
+    /// never exceed it), so the loads carry no per-pixel bounds checks.
+    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, into out: inout [UInt8]) {
+        let taps = fw.taps
+        let outW = fw.outCount
+        precondition(taps % 4 == 0 && taps <= FilterWeights.maxFastTaps && taps <= width, "unsupported tap count")
+        precondition(source.count >= width * 4 * height && out.count >= outW * 4 * height, "buffers too small for the strip")
+        let src = source.span.bytes
+        let starts = fw.starts.span
+        let weightBytes = fw.blockWeights.span.bytes
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        let rowBytes = width * 8
+        // The padding lane gets a bias that saturates it to 255 whatever the
+        // sum (at most 255·32·1.3 either way, so no 16-bit overflow): the
+        // padding comes out opaque without a mask.
+        let r = fw.fastRounding
+        let rounding = SIMD8<Int16>(r, r, r, r &+ 16384, r, r, r, r &+ 16384)
+        // `quads` groups of four taps: 32 bytes of lanes and 32 of weights each.
+        // Four rows go through together, sharing each pixel's start and weights.
+        @inline(__always)
+        func run(quads: Int, dst: inout MutableRawSpan) {
+            let lastStart = UInt(rowBytes - quads * 32)
+            let outRow = outW &* 4
+            var y = 0
+            while y < height {
+                // Rows past the end repeat the last one (and its output).
+                let y1 = min(y + 1, height - 1), y2 = min(y + 2, height - 1), y3 = min(y + 3, height - 1)
+                let b0 = y * rowBytes, b1 = y1 * rowBytes, b2 = y2 * rowBytes, b3 = y3 * rowBytes
+                let row0 = src.extracting(b0 ..< b0 + rowBytes)
+                let row1 = src.extracting(b1 ..< b1 + rowBytes)
+                let row2 = src.extracting(b2 ..< b2 + rowBytes)
+                let row3 = src.extracting(b3 ..< b3 + rowBytes)
+                let o0 = y &* outRow, o1 = y1 &* outRow, o2 = y2 &* outRow, o3 = y3 &* outRow
+                for i in 0..<starts.count {
+                    let p = Int(min(UInt(bitPattern: starts[i]) &* 8, lastStart))
+                    // One range check for the pixel's weights, none per load.
+                    let wAt = i &* quads &* 32
+                    let pixelWeights = weightBytes.extracting(wAt ..< wAt &+ quads &* 32)
+                    var acc0 = SIMD8<Int16>.zero, acc1 = SIMD8<Int16>.zero
+                    var acc2 = SIMD8<Int16>.zero, acc3 = SIMD8<Int16>.zero
+                    @inline(__always)
+                    func four(_ q: Int) {
+                        let w = pixelWeights.unsafeLoadUnaligned(fromByteOffset: q &* 32, as: SIMD16<Int16>.self)
+                        let at = p &+ q &* 32
+                        let a = row0.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let b = row1.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let c = row2.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let d = row3.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        acc0 &+= FilterWeights.mulHigh(a.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(a.highHalf, w.highHalf)
+                        acc1 &+= FilterWeights.mulHigh(b.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(b.highHalf, w.highHalf)
+                        acc2 &+= FilterWeights.mulHigh(c.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(c.highHalf, w.highHalf)
+                        acc3 &+= FilterWeights.mulHigh(d.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(d.highHalf, w.highHalf)
+                    }
+                    four(0)
+                    if quads > 1 { four(1) }
+                    if quads > 2 { four(2) }
+                    if quads > 3 { four(3) }
+                    // Lanes 0-3 and 4-7 hold the even and odd taps: add the
+                    // halves of two rows at once, then narrow all four rows.
+                    let s01 = SIMD8(lowHalf: acc0.lowHalf, highHalf: acc1.lowHalf) &+ SIMD8(lowHalf: acc0.highHalf, highHalf: acc1.highHalf)
+                    let s23 = SIMD8(lowHalf: acc2.lowHalf, highHalf: acc3.lowHalf) &+ SIMD8(lowHalf: acc2.highHalf, highHalf: acc3.highHalf)
+                    let bytes01 = FilterWeights.narrow(s01 &+ rounding), bytes23 = FilterWeights.narrow(s23 &+ rounding)
+                    let o = i &* 4
+                    dst.storeBytes(of: bytes01.lowHalf, toByteOffset: o0 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes01.highHalf, toByteOffset: o1 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes23.lowHalf, toByteOffset: o2 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes23.highHalf, toByteOffset: o3 &+ o, as: SIMD4<UInt8>.self)
+                }
+                y &+= 4
+            }
+        }
+        switch taps / 4 {
+        case 1: run(quads: 1, dst: &dst)
+        case 2: run(quads: 2, dst: &dst)
+        case 3: run(quads: 3, dst: &dst)
+        default: run(quads: 4, dst: &dst)
+        }
+    }
+
     /// The horizontal pass with 32-bit accumulators, for filters with more than
     /// `FilterWeights.maxFastTaps` taps.
     ///
@@ -419,19 +521,83 @@ extension Image {
     /// Output rows `rows` of the fast vertical pass (which needs
     /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
     static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
+        var out = [UInt8](repeating: 255, count: width * 4 * outRows.count)
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        verticalRows(source, width: width, weights: fw, rows: outRows, wide: false, into: &dst)
+        return out
+    }
+
+    /// Output rows `rows` of the fast vertical pass as the 16-bit lanes the
+    /// fast horizontal pass multiplies (each byte v as v << 7, see
+    /// `FilterWeights.widen`), written to the start of `out`. Feeding these to
+    /// `horizontalPassWide` gives the same bytes as the byte-valued passes,
+    /// without widening every sample again for each output pixel it reaches.
+    static func verticalPassWide(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, into out: inout [Int16]) {
+        precondition(out.count >= width * 4 * outRows.count, "buffer too small for the strip")
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        verticalRows(source, width: width, weights: fw, rows: outRows, wide: true, into: &dst)
+    }
+
+    /// Each 16-byte column strip is accumulated over all taps in registers and
+    /// written once: as clamped bytes, or with `wide` as bytes widened to
+    /// 16-bit lanes (`FilterWeights.widen`).
+    @inline(__always)
+    private static func verticalRows(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool, into dst: inout MutableRawSpan) {
         let taps = fw.taps
         let rowLen = width * 4
         let vectorEnd = rowLen - rowLen % 16
-        var out = [UInt8](repeating: 255, count: rowLen * outRows.count)
+        let laneBytes = wide ? 2 : 1
         // Vector loads and stores through the byte views: bounds-checked, and
         // every bit pattern is a valid SIMD of bytes.
         let src = source.span
         let srcBytes = src.bytes
-        var outSpan = out.mutableSpan
-        var dst = outSpan.mutableBytes
         let hide = fw.opaqueZero
         var rowStarts = [Int](repeating: 0, count: taps)
         var tapWeights = [SIMD8<Int16>](repeating: .zero, count: taps)
+        // Eight accumulators to the output: 64 clamped bytes, or 64 widened lanes.
+        @inline(__always)
+        func store8(
+            _ a0: SIMD8<Int16>, _ a1: SIMD8<Int16>, _ a2: SIMD8<Int16>, _ a3: SIMD8<Int16>,
+            _ a4: SIMD8<Int16>, _ a5: SIMD8<Int16>, _ a6: SIMD8<Int16>, _ a7: SIMD8<Int16>,
+            at o: Int, _ dst: inout MutableRawSpan
+        ) {
+            if wide {
+                @inline(__always)
+                func lanes(_ a: SIMD8<Int16>) -> SIMD8<Int16> {
+                    pointwiseMin(pointwiseMax(a &>> Int16(FilterWeights.fastFractionBits), .zero), SIMD8(repeating: 255)) &<< 7
+                }
+                let lo = SIMD32<Int16>(
+                    lowHalf: SIMD16(lowHalf: lanes(a0), highHalf: lanes(a1)),
+                    highHalf: SIMD16(lowHalf: lanes(a2), highHalf: lanes(a3)))
+                let hi = SIMD32<Int16>(
+                    lowHalf: SIMD16(lowHalf: lanes(a4), highHalf: lanes(a5)),
+                    highHalf: SIMD16(lowHalf: lanes(a6), highHalf: lanes(a7)))
+                dst.storeBytes(of: lo, toByteOffset: o &* 2, as: SIMD32<Int16>.self)
+                dst.storeBytes(of: hi, toByteOffset: o &* 2 &+ 64, as: SIMD32<Int16>.self)
+            } else {
+                let lo = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
+                let hi = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
+                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
+                dst.storeBytes(of: lo, toByteOffset: o, as: SIMD32<UInt8>.self)
+                dst.storeBytes(of: hi, toByteOffset: o &+ 32, as: SIMD32<UInt8>.self)
+            }
+        }
+        @inline(__always)
+        func store2(_ lo: SIMD8<Int16>, _ hi: SIMD8<Int16>, at o: Int, _ dst: inout MutableRawSpan) {
+            if wide {
+                let f = Int16(FilterWeights.fastFractionBits)
+                let a = pointwiseMin(pointwiseMax(lo &>> f, .zero), SIMD8(repeating: 255)) &<< 7
+                let b = pointwiseMin(pointwiseMax(hi &>> f, .zero), SIMD8(repeating: 255)) &<< 7
+                dst.storeBytes(of: SIMD16(lowHalf: a, highHalf: b), toByteOffset: o &* 2, as: SIMD16<Int16>.self)
+            } else {
+                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(lo), highHalf: FilterWeights.narrow(hi)), toByteOffset: o, as: SIMD16<UInt8>.self)
+            }
+        }
         for i in outRows {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
@@ -447,15 +613,17 @@ extension Image {
             let outBase = (i - outRows.lowerBound) * rowLen
             var x = 0
             // 64 bytes per step while they last (fewer loads and checks of the
-            // tap tables per byte), then 32, then 16.
+            // tap tables per byte), then 16.
             while x &+ 64 <= vectorEnd {
                 var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
                 var a4 = rounding, a5 = rounding, a6 = rounding, a7 = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let w = ws[k]
+                    // One range check for the 64 bytes, none for the two loads.
                     let at = rows[k] &+ x
-                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
-                    let u = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 32, as: SIMD32<UInt8>.self)
+                    let chunk = srcBytes.extracting(at ..< at &+ 64)
+                    let v = chunk.unsafeLoadUnaligned(fromByteOffset: 0, as: SIMD32<UInt8>.self)
+                    let u = chunk.unsafeLoadUnaligned(fromByteOffset: 32, as: SIMD32<UInt8>.self)
                     a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.lowHalf, hide), w)
                     a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.highHalf, hide), w)
                     a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.lowHalf, hide), w)
@@ -465,33 +633,8 @@ extension Image {
                     a6 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.lowHalf, hide), w)
                     a7 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.highHalf, hide), w)
                 }
-                let lo = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
-                let hi = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
-                dst.storeBytes(of: lo, toByteOffset: outBase &+ x, as: SIMD32<UInt8>.self)
-                dst.storeBytes(of: hi, toByteOffset: outBase &+ x &+ 32, as: SIMD32<UInt8>.self)
+                store8(a0, a1, a2, a3, a4, a5, a6, a7, at: outBase &+ x, &dst)
                 x &+= 64
-            }
-            while x &+ 32 <= vectorEnd {
-                var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
-                for k in 0..<min(rows.count, ws.count) {
-                    let at = rows[k] &+ x
-                    let w = ws[k]
-                    let v01 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
-                    let v0 = v01.lowHalf, v1 = v01.highHalf
-                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w)
-                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w)
-                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w)
-                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf, hide), w)
-                }
-                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
-                               toByteOffset: outBase &+ x, as: SIMD16<UInt8>.self)
-                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)),
-                               toByteOffset: outBase &+ x &+ 16, as: SIMD16<UInt8>.self)
-                x &+= 32
             }
             while x < vectorEnd {
                 var lo = rounding, hi = rounding
@@ -500,8 +643,7 @@ extension Image {
                     lo &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), ws[k])
                     hi &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), ws[k])
                 }
-                let bytes = SIMD16<UInt8>(lowHalf: FilterWeights.narrow(lo), highHalf: FilterWeights.narrow(hi))
-                dst.storeBytes(of: bytes, toByteOffset: outBase &+ x, as: SIMD16<UInt8>.self)
+                store2(lo, hi, at: outBase &+ x, &dst)
                 x &+= 16
             }
             // The last few bytes of the row (fewer than 16), same arithmetic.
@@ -510,11 +652,15 @@ extension Image {
                 for k in 0..<taps {
                     acc += (Int(src[(start + k) * rowLen + x]) << 7 * Int(fw.weights[i * taps + k])) >> 16
                 }
-                dst.storeBytes(of: UInt8(min(max(acc >> FilterWeights.fastFractionBits, 0), 255)), toByteOffset: outBase + x, as: UInt8.self)
+                let byte = min(max(acc >> FilterWeights.fastFractionBits, 0), 255)
+                if wide {
+                    dst.storeBytes(of: Int16(byte << 7), toByteOffset: (outBase + x) * laneBytes, as: Int16.self)
+                } else {
+                    dst.storeBytes(of: UInt8(byte), toByteOffset: outBase + x, as: UInt8.self)
+                }
                 x += 1
             }
         }
-        return out
     }
 
     /// The vertical pass with 32-bit accumulators, for filters with more than
