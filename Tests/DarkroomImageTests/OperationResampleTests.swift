@@ -258,6 +258,11 @@ extension OperationResampleInternalsTests {
             tapCounts.insert(hw.taps)
             let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: img.width, weights: vw), width: img.width, height: h, weights: hw)
             #expect(img.convolved(horizontal: hw, vertical: vw) == Image(width: w, height: h, pixels: whole))
+            // Centred 16-bit lanes in the vertical pass: a constant stays exact.
+            for value: UInt8 in [0, 1, 127, 128, 254, 255] {
+                let flat = Image(width: img.width, height: img.height, red: value, green: 255 - value, blue: value / 2)
+                #expect(flat.convolved(horizontal: hw, vertical: vw) == Image(width: w, height: h, red: value, green: 255 - value, blue: value / 2))
+            }
         }
         #expect(tapCounts == [4, 8, 12, 16])
     }

@@ -553,7 +553,17 @@ extension Image {
         // every bit pattern is a valid SIMD of bytes.
         let src = source.span
         let srcBytes = src.bytes
-        let hide = fw.opaqueZero
+        // Bytes enter centred, as (v - 128) << 8: the multiply keeps
+        // (v - 128)·w / 256, six fraction bits, and since nothing tells the
+        // optimiser the lanes' sign it keeps the one-instruction `pmulhw`. The
+        // 128·64 taken off every output is put back through the rounding.
+        @inline(__always)
+        func centred(_ v: SIMD8<UInt8>) -> SIMD8<Int16> { (SIMD8<Int16>(truncatingIfNeeded: v) &<< 8) ^ SIMD8(repeating: Int16.min) }
+        let shift = Int16(FilterWeights.verticalFractionBits)
+        @inline(__always)
+        func clamped(_ a: SIMD8<Int16>) -> SIMD8<Int16> { pointwiseMin(pointwiseMax(a &>> shift, .zero), SIMD8(repeating: 255)) }
+        @inline(__always)
+        func narrow(_ a: SIMD8<Int16>) -> SIMD8<UInt8> { SIMD8<UInt8>(truncatingIfNeeded: clamped(a)) }
         var rowStarts = [Int](repeating: 0, count: taps)
         var tapWeights = [SIMD8<Int16>](repeating: .zero, count: taps)
         // Eight accumulators to the output: 64 clamped bytes, or 64 widened lanes.
@@ -566,7 +576,7 @@ extension Image {
             if wide {
                 @inline(__always)
                 func lanes(_ a: SIMD8<Int16>) -> SIMD8<Int16> {
-                    pointwiseMin(pointwiseMax(a &>> Int16(FilterWeights.fastFractionBits), .zero), SIMD8(repeating: 255)) &<< 7
+                    clamped(a) &<< 7
                 }
                 let lo = SIMD32<Int16>(
                     lowHalf: SIMD16(lowHalf: lanes(a0), highHalf: lanes(a1)),
@@ -578,11 +588,11 @@ extension Image {
                 dst.storeBytes(of: hi, toByteOffset: o &* 2 &+ 64, as: SIMD32<Int16>.self)
             } else {
                 let lo = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
+                    lowHalf: SIMD16(lowHalf: narrow(a0), highHalf: narrow(a1)),
+                    highHalf: SIMD16(lowHalf: narrow(a2), highHalf: narrow(a3)))
                 let hi = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
+                    lowHalf: SIMD16(lowHalf: narrow(a4), highHalf: narrow(a5)),
+                    highHalf: SIMD16(lowHalf: narrow(a6), highHalf: narrow(a7)))
                 dst.storeBytes(of: lo, toByteOffset: o, as: SIMD32<UInt8>.self)
                 dst.storeBytes(of: hi, toByteOffset: o &+ 32, as: SIMD32<UInt8>.self)
             }
@@ -590,12 +600,11 @@ extension Image {
         @inline(__always)
         func store2(_ lo: SIMD8<Int16>, _ hi: SIMD8<Int16>, at o: Int, _ dst: inout MutableRawSpan) {
             if wide {
-                let f = Int16(FilterWeights.fastFractionBits)
-                let a = pointwiseMin(pointwiseMax(lo &>> f, .zero), SIMD8(repeating: 255)) &<< 7
-                let b = pointwiseMin(pointwiseMax(hi &>> f, .zero), SIMD8(repeating: 255)) &<< 7
+                let a = clamped(lo) &<< 7
+                let b = clamped(hi) &<< 7
                 dst.storeBytes(of: SIMD16(lowHalf: a, highHalf: b), toByteOffset: o &* 2, as: SIMD16<Int16>.self)
             } else {
-                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(lo), highHalf: FilterWeights.narrow(hi)), toByteOffset: o, as: SIMD16<UInt8>.self)
+                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: narrow(lo), highHalf: narrow(hi)), toByteOffset: o, as: SIMD16<UInt8>.self)
             }
         }
         for i in outRows {
@@ -609,7 +618,7 @@ extension Image {
             }
             let rows = rowStarts.span.extracting(0..<n)
             let ws = tapWeights.span.extracting(0..<n)
-            let rounding = SIMD8<Int16>(repeating: FilterWeights.fastRounding(taps: n))
+            let rounding = SIMD8<Int16>(repeating: FilterWeights.verticalRounding(taps: n))
             let outBase = (i - outRows.lowerBound) * rowLen
             var x = 0
             // 64 bytes per step while they last (fewer loads and checks of the
@@ -624,14 +633,16 @@ extension Image {
                     let chunk = srcBytes.extracting(at ..< at &+ 64)
                     let v = chunk.unsafeLoadUnaligned(fromByteOffset: 0, as: SIMD32<UInt8>.self)
                     let u = chunk.unsafeLoadUnaligned(fromByteOffset: 32, as: SIMD32<UInt8>.self)
-                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.lowHalf, hide), w)
-                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.highHalf, hide), w)
-                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.lowHalf, hide), w)
-                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.highHalf, hide), w)
-                    a4 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.lowHalf, hide), w)
-                    a5 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.highHalf, hide), w)
-                    a6 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.lowHalf, hide), w)
-                    a7 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.highHalf, hide), w)
+                    let v0 = v.lowHalf, v1 = v.highHalf
+                    let u0 = u.lowHalf, u1 = u.highHalf
+                    a0 &+= FilterWeights.mulHigh(centred(v0.lowHalf), w)
+                    a1 &+= FilterWeights.mulHigh(centred(v0.highHalf), w)
+                    a2 &+= FilterWeights.mulHigh(centred(v1.lowHalf), w)
+                    a3 &+= FilterWeights.mulHigh(centred(v1.highHalf), w)
+                    a4 &+= FilterWeights.mulHigh(centred(u0.lowHalf), w)
+                    a5 &+= FilterWeights.mulHigh(centred(u0.highHalf), w)
+                    a6 &+= FilterWeights.mulHigh(centred(u1.lowHalf), w)
+                    a7 &+= FilterWeights.mulHigh(centred(u1.highHalf), w)
                 }
                 store8(a0, a1, a2, a3, a4, a5, a6, a7, at: outBase &+ x, &dst)
                 x &+= 64
@@ -640,19 +651,19 @@ extension Image {
                 var lo = rounding, hi = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ x, as: SIMD16<UInt8>.self)
-                    lo &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), ws[k])
-                    hi &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), ws[k])
+                    lo &+= FilterWeights.mulHigh(centred(v.lowHalf), ws[k])
+                    hi &+= FilterWeights.mulHigh(centred(v.highHalf), ws[k])
                 }
                 store2(lo, hi, at: outBase &+ x, &dst)
                 x &+= 16
             }
             // The last few bytes of the row (fewer than 16), same arithmetic.
             while x < rowLen {
-                var acc = Int(FilterWeights.fastRounding(taps: n))
+                var acc = Int(FilterWeights.verticalRounding(taps: n))
                 for k in 0..<taps {
-                    acc += (Int(src[(start + k) * rowLen + x]) << 7 * Int(fw.weights[i * taps + k])) >> 16
+                    acc += ((Int(src[(start + k) * rowLen + x]) - 128) << 8 * Int(fw.weights[i * taps + k])) >> 16
                 }
-                let byte = min(max(acc >> FilterWeights.fastFractionBits, 0), 255)
+                let byte = min(max(acc >> FilterWeights.verticalFractionBits, 0), 255)
                 if wide {
                     dst.storeBytes(of: Int16(byte << 7), toByteOffset: (outBase + x) * laneBytes, as: Int16.self)
                 } else {
@@ -835,6 +846,14 @@ struct FilterWeights: Sendable {
     static let fastFractionBits = 5
     var fastRounding: Int16 { FilterWeights.fastRounding(taps: taps) }
     static func fastRounding(taps: Int) -> Int16 { Int16(1 << (fastFractionBits - 1) + taps / 2) }
+
+    // The fast vertical pass multiplies centred lanes, (v - 128) << 8, keeping
+    // (v - 128)·w / 256: six fraction bits. Its rounding removes the same
+    // flooring bias (n/2 units for n taps; a constant input stays exact for
+    // n < 64) and adds back the 128·64 the centring took off. Sums stay inside
+    // Int16: 8192 + 96 plus at most 128·64 times 1.3 either way.
+    static let verticalFractionBits = 6
+    static func verticalRounding(taps: Int) -> Int16 { Int16(128 << verticalFractionBits + 1 << (verticalFractionBits - 1) + taps / 2) }
 
     /// A zero vector the optimiser cannot see is zero. OR-ing it into `v << 7`
     /// hides that the lanes are small non-negative numbers; when the optimiser
