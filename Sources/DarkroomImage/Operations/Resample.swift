@@ -734,46 +734,67 @@ extension Image {
         func divider(_ count: Int) -> (half: UInt64, magic: UInt64) {
             (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
         }
+        // A power-of-two block count divides by a shift, four lanes at a time.
+        let fullCount = factorX * factorY
+        let shiftBits = fullCount & (fullCount - 1) == 0 ? fullCount.trailingZeroBitCount : -1
+        let opaque = SIMD4<UInt8>(0, 0, 0, 255)
         for oy in 0..<outH {
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             do {
                 var sumView = sums.mutableSpan
                 var s = sumView.mutableBytes
-                // The first row sets the sums, the others add to them; 16 bytes
-                // (two vectors of 8 lanes) a step, then the last few one by one.
-                for y in y0..<y1 {
-                    let base = y * rowLen
-                    var x = 0
-                    while x &+ 16 <= vectorEnd {
-                        let v = SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: base &+ x, as: SIMD16<UInt8>.self))
-                        let old = y == y0 ? .zero : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: SIMD16<UInt16>.self)
-                        s.storeBytes(of: old &+ v, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
-                        x &+= 16
+                // A column strip of 16 bytes is summed over the band's rows in
+                // registers and stored once; then the last few bytes one by one.
+                var x = 0
+                while x &+ 16 <= vectorEnd {
+                    var acc = SIMD16<UInt16>.zero
+                    for y in y0..<y1 {
+                        acc &+= SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: y &* rowLen &+ x, as: SIMD16<UInt8>.self))
                     }
-                    while x < rowLen {
-                        let old = y == y0 ? 0 : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: UInt16.self)
-                        s.storeBytes(of: old &+ UInt16(src[base + x]), toByteOffset: x &* 2, as: UInt16.self)
-                        x &+= 1
-                    }
+                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                    x &+= 16
+                }
+                while x < rowLen {
+                    var acc: UInt16 = 0
+                    for y in y0..<y1 { acc &+= UInt16(src[y * rowLen + x]) }
+                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: UInt16.self)
+                    x &+= 1
                 }
             }
             let sumBytes = sums.span.bytes
-            var dst = out.mutableSpan
+            var dstView = out.mutableSpan
+            var dst = dstView.mutableBytes
             let rows = y1 - y0
             let full = divider(rows * factorX)
+            let shifted = rows == factorY && shiftBits >= 0
+            let half = SIMD4<UInt16>(repeating: UInt16(truncatingIfNeeded: fullCount / 2))
             for ox in 0..<outW {
                 let x0 = ox * factorX
                 let x1 = min(x0 + factorX, width)
                 var acc = SIMD4<UInt16>.zero
-                for x in x0..<x1 {
-                    acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                if x1 - x0 == 4 {
+                    // Four pixels' sums in one load.
+                    let v = sumBytes.unsafeLoadUnaligned(fromByteOffset: x0 &* 8, as: SIMD16<UInt16>.self)
+                    let two = v.lowHalf &+ v.highHalf
+                    acc = two.lowHalf &+ two.highHalf
+                } else {
+                    for x in x0..<x1 {
+                        acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                    }
+                }
+                let o = (oy * outW + ox) * 4
+                if shifted && x1 - x0 == factorX {
+                    // Sums of at most 256 bytes plus half the count stay in 16 bits.
+                    let v = (acc &+ half) &>> UInt16(truncatingIfNeeded: shiftBits)
+                    dst.storeBytes(of: SIMD4<UInt8>(truncatingIfNeeded: v) | opaque, toByteOffset: o, as: SIMD4<UInt8>.self)
+                    continue
                 }
                 let (half, magic) = x1 - x0 == factorX ? full : divider(rows * (x1 - x0))
-                let o = (oy * outW + ox) * 4
-                dst[o] = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
-                dst[o + 1] = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
-                dst[o + 2] = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+                let r = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
+                let g = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
+                let b = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+                dst.storeBytes(of: SIMD4<UInt8>(r, g, b, 255), toByteOffset: o, as: SIMD4<UInt8>.self)
             }
         }
         return Image(width: outW, height: outH, pixels: out)
