@@ -243,3 +243,27 @@ extension OperationResampleInternalsTests {
         #expect(img.convolved(horizontal: h, vertical: v) == Image(width: 128, height: 121, pixels: whole))
     }
 }
+
+extension OperationResampleInternalsTests {
+    @Test func wideStripsMatchBytePassesForEveryTapCount() {
+        // The strip path keeps 16-bit lanes between the passes and filters four
+        // rows at a time; for 4, 8, 12 and 16 taps and heights that leave a
+        // partial group of rows it must give the bytes of the byte-valued passes.
+        let img = TestImages.noise(width: 203, height: 157, seed: 21)
+        let cases: [(Int, Int, ResampleKernel)] = [(190, 150, .bilinear), (170, 133, .lanczos3), (130, 101, .lanczos3), (100, 75, .lanczos3)]
+        var tapCounts = Set<Int>()
+        for (w, h, kernel) in cases {
+            let hw = FilterWeights(resampling: img.width, to: w, kernel: kernel)
+            let vw = FilterWeights(resampling: img.height, to: h, kernel: kernel)
+            tapCounts.insert(hw.taps)
+            let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: img.width, weights: vw), width: img.width, height: h, weights: hw)
+            #expect(img.convolved(horizontal: hw, vertical: vw) == Image(width: w, height: h, pixels: whole))
+            // Centred 16-bit lanes in the vertical pass: a constant stays exact.
+            for value: UInt8 in [0, 1, 127, 128, 254, 255] {
+                let flat = Image(width: img.width, height: img.height, red: value, green: 255 - value, blue: value / 2)
+                #expect(flat.convolved(horizontal: hw, vertical: vw) == Image(width: w, height: h, red: value, green: 255 - value, blue: value / 2))
+            }
+        }
+        #expect(tapCounts == [4, 8, 12, 16])
+    }
+}

@@ -81,16 +81,20 @@ extension Image {
                 var copyView = row.mutableSpan
                 var copy = copyView.mutableBytes
                 let base = y * rowLen
+                // The row is cut out once; the copy loop is bounded by both
+                // lengths, so its loads and stores carry no checks.
+                let from = dst.bytes.extracting(base ..< base + rowLen)
+                let count = min(from.byteCount, copy.byteCount)
                 var i = 0
-                while i &+ 16 <= rowLen {
-                    copy.storeBytes(of: dst.unsafeLoadUnaligned(fromByteOffset: base &+ i, as: SIMD16<UInt8>.self),
+                while i + 16 <= count {
+                    copy.storeBytes(of: from.unsafeLoadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self),
                                     toByteOffset: i, as: SIMD16<UInt8>.self)
-                    i &+= 16
+                    i += 16
                 }
-                while i < rowLen {
-                    copy.storeBytes(of: dst.unsafeLoadUnaligned(fromByteOffset: base &+ i, as: SIMD4<UInt8>.self),
+                while i + 4 <= count {
+                    copy.storeBytes(of: from.unsafeLoadUnaligned(fromByteOffset: i, as: SIMD4<UInt8>.self),
                                     toByteOffset: i, as: SIMD4<UInt8>.self)
-                    i &+= 4
+                    i += 4
                 }
             }
             plan.composeRow(y, from: row.span, into: &dst)
@@ -192,16 +196,28 @@ private struct GlitchPlan {
             while k < vectorFrom { scalar(k); k += 1 }
             // Whole vectors through the byte views: bounds-checked, and every bit
             // pattern is a valid SIMD of integers.
+            // The run's three source ranges and its output are each cut out
+            // once, with the run's length, so the loop's loads and stores need
+            // no checks of their own.
             @inline(__always)
             func vectors(_ combine: (SIMD4<UInt32>, SIMD4<UInt32>, SIMD4<UInt32>) -> SIMD4<UInt32>) {
-                while k &+ 4 <= vectorTo {
-                    let p = (srcStart &+ k) &* 4
-                    let vR = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dR, as: SIMD4<UInt32>.self)
-                    let vG = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dG, as: SIMD4<UInt32>.self)
-                    let vB = bytes.unsafeLoadUnaligned(fromByteOffset: p &+ dB, as: SIMD4<UInt32>.self)
-                    dst.storeBytes(of: combine(vR, vG, vB) | opaque, toByteOffset: rowBase &+ (outStart &+ k) &* 4, as: SIMD4<UInt32>.self)
-                    k &+= 4
+                guard k < vectorTo else { return }
+                let n = (vectorTo - k) / 4 * 16
+                let p = (srcStart + k) * 4
+                let o = rowBase + (outStart + k) * 4
+                let rs = bytes.extracting(p + dR ..< p + dR + n)
+                let gs = bytes.extracting(p + dG ..< p + dG + n)
+                let bs = bytes.extracting(p + dB ..< p + dB + n)
+                var out = dst.extracting(o ..< o + n)
+                var j = 0
+                while j + 16 <= n {
+                    let vR = rs.unsafeLoadUnaligned(fromByteOffset: j, as: SIMD4<UInt32>.self)
+                    let vG = gs.unsafeLoadUnaligned(fromByteOffset: j, as: SIMD4<UInt32>.self)
+                    let vB = bs.unsafeLoadUnaligned(fromByteOffset: j, as: SIMD4<UInt32>.self)
+                    out.storeBytes(of: combine(vR, vG, vB) | opaque, toByteOffset: j, as: SIMD4<UInt32>.self)
+                    j += 16
                 }
+                k += n / 4
             }
             if lR | rR | lG | rG | lB | rB == 0 {
                 // No permutation (most rows): masks only.

@@ -173,6 +173,21 @@ extension Image {
             var out = [UInt8]()
             out.reserveCapacity(outW * outH * 4)
             var y = 0
+            if h.taps % 4 == 0 && h.taps <= FilterWeights.maxFastTaps {
+                // The strip between the passes holds 16-bit lanes, so the
+                // horizontal pass does not widen each sample for every output
+                // pixel that reads it; both strip buffers are reused.
+                var mid = [Int16](repeating: 0, count: width * 4 * stripRows)
+                var strip = [UInt8](repeating: 255, count: outW * 4 * stripRows)
+                while y < outH {
+                    let rows = y ..< min(outH, y + stripRows)
+                    Image.verticalPassWide(pixels, width: width, weights: v, rows: rows, into: &mid)
+                    Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, into: &strip)
+                    out.append(contentsOf: strip[0 ..< outW * 4 * rows.count])
+                    y = rows.upperBound
+                }
+                return Image(width: outW, height: outH, pixels: out)
+            }
             while y < outH {
                 let rows = y ..< min(outH, y + stripRows)
                 let mid = Image.verticalPass(pixels, width: width, weights: v, rows: rows)
@@ -336,6 +351,93 @@ extension Image {
         return out
     }
 
+    /// `horizontalPass` on rows already widened to 16-bit lanes by
+    /// `verticalPassWide` (the first `height` rows of `source`), written to the
+    /// start of `out`. Needs a tap count that is a multiple of four, at most
+    /// `FilterWeights.maxFastTaps`. The bytes are those `horizontalPass` gives
+    /// on the same rows as bytes.
+    ///
+    /// Each output pixel's window is read straight from a row span whose length
+    /// the loop knows, with its start clamped to the last full window (starts
+    /// never exceed it), so the loads carry no per-pixel bounds checks.
+    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, into out: inout [UInt8]) {
+        let taps = fw.taps
+        let outW = fw.outCount
+        precondition(taps % 4 == 0 && taps <= FilterWeights.maxFastTaps && taps <= width, "unsupported tap count")
+        precondition(source.count >= width * 4 * height && out.count >= outW * 4 * height, "buffers too small for the strip")
+        let src = source.span.bytes
+        let starts = fw.starts.span
+        let weightBytes = fw.blockWeights.span.bytes
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        let rowBytes = width * 8
+        // The padding lane gets a bias that saturates it to 255 whatever the
+        // sum (at most 255·32·1.3 either way, so no 16-bit overflow): the
+        // padding comes out opaque without a mask.
+        let r = fw.fastRounding
+        let rounding = SIMD8<Int16>(r, r, r, r &+ 16384, r, r, r, r &+ 16384)
+        // `quads` groups of four taps: 32 bytes of lanes and 32 of weights each.
+        // Four rows go through together, sharing each pixel's start and weights.
+        @inline(__always)
+        func run(quads: Int, dst: inout MutableRawSpan) {
+            let lastStart = UInt(rowBytes - quads * 32)
+            let outRow = outW &* 4
+            var y = 0
+            while y < height {
+                // Rows past the end repeat the last one (and its output).
+                let y1 = min(y + 1, height - 1), y2 = min(y + 2, height - 1), y3 = min(y + 3, height - 1)
+                let b0 = y * rowBytes, b1 = y1 * rowBytes, b2 = y2 * rowBytes, b3 = y3 * rowBytes
+                let row0 = src.extracting(b0 ..< b0 + rowBytes)
+                let row1 = src.extracting(b1 ..< b1 + rowBytes)
+                let row2 = src.extracting(b2 ..< b2 + rowBytes)
+                let row3 = src.extracting(b3 ..< b3 + rowBytes)
+                let o0 = y &* outRow, o1 = y1 &* outRow, o2 = y2 &* outRow, o3 = y3 &* outRow
+                for i in 0..<starts.count {
+                    let p = Int(min(UInt(bitPattern: starts[i]) &* 8, lastStart))
+                    // One range check for the pixel's weights, none per load.
+                    let wAt = i &* quads &* 32
+                    let pixelWeights = weightBytes.extracting(wAt ..< wAt &+ quads &* 32)
+                    var acc0 = SIMD8<Int16>.zero, acc1 = SIMD8<Int16>.zero
+                    var acc2 = SIMD8<Int16>.zero, acc3 = SIMD8<Int16>.zero
+                    @inline(__always)
+                    func four(_ q: Int) {
+                        let w = pixelWeights.unsafeLoadUnaligned(fromByteOffset: q &* 32, as: SIMD16<Int16>.self)
+                        let at = p &+ q &* 32
+                        let a = row0.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let b = row1.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let c = row2.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        let d = row3.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD16<Int16>.self)
+                        acc0 &+= FilterWeights.mulHigh(a.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(a.highHalf, w.highHalf)
+                        acc1 &+= FilterWeights.mulHigh(b.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(b.highHalf, w.highHalf)
+                        acc2 &+= FilterWeights.mulHigh(c.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(c.highHalf, w.highHalf)
+                        acc3 &+= FilterWeights.mulHigh(d.lowHalf, w.lowHalf) &+ FilterWeights.mulHigh(d.highHalf, w.highHalf)
+                    }
+                    four(0)
+                    if quads > 1 { four(1) }
+                    if quads > 2 { four(2) }
+                    if quads > 3 { four(3) }
+                    // Lanes 0-3 and 4-7 hold the even and odd taps: add the
+                    // halves of two rows at once, then narrow all four rows.
+                    let s01 = SIMD8(lowHalf: acc0.lowHalf, highHalf: acc1.lowHalf) &+ SIMD8(lowHalf: acc0.highHalf, highHalf: acc1.highHalf)
+                    let s23 = SIMD8(lowHalf: acc2.lowHalf, highHalf: acc3.lowHalf) &+ SIMD8(lowHalf: acc2.highHalf, highHalf: acc3.highHalf)
+                    let bytes01 = FilterWeights.narrow(s01 &+ rounding), bytes23 = FilterWeights.narrow(s23 &+ rounding)
+                    let o = i &* 4
+                    dst.storeBytes(of: bytes01.lowHalf, toByteOffset: o0 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes01.highHalf, toByteOffset: o1 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes23.lowHalf, toByteOffset: o2 &+ o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: bytes23.highHalf, toByteOffset: o3 &+ o, as: SIMD4<UInt8>.self)
+                }
+                y &+= 4
+            }
+        }
+        switch taps / 4 {
+        case 1: run(quads: 1, dst: &dst)
+        case 2: run(quads: 2, dst: &dst)
+        case 3: run(quads: 3, dst: &dst)
+        default: run(quads: 4, dst: &dst)
+        }
+    }
+
     /// The horizontal pass with 32-bit accumulators, for filters with more than
     /// `FilterWeights.maxFastTaps` taps.
     ///
@@ -419,19 +521,92 @@ extension Image {
     /// Output rows `rows` of the fast vertical pass (which needs
     /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
     static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
+        var out = [UInt8](repeating: 255, count: width * 4 * outRows.count)
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        verticalRows(source, width: width, weights: fw, rows: outRows, wide: false, into: &dst)
+        return out
+    }
+
+    /// Output rows `rows` of the fast vertical pass as the 16-bit lanes the
+    /// fast horizontal pass multiplies (each byte v as v << 7, see
+    /// `FilterWeights.widen`), written to the start of `out`. Feeding these to
+    /// `horizontalPassWide` gives the same bytes as the byte-valued passes,
+    /// without widening every sample again for each output pixel it reaches.
+    static func verticalPassWide(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, into out: inout [Int16]) {
+        precondition(out.count >= width * 4 * outRows.count, "buffer too small for the strip")
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        verticalRows(source, width: width, weights: fw, rows: outRows, wide: true, into: &dst)
+    }
+
+    /// Each 16-byte column strip is accumulated over all taps in registers and
+    /// written once: as clamped bytes, or with `wide` as bytes widened to
+    /// 16-bit lanes (`FilterWeights.widen`).
+    @inline(__always)
+    private static func verticalRows(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool, into dst: inout MutableRawSpan) {
         let taps = fw.taps
         let rowLen = width * 4
         let vectorEnd = rowLen - rowLen % 16
-        var out = [UInt8](repeating: 255, count: rowLen * outRows.count)
+        let laneBytes = wide ? 2 : 1
         // Vector loads and stores through the byte views: bounds-checked, and
         // every bit pattern is a valid SIMD of bytes.
         let src = source.span
         let srcBytes = src.bytes
-        var outSpan = out.mutableSpan
-        var dst = outSpan.mutableBytes
-        let hide = fw.opaqueZero
+        // Bytes enter centred, as (v - 128) << 8: the multiply keeps
+        // (v - 128)·w / 256, six fraction bits, and since nothing tells the
+        // optimiser the lanes' sign it keeps the one-instruction `pmulhw`. The
+        // 128·64 taken off every output is put back through the rounding.
+        @inline(__always)
+        func centred(_ v: SIMD8<UInt8>) -> SIMD8<Int16> { (SIMD8<Int16>(truncatingIfNeeded: v) &<< 8) ^ SIMD8(repeating: Int16.min) }
+        let shift = Int16(FilterWeights.verticalFractionBits)
+        @inline(__always)
+        func clamped(_ a: SIMD8<Int16>) -> SIMD8<Int16> { pointwiseMin(pointwiseMax(a &>> shift, .zero), SIMD8(repeating: 255)) }
+        @inline(__always)
+        func narrow(_ a: SIMD8<Int16>) -> SIMD8<UInt8> { SIMD8<UInt8>(truncatingIfNeeded: clamped(a)) }
         var rowStarts = [Int](repeating: 0, count: taps)
         var tapWeights = [SIMD8<Int16>](repeating: .zero, count: taps)
+        // Eight accumulators to the output: 64 clamped bytes, or 64 widened lanes.
+        @inline(__always)
+        func store8(
+            _ a0: SIMD8<Int16>, _ a1: SIMD8<Int16>, _ a2: SIMD8<Int16>, _ a3: SIMD8<Int16>,
+            _ a4: SIMD8<Int16>, _ a5: SIMD8<Int16>, _ a6: SIMD8<Int16>, _ a7: SIMD8<Int16>,
+            at o: Int, _ dst: inout MutableRawSpan
+        ) {
+            if wide {
+                @inline(__always)
+                func lanes(_ a: SIMD8<Int16>) -> SIMD8<Int16> {
+                    clamped(a) &<< 7
+                }
+                let lo = SIMD32<Int16>(
+                    lowHalf: SIMD16(lowHalf: lanes(a0), highHalf: lanes(a1)),
+                    highHalf: SIMD16(lowHalf: lanes(a2), highHalf: lanes(a3)))
+                let hi = SIMD32<Int16>(
+                    lowHalf: SIMD16(lowHalf: lanes(a4), highHalf: lanes(a5)),
+                    highHalf: SIMD16(lowHalf: lanes(a6), highHalf: lanes(a7)))
+                dst.storeBytes(of: lo, toByteOffset: o &* 2, as: SIMD32<Int16>.self)
+                dst.storeBytes(of: hi, toByteOffset: o &* 2 &+ 64, as: SIMD32<Int16>.self)
+            } else {
+                let lo = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: narrow(a0), highHalf: narrow(a1)),
+                    highHalf: SIMD16(lowHalf: narrow(a2), highHalf: narrow(a3)))
+                let hi = SIMD32<UInt8>(
+                    lowHalf: SIMD16(lowHalf: narrow(a4), highHalf: narrow(a5)),
+                    highHalf: SIMD16(lowHalf: narrow(a6), highHalf: narrow(a7)))
+                dst.storeBytes(of: lo, toByteOffset: o, as: SIMD32<UInt8>.self)
+                dst.storeBytes(of: hi, toByteOffset: o &+ 32, as: SIMD32<UInt8>.self)
+            }
+        }
+        @inline(__always)
+        func store2(_ lo: SIMD8<Int16>, _ hi: SIMD8<Int16>, at o: Int, _ dst: inout MutableRawSpan) {
+            if wide {
+                let a = clamped(lo) &<< 7
+                let b = clamped(hi) &<< 7
+                dst.storeBytes(of: SIMD16(lowHalf: a, highHalf: b), toByteOffset: o &* 2, as: SIMD16<Int16>.self)
+            } else {
+                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: narrow(lo), highHalf: narrow(hi)), toByteOffset: o, as: SIMD16<UInt8>.self)
+            }
+        }
         for i in outRows {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
@@ -443,78 +618,60 @@ extension Image {
             }
             let rows = rowStarts.span.extracting(0..<n)
             let ws = tapWeights.span.extracting(0..<n)
-            let rounding = SIMD8<Int16>(repeating: FilterWeights.fastRounding(taps: n))
+            let rounding = SIMD8<Int16>(repeating: FilterWeights.verticalRounding(taps: n))
             let outBase = (i - outRows.lowerBound) * rowLen
             var x = 0
             // 64 bytes per step while they last (fewer loads and checks of the
-            // tap tables per byte), then 32, then 16.
+            // tap tables per byte), then 16.
             while x &+ 64 <= vectorEnd {
                 var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
                 var a4 = rounding, a5 = rounding, a6 = rounding, a7 = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let w = ws[k]
+                    // One range check for the 64 bytes, none for the two loads.
                     let at = rows[k] &+ x
-                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
-                    let u = srcBytes.unsafeLoadUnaligned(fromByteOffset: at &+ 32, as: SIMD32<UInt8>.self)
-                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.lowHalf, hide), w)
-                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf.highHalf, hide), w)
-                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.lowHalf, hide), w)
-                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf.highHalf, hide), w)
-                    a4 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.lowHalf, hide), w)
-                    a5 &+= FilterWeights.mulHigh(FilterWeights.widen(u.lowHalf.highHalf, hide), w)
-                    a6 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.lowHalf, hide), w)
-                    a7 &+= FilterWeights.mulHigh(FilterWeights.widen(u.highHalf.highHalf, hide), w)
+                    let chunk = srcBytes.extracting(at ..< at &+ 64)
+                    let v = chunk.unsafeLoadUnaligned(fromByteOffset: 0, as: SIMD32<UInt8>.self)
+                    let u = chunk.unsafeLoadUnaligned(fromByteOffset: 32, as: SIMD32<UInt8>.self)
+                    let v0 = v.lowHalf, v1 = v.highHalf
+                    let u0 = u.lowHalf, u1 = u.highHalf
+                    a0 &+= FilterWeights.mulHigh(centred(v0.lowHalf), w)
+                    a1 &+= FilterWeights.mulHigh(centred(v0.highHalf), w)
+                    a2 &+= FilterWeights.mulHigh(centred(v1.lowHalf), w)
+                    a3 &+= FilterWeights.mulHigh(centred(v1.highHalf), w)
+                    a4 &+= FilterWeights.mulHigh(centred(u0.lowHalf), w)
+                    a5 &+= FilterWeights.mulHigh(centred(u0.highHalf), w)
+                    a6 &+= FilterWeights.mulHigh(centred(u1.lowHalf), w)
+                    a7 &+= FilterWeights.mulHigh(centred(u1.highHalf), w)
                 }
-                let lo = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)))
-                let hi = SIMD32<UInt8>(
-                    lowHalf: SIMD16(lowHalf: FilterWeights.narrow(a4), highHalf: FilterWeights.narrow(a5)),
-                    highHalf: SIMD16(lowHalf: FilterWeights.narrow(a6), highHalf: FilterWeights.narrow(a7)))
-                dst.storeBytes(of: lo, toByteOffset: outBase &+ x, as: SIMD32<UInt8>.self)
-                dst.storeBytes(of: hi, toByteOffset: outBase &+ x &+ 32, as: SIMD32<UInt8>.self)
+                store8(a0, a1, a2, a3, a4, a5, a6, a7, at: outBase &+ x, &dst)
                 x &+= 64
-            }
-            while x &+ 32 <= vectorEnd {
-                var a0 = rounding, a1 = rounding, a2 = rounding, a3 = rounding
-                for k in 0..<min(rows.count, ws.count) {
-                    let at = rows[k] &+ x
-                    let w = ws[k]
-                    let v01 = srcBytes.unsafeLoadUnaligned(fromByteOffset: at, as: SIMD32<UInt8>.self)
-                    let v0 = v01.lowHalf, v1 = v01.highHalf
-                    a0 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.lowHalf, hide), w)
-                    a1 &+= FilterWeights.mulHigh(FilterWeights.widen(v0.highHalf, hide), w)
-                    a2 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.lowHalf, hide), w)
-                    a3 &+= FilterWeights.mulHigh(FilterWeights.widen(v1.highHalf, hide), w)
-                }
-                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(a0), highHalf: FilterWeights.narrow(a1)),
-                               toByteOffset: outBase &+ x, as: SIMD16<UInt8>.self)
-                dst.storeBytes(of: SIMD16<UInt8>(lowHalf: FilterWeights.narrow(a2), highHalf: FilterWeights.narrow(a3)),
-                               toByteOffset: outBase &+ x &+ 16, as: SIMD16<UInt8>.self)
-                x &+= 32
             }
             while x < vectorEnd {
                 var lo = rounding, hi = rounding
                 for k in 0..<min(rows.count, ws.count) {
                     let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ x, as: SIMD16<UInt8>.self)
-                    lo &+= FilterWeights.mulHigh(FilterWeights.widen(v.lowHalf, hide), ws[k])
-                    hi &+= FilterWeights.mulHigh(FilterWeights.widen(v.highHalf, hide), ws[k])
+                    lo &+= FilterWeights.mulHigh(centred(v.lowHalf), ws[k])
+                    hi &+= FilterWeights.mulHigh(centred(v.highHalf), ws[k])
                 }
-                let bytes = SIMD16<UInt8>(lowHalf: FilterWeights.narrow(lo), highHalf: FilterWeights.narrow(hi))
-                dst.storeBytes(of: bytes, toByteOffset: outBase &+ x, as: SIMD16<UInt8>.self)
+                store2(lo, hi, at: outBase &+ x, &dst)
                 x &+= 16
             }
             // The last few bytes of the row (fewer than 16), same arithmetic.
             while x < rowLen {
-                var acc = Int(FilterWeights.fastRounding(taps: n))
+                var acc = Int(FilterWeights.verticalRounding(taps: n))
                 for k in 0..<taps {
-                    acc += (Int(src[(start + k) * rowLen + x]) << 7 * Int(fw.weights[i * taps + k])) >> 16
+                    acc += ((Int(src[(start + k) * rowLen + x]) - 128) << 8 * Int(fw.weights[i * taps + k])) >> 16
                 }
-                dst.storeBytes(of: UInt8(min(max(acc >> FilterWeights.fastFractionBits, 0), 255)), toByteOffset: outBase + x, as: UInt8.self)
+                let byte = min(max(acc >> FilterWeights.verticalFractionBits, 0), 255)
+                if wide {
+                    dst.storeBytes(of: Int16(byte << 7), toByteOffset: (outBase + x) * laneBytes, as: Int16.self)
+                } else {
+                    dst.storeBytes(of: UInt8(byte), toByteOffset: outBase + x, as: UInt8.self)
+                }
                 x += 1
             }
         }
-        return out
     }
 
     /// The vertical pass with 32-bit accumulators, for filters with more than
@@ -577,46 +734,67 @@ extension Image {
         func divider(_ count: Int) -> (half: UInt64, magic: UInt64) {
             (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
         }
+        // A power-of-two block count divides by a shift, four lanes at a time.
+        let fullCount = factorX * factorY
+        let shiftBits = fullCount & (fullCount - 1) == 0 ? fullCount.trailingZeroBitCount : -1
+        let opaque = SIMD4<UInt8>(0, 0, 0, 255)
         for oy in 0..<outH {
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             do {
                 var sumView = sums.mutableSpan
                 var s = sumView.mutableBytes
-                // The first row sets the sums, the others add to them; 16 bytes
-                // (two vectors of 8 lanes) a step, then the last few one by one.
-                for y in y0..<y1 {
-                    let base = y * rowLen
-                    var x = 0
-                    while x &+ 16 <= vectorEnd {
-                        let v = SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: base &+ x, as: SIMD16<UInt8>.self))
-                        let old = y == y0 ? .zero : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: SIMD16<UInt16>.self)
-                        s.storeBytes(of: old &+ v, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
-                        x &+= 16
+                // A column strip of 16 bytes is summed over the band's rows in
+                // registers and stored once; then the last few bytes one by one.
+                var x = 0
+                while x &+ 16 <= vectorEnd {
+                    var acc = SIMD16<UInt16>.zero
+                    for y in y0..<y1 {
+                        acc &+= SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: y &* rowLen &+ x, as: SIMD16<UInt8>.self))
                     }
-                    while x < rowLen {
-                        let old = y == y0 ? 0 : s.unsafeLoadUnaligned(fromByteOffset: x &* 2, as: UInt16.self)
-                        s.storeBytes(of: old &+ UInt16(src[base + x]), toByteOffset: x &* 2, as: UInt16.self)
-                        x &+= 1
-                    }
+                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+                    x &+= 16
+                }
+                while x < rowLen {
+                    var acc: UInt16 = 0
+                    for y in y0..<y1 { acc &+= UInt16(src[y * rowLen + x]) }
+                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: UInt16.self)
+                    x &+= 1
                 }
             }
             let sumBytes = sums.span.bytes
-            var dst = out.mutableSpan
+            var dstView = out.mutableSpan
+            var dst = dstView.mutableBytes
             let rows = y1 - y0
             let full = divider(rows * factorX)
+            let shifted = rows == factorY && shiftBits >= 0
+            let half = SIMD4<UInt16>(repeating: UInt16(truncatingIfNeeded: fullCount / 2))
             for ox in 0..<outW {
                 let x0 = ox * factorX
                 let x1 = min(x0 + factorX, width)
                 var acc = SIMD4<UInt16>.zero
-                for x in x0..<x1 {
-                    acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                if x1 - x0 == 4 {
+                    // Four pixels' sums in one load.
+                    let v = sumBytes.unsafeLoadUnaligned(fromByteOffset: x0 &* 8, as: SIMD16<UInt16>.self)
+                    let two = v.lowHalf &+ v.highHalf
+                    acc = two.lowHalf &+ two.highHalf
+                } else {
+                    for x in x0..<x1 {
+                        acc &+= sumBytes.unsafeLoadUnaligned(fromByteOffset: x &* 8, as: SIMD4<UInt16>.self)
+                    }
+                }
+                let o = (oy * outW + ox) * 4
+                if shifted && x1 - x0 == factorX {
+                    // Sums of at most 256 bytes plus half the count stay in 16 bits.
+                    let v = (acc &+ half) &>> UInt16(truncatingIfNeeded: shiftBits)
+                    dst.storeBytes(of: SIMD4<UInt8>(truncatingIfNeeded: v) | opaque, toByteOffset: o, as: SIMD4<UInt8>.self)
+                    continue
                 }
                 let (half, magic) = x1 - x0 == factorX ? full : divider(rows * (x1 - x0))
-                let o = (oy * outW + ox) * 4
-                dst[o] = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
-                dst[o + 1] = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
-                dst[o + 2] = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+                let r = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
+                let g = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
+                let b = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
+                dst.storeBytes(of: SIMD4<UInt8>(r, g, b, 255), toByteOffset: o, as: SIMD4<UInt8>.self)
             }
         }
         return Image(width: outW, height: outH, pixels: out)
@@ -689,6 +867,14 @@ struct FilterWeights: Sendable {
     static let fastFractionBits = 5
     var fastRounding: Int16 { FilterWeights.fastRounding(taps: taps) }
     static func fastRounding(taps: Int) -> Int16 { Int16(1 << (fastFractionBits - 1) + taps / 2) }
+
+    // The fast vertical pass multiplies centred lanes, (v - 128) << 8, keeping
+    // (v - 128)·w / 256: six fraction bits. Its rounding removes the same
+    // flooring bias (n/2 units for n taps; a constant input stays exact for
+    // n < 64) and adds back the 128·64 the centring took off. Sums stay inside
+    // Int16: 8192 + 96 plus at most 128·64 times 1.3 either way.
+    static let verticalFractionBits = 6
+    static func verticalRounding(taps: Int) -> Int16 { Int16(128 << verticalFractionBits + 1 << (verticalFractionBits - 1) + taps / 2) }
 
     /// A zero vector the optimiser cannot see is zero. OR-ing it into `v << 7`
     /// hides that the lanes are small non-negative numbers; when the optimiser
