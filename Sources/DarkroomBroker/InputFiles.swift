@@ -4,9 +4,10 @@ import Foundation
 import Glibc
 #endif
 
-/// Input images above the blob threshold live in content-addressed files in
-/// `<data>/inputs/`, named by the SHA-256 of their bytes, so the queue
-/// database stays small and two jobs with the same image share one file.
+/// Input images above the blob threshold live in files in `<data>/inputs/`,
+/// named by their job id, so the queue database stays small. (Naming them by
+/// job id rather than by content spares the broker hashing every large
+/// upload on its one thread; the storage node content-addresses results.)
 ///
 /// A file is written crash-safely before the transaction that names it
 /// commits: write a temp file, fsync it, rename it into place, fsync the
@@ -23,13 +24,9 @@ struct InputFiles {
 
     func path(of name: String) -> String { directory + "/" + name }
 
-    /// Writes `bytes` durably and returns the file's name (64 hex digits).
-    func write(_ bytes: [UInt8]) throws -> String {
-        let name = SHA256.hex(SHA256.hash(bytes))
+    /// Writes `bytes` durably under `name` (the job id) and returns the name.
+    func write(_ bytes: [UInt8], name: String) throws -> String {
         let final = path(of: name)
-        if let size = (try? FileManager.default.attributesOfItem(atPath: final))?[.size] as? Int, size == bytes.count {
-            return name  // Already there: it was renamed into place only after its fsync.
-        }
         do {
             try DurableFile.write(bytes, to: final)
         } catch {

@@ -227,7 +227,7 @@ final class JobQueue {
     func insert(_ job: JobHandle, options: JobOptions, pipeline: String, image: [UInt8], created: UInt64) throws {
         try beginIfNeeded()
         let inline = image.count <= blobThreshold
-        let file: SQLiteValue = inline ? .null : .text(try inputs.write(image))
+        let file: SQLiteValue = inline ? .null : .text(try inputs.write(image, name: job.idText))
         try run(insertJob, [
             .text(job.idText), .integer(Int64(job.priority)), .text(pipeline), .integer(Int64(options.thumbnailWidth)),
             .integer(Int64(options.thumbnailHeight)), .integer(Int64(options.quality)), .integer(Int64(options.thumbnailQuality)),
