@@ -58,10 +58,11 @@ struct SystemTests {
         #expect(status.status == 0)
         let statusObject = try #require(SystemHarness.jsonLines(status.stdout).first)
         #expect((statusObject["workers"] as? [Any])?.count == 2)
-        let watch = try h.run(["watch", "--from", "1", "--count", "18", "--json"] + h.clientFlags)
+        let watch = try h.run(["watch", "--from", "1", "--duration", "2", "--json"] + h.clientFlags)
         #expect(watch.status == 0)
         let events = SystemHarness.jsonLines(watch.stdout)
-        #expect(events.compactMap { $0["seq"] as? Int } == Array(1...18))
+        #expect(events.count >= 18)
+        #expect(events.compactMap { $0["seq"] as? Int } == Array(1...max(1, events.count)))
         #expect(events.filter { $0["kind"] as? String == "stored" }.count == 6)
 
         // rm deletes the record and its thumbnail.
