@@ -59,11 +59,3 @@ public struct BrokerConfiguration: Sendable {
     var heartbeatIntervalMilliseconds: Int64 { max(1, heartbeatInterval.milliseconds) }
     var livenessMilliseconds: Int64 { heartbeatIntervalMilliseconds * Int64(max(1, heartbeatLiveness)) }
 }
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-}

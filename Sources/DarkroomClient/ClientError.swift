@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
 
@@ -91,8 +92,7 @@ extension ClientError {
 
 /// A duration as people read it: "5 s", "2.5 s", "250 ms".
 func format(_ duration: Duration) -> String {
-    let (seconds, attoseconds) = duration.components
-    let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    let milliseconds = duration.milliseconds
     if milliseconds < 1000 { return "\(milliseconds) ms" }
     if milliseconds % 1000 == 0 { return "\(milliseconds / 1000) s" }
     let tenths = (milliseconds + 50) / 100

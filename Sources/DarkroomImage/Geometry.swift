@@ -11,6 +11,14 @@ public struct Size: Sendable, Hashable, CustomStringConvertible {
     }
     public var description: String { "\(width)x\(height)" }
     public var pixelCount: Int { width * height }
+
+    /// Reads `WxH` (`x` in either case). Any two integers are accepted; callers
+    /// check the range they allow. Nil when the text is not of that form.
+    public init?(parsing text: String) {
+        let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else { return nil }
+        self.init(width: w, height: h)
+    }
 }
 
 /// A rectangle in pixel coordinates; (x, y) is the top-left corner.

@@ -36,7 +36,7 @@ public enum SamplePhoto {
 
     /// Renders the upright picture.
     public static func render(_ size: Size, seed: UInt64) -> Image {
-        var rng = SampleNoise(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let w = size.width
         let h = size.height
         let sunX = 0.2 + 0.6 * rng.unit()
@@ -45,7 +45,7 @@ public enum SamplePhoto {
         let hue = rng.unit()
         let layers = (0..<3).map { _ in (phase: rng.unit() * 6.28, freq: 2 + rng.unit() * 5, level: rng.unit()) }
         var pixels = [UInt8](repeating: 255, count: w * h * 4)
-        var noise = SampleNoise(seed: seed &+ 0x9E37)
+        var noise = SplitMix64(seed: seed &+ 0x9E37)
         for y in 0..<h {
             let fy = Double(y) / Double(h)
             for x in 0..<w {
@@ -136,18 +136,4 @@ public enum SamplePhoto {
         let t2 = t * t
         return t * (1 - t2 / 6 * (1 - t2 / 20 * (1 - t2 / 42 * (1 - t2 / 72))))
     }
-}
-
-/// SampleNoise (SplitMix64): a tiny, well-mixed deterministic generator.
-struct SampleNoise {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

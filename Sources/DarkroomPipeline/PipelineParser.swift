@@ -208,14 +208,13 @@ struct PipelineParser {
 
     /// `WxH`, each side 1 to 65500 (libjpeg's limit).
     func parseSize(_ token: Token, what: String) throws(PipelineSyntaxError) -> Size {
-        let parts = token.text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
+        guard let size = Size(parsing: token.text) else {
             throw fail("\(what) must be WxH, e.g. 1024x768, not \"\(token.text)\"", at: token)
         }
-        guard (1...65500).contains(w), (1...65500).contains(h) else {
+        guard (1...65500).contains(size.width), (1...65500).contains(size.height) else {
             throw fail("\(what) \(token.text) is out of range; each side must be 1 to 65500", at: token)
         }
-        return Size(width: w, height: h)
+        return size
     }
 
     /// `WxH+X+Y`.

@@ -533,11 +533,3 @@ final class WorkerLoop {
         return "\(name) (0x\(String(byte, radix: 16)))"
     }
 }
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-}

@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomImage
 import DarkroomPipeline
 import Foundation
@@ -71,7 +72,7 @@ enum ProcessCommand {
 
         let failed = failures.load(ordering: .relaxed)
         if !json {
-            let seconds = Double((clock.now - batchStart).components.attoseconds) / 1e18 + Double((clock.now - batchStart).components.seconds)
+            let seconds = (clock.now - batchStart).fractionalSeconds
             Console.err("\(inputs.count - failed) processed, \(failed) failed, results in \(outDir.path)/ (\(String(format: "%.2f", seconds)) s)")
         }
         return failed == 0 ? 0 : 1
@@ -128,7 +129,7 @@ enum ProcessCommand {
             return failure("cannot write results: \(error.localizedDescription)", nil)
         }
         let elapsed = clock.now - start
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let ms = elapsed.fractionalMilliseconds
         json.set("ok", true)
         json.set("output", fullURL.path)
         json.set("width", output.full.size.width)
@@ -143,7 +144,7 @@ enum ProcessCommand {
         json.set("milliseconds", ms)
         var stages = JSONObject()
         for (stage, duration) in stageTimes.withLock({ $0 }) {
-            stages.set(stage.description, Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
+            stages.set(stage.description, duration.fractionalMilliseconds)
         }
         json.set("stage_milliseconds", object: stages)
         var text = "\(input.path) -> \(fullURL.path) \(output.full.size) \(formatBytes(output.full.bytes.count))"
@@ -176,6 +177,15 @@ struct ImageOptions {
     var pipeline: Pipeline?
     var jobOptions: JobOptions
 
+    /// `--thumb WxH`, each side 1 to `maxSide`; the message mentions `none`
+    /// where the command accepts it.
+    static func thumbnailSize(_ text: String, maxSide: Int, orNone: Bool) throws(UsageError) -> Size {
+        guard let size = Size(parsing: text), (1...maxSide).contains(size.width), (1...maxSide).contains(size.height) else {
+            throw UsageError("--thumb must be WxH with sides 1 to \(maxSide) (e.g. 256x256)\(orNone ? " or none" : ""), not \"\(text)\"")
+        }
+        return size
+    }
+
     static func specs(pipelineRequired: Bool) -> [OptionSpec] {
         [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
@@ -203,11 +213,7 @@ struct ImageOptions {
             if thumb.lowercased() == "none" {
                 options.thumbnail = nil
             } else {
-                let parts = thumb.lowercased().split(separator: "x")
-                guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (1...16384).contains(w), (1...16384).contains(h) else {
-                    throw UsageError("--thumb must be WxH (e.g. 256x256) or none, not \"\(thumb)\"")
-                }
-                options.thumbnail = Size(width: w, height: h)
+                options.thumbnail = try ImageOptions.thumbnailSize(thumb, maxSide: 16384, orNone: true)
             }
         }
         options.quality = try args.int("quality", default: 95, range: 1...100)

@@ -54,7 +54,7 @@ enum SubmitCommand {
         } catch {
             throw UsageError(error.description)
         }
-        let thumb = try parseThumb(args.value("thumb") ?? "256x256")
+        let thumb = try ImageOptions.thumbnailSize(args.value("thumb") ?? "256x256", maxSide: 4096, orNone: false)
         let options = JobOptions(
             thumbnailWidth: UInt16(thumb.width), thumbnailHeight: UInt16(thumb.height),
             quality: UInt8(try args.int("quality", default: 95, range: 1...100)),
@@ -174,14 +174,6 @@ enum SubmitCommand {
         return storedCount == valid.count + invalid ? 0 : 1
     }
 
-    static func parseThumb(_ text: String) throws -> Size {
-        let parts = text.lowercased().split(separator: "x")
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (1...4096).contains(w), (1...4096).contains(h) else {
-            throw UsageError("--thumb must be WxH with sides 1 to 4096 (e.g. 256x256), not \"\(text)\"")
-        }
-        return Size(width: w, height: h)
-    }
-
     /// Reads the file's header and checks it against the limits and the pipeline.
     static func check(_ path: String, pipeline: Pipeline) -> String? {
         let bytes: [UInt8]
@@ -270,7 +262,7 @@ final class ProgressBar {
         let finished = done + failed
         let width = 30
         let filled = total == 0 ? width : width * finished / total
-        let elapsed = Double((now - start).components.seconds) + Double((now - start).components.attoseconds) / 1e18
+        let elapsed = (now - start).fractionalSeconds
         let rate = elapsed > 0 ? Double(finished) / elapsed : 0
         let eta = rate > 0 ? String(format: "ETA %.0fs", Double(total - finished) / rate) : "ETA --"
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
