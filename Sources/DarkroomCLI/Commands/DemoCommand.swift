@@ -70,12 +70,15 @@ enum DemoCommand {
         contact.values = ["output": [sheet.path], "store": [endpoints.store], "limit": [String(SamplePhoto.demoSet.count)], "columns": ["5"]]
         _ = try ContactSheetCommand.run(contact)
 
+        // Name the executable as it was invoked, so the hint works before
+        // darkroom is on PATH (script/demo runs .build/release/darkroom).
+        let exe = CommandLine.arguments.first.map { $0.contains("/") ? $0 : "darkroom" } ?? "darkroom"
         Console.out("""
 
         Contact sheet: \(sheet.path)
         Inputs:        \(inputDir.path)/
         Database:      \(dataDir.path)/store/store.db (records), \(dataDir.path)/broker/queue.sqlite (queue and events)
-        Serve it again: darkroom up --data \(dataDir.path)   then   darkroom ls
+        Serve it again: \(exe) up --data \(dataDir.path)   then   \(exe) ls
         """)
         return status
     }
