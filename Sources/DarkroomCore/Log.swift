@@ -58,12 +58,36 @@ public struct Logger: Sendable {
         }
     }
 
-    /// UTC time with milliseconds, ISO 8601.
+    /// UTC time with milliseconds, ISO 8601. Built digit by digit: a busy
+    /// worker logs a line per job, and `String(format:)` costs more than the
+    /// rest of the line.
     public static func timestamp(_ date: Date = Date()) -> String {
-        var t = time_t(date.timeIntervalSince1970)
+        // Whole milliseconds first: subtracting whole seconds from a Double
+        // loses a millisecond now and then (.042 reads as .04199…).
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var t = time_t(milliseconds / 1000)
         var parts = tm()
         gmtime_r(&t, &parts)
-        let ms = Int((date.timeIntervalSince1970 - Double(t)) * 1000)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, ms)
+        let ms = Int(milliseconds % 1000)
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func digits(_ value: Int32, _ count: Int) {
+            var divisor: Int32 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = max(0, value)
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(parts.tm_year + 1900, 4); text.append(UInt8(ascii: "-"))
+        digits(parts.tm_mon + 1, 2); text.append(UInt8(ascii: "-"))
+        digits(parts.tm_mday, 2); text.append(UInt8(ascii: "T"))
+        digits(parts.tm_hour, 2); text.append(UInt8(ascii: ":"))
+        digits(parts.tm_min, 2); text.append(UInt8(ascii: ":"))
+        digits(parts.tm_sec, 2); text.append(UInt8(ascii: "."))
+        digits(Int32(ms), 3); text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 }

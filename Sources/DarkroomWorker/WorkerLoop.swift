@@ -59,7 +59,9 @@ final class WorkerLoop {
     private var stopGrace: Duration = .zero
     private var finished = false
 
-    private var slots: Int { configuration.slots }
+    /// `configuration.slots`, read once: it asks the system for the processor
+    /// count, which reads cgroup files, and the loop needs it for every job.
+    private let slots: Int
     private var freeSlots: Int { max(0, slots - jobs.count) }
     private var stopping: Bool { stopDeadline != nil }
 
@@ -92,6 +94,7 @@ final class WorkerLoop {
         self.status = status
         self.context = context
         self.logger = logger
+        slots = configuration.slots
         let (mailbox, inbox) = try Mailbox<WorkerEvent>.make(context: context)
         self.inbox = inbox
         store = try context.socket(.dealer)
@@ -109,7 +112,7 @@ final class WorkerLoop {
         lastHeard = now
         lastSent = now
         backoff = configuration.reconnectInitial
-        snapshot = WorkerStatus(slots: configuration.slots)
+        snapshot = WorkerStatus(slots: slots)
         pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, elapsed in
             mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
         }
