@@ -139,6 +139,19 @@ import Testing
         }
     }
 
+    @Test func cachedWeightsEqualFreshOnes() {
+        // Asked twice and for more sizes than the cache holds: every answer
+        // matches weights built from scratch.
+        for round in 0..<2 {
+            for m in stride(from: 10, through: 400, by: 5) {
+                let kernel: ResampleKernel = m % 2 == 0 ? .lanczos3 : .bilinear
+                let cached = FilterWeights.cached(resampling: 333 + round, to: m, kernel: kernel)
+                let fresh = FilterWeights(resampling: 333 + round, to: m, kernel: kernel)
+                #expect(cached.taps == fresh.taps && cached.starts == fresh.starts && cached.weights == fresh.weights)
+            }
+        }
+    }
+
     @Test func windowsHoldOnlyTheKernelsSupport() {
         // 2400 -> 2048 with lanczos3: the support is 2 x 3 x 1.17 = 7.03 samples
         // wide, so at most 8 sample centres fall strictly inside it.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Scaling: sizes for the fit/fill/force modes and the separable resampler behind
 /// `scaled`, `resized` and `thumbnail`.
@@ -138,8 +139,8 @@ extension Image {
         if factorX >= 2 || factorY >= 2 {
             source = boxReduced(factorX: factorX, factorY: factorY)
         }
-        let hWeights = FilterWeights(resampling: source.width, to: size.width, kernel: kernel)
-        let vWeights = FilterWeights(resampling: source.height, to: size.height, kernel: kernel)
+        let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
+        let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)
         return source.convolved(horizontal: hWeights, vertical: vWeights)
     }
 
@@ -910,6 +911,31 @@ struct FilterWeights: Sendable {
     /// `weights` regrouped for the fast horizontal pass, `taps / 2` vectors per
     /// output: (w0 w0 w0 w0 w1 w1 w1 w1).
     var blockWeights: [SIMD8<Int16>]
+
+    private struct CacheKey: Hashable {
+        var inCount: Int
+        var outCount: Int
+        var kernel: ResampleKernel
+    }
+
+    /// Weights built recently, by size and kernel. A queue of similar jobs
+    /// (every upload scaled to the same thumbnail, say) asks for the same few
+    /// filters over and over, and for small images building them costs more
+    /// than applying them. Bounded: when full it starts again from empty.
+    private static let cache = Mutex<[CacheKey: FilterWeights]>([:])
+    private static let cacheLimit = 64
+
+    /// `init(resampling:to:kernel:)`, from the cache when it was built before.
+    static func cached(resampling inCount: Int, to outCount: Int, kernel: ResampleKernel) -> FilterWeights {
+        let key = CacheKey(inCount: inCount, outCount: outCount, kernel: kernel)
+        if let found = cache.withLock({ $0[key] }) { return found }
+        let weights = FilterWeights(resampling: inCount, to: outCount, kernel: kernel)
+        cache.withLock { entries in
+            if entries.count >= cacheLimit { entries.removeAll(keepingCapacity: true) }
+            entries[key] = weights
+        }
+        return weights
+    }
 
     /// Weights for resampling `inCount` samples to `outCount` with `kernel`.
     init(resampling inCount: Int, to outCount: Int, kernel: ResampleKernel) {
