@@ -298,7 +298,7 @@ extension BrokerLoop {
     private func handleDone(_ done: Done, workerID: String) throws {
         guard let lease = currentLease(done.jobID, attempt: done.attempt, workerID: workerID, command: "DONE") else { return }
         let now = wallNow()
-        if let file = try queue.markDone(lease.job, record: done.recordID, time: now, inputFile: lease.inputFile) {
+        if let file = try queue.markDone(lease.job, record: done.recordID, time: now, inputFile: lease.inputFile, rowID: lease.rowID) {
             pendingFileRemovals.append(file)
         }
         try record(.stored, lease.job, attempt: lease.attempt, now: now, worker: workerID, record: done.recordID)
@@ -398,7 +398,7 @@ extension BrokerLoop {
                 worker.credit -= 1
                 worker.jobs.insert(next.id)
                 leases[next.id] = Lease(job: row.handle, attempt: row.attempt, attemptBase: row.attemptBase, worker: workerID,
-                                        inputFile: .some(row.inputFile))
+                                        inputFile: .some(row.inputFile), rowID: row.rowID)
 
                 try record(.started, row.handle, attempt: row.attempt, now: now, worker: workerID)
                 pendingJobs.append((workerID, JobDispatch(jobID: next.id, attempt: row.attempt, options: row.options,

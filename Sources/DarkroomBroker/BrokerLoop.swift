@@ -13,6 +13,8 @@ struct Lease {
     /// The job's external input file as read when it was leased
     /// (`.some(nil)`: inline); nil when not known.
     var inputFile: String?? = nil
+    /// The job's rowid in `jobs`, when known.
+    var rowID: Int64? = nil
 }
 
 /// A connected worker, known from its READY. A class so that updating its

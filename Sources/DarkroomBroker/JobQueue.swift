@@ -35,6 +35,17 @@ struct DispatchRow {
     var image: [UInt8]
     /// The external input file, nil when the input is inline.
     var inputFile: String?
+    /// The job's rowid in `jobs`, so later updates skip the lookup by id.
+    var rowID: Int64
+}
+
+/// What a just-accepted job needs for its first dispatch, as it was written.
+private struct WarmInput {
+    var rowID: Int64
+    var options: JobOptions
+    var pipeline: String
+    var image: [UInt8]
+    var inputFile: String?
 }
 
 /// The durable queue: one SQLite database (WAL, synchronous=FULL) owned by
@@ -70,14 +81,25 @@ final class JobQueue {
     private let insertJob: Statement
     private let insertEvent: Statement
     private let selectForLease: Statement
-    private let updateLeased: Statement
     private let selectInputFile: Statement
     private let updateDone: Statement
     private let updateRequeued: Statement
     private let insertInput: Statement
     private let deleteInput: Statement
+    private let updateLeasedByRow: Statement
+    private let updateDoneByRow: Statement
 
-    init(directory: String, blobThreshold: Int) throws {
+    /// The inputs of accepted jobs not yet leased, by job id, so that the
+    /// first lease need not read back the row the accept just wrote. Most
+    /// jobs are leased soon after they are accepted; the bytes held are
+    /// bounded by `warmLimit`, and a job not held here is read from the
+    /// database as usual. Emptied when a transaction is rolled back.
+    private var warm: [ULID: WarmInput] = [:]
+    private var warmBytes = 0
+    let warmLimit: Int
+
+    init(directory: String, blobThreshold: Int, warmLimit: Int = 64 << 20) throws {
+        self.warmLimit = warmLimit
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         db = try Connection(path: directory + "/queue.sqlite")
         inputs = try InputFiles(directory: directory + "/inputs")
@@ -142,16 +164,20 @@ final class JobQueue {
             """)
         selectForLease = try db.prepare("""
             SELECT j.priority, j.attempt, j.attempt_base, j.thumb_width, j.thumb_height, j.quality, j.thumb_quality,
-                   j.pipeline, j.source, COALESCE(i.input, j.input), j.input_file, j.state
+                   j.pipeline, j.source, COALESCE(i.input, j.input), j.input_file, j.state, j.rowid
             FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id WHERE j.id = ?
             """)
         insertInput = try db.prepare("INSERT INTO job_inputs (id, input) VALUES (?, ?)")
         deleteInput = try db.prepare("DELETE FROM job_inputs WHERE id = ?")
-        updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE id = ?")
+        updateLeasedByRow = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
         selectInputFile = try db.prepare("SELECT input_file FROM jobs WHERE id = ?")
         updateDone = try db.prepare("""
             UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
             WHERE id = ?
+            """)
+        updateDoneByRow = try db.prepare("""
+            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
+            WHERE rowid = ?
             """)
         updateRequeued = try db.prepare("""
             UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
@@ -219,6 +245,8 @@ final class JobQueue {
     func rollback() {
         if db.isInTransaction { try? db.execute("ROLLBACK") }
         headSeq = committedSeq
+        warm.removeAll()
+        warmBytes = 0
     }
 
     // MARK: Writes (inside the open transaction)
@@ -227,14 +255,20 @@ final class JobQueue {
     func insert(_ job: JobHandle, options: JobOptions, pipeline: String, image: [UInt8], created: UInt64) throws {
         try beginIfNeeded()
         let inline = image.count <= blobThreshold
-        let file: SQLiteValue = inline ? .null : .text(try inputs.write(image, name: job.idText))
+        let fileName: String? = inline ? nil : try inputs.write(image, name: job.idText)
+        let file: SQLiteValue = fileName.map { .text($0) } ?? .null
         try run(insertJob, [
             .text(job.idText), .integer(Int64(job.priority)), .text(pipeline), .integer(Int64(options.thumbnailWidth)),
             .integer(Int64(options.thumbnailHeight)), .integer(Int64(options.quality)), .integer(Int64(options.thumbnailQuality)),
             .text(job.source), .null, file, .integer(Int64(image.count)), .integer(Int64(created)),
         ])
+        let rowID = db.lastInsertRowID
         if inline {
             try run(insertInput, [.text(job.idText), .blob(image)])
+        }
+        if warmBytes + image.count <= warmLimit {
+            warm[job.id] = WarmInput(rowID: rowID, options: options, pipeline: pipeline, image: image, inputFile: fileName)
+            warmBytes += image.count
         }
     }
 
@@ -259,6 +293,13 @@ final class JobQueue {
     /// Returns nil when the job is no longer queued.
     func lease(_ job: JobHandle, worker: String) throws -> DispatchRow? {
         try beginIfNeeded()
+        if let input = warm.removeValue(forKey: job.id) {
+            // Accepted and not leased since: queued, attempt 0.
+            warmBytes -= input.image.count
+            try run(updateLeasedByRow, [.integer(1), .text(worker), .integer(input.rowID)])
+            return DispatchRow(handle: job, attempt: 1, attemptBase: 0, options: input.options, pipeline: input.pipeline,
+                               image: input.image, inputFile: input.inputFile, rowID: input.rowID)
+        }
         let id = job.id
         let rows = try selectForLease.query([job.idText]) { row -> DispatchRow? in
             guard row.string(11) == JobState.queued.rawValue else { return nil }
@@ -279,17 +320,19 @@ final class JobQueue {
                                     quality: UInt8(clamping: row.int64(5) ?? 95), thumbnailQuality: UInt8(clamping: row.int64(6) ?? 70)),
                 pipeline: row.string(7) ?? "",
                 image: image,
-                inputFile: file)
+                inputFile: file,
+                rowID: row.int64(12) ?? 0)
         }
         guard let found = rows.first, let row = found else { return nil }
-        try run(updateLeased, [.integer(Int64(row.attempt)), .text(worker), .text(job.idText)])
+        try run(updateLeasedByRow, [.integer(Int64(row.attempt)), .text(worker), .integer(row.rowID)])
         return row
     }
 
     /// Marks a job done and drops its input. Returns the input file to remove after the commit, if any.
     /// `inputFile` is the job's input file when the caller knows it
     /// (`.some(nil)`: the input is inline); nil reads it from the row.
-    func markDone(_ job: JobHandle, record: ULID, time: UInt64, inputFile known: String?? = nil) throws -> String? {
+    /// `rowID`, when known, is the job's rowid in `jobs`.
+    func markDone(_ job: JobHandle, record: ULID, time: UInt64, inputFile known: String?? = nil, rowID: Int64? = nil) throws -> String? {
         try beginIfNeeded()
         let file: String?
         if let known {
@@ -298,7 +341,11 @@ final class JobQueue {
             file = try selectInputFile.query([job.idText]) { $0.string(0) }.first ?? nil
         }
         if file == nil { try run(deleteInput, [.text(job.idText)]) }
-        try run(updateDone, [.text(record.description), .integer(Int64(time)), .text(job.idText)])
+        if let rowID {
+            try run(updateDoneByRow, [.text(record.description), .integer(Int64(time)), .integer(rowID)])
+        } else {
+            try run(updateDone, [.text(record.description), .integer(Int64(time)), .text(job.idText)])
+        }
         return file
     }
 
