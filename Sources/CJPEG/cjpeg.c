@@ -198,7 +198,16 @@ static void cmyk_to_rgbx(const uint8_t *src, uint8_t *dst, int count, int invert
     }
 }
 
-dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom,
+/* Gray samples to RGBX, `count` pixels. */
+static void gray_to_rgbx(const uint8_t *src, uint8_t *dst, int count) {
+    for (int i = 0; i < count; i++) {
+        dst[0] = dst[1] = dst[2] = src[i];
+        dst[3] = 255;
+        dst += 4;
+    }
+}
+
+dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
                                     int x, int y, int width, int height,
                                     uint8_t *dst, size_t dst_stride, dr_jpeg_error *err) {
     reset_error(err);
@@ -220,7 +229,10 @@ dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom,
 
     int cmyk = (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK);
     int inverted = cmyk && c->saw_Adobe_marker;
-    c->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+    /* Luma only: libjpeg then skips the chroma planes' IDCT, upsampling and
+       colour conversion (for YCbCr files the luma is the Y plane itself). */
+    int gray = luma_only && !cmyk;
+    c->out_color_space = cmyk ? JCS_CMYK : gray ? JCS_GRAYSCALE : JCS_EXT_RGBX;
     c->scale_num = 1;
     c->scale_denom = (unsigned)scale_denom;
     c->dct_method = JDCT_ISLOW;
@@ -244,7 +256,7 @@ dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom,
         trim = x - (int)xoff;
     }
     int out_w = (int)c->output_width;
-    int direct = (trim == 0 && out_w == width && !cmyk);
+    int direct = (trim == 0 && out_w == width && !cmyk && !gray);
     dec->row = malloc((size_t)out_w * 4);
     if (!dec->row) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
 
@@ -264,6 +276,7 @@ dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom,
             uint8_t *out = dst + (size_t)done * dst_stride;
             const uint8_t *src = dec->row + (size_t)trim * 4;
             if (cmyk) cmyk_to_rgbx(src, out, width, inverted);
+            else if (gray) gray_to_rgbx(dec->row + trim, out, width);
             else memcpy(out, src, (size_t)width * 4);
             done++;
         }
@@ -363,10 +376,10 @@ static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height
 }
 
 dr_jpeg_status dr_jpeg_encode_rgbx(const uint8_t *pixels, int width, int height, size_t stride,
-                                   int quality, int luma_h, int luma_v, int progressive,
+                                   int gray, int quality, int luma_h, int luma_v, int progressive,
                                    int optimize_coding, uint8_t **out, size_t *out_length,
                                    dr_jpeg_error *err) {
-    return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, JCS_YCbCr, quality,
+    return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, gray ? JCS_GRAYSCALE : JCS_YCbCr, quality,
                          luma_h, luma_v, progressive, optimize_coding, out, out_length, err);
 }
 

@@ -88,7 +88,7 @@ public struct ImageJob: Sendable {
     /// Builds the chain for an image with this header.
     func operation(for header: JPEGHeader) -> CompoundOperation<[UInt8], JobOutput> {
         let plan = LoadPlan.make(for: pipeline.steps, source: header.uprightSize)
-        let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region)
+        let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
         let sourceSize = header.uprightSize
         let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) { (bytes: [UInt8]) throws(ImageError) -> ImageCarrier in
             ImageCarrier(try JPEG.decode(bytes, options: decodeOptions).image)
@@ -96,7 +96,10 @@ public struct ImageJob: Sendable {
         var chain = CompoundOperation(decode)
         for (offset, step) in pipeline.steps.enumerated() {
             let stage = Stage.step(index: offset + 1, text: step.canonical)
-            if offset < plan.foldedSteps {
+            if offset == plan.lumaStep {
+                // The decoder already produced the luma.
+                continue
+            } else if offset < plan.foldedSteps {
                 // The folded steps become one exact resample of the decoded region,
                 // reported under the first of them (the scale).
                 guard offset == 0, let resize = plan.resize else { continue }
@@ -119,17 +122,25 @@ public struct ImageJob: Sendable {
             }
         }
         let options = self.options
-        let encodeFull = ChainableOperation<ImageCarrier, (Image, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (Image, EncodedImage) in
+        // A result whose pixels are all gray is stored as a one-component
+        // JPEG: the same picture, in about a third of the encoding work and
+        // of the bytes. Only pipelines with a grayscale step are checked.
+        let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
+        let encodeFull = ChainableOperation<ImageCarrier, (Image, Bool, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (Image, Bool, EncodedImage) in
             let image = carrier.take()
-            let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling, progressive: options.progressive))
-            return (image, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
+            let gray = checkGray && image.isGray
+            let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
+                                                                      progressive: options.progressive, grayscale: gray))
+            return (image, gray, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
         }
-        let encodeThumbnail = ChainableOperation<(Image, EncodedImage), JobOutput>(.encode("thumbnail")) { (pair: (Image, EncodedImage)) throws(ImageError) -> JobOutput in
-            let (image, full) = pair
+        let encodeThumbnail = ChainableOperation<(Image, Bool, EncodedImage), JobOutput>(.encode("thumbnail")) { (result: (Image, Bool, EncodedImage)) throws(ImageError) -> JobOutput in
+            // The thumbnail of a gray image is gray too.
+            let (image, gray, full) = result
             var thumbnail: EncodedImage?
             if let size = options.thumbnail {
                 let small = try image.thumbnail(size)
-                let bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling, progressive: options.progressive))
+                let bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
+                                                                          progressive: options.progressive, grayscale: gray))
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }
             return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)

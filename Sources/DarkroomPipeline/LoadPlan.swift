@@ -13,6 +13,12 @@ import DarkroomImage
 ///   libjpeg's DCT scaling decodes it at 1/2, 1/4 or 1/8 size. Following libvips,
 ///   the largest such factor is chosen that still leaves at least a factor of 2
 ///   for the real resampling kernel, so quality is set by lanczos3, not the DCT.
+/// - **Luma on load.** A `grayscale` step that comes first, or right after the
+///   folded steps, is done by the decoder: it reads the JPEG's own luma (the
+///   same BT.601 weights `grayscale` uses) and never rebuilds the chroma
+///   planes. The luma of the decoded RGB can differ by a level or two where
+///   converting to RGB clipped a saturated colour; the Y plane is the exact
+///   one.
 struct LoadPlan: Equatable {
     /// DCT scaling denominator: 1, 2, 4 or 8.
     var shrink = 1
@@ -23,15 +29,28 @@ struct LoadPlan: Equatable {
     /// After decoding, resample to exactly this size with this kernel; this is the
     /// output of the folded steps.
     var resize: (size: Size, kernel: ResampleKernel)?
+    /// The index of the `grayscale` step the decoder does by reading the luma
+    /// only, if any. It is always the first step after the folded ones.
+    var lumaStep: Int?
 
     static func == (a: LoadPlan, b: LoadPlan) -> Bool {
         a.shrink == b.shrink && a.region == b.region && a.foldedSteps == b.foldedSteps
-            && a.resize?.size == b.resize?.size && a.resize?.kernel == b.resize?.kernel
+            && a.resize?.size == b.resize?.size && a.resize?.kernel == b.resize?.kernel && a.lumaStep == b.lumaStep
     }
 
     /// Plans the decode of an image whose upright size is `source`. The steps must
     /// already have been checked with `Pipeline.plannedSizes`.
     static func make(for steps: [Operation], source: Size) -> LoadPlan {
+        var plan = planResample(for: steps, source: source)
+        // Scaling and cropping act on each channel alike, so taking the luma
+        // before them gives what taking it after would.
+        if plan.foldedSteps < steps.count, case .grayscale = steps[plan.foldedSteps] {
+            plan.lumaStep = plan.foldedSteps
+        }
+        return plan
+    }
+
+    private static func planResample(for steps: [Operation], source: Size) -> LoadPlan {
         guard case let .scale(box, mode, kernel)? = steps.first else { return LoadPlan() }
         let scaled = Image.scaledSize(of: source, to: box, mode: mode)
         let sx = Double(scaled.width) / Double(source.width)

@@ -62,9 +62,23 @@ struct PlanningTests {
 
     @Test("a pipeline that does not start with scale decodes everything at full size")
     func noPlan() throws {
-        let p = try Pipeline(parsing: "grayscale | scale:100x100")
+        let p = try Pipeline(parsing: "invert | scale:100x100")
         let plan = LoadPlan.make(for: p.steps, source: Size(width: 4000, height: 3000))
         #expect(plan == LoadPlan())
+    }
+
+    @Test("a grayscale step first or right after the folded steps is read as luma",
+          arguments: [
+              ("grayscale | scale:100x100", 0 as Int?),
+              ("scale:100x100 | grayscale", 1),
+              ("scale:100x100,mode=fill | crop:square | grayscale | glitch", 2),
+              ("scale:100x100 | invert | grayscale", nil),
+              ("sepia | grayscale", nil),
+          ])
+    func lumaOnLoad(text: String, expected: Int?) throws {
+        let p = try Pipeline(parsing: text)
+        let plan = LoadPlan.make(for: p.steps, source: Size(width: 4000, height: 3000))
+        #expect(plan.lumaStep == expected)
     }
 }
 
@@ -83,5 +97,29 @@ struct ImageJobRunTests {
         let decoded = try JPEG.decode(jpeg).image
         let expected = try decoded.glitched(seed: 11, amount: 0.9).inverted()
         #expect(output.full.bytes == (try JPEG.encode(expected, options: EncodeOptions(quality: 95))))
+    }
+
+    @Test("a gray result is stored as a one-component JPEG, thumbnail too; colour after gray is not")
+    func grayResultsAreOneComponentFiles() throws {
+        var source = Image(width: 96, height: 64)
+        for y in 0..<64 {
+            for x in 0..<96 { source.setPixel(x: x, y: y, (UInt8(x * 2), UInt8(y * 3), UInt8((x + y) % 256))) }
+        }
+        let jpeg = try JPEG.encode(source, options: EncodeOptions(quality: 90))
+        let options = JobOptions(thumbnail: Size(width: 16, height: 16))
+        for (text, components) in [("grayscale", 1), ("scale:48x48,mode=fill | crop:square | grayscale", 1),
+                                   ("grayscale | sepia", 3), ("invert | grayscale | blur:sigma=1", 1), ("invert", 3)] {
+            let output = try ImageJob(pipeline: try Pipeline(parsing: text), options: options).run(jpeg)
+            #expect(try JPEG.readHeader(output.full.bytes).components == components, "\(text)")
+            let thumbnail = try #require(output.thumbnail)
+            #expect(try JPEG.readHeader(thumbnail.bytes).components == components, "\(text)")
+        }
+        // The luma read on load is the picture grayscale() makes of the decoded RGB.
+        let output = try ImageJob(pipeline: try Pipeline(parsing: "grayscale"), options: JobOptions(thumbnail: nil)).run(jpeg)
+        let expected = try JPEG.decode(jpeg).image.grayscale()
+        let got = try JPEG.decode(output.full.bytes).image
+        var worst = 0
+        for y in 0..<64 { for x in 0..<96 { worst = max(worst, abs(Int(got.pixel(x: x, y: y).r) - Int(expected.pixel(x: x, y: y).r))) } }
+        #expect(worst <= 4)
     }
 }

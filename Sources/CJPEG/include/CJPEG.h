@@ -75,9 +75,12 @@ dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fa
 /* Decodes the region (x, y, width, height), given in coordinates of the image
    scaled by 1/scale_denom (scale_denom 1, 2, 4 or 8; scaled size is
    ceil(size / scale_denom)), into `dst` as RGBX rows `dst_stride` bytes apart.
-   Grayscale, RGB, CMYK and YCCK files all come out as RGBX. The rest of the file
-   is still decoded to its end so damage anywhere is reported. Call once. */
-dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom,
+   Grayscale, RGB, CMYK and YCCK files all come out as RGBX. With `luma_only`
+   (ignored for CMYK and YCCK) only the luma is decoded, with BT.601 weights,
+   and written to R, G and B alike; the chroma planes are never reconstructed.
+   The rest of the file is still decoded to its end so damage anywhere is
+   reported. Call once. */
+dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
                                     int x, int y, int width, int height,
                                     uint8_t *dst, size_t dst_stride, dr_jpeg_error *err);
 
@@ -87,10 +90,12 @@ int dr_jpeg_decoder_warnings(const dr_jpeg_decoder *dec);
 void dr_jpeg_decoder_close(dr_jpeg_decoder *dec);
 
 /* Encodes RGBX pixels. Chroma sampling is given as the luma factors
-   (1x1 = 4:4:4, 2x1 = 4:2:2, 2x2 = 4:2:0). No metadata is written. On success
-   *out holds a malloc'ed buffer to release with dr_jpeg_free. */
+   (1x1 = 4:4:4, 2x1 = 4:2:2, 2x2 = 4:2:0). With `gray` a one-component file
+   is written from the pixels' BT.601 luma (exactly R for gray pixels) and the
+   sampling is ignored. No metadata is written. On success *out holds a
+   malloc'ed buffer to release with dr_jpeg_free. */
 dr_jpeg_status dr_jpeg_encode_rgbx(const uint8_t *pixels, int width, int height, size_t stride,
-                                   int quality, int luma_h, int luma_v, int progressive,
+                                   int gray, int quality, int luma_h, int luma_v, int progressive,
                                    int optimize_coding, uint8_t **out, size_t *out_length,
                                    dr_jpeg_error *err);
 

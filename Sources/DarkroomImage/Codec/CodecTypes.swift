@@ -78,11 +78,16 @@ public struct DecodeOptions: Sendable {
     /// Region to keep, in UPRIGHT full-size coordinates (after orientation, before
     /// shrink); nil = whole image.
     public var region: Rect? = nil
+    /// Decode the luma only (BT.601 weights, the JPEG's own Y plane for YCbCr
+    /// files) into R, G and B alike: the picture `grayscale()` makes, without
+    /// reconstructing the chroma planes. Ignored for CMYK files.
+    public var lumaOnly: Bool = false
 
-    public init(limits: DecodeLimits = .default, shrink: Int = 1, region: Rect? = nil) {
+    public init(limits: DecodeLimits = .default, shrink: Int = 1, region: Rect? = nil, lumaOnly: Bool = false) {
         self.limits = limits
         self.shrink = shrink
         self.region = region
+        self.lumaOnly = lumaOnly
     }
 }
 
@@ -112,11 +117,16 @@ public struct EncodeOptions: Sendable, Equatable {
     public var subsampling: ChromaSubsampling = .auto
     /// Write a progressive JPEG (libjpeg's simple progression script).
     public var progressive: Bool = false
+    /// Write a one-component (grayscale) file from the pixels' luma. Meant for
+    /// images whose pixels are all gray, which it stores exactly, in a third
+    /// of the data and the time; `subsampling` is then ignored.
+    public var grayscale: Bool = false
 
-    public init(quality: Int = 95, subsampling: ChromaSubsampling = .auto, progressive: Bool = false) {
+    public init(quality: Int = 95, subsampling: ChromaSubsampling = .auto, progressive: Bool = false, grayscale: Bool = false) {
         self.quality = quality
         self.subsampling = subsampling
         self.progressive = progressive
+        self.grayscale = grayscale
     }
 
     /// The subsampling `auto` resolves to at this quality.

@@ -53,7 +53,7 @@ public enum JPEG {
             let stride = width * Image.bytesPerPixel
             let pixels = [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
                 status = dr_jpeg_decoder_read(
-                    decoder, Int32(shrink), Int32(x), Int32(y), Int32(width), Int32(height),
+                    decoder, Int32(shrink), options.lumaOnly ? 1 : 0, Int32(x), Int32(y), Int32(width), Int32(height),
                     out.baseAddress, stride, &error)
                 count = stride * height
             }
@@ -85,7 +85,7 @@ public enum JPEG {
         let status = image.pixels.withUnsafeBufferPointer { pixels in
             dr_jpeg_encode_rgbx(
                 pixels.baseAddress, Int32(image.width), Int32(image.height), image.stride,
-                Int32(options.quality), lumaH, lumaV, options.progressive ? 1 : 0, 0,
+                options.grayscale ? 1 : 0, Int32(options.quality), lumaH, lumaV, options.progressive ? 1 : 0, 0,
                 &out, &length, &error)
         }
         return try collect(status: status, out: out, length: length, error: error)

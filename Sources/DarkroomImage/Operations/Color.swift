@@ -10,6 +10,18 @@ extension Image {
         }
     }
 
+    /// Whether every pixel is gray (R = G = B). Stops at the first that is not.
+    public var isGray: Bool {
+        let src = pixels.span
+        var i = 0
+        while i + 2 < src.count {
+            let r = src[i]
+            if r != src[i + 1] || r != src[i + 2] { return false }
+            i += 4
+        }
+        return true
+    }
+
     /// The classic sepia tone matrix (rows for R, G, B; saturating at 255):
     /// R' = .393R + .769G + .189B, G' = .349R + .686G + .168B, B' = .272R + .534G + .131B.
     public func sepia() -> Image {
