@@ -9,12 +9,14 @@
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
 //   executable      darkroom          main.swift only calls DarkroomCLI
+//   bench tool      darkroom-loadgen  DRK1 load generator for bench/system.sh (ZMQ + Protocol only)
 import PackageDescription
 
 let package = Package(
     name: "Darkroom",
     products: [
         .executable(name: "darkroom", targets: ["darkroom"]),
+        .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
         // C wrappers: the only places where libjpeg, SQLite and ZeroMQ are named.
@@ -58,6 +60,8 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
+        // Load generator for bench/system.sh: SUBMIT with a window, follow the events.
+        .executableTarget(name: "darkroom-loadgen", dependencies: ["DarkroomZMQ", "DarkroomProtocol"]),
 
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # System benchmark: the whole queue (broker, storage node, workers) end to end.
 # See bench/README.md. Usage: bench/system.sh [CORPUS_DIR]
-# Environment: DARKROOM_BIN (skip the build), TINY_JOBS (20000), TINY_WINDOW (1000),
+# Environment: DARKROOM_BIN (skip the build), DARKROOM_LOADGEN (the darkroom-loadgen
+# binary; by default the one next to DARKROOM_BIN, else built), LOADGEN=python
+# (bench/loadgen.py instead), TINY_JOBS (20000), TINY_WINDOW (1000),
 # TINY_CONCURRENCY (concurrency per worker for tiny jobs, 64), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
 # CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
 set -u
@@ -33,6 +35,21 @@ if [ -n "${DARKROOM_BIN:-}" ]; then
 else
     (cd "$ROOT" && swift build -c release --product darkroom >&2) || { echo "build failed" >&2; exit 1; }
     BIN=$ROOT/.build/release/darkroom
+fi
+# The load generator: darkroom-loadgen (DRK1 in Swift, a fraction of the
+# client CPU of the Python one), or bench/loadgen.py with LOADGEN=python.
+if [ "${LOADGEN:-}" = python ]; then
+    LOADGEN_CMD=(python3 "$ROOT/bench/loadgen.py"); LOADGEN_NAME="bench/loadgen.py"
+else
+    if [ -n "${DARKROOM_LOADGEN:-}" ]; then
+        LG=$DARKROOM_LOADGEN
+    elif [ -n "${DARKROOM_BIN:-}" ] && [ -x "$(dirname "$DARKROOM_BIN")/darkroom-loadgen" ]; then
+        LG=$(dirname "$DARKROOM_BIN")/darkroom-loadgen
+    else
+        (cd "$ROOT" && swift build -c release --product darkroom-loadgen >&2) || { echo "build of darkroom-loadgen failed (LOADGEN=python uses bench/loadgen.py)" >&2; exit 1; }
+        LG=$ROOT/.build/release/darkroom-loadgen
+    fi
+    LOADGEN_CMD=("$LG"); LOADGEN_NAME="darkroom-loadgen"
 fi
 python3 -c 'import zmq' 2>/dev/null || pip install --quiet pyzmq >&2 || { echo "pyzmq is needed (pip install pyzmq)" >&2; exit 1; }
 
@@ -93,6 +110,16 @@ stop_system() {  # workers first, then broker and store
     local i
     for ((i = ${#SYS_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${SYS_PIDS[$i]}"; done
 }
+# loadgen CPUFILE ARGS...: one load generator run; prints its JSON line and
+# writes its user and system CPU seconds to CPUFILE.
+loadgen() {
+    local cpu=$1; shift
+    /usr/bin/time -f "%U %S" -o "$cpu" "${LOADGEN_CMD[@]}" "$@"
+}
+# cpu_per_job CPUFILE JOBS: microseconds of CPU (user+sys) per job.
+cpu_per_job() {
+    python3 -c "import sys; v = open(sys.argv[1]).read().split()[-2:]; print(round(sum(float(x) for x in v) * 1e6 / int(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo "?"
+}
 system_cpu_ticks() { local t=0 p; for p in "${SYS_PIDS[@]}"; do t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 cpu_ticks() { awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime
@@ -112,12 +139,12 @@ cp "$TINY_SRC" "$TINY"
 # ---------------------------------------------------------------- 1. tiny jobs
 if [ -z "${SKIP_TINY:-}" ]; then
   if start_system up-tiny 2 "$TINY_CONCURRENCY"; then
-      R=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
+      R=$(loadgen "$TMP/lg-tiny.cpu" --frontend "$FE" --events "$EV" \
             --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
-      L=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" \
+      L=$(loadgen "$TMP/lg-one.cpu" --frontend "$FE" --events "$EV" \
             --image "$TINY" --jobs 500 --window 1 --ops grayscale --thumb 32x32)
       RATE=$(jget "$R" jobsPerSecond)
-      row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms) |"
+      row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms); load generator $LOADGEN_NAME $(cpu_per_job "$TMP/lg-tiny.cpu" "$TINY_JOBS") µs CPU per job |"
       row "| tiny jobs, one at a time (window 1) | 500 jobs | $(jget "$L" jobsPerSecond) jobs/s | p50 $(jget "$L" p50ms) ms, p99 $(jget "$L" p99ms) ms |"
       if fcmp "$RATE >= 5000"; then verdict "PASS tiny jobs: $RATE jobs/s >= 5000"; else verdict "FAIL tiny jobs: $RATE jobs/s < 5000"; fi
   else
@@ -225,12 +252,12 @@ if [ -z "${SKIP_MEMORY:-}" ]; then
   "$BIN" worker --broker "$BE" --store "$ST" --concurrency "$TINY_CONCURRENCY" 2>"$TMP/worker.log" & WP=$!; PIDS+=("$WP")
   if wait_ping "$FE"; then
       # Warm up (caches, WAL, buffers), then measure the growth over the run.
-      python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TINY_WINDOW" >/dev/null
+      loadgen "$TMP/lg-warm.cpu" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TINY_WINDOW" >/dev/null
       WB=$(rss_kb $BP); WS=$(rss_kb $SP); WW=$(rss_kb $WP)
       CB=$(cpu_ticks $BP); CS=$(cpu_ticks $SP); CW=$(cpu_ticks $WP); T0=$(now)
       ( while :; do echo "$(rss_kb $BP) $(rss_kb $SP) $(rss_kb $WP)"; sleep 0.2; done ) >"$TMP/rss.txt" &
       SAMPLER=$!
-      R=$(python3 "$ROOT/bench/loadgen.py" --frontend "$FE" --events "$EV" --image "$TINY" --jobs "$MEM_JOBS" --window "$TINY_WINDOW")
+      R=$(loadgen "$TMP/lg-mem.cpu" --frontend "$FE" --events "$EV" --image "$TINY" --jobs "$MEM_JOBS" --window "$TINY_WINDOW")
       kill $SAMPLER 2>/dev/null; wait $SAMPLER 2>/dev/null
       EB=$(rss_kb $BP); ES=$(rss_kb $SP); EW=$(rss_kb $WP); T1=$(now)
       CB=$(($(cpu_ticks $BP) - CB)); CS=$(($(cpu_ticks $SP) - CS)); CW=$(($(cpu_ticks $WP) - CW))
@@ -257,7 +284,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 {
     echo "# darkroom system benchmark"
     echo
-    echo "$DATE, $(nproc) cores, load average $LOAD_BEFORE before, $LOAD_AFTER after; binary $BIN"
+    echo "$DATE, $(nproc) cores, load average $LOAD_BEFORE before, $LOAD_AFTER after; binary $BIN; load generator $LOADGEN_NAME"
     echo
     echo "| run | work | throughput | latency / notes |"
     echo "|---|---|---|---|"
