@@ -130,18 +130,22 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 public final class ULIDGenerator: Sendable {
     private struct State {
         var last = ULID(high: 0, low: 0)
+        var bits = RandomBits()
     }
 
     private let state = Mutex(State())
     private let clock: @Sendable () -> UInt64
-    private let random: @Sendable () -> UInt64
+    private let random: (@Sendable () -> UInt64)?
 
     /// - Parameters:
     ///   - clock: milliseconds since the Unix epoch; the system clock by default.
-    ///   - random: 64 random bits per call; the system generator by default.
+    ///   - random: 64 random bits per call. By default a xoshiro256** stream
+    ///     seeded from the system generator and reseeded every 65,536 draws:
+    ///     the system generator costs a system call per draw, and a busy
+    ///     broker or storage node makes ids by the thousand every second.
     public init(
         clock: @escaping @Sendable () -> UInt64 = ULIDGenerator.systemMilliseconds,
-        random: @escaping @Sendable () -> UInt64 = { UInt64.random(in: .min ... .max) }
+        random: (@Sendable () -> UInt64)? = nil
     ) {
         self.clock = clock
         self.random = random
@@ -161,7 +165,9 @@ public final class ULIDGenerator: Sendable {
             let last = state.last
             let id: ULID
             if now > last.milliseconds {
-                id = ULID(milliseconds: now, randomHigh: UInt16(truncatingIfNeeded: random()), randomLow: random())
+                let high = random?() ?? state.bits.next()
+                let low = random?() ?? state.bits.next()
+                id = ULID(milliseconds: now, randomHigh: UInt16(truncatingIfNeeded: high), randomLow: low)
             } else {
                 // Same millisecond (or the clock went back): add 1 to the
                 // 80-bit random part, carrying into the time on overflow.
@@ -172,4 +178,35 @@ public final class ULIDGenerator: Sendable {
             return id
         }
     }
+}
+
+/// xoshiro256** (Blackman and Vigna), seeded from the system generator and
+/// reseeded every 65,536 outputs.
+struct RandomBits {
+    private var s0: UInt64 = 0, s1: UInt64 = 0, s2: UInt64 = 0, s3: UInt64 = 0
+    private var left = 0
+
+    mutating func next() -> UInt64 {
+        if left == 0 { reseed() }
+        left -= 1
+        let result = rotl(s1 &* 5, 7) &* 9
+        let t = s1 << 17
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        s3 = rotl(s3, 45)
+        return result
+    }
+
+    private mutating func reseed() {
+        var system = SystemRandomNumberGenerator()
+        repeat {
+            (s0, s1, s2, s3) = (system.next(), system.next(), system.next(), system.next())
+        } while s0 | s1 | s2 | s3 == 0
+        left = 65_536
+    }
+
+    private func rotl(_ x: UInt64, _ k: UInt64) -> UInt64 { (x << k) | (x >> (64 - k)) }
 }

@@ -84,6 +84,22 @@ struct ULIDTests {
         #expect(second.milliseconds == 3_001)
     }
 
+    @Test func defaultRandomPartIsFreshEveryMillisecond() {
+        // A new millisecond draws 80 new bits; across 200 000 milliseconds
+        // (past the generator's reseed every 65 536 draws) none repeats.
+        let now = Mutex<UInt64>(10_000)
+        let generator = ULIDGenerator(clock: { now.withLock { $0 += 1; return $0 } })
+        var seen = Set<UInt64>()
+        var high = Set<UInt16>()
+        for _ in 0..<200_000 {
+            let id = generator.next()
+            seen.insert(id.low)
+            high.insert(UInt16(truncatingIfNeeded: id.high))
+        }
+        #expect(seen.count == 200_000)
+        #expect(high.count > 60_000)
+    }
+
     @Test func uniqueAcrossThreads() async {
         let generator = ULIDGenerator()
         let ids = await withTaskGroup(of: [ULID].self) { group in
