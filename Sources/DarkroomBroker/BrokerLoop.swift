@@ -74,6 +74,8 @@ final class BrokerLoop {
     /// Monotonic ms at which a stopping broker exits even with jobs in flight.
     var stopDeadline: UInt64?
     var dispatchRotation = 0
+    /// When the next retention pass is due (monotonic ms; 0 = at the first turn).
+    var nextPrune: UInt64 = 0
     /// Canonical text of the pipelines submitted lately, by the text as sent.
     var canonicalPipelines: [String: String] = [:]
 
@@ -196,11 +198,43 @@ final class BrokerLoop {
             }
             finishTurn()
             sendHeartbeats()
+            pruneIfDue()
             if let deadline = stopDeadline, leases.isEmpty || monotonicNow() >= deadline {
                 break
             }
         }
         shutdown()
+    }
+
+    // MARK: Retention
+
+    /// Deletes a batch of events and stored jobs past the retention, when a
+    /// pass is due, in its own transaction between two turns.
+    private func pruneIfDue() {
+        guard let retention = config.retention, stopDeadline == nil else { return }
+        let now = monotonicNow()
+        guard now >= nextPrune else { return }
+        let interval = UInt64(max(1, config.pruneInterval.milliseconds))
+        let wall = wallNow()
+        let age = UInt64(max(0, retention.milliseconds))
+        guard wall > age else {
+            nextPrune = now + interval
+            return
+        }
+        let batch = max(1, config.pruneBatch)
+        do {
+            let (events, jobs) = try queue.prune(before: wall - age, limit: batch)
+            try queue.commit()
+            if events > 0 || jobs > 0 {
+                let oldest = (try? queue.oldestEventSeq()).flatMap { $0 }.map(String.init) ?? "none"
+                logger.info("pruned \(events) event(s) and \(jobs) stored job(s) older than \(retention); oldest event kept: seq \(oldest)")
+            }
+            nextPrune = now + (events >= batch || jobs >= batch ? 1_000 : interval)
+        } catch {
+            queue.rollback()
+            logger.error("pruning past the retention failed: \(error)")
+            nextPrune = now + interval
+        }
     }
 
     private func pollTimeout() -> Int {

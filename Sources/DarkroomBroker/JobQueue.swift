@@ -369,6 +369,37 @@ final class JobQueue {
             """, Int64(time), Int64(failure.stepIndex), failure.step, failure.code, failure.reason, id.description)
     }
 
+    /// Deletes events and stored jobs from before `cutoff` (Unix ms), at most
+    /// `limit` of each, oldest first. The newest event is never deleted, so
+    /// the next seq is still known after a restart; dead jobs are not
+    /// touched. Returns how many of each went.
+    func prune(before cutoff: UInt64, limit: Int) throws -> (events: Int, jobs: Int) {
+        try beginIfNeeded()
+        let limit = Int64(max(1, limit))
+        // Seqs are assigned in time order; stop at the first event inside
+        // the retention even if a clock step put an older time after it.
+        let window = try db.query("SELECT seq, time FROM events WHERE seq < ? ORDER BY seq LIMIT ?",
+                                  Int64(clamping: committedSeq), limit) { (seq: $0.int64(0) ?? 0, time: $0.int64(1) ?? 0) }
+        var last: Int64?
+        for row in window {
+            guard UInt64(clamping: row.time) < cutoff else { break }
+            last = row.seq
+        }
+        var events = 0
+        if let last {
+            try db.execute("DELETE FROM events WHERE seq <= ?", last)
+            events = db.changes
+        }
+        try db.execute("DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE state = 'done' AND finished < ? LIMIT ?)",
+                       Int64(clamping: cutoff), limit)
+        return (events, db.changes)
+    }
+
+    /// The oldest event kept, or nil when there is none.
+    func oldestEventSeq() throws -> UInt64? {
+        try db.query("SELECT MIN(seq) FROM events") { $0.int64(0) }.first?.map { UInt64(clamping: $0) }
+    }
+
     /// Dead jobs matching the target: one id, or every dead job.
     func deadHandles(_ target: DeadTarget) throws -> [(handle: JobHandle, attempt: UInt32)] {
         let map: (Row) -> (handle: JobHandle, attempt: UInt32)? = { row in

@@ -289,6 +289,45 @@ import Testing
         #expect(noneEnd.lastSeq == end.headSeq)
     }
 
+    // MARK: Retention
+
+    @Test func eventsAndStoredJobsPastTheRetentionArePrunedButNotTheNewestOrTheDead() throws {
+        let harness = try Harness {
+            $0.retention = .milliseconds(400)
+            $0.pruneInterval = .milliseconds(50)
+        }
+        var client = try harness.client()
+        let stored = try client.submitAccepted()
+        let dead = try client.submitAccepted()
+        let worker = try harness.worker("w-prune")
+        try worker.ready(credit: 2)
+        let first = try worker.job()
+        let second = try worker.job()
+        try worker.done(first.jobID == stored.jobID ? first : second)
+        try worker.fail(first.jobID == stored.jobID ? second : first, retryable: false)
+        let status = try client.waitForStatus("one job dead") { $0.queue.dead == 1 }
+        let head = status.eventSeq
+        #expect(head >= 6)
+
+        // Everything but the newest event goes once it is older than the retention.
+        var kept: [Event] = []
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            Thread.sleep(forTimeInterval: 0.1)
+            kept = try client.replay(from: 1).0
+        } while kept.first?.seq != head && Date() < deadline
+        #expect(kept.map(\.seq) == [head])
+        let db = try Connection(path: harness.directory + "/queue.sqlite")
+        let jobs = try db.query("SELECT id, state FROM jobs") { [$0.string(0) ?? "", $0.string(1) ?? ""] }
+        #expect(jobs == [[dead.jobID.description, "dead"]])
+        try db.close()
+
+        // Sequence numbers carry on from the kept event after a restart.
+        try harness.restart()
+        client = try harness.client()
+        #expect(try client.submitAccepted().eventSeq == head + 1)
+    }
+
     // MARK: Restart
 
     @Test func restartKeepsQueuedJobsAndRequeuesLeasedOnes() throws {

@@ -33,6 +33,27 @@ enum RoleOptions {
     static func grace(_ args: ParsedArguments) throws -> Duration {
         .seconds(try args.int("grace", default: 30, range: 0...3600))
     }
+
+    static let retention = OptionSpec.value(
+        "retention", "AGE", help: "Delete events and stored jobs' rows older than this: 30m, 12h, 7d, or forever.", default: "7d")
+
+    /// `--retention`: nil keeps everything.
+    static func retention(_ args: ParsedArguments) throws(UsageError) -> Duration? {
+        guard let text = args.value("retention") else { return .seconds(7 * 86_400) }
+        return try parseRetention(text)
+    }
+
+    /// A count and a unit (s, m, h, d), or `forever`.
+    static func parseRetention(_ text: String) throws(UsageError) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        if trimmed == "forever" { return nil }
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        guard let unit = trimmed.last, let seconds = units[unit], let count = Int64(trimmed.dropLast()),
+              count >= 1, count <= 36_500 * 86_400 / seconds else {
+            throw UsageError("--retention takes a count and a unit (s, m, h or d), like 7d or 12h, or forever; got '\(text)'")
+        }
+        return .seconds(count * seconds)
+    }
 }
 
 /// CURVE options of the servers (broker, store, up): their own key and the
@@ -96,6 +117,7 @@ enum BrokerCommand {
             .value("events", "ENDPOINT", help: "Where event subscribers connect.", default: Wire.Endpoint.events),
             .value("max-depth", "N", help: "Queued jobs above which submits are refused.", default: "100000"),
             .value("max-attempts", "N", help: "Attempts before a job goes to the dead-letter set.", default: "5"),
+            RoleOptions.retention,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -110,6 +132,7 @@ enum BrokerCommand {
         config.eventsEndpoint = args.value("events") ?? Wire.Endpoint.events
         config.maxQueueDepth = try args.int("max-depth", default: 100_000, range: 1...100_000_000)
         config.maxAttempts = try args.int("max-attempts", default: 5, range: 1...1000)
+        config.retention = try RoleOptions.retention(args)
         config.curve = curve
         for endpoint in [config.frontendEndpoint, config.backendEndpoint, config.eventsEndpoint] {
             try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve != nil, role: "broker")
@@ -246,6 +269,7 @@ enum UpCommand {
             .value("backend", "ENDPOINT", help: "Where workers connect to the broker.", default: Wire.Endpoint.backend),
             .value("events", "ENDPOINT", help: "Where event subscribers connect.", default: Wire.Endpoint.events),
             .value("store", "ENDPOINT", help: "Where workers and clients connect to the storage node.", default: Wire.Endpoint.store),
+            RoleOptions.retention,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -280,7 +304,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers pointed at the
     /// endpoints they actually bound. Returns the started services and the
     /// bound endpoints.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler; the embedded workers get a key made here and allowed as workers.
         var security = security
@@ -295,6 +319,7 @@ enum UpCommand {
         brokerConfig.frontendEndpoint = requested.frontend
         brokerConfig.backendEndpoint = requested.backend
         brokerConfig.eventsEndpoint = requested.events
+        brokerConfig.retention = retention
         let broker = Broker(brokerConfig, context: context, logger: Logger("broker", minimum: logLevel))
         let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve), context: context, logger: Logger("store", minimum: logLevel))
         let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
@@ -329,9 +354,10 @@ enum UpCommand {
         let grace = try RoleOptions.grace(args)
         let security = try RoleOptions.security(args)
         let requested = try endpoints(args, curve: security != nil)
+        let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
         let context = try Context()
-        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security)
+        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
