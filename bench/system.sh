@@ -152,6 +152,14 @@ if [ -z "${SKIP_TINY:-}" ]; then
   fi
   stop_system
   # Optional peer: Celery + Redis, 2 prefork workers, no-op task.
+  # The peer's packages are installed on first use (Debian's redis-server,
+  # celery and redis from PyPI); without them the row says it was skipped.
+  if [ "$CELERY" = 1 ] && ! command -v redis-server >/dev/null; then
+      { apt-get install -y -q redis-server || { apt-get update -q && apt-get install -y -q redis-server; }; } >/dev/null 2>&1
+  fi
+  if [ "$CELERY" = 1 ] && ! python3 -c 'import celery, redis' 2>/dev/null; then
+      pip install --quiet celery redis >/dev/null 2>&1
+  fi
   if [ "$CELERY" = 1 ] && command -v redis-server >/dev/null && python3 -c 'import celery, redis' 2>/dev/null; then
     RPORT=$((20000 + RANDOM % 10000))
     redis-server --port "$RPORT" --save '' --appendonly no --daemonize no >/dev/null 2>&1 &
