@@ -277,6 +277,9 @@ enum UpCommand {
         ]
     )
 
+    /// ZeroMQ I/O threads for an embedded system with this many workers.
+    static func ioThreads(workers: Int) -> Int { min(8, 1 + workers) }
+
     /// The endpoints asked for on the command line, defaults for the rest.
     static func endpoints(_ args: ParsedArguments, curve: Bool) throws -> Endpoints {
         var endpoints = Endpoints()
@@ -356,7 +359,10 @@ enum UpCommand {
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
-        let context = try Context()
+        // Every role's TCP traffic passes through the context's I/O threads;
+        // one per worker besides the broker and store's, as separate
+        // processes would have.
+        let context = try Context(ioThreads: UpCommand.ioThreads(workers: workers))
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
