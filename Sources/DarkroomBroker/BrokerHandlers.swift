@@ -11,7 +11,9 @@ import DarkroomZMQ
 extension BrokerLoop {
     // MARK: Frontend
 
-    func handleFrontend(_ frames: [[UInt8]]) {
+    /// `role` is the ZAP user id of the client's connection: its key's role,
+    /// nil when the frontend runs without keys.
+    func handleFrontend(_ frames: [[UInt8]], role: String? = nil) {
         guard let identity = frames.first, frames.count >= 1 else { return }
         let body = Array(frames.dropFirst())
         let message: FrontendMessage
@@ -19,6 +21,16 @@ extension BrokerLoop {
             message = try FrontendMessage.decode(body)
         } catch {
             rejectMalformed(body, error, socket: "frontend", identity: identity) { self.sendFrontendNow(identity, $0) }
+            return
+        }
+        if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
+            let reason = Permissions.refusal(role: role, message.command)
+            logger.warn("frontend: client \(peerName(identity)) refused: \(reason)")
+            if case .submit(let submit) = message {
+                reject(submit, identity, .forbidden, reason)
+            } else {
+                sendFrontendNow(identity, ErrorReply(requestID: message.requestIDForError ?? 0, code: .forbidden, reason: reason).frames())
+            }
             return
         }
         switch message {

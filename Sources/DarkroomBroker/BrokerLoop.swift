@@ -272,8 +272,8 @@ final class BrokerLoop {
         var backendOpen = true
         while budget > 0 && (frontendOpen || backendOpen) {
             if frontendOpen {
-                if let frames = receive(frontend) {
-                    handleFrontend(frames)
+                if let (frames, role) = receiveWithRole(frontend) {
+                    handleFrontend(frames, role: role)
                     budget -= 1
                 } else {
                     frontendOpen = false
@@ -287,6 +287,15 @@ final class BrokerLoop {
                     backendOpen = false
                 }
             }
+        }
+    }
+
+    private func receiveWithRole(_ socket: Socket) -> (frames: [[UInt8]], role: String?)? {
+        do {
+            return try socket.receiveWithUserID(dontWait: true).map { (frames: $0.frames, role: $0.userID) }
+        } catch {
+            logger.warn("receive failed: \(error)")
+            return nil
         }
     }
 

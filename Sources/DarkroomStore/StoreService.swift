@@ -95,9 +95,9 @@ final class StoreService {
         var pending: [Pending] = []
         var bytes = 0
         while pending.count < configuration.maxRequestsPerTurn, bytes < configuration.maxBytesPerTurn,
-              let message = try socket.receive(dontWait: true) {
+              let (message, role) = try socket.receiveWithUserID(dontWait: true) {
             bytes += message.reduce(0) { $0 + $1.count }
-            if let request = classify(message, replies: &replies) {
+            if let request = classify(message, role: role, replies: &replies) {
                 pending.append(request)
             }
         }
@@ -108,8 +108,9 @@ final class StoreService {
     }
 
     /// Decodes one message. Returns the requests that need the database;
-    /// answers PING and bad messages directly into `replies`.
-    private func classify(_ message: [[UInt8]], replies: inout [[[UInt8]]]) -> Pending? {
+    /// answers PING and bad messages directly into `replies`. `role` is the
+    /// ZAP user id of the peer's connection (its key's role), nil without keys.
+    private func classify(_ message: [[UInt8]], role: String?, replies: inout [[[UInt8]]]) -> Pending? {
         guard let peer = message.first else { return nil }
         let frames = Array(message.dropFirst())
         let decoded: StoreMessage
@@ -117,6 +118,10 @@ final class StoreService {
             decoded = try StoreMessage.decode(frames)
         } catch {
             reject(frames, from: peer, error, replies: &replies)
+            return nil
+        }
+        if let role, Permissions.requests.contains(decoded.command), !Permissions.allows(role: role, decoded.command) {
+            reject(frames, from: peer, ProtocolError(.forbidden, Permissions.refusal(role: role, decoded.command)), replies: &replies)
             return nil
         }
         switch decoded {

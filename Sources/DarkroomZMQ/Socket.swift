@@ -137,7 +137,16 @@ public final class Socket {
     /// receive timeout (`setReceiveTimeout`) expires. Throws `ETERM` once the
     /// context is shut down.
     public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
+        try receiveWithUserID(dontWait: dontWait)?.frames
+    }
+
+    /// `receive`, plus the ZAP user id of the connection the message came
+    /// in on (the "User-Id" metadata libzmq attaches to the frames of a
+    /// connection a ZAP handler accepted), or nil when the connection was
+    /// not authenticated.
+    public func receiveWithUserID(dontWait: Bool = false) throws -> (frames: [[UInt8]], userID: String?)? {
         let handle = try openHandle("zmq_msg_recv")
+        var userID: String?
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
         zmq_msg_init(&message)
@@ -152,6 +161,11 @@ public final class Socket {
                 if error.isWouldBlock && frames.isEmpty { return nil }
                 throw error
             }
+            // A ROUTER's identity frame is made locally and carries no
+            // metadata, so the first frame that has it answers.
+            if userID == nil, let value = zmq_msg_gets(&message, "User-Id") {
+                userID = String(cString: value)
+            }
             let size = zmq_msg_size(&message)
             if size == 0 {
                 frames.append([])
@@ -160,7 +174,7 @@ public final class Socket {
             } else {
                 frames.append([])
             }
-            if zmq_msg_more(&message) == 0 { return frames }
+            if zmq_msg_more(&message) == 0 { return (frames, userID) }
         }
     }
 }

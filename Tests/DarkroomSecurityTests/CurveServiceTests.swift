@@ -16,6 +16,7 @@ final class SecureSystem {
     let server: KeyFile
     let producer: KeyFile
     let worker: KeyFile
+    let admin: KeyFile
     let authenticator: ZAPAuthenticator
     let broker: Broker
     let store: StoreNode
@@ -26,7 +27,8 @@ final class SecureSystem {
         server = try KeyFile.generate(name: "server", role: nil)
         producer = try KeyFile.generate(name: "alice", role: .producer)
         worker = try KeyFile.generate(name: "w1", role: .worker)
-        for file in [server, producer, worker] { try file.save(directory: dir.path("keys")) }
+        admin = try KeyFile.generate(name: "ops", role: .admin)
+        for file in [server, producer, worker, admin] { try file.save(directory: dir.path("keys")) }
         let allowlist = try Allowlist(directory: dir.path("keys"))
         let serverCurve = ServerCurve(keyPair: try #require(server.keyPair))
 
@@ -172,6 +174,59 @@ struct CurveServiceTests {
         let outcome = try? wrongRole.submit(SubmitRequest(sourceName: "c.jpg", image: .bytes(jpegLike()), pipeline: "crop:square"))
         #expect(outcome?.jobID == nil)
         #expect(system.eventually { system.authenticator.decisions.denied > denied })
+    }
+
+    @Test func eachRoleSendsOnlyItsCommands() throws {
+        let system = try SecureSystem()
+        defer { system.stop() }
+        let frontend = try system.endpoint("frontend")
+        let storeEndpoint = try system.endpoint("store")
+
+        // A producer key may submit and read, not manage dead letters or delete.
+        let producerAdmin = try Admin(endpoint: frontend, context: system.context, timeout: .seconds(20), curve: try system.keys(system.producer))
+        #expect(try producerAdmin.status().queue.dead == 0)
+        #expect(throws: ClientError.self) { try producerAdmin.deadRetry(.all) }
+        do {
+            _ = try producerAdmin.deadDiscard(.all)
+            Issue.record("a producer key discarded dead jobs")
+        } catch {
+            #expect(error.kind == .server(.forbidden), "\(error)")
+            #expect(error.description.contains("admin"), "\(error)")
+        }
+        let producerStore = try StoreClient(endpoint: storeEndpoint, context: system.context, timeout: .seconds(20), curve: try system.keys(system.producer))
+        #expect(try producerStore.list().isEmpty)
+        do {
+            _ = try producerStore.delete(ULIDGenerator().next())
+            Issue.record("a producer key deleted a record")
+        } catch {
+            #expect(error.kind == .server(.forbidden), "\(error)")
+        }
+
+        // Nor may it store results as if it were a worker.
+        let impostor = try system.dealer(try #require(system.producer.keyPair), to: storeEndpoint)
+        defer { impostor.close() }
+        let request = StoreRequest(requestID: 9, jobID: ULIDGenerator().next(), sourceName: "fake.jpg", pipeline: "crop:square",
+                                   fullSize: ImageSize(width: 8, height: 8), thumbnailSize: ImageSize(width: 4, height: 4),
+                                   full: jpegLike(), thumbnail: jpegLike())
+        try impostor.send(request.frames())
+        guard case .error(let refused) = try StoreMessage.decode(try #require(try impostor.receive())) else {
+            Issue.record("a producer's STORE was not refused")
+            return
+        }
+        #expect(refused.code == .forbidden && refused.requestID == 9)
+        #expect(try producerStore.list().isEmpty)
+
+        // An admin key may do all of it.
+        let admin = try Admin(endpoint: frontend, context: system.context, timeout: .seconds(20), curve: try system.keys(system.admin))
+        #expect(try admin.deadRetry(.all) == 0)
+        #expect(try admin.deadDiscard(.all) == 0)
+        let adminStore = try StoreClient(endpoint: storeEndpoint, context: system.context, timeout: .seconds(20), curve: try system.keys(system.admin))
+        #expect(throws: ClientError.self) { try adminStore.delete(ULIDGenerator().next()) }  // not-found, not forbidden
+        do {
+            _ = try adminStore.delete(ULIDGenerator().next())
+        } catch {
+            #expect(error.kind == .server(.notFound), "\(error)")
+        }
     }
 
     @Test func aSecondHandlerOnTheSameContextIsAClearError() throws {

@@ -1,0 +1,24 @@
+import DarkroomProtocol
+import Testing
+
+@Suite struct PermissionsTests {
+    @Test func producersReadAndSubmitWorkersRunJobsAdminsDoEverything() {
+        for command in [Command.submit, .status, .replay, .deadList, .list, .get, .stats, .ping] {
+            #expect(Permissions.allows(role: "producer", command), "\(command)")
+        }
+        for command in [Command.deadRetry, .deadDiscard, .delete, .store, .ready, .done] {
+            #expect(!Permissions.allows(role: "producer", command), "\(command)")
+        }
+        for command in [Command.ready, .done, .fail, .heartbeat, .store, .ping] {
+            #expect(Permissions.allows(role: "worker", command), "\(command)")
+        }
+        for command in [Command.submit, .delete, .deadRetry, .list] {
+            #expect(!Permissions.allows(role: "worker", command), "\(command)")
+        }
+        #expect(Permissions.requests.allSatisfy { Permissions.allows(role: "admin", $0) })
+        #expect(!Permissions.allows(role: "store", .ping))
+        #expect(!Permissions.allows(role: "", .ping))
+        #expect(!Permissions.requests.contains(.accepted) && !Permissions.requests.contains(.event))
+        #expect(Permissions.refusal(role: "producer", .delete).contains("admin"))
+    }
+}
