@@ -97,6 +97,18 @@ extension BrokerLoop {
             if canonicalPipelines.count >= 256 { canonicalPipelines.removeAll(keepingCapacity: true) }
             canonicalPipelines[submit.pipeline] = canonical
         }
+        if let key = submit.submitKey {
+            do {
+                if let (job, seq) = try queue.acceptedJob(forKey: key) {
+                    // A resend of a SUBMIT already accepted: the same job again.
+                    pendingAccepted.append((identity, Accepted(requestID: submit.requestID, jobID: job, eventSeq: seq)))
+                    return
+                }
+            } catch {
+                logger.error("cannot look up submit key of request \(submit.requestID): \(error)")
+                return reject(submit, identity, .internal, "the broker could not check the submit key: \(error)")
+            }
+        }
         let depth = ready.depth
         if depth >= config.maxQueueDepth {
             return reject(submit, identity, .queueFull,
@@ -108,6 +120,9 @@ extension BrokerLoop {
         do {
             try queue.insert(job, options: submit.options, pipeline: canonical, image: submit.image, created: now)
             let event = try record(.accepted, job, attempt: 0, now: now)
+            if let key = submit.submitKey {
+                try queue.recordSubmitKey(key, job: job, eventSeq: event.seq, time: now)
+            }
             ready.add(job, now: now)
             pendingAccepted.append((identity, Accepted(requestID: submit.requestID, jobID: id, eventSeq: event.seq)))
             pendingRates.accepted += 1

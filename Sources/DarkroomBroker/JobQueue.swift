@@ -86,6 +86,8 @@ final class JobQueue {
     private let updateRequeued: Statement
     private let insertInput: Statement
     private let deleteInput: Statement
+    private let selectSubmitKey: Statement
+    private let insertSubmitKey: Statement
     private let updateLeasedByRow: Statement
     private let updateDoneByRow: Statement
 
@@ -150,6 +152,17 @@ final class JobQueue {
                 reason TEXT NOT NULL
             )
             """)
+        // Submit keys: a client's name for each job it submitted (SUBMIT
+        // frame 8), so a resent SUBMIT finds the job instead of queuing
+        // another. The rowid follows acceptance order, for pruning.
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS submit_keys (
+                key TEXT NOT NULL UNIQUE,
+                job_id TEXT NOT NULL,
+                event_seq INTEGER NOT NULL,
+                created INTEGER NOT NULL
+            )
+            """)
         let head = try db.query("SELECT COALESCE(MAX(seq), 0) FROM events") { $0.int64(0) ?? 0 }.first ?? 0
         headSeq = UInt64(max(0, head))
         committedSeq = headSeq
@@ -169,6 +182,8 @@ final class JobQueue {
             """)
         insertInput = try db.prepare("INSERT INTO job_inputs (id, input) VALUES (?, ?)")
         deleteInput = try db.prepare("DELETE FROM job_inputs WHERE id = ?")
+        selectSubmitKey = try db.prepare("SELECT job_id, event_seq FROM submit_keys WHERE key = ?")
+        insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
         updateLeasedByRow = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
         selectInputFile = try db.prepare("SELECT input_file FROM jobs WHERE id = ?")
         updateDone = try db.prepare("""
@@ -272,6 +287,21 @@ final class JobQueue {
         }
     }
 
+    /// The job a submit key was accepted as, with its `accepted` event's
+    /// seq, or nil when the key is new (or was pruned).
+    func acceptedJob(forKey key: String) throws -> (job: ULID, eventSeq: UInt64)? {
+        try selectSubmitKey.query([key]) { row -> (ULID, UInt64)? in
+            guard let text = row.string(0), let id = ULID(text) else { return nil }
+            return (id, UInt64(clamping: row.int64(1) ?? 0))
+        }.first ?? nil
+    }
+
+    /// Remembers that `key` was accepted as `job`.
+    func recordSubmitKey(_ key: String, job: JobHandle, eventSeq: UInt64, time: UInt64) throws {
+        try beginIfNeeded()
+        try run(insertSubmitKey, [.text(key), .text(job.idText), .integer(Int64(clamping: eventSeq)), .integer(Int64(clamping: time))])
+    }
+
     /// Appends an event with the next seq and returns it.
     @discardableResult
     func append(_ kind: EventKind, job: JobHandle, attempt: UInt32, time: UInt64, worker: String = "",
@@ -369,8 +399,8 @@ final class JobQueue {
             """, Int64(time), Int64(failure.stepIndex), failure.step, failure.code, failure.reason, id.description)
     }
 
-    /// Deletes events and stored jobs from before `cutoff` (Unix ms), at most
-    /// `limit` of each, oldest first. The newest event is never deleted, so
+    /// Deletes events, stored jobs and submit keys from before `cutoff`
+    /// (Unix ms), at most `limit` of each, oldest first. The newest event is never deleted, so
     /// the next seq is still known after a restart; dead jobs are not
     /// touched. Returns how many of each went.
     func prune(before cutoff: UInt64, limit: Int) throws -> (events: Int, jobs: Int) {
@@ -392,7 +422,15 @@ final class JobQueue {
         }
         try db.execute("DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE state = 'done' AND finished < ? LIMIT ?)",
                        Int64(clamping: cutoff), limit)
-        return (events, db.changes)
+        let jobs = db.changes
+        // Keys go with the same age, in acceptance order.
+        let keys = try db.query("SELECT rowid, created FROM submit_keys ORDER BY rowid LIMIT ?", limit) {
+            (rowid: $0.int64(0) ?? 0, created: $0.int64(1) ?? 0)
+        }
+        if let lastOld = keys.prefix(while: { UInt64(clamping: $0.created) < cutoff }).last {
+            try db.execute("DELETE FROM submit_keys WHERE rowid <= ?", lastOld.rowid)
+        }
+        return (events, jobs)
     }
 
     /// The oldest event kept, or nil when there is none.

@@ -80,14 +80,21 @@ public struct SubmitRequest: Sendable {
     public var options: JobOptions
     /// 0…9; 9 runs first.
     public var priority: UInt8
+    /// The job's submit key (1–64 printable ASCII bytes): the broker queues
+    /// one job per key, so a SUBMIT sent again with the same key returns
+    /// the first job. `Producer` gives a job without one a fresh ULID, so
+    /// its own resends are safe; set it to make submits safe to repeat
+    /// across runs (a key from your own database, say).
+    public var submitKey: String?
 
     public init(sourceName: String, image: ImageSource, pipeline: String, options: JobOptions = .default,
-                priority: UInt8 = SubmitRequest.defaultPriority) {
+                priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil) {
         self.sourceName = sourceName
         self.image = image
         self.pipeline = pipeline
         self.options = options
         self.priority = priority
+        self.submitKey = submitKey
     }
 
     /// A job for a file, named by its path, read when it is sent.
@@ -108,13 +115,15 @@ public struct SubmitRequest: Sendable {
         }
         // Check every other field with the receiver's own decoder, on a
         // one-byte stand-in for the image so the image is not copied.
-        let probe = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: [0xFF])
+        let probe = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: [0xFF],
+                           submitKey: submitKey)
         do {
             _ = try Submit.decode(probe.frames())
         } catch {
             throw ClientError(.invalidArgument, "\(sourceName.isEmpty ? "job" : sourceName): \(error.reason)")
         }
-        let submit = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes)
+        let submit = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
+                            submitKey: submitKey)
         return (submit, bytes.count)
     }
 }
@@ -196,11 +205,11 @@ public final class Producer {
     /// gets `.failed` without being sent; the others go on.
     ///
     /// When the broker sends nothing for `timeout` while SUBMITs are
-    /// outstanding, they are sent again with the same request ids (up to
-    /// `resubmits` times); the first answer for an id counts. DRK1 has no
-    /// submit deduplication, so a resent job that the broker had in fact
-    /// received is queued twice; the second copy's job id is never seen and
-    /// its result is a second record. After the last resend, every
+    /// outstanding, they are sent again with the same request ids and
+    /// submit keys (up to `resubmits` times); the first answer for an id
+    /// counts. A job without a submit key gets a fresh ULID as its key
+    /// before it is first sent, so a resent job that the broker had in fact
+    /// received is answered with the same job, not queued twice. After the last resend, every
     /// outstanding job gets `.failed` (kind `.timeout`), and `submit` throws
     /// the timeout. The same happens when a SUBMIT cannot even be queued
     /// within `timeout` (no broker listening). Jobs not yet taken from
@@ -280,10 +289,11 @@ public final class Producer {
         while true {
             // Fill the window.
             while !exhausted, outstanding.count < window, outstanding.isEmpty || bytesInFlight < windowBytes {
-                guard let request = iterator.next() else {
+                guard var request = iterator.next() else {
                     exhausted = true
                     break
                 }
+                if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
                 let id = channel.nextRequestID()
                 let submit: Submit
                 let size: Int

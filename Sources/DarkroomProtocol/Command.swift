@@ -84,6 +84,10 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// The exact number of frames in this command's message, counting the
     /// protocol id and command frames (and not the ROUTER identity or the
     /// event topic). Every DRK1 command has a fixed frame count.
+    /// How many of the last frames a peer may leave out: SUBMIT's submit
+    /// key (frame 8) is optional, so SUBMIT has 8 or 9 frames.
+    public var optionalFrames: Int { self == .submit ? 1 : 0 }
+
     public var frameCount: Int {
         switch self {
         case .heartbeat, .disconnect: 2
@@ -91,7 +95,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
-        case .submit, .job: 8
+        case .job: 8
+        case .submit: 9
         case .fail: 9
         case .store: 10
         case .event: 14

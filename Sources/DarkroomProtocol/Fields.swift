@@ -65,6 +65,16 @@ extension MessageReader {
         try text(field, bytes: 1...Wire.Limit.pipelineBytes)
     }
 
+    /// A submit key: 1–64 bytes of printable ASCII without spaces.
+    mutating func submitKey(_ field: String = "submit key") throws(ProtocolError) -> String {
+        let i = index
+        let key = try text(field, bytes: 1...Wire.Limit.submitKeyBytes)
+        guard key.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw error(frame: i, field, "must be printable ASCII without spaces")
+        }
+        return key
+    }
+
     mutating func sourceName(_ field: String = "source name") throws(ProtocolError) -> String {
         try text(field, bytes: 0...Wire.Limit.sourceNameBytes)
     }

@@ -71,13 +71,18 @@ public struct MessageReader: Sendable {
             throw ProtocolError(.unexpectedCommand, "\(command.name) is not valid \(context)")
         }
         let count = frames.count - offset
-        guard count == command.frameCount else {
-            throw ProtocolError(.malformed, "\(command.name): expected \(command.frameCount) frames, got \(count)")
+        let fewest = command.frameCount - command.optionalFrames
+        guard count >= fewest, count <= command.frameCount else {
+            let expected = fewest == command.frameCount ? "\(fewest)" : "\(fewest) or \(command.frameCount)"
+            throw ProtocolError(.malformed, "\(command.name): expected \(expected) frames, got \(count)")
         }
         self.command = command
         self.frames = frames
         self.index = offset + 2
     }
+
+    /// Whether frames are left to read (for a command's optional last frames).
+    public var hasMoreFrames: Bool { index < frames.count }
 
     /// Throws if a decoder read fewer frames than the message has.
     public func finish() throws(ProtocolError) {

@@ -20,14 +20,20 @@ public struct Submit: WireMessage {
     public var pipeline: String
     public var sourceName: String
     public var image: [UInt8]
+    /// The client's name for this job (frame 8, optional): a SUBMIT whose
+    /// key the broker accepted before is answered with the first job
+    /// instead of queuing another, so resending after a timeout is safe.
+    public var submitKey: String?
 
-    public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8]) {
+    public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
+                submitKey: String? = nil) {
         self.requestID = requestID
         self.priority = priority
         self.options = options
         self.pipeline = pipeline
         self.sourceName = sourceName
         self.image = image
+        self.submitKey = submitKey
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -37,6 +43,7 @@ public struct Submit: WireMessage {
         pipeline = try r.pipeline()
         sourceName = try r.sourceName()
         image = try r.blob("image", minimum: 1)
+        submitKey = r.hasMoreFrames ? try r.submitKey() : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -46,6 +53,7 @@ public struct Submit: WireMessage {
         w.text(pipeline)
         w.text(sourceName)
         w.blob(image)
+        if let submitKey { w.text(submitKey) }
     }
 }
 

@@ -49,6 +49,7 @@ public enum Wire {
         public static let pipelineBytes = 4_096
         public static let sourceNameBytes = 1_024
         public static let workerIDBytes = 64
+        public static let submitKeyBytes = 64
         public static let hostBytes = 255
         public static let stepBytes = 1_024
         public static let errorCodeBytes = 64

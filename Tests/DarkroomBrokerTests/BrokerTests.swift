@@ -289,6 +289,49 @@ import Testing
         #expect(noneEnd.lastSeq == end.headSeq)
     }
 
+    // MARK: Submit keys
+
+    @Test func aSubmitKeyQueuesOneJobHoweverOftenItIsSent() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        func submit(key: String?, requestID: UInt64) throws -> FrontendMessage {
+            try client.request { _ in
+                Submit(requestID: requestID, priority: 4, options: .default, pipeline: "crop:square", sourceName: "k.jpg",
+                       image: jpeg(), submitKey: key).frames()
+            }
+        }
+        guard case .accepted(let first) = try submit(key: "order-17-photo-3", requestID: 1),
+              case .accepted(let again) = try submit(key: "order-17-photo-3", requestID: 2),
+              case .accepted(let other) = try submit(key: "order-17-photo-4", requestID: 3),
+              case .accepted(let keyless) = try submit(key: nil, requestID: 4) else {
+            Issue.record("a SUBMIT was not accepted")
+            return
+        }
+        #expect(again.requestID == 2)
+        #expect(again.jobID == first.jobID && again.eventSeq == first.eventSeq)
+        #expect(other.jobID != first.jobID && keyless.jobID != first.jobID)
+        #expect(try client.status().queue.depth == 3)
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.filter { $0.kind == .accepted }.count == 3)
+
+        // The key outlives a restart.
+        try harness.restart()
+        client = try harness.client()
+        guard case .accepted(let afterRestart) = try submit(key: "order-17-photo-3", requestID: 5) else {
+            Issue.record("the resent SUBMIT was not accepted after a restart")
+            return
+        }
+        #expect(afterRestart.jobID == first.jobID)
+        #expect(try client.status().queue.depth == 3)
+
+        // A key with a space is malformed, and nothing is queued for it.
+        guard case .error(let bad) = try submit(key: "two words", requestID: 6) else {
+            Issue.record("a bad submit key was not refused")
+            return
+        }
+        #expect(bad.code == .malformed && bad.requestID == 6 && bad.reason.contains("submit key"))
+    }
+
     // MARK: Retention
 
     @Test func eventsAndStoredJobsPastTheRetentionArePrunedButNotTheNewestOrTheDead() throws {

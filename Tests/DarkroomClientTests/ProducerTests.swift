@@ -129,9 +129,11 @@ import DarkroomZMQ
     @Test func silentBrokerGivesAClearTimeoutAfterOneResend() throws {
         let context = try Context()
         let requestIDs = Shared<[UInt64]>([])
+        let keys = Shared<[String?]>([])
         let server = try TestServer(context: context) { _, _, frames in
             if case .submit(let submit)? = try? FrontendMessage.decode(frames) {
                 requestIDs.with { $0.append(submit.requestID) }
+                keys.with { $0.append(submit.submitKey) }
             }
         }
         defer { server.stop() }
@@ -148,9 +150,13 @@ import DarkroomZMQ
         #expect(message.contains("1 submit(s) unanswered"))
         #expect(results.count == 1)
         if case .failed(let failure)? = results.first { #expect(failure.kind == .timeout) } else { Issue.record("no failed result") }
-        // The resend reused the request id.
+        // The resend reused the request id and the submit key the producer
+        // gave the job, so a broker that had the first copy returns that job.
         let ids = try waitFor { let ids = requestIDs.current; return ids.count == 2 ? ids : nil }
         #expect(ids[0] == ids[1])
+        let sent = keys.current
+        #expect(sent.count == 2 && sent[0] != nil && sent[0] == sent[1])
+        #expect(sent[0].flatMap { ULID($0) } != nil)
     }
 
     @Test func brokerNotRunningTimesOutWithAHint() throws {

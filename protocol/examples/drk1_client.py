@@ -21,6 +21,7 @@ import os
 import struct
 import sys
 import time
+import uuid
 
 try:
     import zmq
@@ -237,9 +238,12 @@ class Client:
     def submit(self, image, source):
         a = self.args
         rid = self.next_request_id()
+        # Frame 8, the submit key: the broker queues one job per key, so
+        # sending this SUBMIT again after a timeout could not queue it twice.
+        key = uuid.uuid4().hex.encode("ascii")
         self.frontend.send_multipart([
             DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality),
-            a.pipeline.encode("utf-8"), source.encode("utf-8"), image])
+            a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key])
         while True:
             frames = self.receive(self.frontend, "ACCEPTED")
             check_header(frames, len(frames), "reply")

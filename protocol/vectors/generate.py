@@ -84,6 +84,10 @@ vector("submit-unicode", "frontend", "SUBMIT with a non-ASCII source name, empty
        msg(SUBMIT, u64(0xFFFFFFFFFFFFFFFF), u8(9), options(1, 4096, 1, 100), text("grayscale"), text("Été/ç.jpg"), b"\xff"),
        {"command": "SUBMIT", "requestID": 0xFFFFFFFFFFFFFFFF, "priority": 9, "options.thumbnailWidth": 1,
         "options.thumbnailHeight": 4096, "sourceName": "Été/ç.jpg", "image.count": 1})
+vector("submit-key", "frontend", "SUBMIT request 44 with a submit key (frame 8), so a resend returns the same job",
+       msg(SUBMIT, u64(44), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2)),
+       {"command": "SUBMIT", "requestID": 44, "priority": 5, "pipeline": "grayscale", "sourceName": "a.jpg",
+        "image.count": len(IMAGE), "submitKey": JOB_ID_2})
 vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
        msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
        {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
@@ -230,7 +234,10 @@ bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT,
     "CREDIT is not valid on the frontend")
 bad("submit-short", "frontend", "SUBMIT without its image frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 frames, got 7")
+    "SUBMIT: expected 8 or 9 frames, got 7")
+bad("submit-key-space", "frontend", "SUBMIT whose submit key has a space",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text("two words")), 101,
+    "SUBMIT: frame 8 (submit key) must be printable ASCII without spaces")
 bad("submit-priority", "frontend", "SUBMIT with priority 10",
     msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 3 (priority) is 10, must be 0…9")
