@@ -4,7 +4,7 @@
 # Environment: DARKROOM_BIN (skip the build), DARKROOM_LOADGEN (the darkroom-loadgen
 # binary; by default the one next to DARKROOM_BIN, else built), LOADGEN=python
 # (bench/loadgen.py instead), TINY_JOBS (20000), TINY_WINDOW (1000),
-# TINY_CONCURRENCY (concurrency per worker for tiny jobs, 64), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
+# TINY_CONCURRENCY (concurrency per worker for tiny jobs, 256), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
 # CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +12,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 [ -d "$CORPUS" ] || CORPUS=/work/shared/corpus/good
 TINY_JOBS=${TINY_JOBS:-20000}
 TINY_WINDOW=${TINY_WINDOW:-1000}
-TINY_CONCURRENCY=${TINY_CONCURRENCY:-64}
+TINY_CONCURRENCY=${TINY_CONCURRENCY:-256}
 MEM_JOBS=${MEM_JOBS:-20000}
 REPEAT=${REPEAT:-4}
 IMAGE_RUNS=${IMAGE_RUNS:-3}
