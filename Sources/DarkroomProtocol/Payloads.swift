@@ -185,12 +185,36 @@ public struct StoreStats: Codable, Sendable, Equatable {
     public var externalFiles: UInt64
     /// Size of the database files (main file plus WAL).
     public var databaseBytes: UInt64
+    /// Image bytes (full and thumbnail) kept inside the database.
+    public var inlineBytes: UInt64
+    /// Image bytes kept in external files (shared files counted per record).
+    public var externalBytes: UInt64
 
-    public init(records: UInt64, fullBytes: UInt64, thumbBytes: UInt64, externalFiles: UInt64, databaseBytes: UInt64) {
+    public init(records: UInt64, fullBytes: UInt64, thumbBytes: UInt64, externalFiles: UInt64, databaseBytes: UInt64,
+                inlineBytes: UInt64 = 0, externalBytes: UInt64 = 0) {
         self.records = records
         self.fullBytes = fullBytes
         self.thumbBytes = thumbBytes
         self.externalFiles = externalFiles
         self.databaseBytes = databaseBytes
+        self.inlineBytes = inlineBytes
+        self.externalBytes = externalBytes
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case records, fullBytes, thumbBytes, externalFiles, databaseBytes, inlineBytes, externalBytes
+    }
+
+    /// `inlineBytes` and `externalBytes` came later: a reply without them
+    /// reads as 0.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        records = try c.decode(UInt64.self, forKey: .records)
+        fullBytes = try c.decode(UInt64.self, forKey: .fullBytes)
+        thumbBytes = try c.decode(UInt64.self, forKey: .thumbBytes)
+        externalFiles = try c.decode(UInt64.self, forKey: .externalFiles)
+        databaseBytes = try c.decode(UInt64.self, forKey: .databaseBytes)
+        inlineBytes = try c.decodeIfPresent(UInt64.self, forKey: .inlineBytes) ?? 0
+        externalBytes = try c.decodeIfPresent(UInt64.self, forKey: .externalBytes) ?? 0
     }
 }

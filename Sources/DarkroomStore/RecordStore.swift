@@ -417,7 +417,8 @@ final class RecordStore {
         var databaseBytes: UInt64 = 0
 
         var stats: StoreStats {
-            StoreStats(records: records, fullBytes: fullBytes, thumbBytes: thumbBytes, externalFiles: externalFiles, databaseBytes: databaseBytes)
+            StoreStats(records: records, fullBytes: fullBytes, thumbBytes: thumbBytes, externalFiles: externalFiles, databaseBytes: databaseBytes,
+                       inlineBytes: inlineBytes, externalBytes: externalBytes)
         }
     }
 
@@ -443,16 +444,5 @@ final class RecordStore {
     }
 }
 
-/// SHA-256 of `bytes` as 64 lower-case hex digits, written straight into
-/// the string's UTF-8 (no per-byte strings).
-func sha256Hex(_ bytes: [UInt8]) -> String {
-    let digest = SHA256.hash(bytes)
-    let digits: InlineArray<16, UInt8> = [48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102]
-    var utf8: [UInt8] = []
-    utf8.reserveCapacity(digest.count * 2)
-    for byte in digest {
-        utf8.append(digits[Int(byte >> 4)])
-        utf8.append(digits[Int(byte & 15)])
-    }
-    return String(decoding: utf8, as: UTF8.self)
-}
+/// SHA-256 of `bytes` as 64 lower-case hex digits.
+func sha256Hex(_ bytes: [UInt8]) -> String { SHA256.hex(bytes) }

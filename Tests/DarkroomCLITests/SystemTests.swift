@@ -54,10 +54,13 @@ struct SystemTests {
         }
 
         // status sees both workers; watch replays every event from the start, in order, without gaps.
-        let status = try h.run(["status", "--json"] + h.brokerFlags)
+        let status = try h.run(["status", "--json"] + h.brokerFlags + h.storeFlags)
         #expect(status.status == 0)
         let statusObject = try #require(SystemHarness.jsonLines(status.stdout).first)
         #expect((statusObject["workers"] as? [Any])?.count == 2)
+        // It also shows what the storage node holds: the six records.
+        let storeObject = try #require(statusObject["store"] as? [String: Any])
+        #expect(storeObject["records"] as? Int == 6)
         let watch = try h.run(["watch", "--from", "1", "--duration", "2", "--json"] + h.clientFlags)
         #expect(watch.status == 0)
         let events = SystemHarness.jsonLines(watch.stdout)

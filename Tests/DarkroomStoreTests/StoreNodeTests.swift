@@ -136,6 +136,9 @@ import Testing
         #expect(stats.fullBytes == 10_000)
         #expect(stats.thumbBytes == 1034)
         #expect(stats.databaseBytes > 0)
+        // Both full images live in the one shared file; both thumbnails inline.
+        #expect(stats.externalBytes == 10_000)
+        #expect(stats.inlineBytes == 1034)
 
         guard case .getReply(let reply) = try client.get(second.recordID, .full) else {
             Issue.record("GET did not answer GET-REPLY")

@@ -189,7 +189,8 @@ vector("get-reply", "store", "GET-REPLY with the thumbnail bytes",
 vector("delete", "store", "DELETE a record", msg(DELETE, u64(12), text(RECORD_ID)),
        {"command": "DELETE", "requestID": 12, "id": RECORD_ID})
 vector("stats", "store", "STATS", msg(STATS, u64(13)), {"command": "STATS", "requestID": 13})
-stats = {"records": 10, "fullBytes": 52428800, "thumbBytes": 204800, "externalFiles": 10, "databaseBytes": 409600}
+stats = {"records": 10, "fullBytes": 52428800, "thumbBytes": 204800, "externalFiles": 10, "databaseBytes": 409600,
+         "inlineBytes": 204800, "externalBytes": 52428800}
 vector("stats-reply", "store", "STATS-REPLY", msg(STATS_REPLY, u64(13), js(stats)),
        {"command": "STATS-REPLY", "stats.records": 10, "stats.fullBytes": 52428800})
 

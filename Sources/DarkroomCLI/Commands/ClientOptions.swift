@@ -45,6 +45,18 @@ enum Format {
         Logger.timestamp(Date(timeIntervalSince1970: Double(ms) / 1000))
     }
 
+    /// Bytes for people: B, KiB, MiB or GiB with one decimal.
+    static func bytes(_ count: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f", value) + " " + units[unit]
+    }
+
     static func age(_ ms: UInt64, now: UInt64) -> String {
         let seconds = Double(Int64(now) - Int64(ms)) / 1000
         return String(format: "%.1fs ago", max(0, seconds))

@@ -69,7 +69,7 @@ enum WatchCommand {
 enum StatusCommand {
     static let spec = CommandSpec(
         name: "status",
-        abstract: "Show queue depth, jobs in flight, dead jobs, workers and rates.",
+        abstract: "Show queue depth, jobs in flight, dead jobs, workers, rates and what the storage node holds.",
         discussion: """
         With --check, prints nothing on success and exits 0 when the broker and
         the storage node answer (only the one named by --only, if given), 1
@@ -115,8 +115,29 @@ enum StatusCommand {
         } catch {
             throw error.runtime
         }
+        // The storage node's totals, when it answers soon: a broker on its
+        // own still gets its status.
+        let storeEndpoint = ClientOptions.storeEndpoint(args)
+        let store: Result<StoreStats, ClientError>
+        do {
+            let client = try StoreClient(endpoint: storeEndpoint, context: context, timeout: min(timeout, .seconds(2)), curve: storeCurve)
+            store = .success(try client.stats())
+        } catch {
+            store = .failure(error)
+        }
         if args.flag("json") {
-            Console.out(jsonLine(status))
+            // The broker's status object, plus "store": its totals or null
+            // and "storeError" when it did not answer.
+            var object = (try? JSONSerialization.jsonObject(with: Data(JSONPayload.encode(status)))) as? [String: Any] ?? [:]
+            switch store {
+            case .success(let stats):
+                object["store"] = try? JSONSerialization.jsonObject(with: Data(JSONPayload.encode(stats)))
+            case .failure(let error):
+                object["store"] = NSNull()
+                object["storeError"] = error.message
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data(JSONPayload.encode(status))
+            Console.out(String(decoding: data, as: UTF8.self))
             return 0
         }
         let q = status.queue
@@ -129,6 +150,14 @@ enum StatusCommand {
         out += "workers: \(status.workers.count)\n"
         for w in status.workers {
             out += "  \(w.id.padded(to: 28))host \(w.host) pid \(w.pid)  slots \(w.slots) busy \(w.busy)  heartbeat \(Format.age(w.lastHeartbeat, now: status.time))\n"
+        }
+        switch store {
+        case .success(let stats):
+            out += "store: \(stats.records) record(s), \(Format.bytes(stats.fullBytes)) full-resolution + \(Format.bytes(stats.thumbBytes)) thumbnails; "
+            out += "\(Format.bytes(stats.inlineBytes)) inside the database (\(Format.bytes(stats.databaseBytes)) on disk), "
+            out += "\(Format.bytes(stats.externalBytes)) in \(stats.externalFiles) external file(s)\n"
+        case .failure(let error):
+            out += "store: no answer from \(storeEndpoint) (\(error.message))\n"
         }
         Console.out(String(out.dropLast()))
         return 0
