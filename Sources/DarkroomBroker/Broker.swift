@@ -1,9 +1,7 @@
 import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
-import Dispatch
 import Foundation
-import Synchronization
 
 /// Messages other threads post to the broker's service loop.
 enum BrokerCommand: Sendable {
@@ -24,17 +22,7 @@ public final class Broker: Sendable {
     public let configuration: BrokerConfiguration
     let context: Context
     let logger: Logger
-
-    private struct Control {
-        var started = false
-        var mailbox: Mailbox<BrokerCommand>?
-        var endpoints: [String: String] = [:]
-        var startError: String?
-    }
-
-    private let control = Mutex(Control())
-    /// Entered when the service thread starts, left when it exits.
-    private let running = DispatchGroup()
+    private let service = ServiceThread<BrokerCommand>(name: "darkroom-broker")
 
     public init(_ configuration: BrokerConfiguration, context: Context, logger: Logger) {
         self.configuration = configuration
@@ -47,42 +35,21 @@ public final class Broker: Sendable {
     /// Throws `BrokerError.startFailed` with the cause (a bind error, an
     /// unusable data directory).
     public func start() throws {
-        try control.withLock { control in
-            guard !control.started else { throw BrokerError.alreadyStarted }
-            control.started = true
-        }
-        let bound = DispatchSemaphore(value: 0)
-        running.enter()
-        let thread = Thread { [self] in
-            defer { running.leave() }
-            let loop: BrokerLoop
-            do {
-                loop = try BrokerLoop(configuration: configuration, context: context, logger: logger)
-            } catch {
-                control.withLock { $0.startError = "\(error)" }
-                bound.signal()
-                return
+        let (configuration, context, logger) = (self.configuration, self.context, self.logger)
+        do {
+            try service.start { try BrokerLoop(configuration: configuration, context: context, logger: logger) }
+        } catch {
+            switch error {
+            case .alreadyStarted: throw BrokerError.alreadyStarted
+            case .failed(let cause): throw BrokerError.startFailed("\(cause)")
             }
-            control.withLock {
-                $0.mailbox = loop.mailbox
-                $0.endpoints = loop.boundEndpoints
-            }
-            bound.signal()
-            loop.run()
-            control.withLock { $0.mailbox = nil }
-        }
-        thread.name = "darkroom-broker"
-        thread.start()
-        bound.wait()
-        if let error = control.withLock({ $0.startError }) {
-            throw BrokerError.startFailed(error)
         }
     }
 
     /// The endpoints actually bound, keyed "frontend", "backend", "events"
     /// (a `*` port resolved to the real one).
     public var boundEndpoints: [String: String] {
-        control.withLock { $0.endpoints }
+        service.boundEndpoints
     }
 
     /// Asks the broker to stop: it rejects new SUBMITs with `shutting-down`,
@@ -92,15 +59,15 @@ public final class Broker: Sendable {
     /// commit) for the thread to exit. Jobs still leased are requeued when the
     /// broker starts again.
     public func stop(grace: Duration) {
-        let mailbox = control.withLock { $0.mailbox }
-        guard let mailbox else { return }
         let graceMilliseconds = max(0, min(grace.milliseconds, configuration.workerGrace.milliseconds))
-        mailbox.post(.stop(graceMilliseconds: graceMilliseconds))
-        _ = running.wait(timeout: .now() + .milliseconds(Int(clamping: max(0, grace.milliseconds) + 2_000)))
+        guard service.post(.stop(graceMilliseconds: graceMilliseconds)) else { return }
+        service.wait(timeout: max(grace, .zero) + .seconds(2))
     }
 
     /// Blocks until the service thread has exited (returns at once if it never started).
     public func wait() {
-        running.wait()
+        service.wait()
     }
 }
+
+extension BrokerLoop: ServiceLoop {}

@@ -1,6 +1,5 @@
 import DarkroomCore
 import DarkroomZMQ
-import Dispatch
 import Foundation
 import Synchronization
 
@@ -16,20 +15,13 @@ import Synchronization
 /// key's prefix, the domain and the reason; repeats of the same denial
 /// (a refused client keeps reconnecting) are summarised at most every 30 s.
 public final class ZAPAuthenticator: Sendable {
-    private let allowlist: Allowlist
-    private let context: Context
-    private let logger: Logger
+    fileprivate let allowlist: Allowlist
+    fileprivate let context: Context
+    fileprivate let logger: Logger
 
-    private enum Control: Sendable { case stop }
+    fileprivate enum Control: Sendable { case stop }
 
-    private struct State {
-        var started = false
-        var stopRequested = false
-        var mailbox: Mailbox<Control>?
-    }
-
-    private let state = Mutex(State())
-    private let running = DispatchGroup()
+    private let service = ServiceThread<Control>(name: "darkroom-zap")
     private let allowedCount = Atomic<Int>(0)
     private let deniedCount = Atomic<Int>(0)
 
@@ -47,110 +39,39 @@ public final class ZAPAuthenticator: Sendable {
     /// Binds the handler on its own thread and returns once it is bound.
     /// Throws the bind error, e.g. when the context already has a handler.
     public func start() throws {
-        try state.withLock { state in
-            guard !state.started else { throw SecurityError("the ZAP handler is already started") }
-            state.started = true
-        }
-        let startup = Startup()
-        running.enter()
-        let thread = Thread { [self] in
-            defer { running.leave() }
-            let socket: Socket
-            let inbox: MailboxInbox<Control>
-            do {
-                socket = try context.socket(.rep)
-                try socket.setLinger(milliseconds: 0)
-                do {
-                    try socket.bind(ZAPRequest.endpoint)
-                } catch {
-                    socket.close()
-                    throw SecurityError("cannot bind the ZAP handler at \(ZAPRequest.endpoint) (is another one running in this process?): \(error)")
-                }
-                do {
-                    inbox = try Mailbox<Control>.make(context: context).inbox
-                } catch {
-                    socket.close()
-                    throw error
-                }
-            } catch {
-                startup.put(.failure(error))
-                return
+        do {
+            try service.start { [self] in try ZAPLoop(handler: self) }
+        } catch {
+            switch error {
+            case .alreadyStarted: throw SecurityError("the ZAP handler is already started")
+            case .failed(let cause): throw cause
             }
-            let stopEarly = state.withLock { state in
-                state.mailbox = inbox.mailbox
-                return state.stopRequested
-            }
-            if stopEarly { inbox.mailbox.post(.stop) }
-            startup.put(.success(()))
-            logger.info("ZAP handler running: \(allowlist.count) key(s) allowed")
-            serve(socket: socket, inbox: inbox)
-            inbox.close()
-            socket.close()
         }
-        thread.name = "darkroom-zap"
-        thread.start()
-        try startup.take().get()
     }
 
     /// Asks the handler to stop and waits up to `grace` for its thread.
     /// Stop it after the servers it guards: while they run without it,
     /// libzmq would admit any CURVE client.
     public func stop(grace: Duration = .seconds(5)) {
-        let mailbox = state.withLock { state in
-            state.stopRequested = true
-            return state.mailbox
-        }
-        mailbox?.post(.stop)
-        let (seconds, attoseconds) = grace.components
-        let timeout = Double(seconds) + Double(attoseconds) / 1e18
-        if running.wait(timeout: .now() + max(0, timeout)) == .timedOut {
+        guard service.post(.stop) else { return }
+        if !service.wait(timeout: grace) {
             logger.warn("the ZAP handler did not stop within \(grace)")
         }
     }
 
     /// Blocks until the handler's thread has exited (at once if never started).
     public func wait() {
-        running.wait()
+        service.wait()
     }
 
-    // MARK: The loop
+    // MARK: Decisions
 
-    private struct Repeats {
+    fileprivate struct Repeats {
         var lastLogged: ContinuousClock.Instant
         var suppressed: Int
     }
 
-    private func serve(socket: Socket, inbox: MailboxInbox<Control>) {
-        let poller = Poller()
-        let socketItem = poller.add(socket)
-        let inboxItem = poller.add(inbox)
-        var repeats: [String: Repeats] = [:]
-        while true {
-            let ready: PollResult
-            do {
-                ready = try poller.poll(timeoutMilliseconds: -1)
-            } catch {
-                if (error as? ZMQError)?.isTerminated != true { logger.error("ZAP poll failed: \(error)") }
-                return
-            }
-            if ready.isReadable(inboxItem) {
-                let controls = (try? inbox.drain()) ?? [.stop]
-                if controls.contains(.stop) { return }
-            }
-            guard ready.isReadable(socketItem) else { continue }
-            do {
-                // REP: each request is answered before the next is read.
-                while let frames = try socket.receive(dontWait: true) {
-                    try socket.send(answer(frames, repeats: &repeats))
-                }
-            } catch {
-                if (error as? ZMQError)?.isTerminated != true { logger.error("ZAP socket failed: \(error)") }
-                return
-            }
-        }
-    }
-
-    private func answer(_ frames: [[UInt8]], repeats: inout [String: Repeats]) -> [[UInt8]] {
+    fileprivate func answer(_ frames: [[UInt8]], repeats: inout [String: Repeats]) -> [[UInt8]] {
         let request: ZAPRequest
         do {
             request = try ZAPRequest(frames: frames)
@@ -186,18 +107,66 @@ public final class ZAPAuthenticator: Sendable {
     }
 }
 
-/// The outcome of startup, handed from the handler's thread to `start()`.
-private final class Startup: Sendable {
-    private let result = Mutex<Result<Void, any Error>?>(nil)
-    private let ready = DispatchSemaphore(value: 0)
+/// The handler's loop: the REP socket on `inproc://zeromq.zap.01` and the
+/// mailbox, owned by the handler's thread.
+private final class ZAPLoop: ServiceLoop {
+    let handler: ZAPAuthenticator
+    let socket: Socket
+    let inbox: MailboxInbox<ZAPAuthenticator.Control>
+    var mailbox: Mailbox<ZAPAuthenticator.Control> { inbox.mailbox }
+    var boundEndpoints: [String: String] { ["zap": ZAPRequest.endpoint] }
 
-    func put(_ value: Result<Void, any Error>) {
-        result.withLock { $0 = value }
-        ready.signal()
+    init(handler: ZAPAuthenticator) throws {
+        self.handler = handler
+        socket = try handler.context.socket(.rep)
+        try socket.setLinger(milliseconds: 0)
+        do {
+            try socket.bind(ZAPRequest.endpoint)
+        } catch {
+            socket.close()
+            throw SecurityError("cannot bind the ZAP handler at \(ZAPRequest.endpoint) (is another one running in this process?): \(error)")
+        }
+        do {
+            inbox = try Mailbox<ZAPAuthenticator.Control>.make(context: handler.context).inbox
+        } catch {
+            socket.close()
+            throw error
+        }
     }
 
-    func take() -> Result<Void, any Error> {
-        ready.wait()
-        return result.withLock { $0 } ?? .failure(SecurityError("the ZAP handler did not report its start"))
+    func run() {
+        let logger = handler.logger
+        logger.info("ZAP handler running: \(handler.allowlist.count) key(s) allowed")
+        defer {
+            inbox.close()
+            socket.close()
+        }
+        let poller = Poller()
+        let socketItem = poller.add(socket)
+        let inboxItem = poller.add(inbox)
+        var repeats: [String: ZAPAuthenticator.Repeats] = [:]
+        while true {
+            let ready: PollResult
+            do {
+                ready = try poller.poll(timeoutMilliseconds: -1)
+            } catch {
+                if (error as? ZMQError)?.isTerminated != true { logger.error("ZAP poll failed: \(error)") }
+                return
+            }
+            if ready.isReadable(inboxItem) {
+                let controls = (try? inbox.drain()) ?? [.stop]
+                if controls.contains(.stop) { return }
+            }
+            guard ready.isReadable(socketItem) else { continue }
+            do {
+                // REP: each request is answered before the next is read.
+                while let frames = try socket.receive(dontWait: true) {
+                    try socket.send(handler.answer(frames, repeats: &repeats))
+                }
+            } catch {
+                if (error as? ZMQError)?.isTerminated != true { logger.error("ZAP socket failed: \(error)") }
+                return
+            }
+        }
     }
 }

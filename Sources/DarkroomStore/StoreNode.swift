@@ -1,9 +1,7 @@
 import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
-import Dispatch
 import Foundation
-import Synchronization
 
 /// A storage node failed to start.
 public struct StoreNodeError: Error, Sendable, CustomStringConvertible {
@@ -29,17 +27,10 @@ public final class StoreNode: Sendable {
     private let context: Context
     private let logger: Logger
 
+    /// What the service thread can be asked to do.
     enum Control: Sendable { case stop }
 
-    private struct State {
-        var started = false
-        var stopRequested = false
-        var mailbox: Mailbox<Control>?
-        var endpoints: [String: String] = [:]
-    }
-
-    private let state = Mutex(State())
-    private let running = DispatchGroup()
+    private let service = ServiceThread<Control>(name: "darkroom-store")
 
     public init(_ configuration: StoreConfiguration, context: Context, logger: Logger = Logger("store")) {
         self.configuration = configuration
@@ -47,77 +38,41 @@ public final class StoreNode: Sendable {
         self.logger = logger
     }
 
-    /// Opens the data directory (recovering from any crash), binds the socket
-    /// on the node's own thread, and returns once it is bound. Throws the
-    /// open or bind error.
+    /// Opens the database, binds the endpoint on the service thread and
+    /// returns once it is bound. Throws what stopped it (a bind error, an
+    /// unusable data directory or database).
     public func start() throws {
-        try state.withLock { state in
-            guard !state.started else { throw StoreNodeError("the storage node is already started") }
-            state.started = true
-        }
-        let startup = StartupResult()
-        running.enter()
-        let thread = Thread { [self] in
-            defer { running.leave() }
-            let service: StoreService
-            do {
-                service = try StoreService(configuration: configuration, context: context, logger: logger)
-            } catch {
-                startup.put(.failure(error))
-                return
+        let (configuration, context, logger) = (self.configuration, self.context, self.logger)
+        do {
+            try service.start { try StoreService(configuration: configuration, context: context, logger: logger) }
+        } catch {
+            switch error {
+            case .alreadyStarted: throw StoreNodeError("the storage node is already started")
+            case .failed(let cause): throw cause
             }
-            let stopEarly = state.withLock { state in
-                state.mailbox = service.mailbox
-                state.endpoints = ["store": service.endpoint]
-                return state.stopRequested
-            }
-            if stopEarly { service.mailbox.post(.stop) }
-            startup.put(.success(()))
-            service.run()
         }
-        thread.name = "darkroom-store"
-        thread.start()
-        try startup.take().get()
     }
 
-    /// The endpoint actually bound, under the key "store".
+    /// The endpoint actually bound, keyed "store" (a `*` port resolved).
     public var boundEndpoints: [String: String] {
-        state.withLock { $0.endpoints }
+        service.boundEndpoints
     }
 
-    /// Asks the node to stop after its current commit, and waits up to
-    /// `grace` for its thread to exit.
+    /// Asks the node to stop: it finishes the turn in hand (its commit and
+    /// replies), closes the database and exits. Waits up to `grace`.
     public func stop(grace: Duration = .seconds(10)) {
-        let mailbox = state.withLock { state in
-            state.stopRequested = true
-            return state.mailbox
-        }
-        mailbox?.post(.stop)
-        let (seconds, attoseconds) = grace.components
-        let timeout = Double(seconds) + Double(attoseconds) / 1e18
-        if running.wait(timeout: .now() + max(0, timeout)) == .timedOut {
+        guard service.post(.stop) else { return }
+        if !service.wait(timeout: grace) {
             logger.warn("store did not stop within \(grace)")
         }
     }
 
-    /// Blocks until the node's thread has exited (at once if it never started).
+    /// Blocks until the service thread has exited (at once if it never started).
     public func wait() {
-        running.wait()
+        service.wait()
     }
 }
 
-/// The outcome of startup, handed from the node's thread to `start()`.
-private final class StartupResult: Sendable {
-    private let value = Mutex<Result<Void, any Error>?>(nil)
-    private let ready = DispatchSemaphore(value: 0)
-
-    func put(_ result: Result<Void, any Error>) {
-        value.withLock { $0 = result }
-        ready.signal()
-    }
-
-    func take() -> Result<Void, any Error> {
-        ready.wait()
-        return value.withLock { $0 } ?? .failure(StoreNodeError("the storage node thread ended without starting"))
-    }
+extension StoreService: ServiceLoop {
+    var boundEndpoints: [String: String] { ["store": endpoint] }
 }

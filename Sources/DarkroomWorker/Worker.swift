@@ -1,8 +1,6 @@
 import DarkroomCore
 import DarkroomZMQ
-import Dispatch
 import Foundation
-import Synchronization
 
 /// The worker role: pulls jobs from the broker with credit-based flow control,
 /// runs each job's compound operation (decode, pipeline, encode full-resolution
@@ -25,15 +23,8 @@ public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     private let context: Context
     private let logger: Logger
-    private let state = Mutex<ServiceState>(ServiceState())
-    /// Signalled once when the service thread exits; waiters pass the signal on.
-    private let exited = DispatchSemaphore(value: 0)
+    private let service = ServiceThread<WorkerEvent>(name: "darkroom-worker")
     private let statusBoard: StatusBoard
-
-    private struct ServiceState {
-        var started = false
-        var mailbox: Mailbox<WorkerEvent>?
-    }
 
     public init(_ configuration: WorkerConfiguration = WorkerConfiguration(), context: Context, logger: Logger = Logger("worker")) {
         self.configuration = configuration
@@ -58,37 +49,14 @@ public final class Worker: Sendable {
     /// broker or storage node that is not up yet is retried in the background.
     public func start() throws {
         try configuration.validate()
-        let alreadyStarted = state.withLock { state in
-            defer { state.started = true }
-            return state.started
-        }
-        if alreadyStarted { throw WorkerError("the worker was already started") }
-
-        let handoff = StartHandoff()
-        let configuration = self.configuration
-        let context = self.context
-        let logger = self.logger
-        let statusBoard = self.statusBoard
-        let thread = Thread { [self] in
-            let loop: WorkerLoop
-            do {
-                loop = try WorkerLoop(configuration: configuration, context: context, logger: logger, status: statusBoard)
-            } catch {
-                handoff.put(.failure(WorkerError("could not start the worker: \(error)")))
-                serviceExited()
-                return
+        let (configuration, context, logger, statusBoard) = (self.configuration, self.context, self.logger, self.statusBoard)
+        do {
+            try service.start { try WorkerLoop(configuration: configuration, context: context, logger: logger, status: statusBoard) }
+        } catch {
+            switch error {
+            case .alreadyStarted: throw WorkerError("the worker was already started")
+            case .failed(let cause): throw WorkerError("could not start the worker: \(cause)")
             }
-            handoff.put(.success(loop.inbox.mailbox))
-            loop.run()
-            serviceExited()
-        }
-        thread.name = "darkroom-worker"
-        thread.start()
-        switch handoff.take() {
-        case .success(let mailbox):
-            state.withLock { $0.mailbox = mailbox }
-        case .failure(let error):
-            throw error
         }
     }
 
@@ -98,10 +66,8 @@ public final class Worker: Sendable {
     /// when the service thread has exited, or shortly after `grace` if it
     /// has not.
     public func stop(grace: Duration) {
-        guard let mailbox = state.withLock({ $0.mailbox }) else { return }
-        guard mailbox.post(.stop(grace: max(grace, .zero))) else { return }
-        let limit = Double(max(grace, .zero).milliseconds) / 1_000 + 5
-        if exited.wait(timeout: .now() + limit) == .success { exited.signal() }
+        guard service.post(.stop(grace: max(grace, .zero))) else { return }
+        service.wait(timeout: max(grace, .zero) + .seconds(5))
     }
 
     /// `stop(grace:)` with the configured `shutdownGrace`.
@@ -112,30 +78,12 @@ public final class Worker: Sendable {
     /// Blocks until the service thread has exited. Returns at once if the
     /// worker was never started.
     public func wait() {
-        guard state.withLock({ $0.started }) else { return }
-        exited.wait()
-        exited.signal()
-    }
-
-    private func serviceExited() {
-        state.withLock { $0.mailbox = nil }
-        exited.signal()
+        service.wait()
     }
 }
 
-/// The service thread's first answer to `start`: its mailbox, or why it
-/// could not set up its sockets.
-private final class StartHandoff: Sendable {
-    private let value = Mutex<Result<Mailbox<WorkerEvent>, WorkerError>?>(nil)
-    private let ready = DispatchSemaphore(value: 0)
-
-    func put(_ result: Result<Mailbox<WorkerEvent>, WorkerError>) {
-        value.withLock { $0 = result }
-        ready.signal()
-    }
-
-    func take() -> Result<Mailbox<WorkerEvent>, WorkerError> {
-        ready.wait()
-        return value.withLock { $0 } ?? .failure(WorkerError("the service thread gave no answer"))
-    }
+extension WorkerLoop: ServiceLoop {
+    var mailbox: Mailbox<WorkerEvent> { inbox.mailbox }
+    /// A worker binds nothing.
+    var boundEndpoints: [String: String] { [:] }
 }
