@@ -152,9 +152,14 @@ public struct FailureDetail: Sendable, Hashable {
         public static let `internal` = "internal"
     }
 
-    /// One line for a person: `step 2 crop:600x600+0+0: image.invalid-argument: rectangle exceeds image 500x400`.
-    public var summary: String {
-        let head = stepIndex >= 1 ? "step \(stepIndex) \(step): " : ""
-        return head + (code.isEmpty ? "" : "\(code): ") + reason
+    /// One line for a log: `step 2 crop:600x600+0+0: image.invalid-argument: rectangle exceeds image 500x400`.
+    public var summary: String { text(withCode: true) }
+
+    /// One line for a person: the step (when there is one), the code when
+    /// `withCode` (logs want it; a terminal user reads the reason), and the
+    /// reason.
+    public func text(withCode: Bool) -> String {
+        let head = stepIndex >= 1 && !step.isEmpty ? "step \(stepIndex) \(step): " : ""
+        return head + (withCode && !code.isEmpty ? "\(code): " : "") + reason
     }
 }

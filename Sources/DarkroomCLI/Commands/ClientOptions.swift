@@ -71,12 +71,10 @@ enum Format {
         return line
     }
 
+    /// A failure as a terminal shows it: the step and the reason (the
+    /// code is in the JSON output).
     static func failureText(_ failure: FailureDetail) -> String {
-        var text = ""
-        if failure.stepIndex >= 1, !failure.step.isEmpty {
-            text = "step \(failure.stepIndex) \(failure.step): "
-        }
-        return text + failure.reason
+        failure.text(withCode: false)
     }
 
     static func eventJSON(_ event: Event) -> String {
