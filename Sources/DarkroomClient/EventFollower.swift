@@ -72,6 +72,9 @@ public final class EventFollower {
     static let replayQueueDepth = 100_000
     /// The seq of the last event delivered, by any `follow` call.
     public private(set) var lastDeliveredSeq: UInt64?
+    /// Called (on the calling thread, before the events that follow) with
+    /// each range of seqs the broker no longer has: pruned by its retention.
+    public var onPruned: ((ClosedRange<UInt64>) -> Void)?
 
     /// Subscribes (in the background) to the broker's events socket and
     /// connects to its frontend.
@@ -233,10 +236,12 @@ public final class EventFollower {
             }
         }
 
-        /// Gives up on seqs before `seq` (the broker no longer has them).
-        mutating func skip(to seq: UInt64, _ handler: (Event) -> FollowDecision) {
+        /// Gives up on seqs before `seq` (the broker no longer has them),
+        /// telling `announce` which before delivering what follows.
+        mutating func skip(to seq: UInt64, _ handler: (Event) -> FollowDecision, announce: ((ClosedRange<UInt64>) -> Void)? = nil) {
             guard seq > next else { return }
             pruned.append(next...(seq - 1))
+            announce?(next...(seq - 1))
             buffer = buffer.filter { $0.key >= seq }
             next = seq
             deliverReady(handler)
@@ -332,9 +337,9 @@ public final class EventFollower {
             if state.next == from {
                 // Nothing at `from` came back.
                 if end.lastSeq >= from, let first = firstReplayed, first > from {
-                    state.skip(to: first, handler)  // pruned before the first it sent
+                    state.skip(to: first, handler, announce: onPruned)  // pruned before the first it sent
                 } else if end.lastSeq < from, end.headSeq >= from {
-                    state.skip(to: end.headSeq + 1, handler)  // it has none of them any more
+                    state.skip(to: end.headSeq + 1, handler, announce: onPruned)  // it has none of them any more
                 }
             }
             if state.stopped { return }

@@ -32,7 +32,7 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
                 s.replays.append(request.fromSeq)
                 let drop = s.dropEnds > 0
                 if drop { s.dropEnds -= 1 }
-                let head = UInt64(s.log.count)
+                let head = s.log.last?.seq ?? 0
                 let cap = request.limit == 0 ? s.pageSize : min(Int(request.limit), s.pageSize)
                 let slice = Array(s.log.filter { $0.seq >= request.fromSeq }.prefix(cap))
                 let last = slice.last?.seq ?? max(request.fromSeq, 1) - 1
@@ -42,7 +42,7 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
             for event in events { io.reply(identity, event.frames()) }
             if !drop { io.reply(identity, end.frames()) }
         case .status(let request):
-            let head = script.with { UInt64($0.log.count) }
+            let head = script.with { $0.log.last?.seq ?? 0 }
             let status = BrokerStatus(time: 1, eventSeq: head,
                                       queue: QueueStatus(ready: Array(repeating: 0, count: 10), delayed: 0, inFlight: 0, dead: 0, limit: 100),
                                       workers: [], rates: Rates(windowSeconds: 10, accepted: 0, stored: 0, failed: 0))
@@ -88,6 +88,25 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
         #expect(follower.lastDeliveredSeq == 8)
         // Two pages of two events each brought it from 3 to the head (6).
         #expect(Array(script.current.replays.prefix(2)) == [3, 5])
+    }
+
+    @Test func eventsTheBrokerPrunedAreReportedBeforeTheRest() throws {
+        let context = try Context()
+        let job = ulid()
+        // The broker kept only 4...6: 1...3 went with its retention.
+        let script = Shared(EventScript(log: (4...6).map { event($0, .started, job: job) }))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        var log: [String] = []
+        follower.onPruned = { range in log.append("pruned \(range.lowerBound)-\(range.upperBound)") }
+        let result = try follower.follow(from: 1, for: .seconds(30)) { event in
+            log.append("event \(event.seq)")
+            return event.seq == 6 ? .stop : .continue
+        }
+        #expect(log == ["pruned 1-3", "event 4", "event 5", "event 6"])
+        #expect(result.pruned == [1...3])
     }
 
     @Test func fillsAGapInLiveEventsWithReplayExactlyOnceInOrder() throws {

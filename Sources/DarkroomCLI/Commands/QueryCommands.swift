@@ -39,6 +39,9 @@ enum WatchCommand {
         let context = try Context()
         do {
             let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
+            follower.onPruned = { range in
+                Console.err("watch: events \(range.lowerBound)-\(range.upperBound) are no longer kept (the broker's --retention pruned them); going on from \(range.upperBound + 1)")
+            }
             var seen = 0
             while true {
                 do {
