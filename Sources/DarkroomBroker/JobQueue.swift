@@ -63,7 +63,10 @@ private struct WarmInput {
 ///   Apart from the jobs rows, so that the updates a job goes
 ///   through (leased, done) rewrite a small row instead of one that fills a
 ///   page with the image: fewer pages per commit in the WAL.
-/// - `events`: the lifecycle event log, `seq` gapless from 1.
+/// - `events`: the lifecycle event log, `seq` gapless from 1 (older
+///   events are pruned past the retention; the newest always stays).
+/// - `submit_keys`: each accepted SUBMIT's key with its job and `accepted`
+///   seq, so a resent SUBMIT gets the same job (pruned like the events).
 ///
 /// Writes happen inside the transaction the loop opens with `begin()` for one
 /// turn and closes with `commit()` (group commit).
