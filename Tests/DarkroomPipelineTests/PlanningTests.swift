@@ -84,13 +84,18 @@ struct PlanningTests {
 
 @Suite("Running a job")
 struct ImageJobRunTests {
-    @Test("steps after the folded resize give the same bytes as the operations")
-    func glitchInPlaceMatchesOperation() throws {
+    /// A 96x64 picture whose three channels vary differently, as a q90 JPEG.
+    static func gradientJPEG() throws -> [UInt8] {
         var source = Image(width: 96, height: 64)
         for y in 0..<64 {
             for x in 0..<96 { source.setPixel(x: x, y: y, (UInt8(x * 2), UInt8(y * 3), UInt8((x + y) % 256))) }
         }
-        let jpeg = try JPEG.encode(source, options: EncodeOptions(quality: 90))
+        return try JPEG.encode(source, options: EncodeOptions(quality: 90))
+    }
+
+    @Test("steps after the folded resize give the same bytes as the operations")
+    func glitchInPlaceMatchesOperation() throws {
+        let jpeg = try Self.gradientJPEG()
         let pipeline = try Pipeline(parsing: "glitch:seed=11,amount=0.9 | invert")
         let output = try ImageJob(pipeline: pipeline, options: JobOptions(thumbnail: nil)).run(jpeg)
 
@@ -101,11 +106,7 @@ struct ImageJobRunTests {
 
     @Test("a gray result is stored as a one-component JPEG, thumbnail too; colour after gray is not")
     func grayResultsAreOneComponentFiles() throws {
-        var source = Image(width: 96, height: 64)
-        for y in 0..<64 {
-            for x in 0..<96 { source.setPixel(x: x, y: y, (UInt8(x * 2), UInt8(y * 3), UInt8((x + y) % 256))) }
-        }
-        let jpeg = try JPEG.encode(source, options: EncodeOptions(quality: 90))
+        let jpeg = try Self.gradientJPEG()
         let options = JobOptions(thumbnail: Size(width: 16, height: 16))
         for (text, components) in [("grayscale", 1), ("scale:48x48,mode=fill | crop:square | grayscale", 1),
                                    ("grayscale | sepia", 3), ("invert | grayscale | blur:sigma=1", 1), ("invert", 3)] {
