@@ -133,45 +133,42 @@ extension BrokerLoop {
     }
 
     private func handleDeadRetry(_ request: DeadRetry, from identity: [UInt8]) {
-        do {
-            let targets = try queue.deadHandles(request.target)
-            if case .job(let id) = request.target, targets.isEmpty {
-                sendFrontendNow(identity, ErrorReply(requestID: request.requestID, code: .notFound, reason: "job \(id) is not dead").frames())
-                return
-            }
-            let now = wallNow()
-            for (job, attempt) in targets {
-                try queue.revive(job.id)
-                try record(.revived, job, attempt: attempt + 1, now: now)
-                ready.add(job, now: now)
-            }
-            deadCount = max(0, deadCount - targets.count)
-            if !targets.isEmpty { logger.info("revived \(targets.count) dead job(s)") }
-            pendingReplies.append((identity, request.requestID, OKReply(requestID: request.requestID, count: UInt64(targets.count)).frames()))
-        } catch {
-            logger.error("DEAD-RETRY failed: \(error)")
-            sendFrontendNow(identity, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames())
+        handleDead(request.target, requestID: request.requestID, from: identity, command: "DEAD-RETRY", verb: "revived") { job, attempt, now in
+            try queue.revive(job.id)
+            try record(.revived, job, attempt: attempt + 1, now: now)
+            ready.add(job, now: now)
         }
     }
 
     private func handleDeadDiscard(_ request: DeadDiscard, from identity: [UInt8]) {
+        handleDead(request.target, requestID: request.requestID, from: identity, command: "DEAD-DISCARD", verb: "discarded") { job, attempt, now in
+            if let file = try queue.discard(job.id) { pendingFileRemovals.append(file) }
+            try record(.discarded, job, attempt: attempt, now: now)
+        }
+    }
+
+    /// What DEAD-RETRY and DEAD-DISCARD share: finds the dead jobs `target`
+    /// names, applies `each` to every one (with its last attempt), and
+    /// answers OK with their count after the commit; ERROR `not-found` when
+    /// a single job was named and it is not dead.
+    private func handleDead(_ target: DeadTarget, requestID: UInt64, from identity: [UInt8], command: String, verb: String,
+                            _ each: (JobHandle, UInt32, UInt64) throws -> Void) {
         do {
-            let targets = try queue.deadHandles(request.target)
-            if case .job(let id) = request.target, targets.isEmpty {
-                sendFrontendNow(identity, ErrorReply(requestID: request.requestID, code: .notFound, reason: "job \(id) is not dead").frames())
+            let targets = try queue.deadHandles(target)
+            if case .job(let id) = target, targets.isEmpty {
+                sendFrontendNow(identity, ErrorReply(requestID: requestID, code: .notFound, reason: "job \(id) is not dead").frames())
                 return
             }
             let now = wallNow()
             for (job, attempt) in targets {
-                if let file = try queue.discard(job.id) { pendingFileRemovals.append(file) }
-                try record(.discarded, job, attempt: attempt, now: now)
+                try each(job, attempt, now)
             }
             deadCount = max(0, deadCount - targets.count)
-            if !targets.isEmpty { logger.info("discarded \(targets.count) dead job(s)") }
-            pendingReplies.append((identity, request.requestID, OKReply(requestID: request.requestID, count: UInt64(targets.count)).frames()))
+            if !targets.isEmpty { logger.info("\(verb) \(targets.count) dead job(s)") }
+            pendingReplies.append((identity, requestID, OKReply(requestID: requestID, count: UInt64(targets.count)).frames()))
         } catch {
-            logger.error("DEAD-DISCARD failed: \(error)")
-            sendFrontendNow(identity, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames())
+            logger.error("\(command) failed: \(error)")
+            sendFrontendNow(identity, ErrorReply(requestID: requestID, code: .internal, reason: "\(error)").frames())
         }
     }
 
@@ -325,7 +322,7 @@ extension BrokerLoop {
     private func handleDone(_ done: Done, workerID: String) throws {
         guard let lease = currentLease(done.jobID, attempt: done.attempt, workerID: workerID, command: "DONE") else { return }
         let now = wallNow()
-        if let file = try queue.markDone(lease.job, record: done.recordID, time: now, inputFile: lease.inputFile, rowID: lease.rowID) {
+        if let file = try queue.markDone(lease, record: done.recordID, time: now) {
             pendingFileRemovals.append(file)
         }
         try record(.stored, lease.job, attempt: lease.attempt, now: now, worker: workerID, record: done.recordID)
@@ -425,7 +422,7 @@ extension BrokerLoop {
                 worker.credit -= 1
                 worker.jobs.insert(next.id)
                 leases[next.id] = Lease(job: row.handle, attempt: row.attempt, attemptBase: row.attemptBase, worker: workerID,
-                                        inputFile: .some(row.inputFile), rowID: row.rowID)
+                                        inputFile: row.inputFile, rowID: row.rowID)
 
                 try record(.started, row.handle, attempt: row.attempt, now: now, worker: workerID)
                 pendingJobs.append((workerID, JobDispatch(jobID: next.id, attempt: row.attempt, options: row.options,

@@ -10,11 +10,10 @@ struct Lease {
     var attempt: UInt32
     var attemptBase: UInt32
     var worker: String
-    /// The job's external input file as read when it was leased
-    /// (`.some(nil)`: inline); nil when not known.
-    var inputFile: String?? = nil
-    /// The job's rowid in `jobs`, when known.
-    var rowID: Int64? = nil
+    /// The job's external input file (nil: the input is inline).
+    var inputFile: String?
+    /// The job's rowid in `jobs`.
+    var rowID: Int64
 }
 
 /// A connected worker, known from its READY. A class so that updating its
@@ -156,10 +155,9 @@ final class BrokerLoop {
         for (job, notBefore) in queued {
             ready.add(job, notBefore: notBefore, now: now)
         }
-        for entry in leased {
-            let lease = Lease(job: entry.handle, attempt: entry.attempt, attemptBase: entry.attemptBase, worker: entry.worker)
+        for lease in leased {
             let failure = FailureDetail(code: FailureDetail.Code.workerLost,
-                                        reason: "the broker restarted while attempt \(entry.attempt) was running")
+                                        reason: "the broker restarted while attempt \(lease.attempt) was running")
             try retryOrBury(lease, failure: failure, retryable: true, immediate: true, now: now)
         }
         try queue.commit()
@@ -272,7 +270,7 @@ final class BrokerLoop {
         var backendOpen = true
         while budget > 0 && (frontendOpen || backendOpen) {
             if frontendOpen {
-                if let (frames, role) = receiveWithRole(frontend) {
+                if let (frames, role) = receive(frontend) {
                     handleFrontend(frames, role: role)
                     budget -= 1
                 } else {
@@ -280,7 +278,7 @@ final class BrokerLoop {
                 }
             }
             if backendOpen && budget > 0 {
-                if let frames = receive(backend) {
+                if let (frames, _) = receive(backend) {
                     handleBackend(frames)
                     budget -= 1
                 } else {
@@ -290,18 +288,11 @@ final class BrokerLoop {
         }
     }
 
-    private func receiveWithRole(_ socket: Socket) -> (frames: [[UInt8]], role: String?)? {
+    /// The next waiting message and its client's role (the ZAP user id;
+    /// nil without keys), or nil when none is waiting.
+    private func receive(_ socket: Socket) -> (frames: [[UInt8]], role: String?)? {
         do {
             return try socket.receiveWithUserID(dontWait: true).map { (frames: $0.frames, role: $0.userID) }
-        } catch {
-            logger.warn("receive failed: \(error)")
-            return nil
-        }
-    }
-
-    private func receive(_ socket: Socket) -> [[UInt8]]? {
-        do {
-            return try socket.receive(dontWait: true)
         } catch {
             logger.warn("receive failed: \(error)")
             return nil
@@ -389,7 +380,7 @@ final class BrokerLoop {
         ready = ReadyQueue()
         let (queued, leased) = try queue.unfinished()
         for (job, notBefore) in queued { ready.add(job, notBefore: notBefore, now: now) }
-        let leasedIDs = Set(leased.map(\.handle.id))
+        let leasedIDs = Set(leased.map(\.job.id))
         for (id, lease) in leases where !leasedIDs.contains(id) {
             leases[id] = nil
             if let worker = workers[lease.worker] {
@@ -398,11 +389,10 @@ final class BrokerLoop {
             }
         }
         var orphans: [Lease] = []
-        for entry in leased where leases[entry.handle.id] == nil {
-            let lease = Lease(job: entry.handle, attempt: entry.attempt, attemptBase: entry.attemptBase, worker: entry.worker)
-            if let worker = workers[entry.worker] {
-                worker.jobs.insert(entry.handle.id)
-                leases[entry.handle.id] = lease
+        for lease in leased where leases[lease.job.id] == nil {
+            if let worker = workers[lease.worker] {
+                worker.jobs.insert(lease.job.id)
+                leases[lease.job.id] = lease
             } else {
                 orphans.append(lease)
             }

@@ -84,15 +84,13 @@ final class JobQueue {
     private let insertJob: Statement
     private let insertEvent: Statement
     private let selectForLease: Statement
-    private let selectInputFile: Statement
     private let updateDone: Statement
     private let updateRequeued: Statement
     private let insertInput: Statement
     private let deleteInput: Statement
     private let selectSubmitKey: Statement
     private let insertSubmitKey: Statement
-    private let updateLeasedByRow: Statement
-    private let updateDoneByRow: Statement
+    private let updateLeased: Statement
 
     /// The inputs of accepted jobs not yet leased, by job id, so that the
     /// first lease need not read back the row the accept just wrote. Most
@@ -187,13 +185,8 @@ final class JobQueue {
         deleteInput = try db.prepare("DELETE FROM job_inputs WHERE id = ?")
         selectSubmitKey = try db.prepare("SELECT job_id, event_seq FROM submit_keys WHERE key = ?")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
-        updateLeasedByRow = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
-        selectInputFile = try db.prepare("SELECT input_file FROM jobs WHERE id = ?")
+        updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
         updateDone = try db.prepare("""
-            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
-            WHERE id = ?
-            """)
-        updateDoneByRow = try db.prepare("""
             UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
             WHERE rowid = ?
             """)
@@ -203,16 +196,6 @@ final class JobQueue {
             WHERE id = ?
             """)
         try migrateStepIndexes()
-    }
-
-    /// Binds `values` to parameters 1, 2, … and runs the statement to completion.
-    private func run(_ statement: Statement, _ values: [SQLiteValue]) throws {
-        statement.reset()
-        defer { statement.reset() }
-        for (offset, value) in values.enumerated() {
-            try statement.bind(value, at: offset + 1)
-        }
-        while try statement.step() {}
     }
 
     func close() {
@@ -275,14 +258,14 @@ final class JobQueue {
         let inline = image.count <= blobThreshold
         let fileName: String? = inline ? nil : try inputs.write(image, name: job.idText)
         let file: SQLiteValue = fileName.map { .text($0) } ?? .null
-        try run(insertJob, [
+        try insertJob.execute(values: [
             .text(job.idText), .integer(Int64(job.priority)), .text(pipeline), .integer(Int64(options.thumbnailWidth)),
             .integer(Int64(options.thumbnailHeight)), .integer(Int64(options.quality)), .integer(Int64(options.thumbnailQuality)),
             .text(job.source), .null, file, .integer(Int64(image.count)), .integer(Int64(created)),
         ])
         let rowID = db.lastInsertRowID
         if inline {
-            try run(insertInput, [.text(job.idText), .blob(image)])
+            try insertInput.execute(values: [.text(job.idText), .blob(image)])
         }
         if warmBytes + image.count <= warmLimit {
             warm[job.id] = WarmInput(rowID: rowID, options: options, pipeline: pipeline, image: image, inputFile: fileName)
@@ -302,7 +285,7 @@ final class JobQueue {
     /// Remembers that `key` was accepted as `job`.
     func recordSubmitKey(_ key: String, job: JobHandle, eventSeq: UInt64, time: UInt64) throws {
         try beginIfNeeded()
-        try run(insertSubmitKey, [.text(key), .text(job.idText), .integer(Int64(clamping: eventSeq)), .integer(Int64(clamping: time))])
+        try insertSubmitKey.execute(values: [.text(key), .text(job.idText), .integer(Int64(clamping: eventSeq)), .integer(Int64(clamping: time))])
     }
 
     /// Appends an event with the next seq and returns it.
@@ -313,7 +296,7 @@ final class JobQueue {
         let event = Event(seq: headSeq + 1, time: time, kind: kind, jobID: job.id, attempt: attempt, sourceName: job.source,
                           workerID: worker, recordID: record, failure: failure)
         let f = failure ?? FailureDetail(stepIndex: 0, step: "", code: "", reason: "")
-        try run(insertEvent, [
+        try insertEvent.execute(values: [
             .integer(Int64(event.seq)), .integer(Int64(time)), .integer(Int64(kind.rawValue)), .text(job.idText),
             .integer(Int64(attempt)), .text(job.source), .text(worker), record.map { .text($0.description) } ?? .null,
             .integer(Int64(f.stepIndex)), .text(f.step), .text(f.code), .text(f.reason),
@@ -329,7 +312,7 @@ final class JobQueue {
         if let input = warm.removeValue(forKey: job.id) {
             // Accepted and not leased since: queued, attempt 0.
             warmBytes -= input.image.count
-            try run(updateLeasedByRow, [.integer(1), .text(worker), .integer(input.rowID)])
+            try updateLeased.execute(values: [.integer(1), .text(worker), .integer(input.rowID)])
             return DispatchRow(handle: job, attempt: 1, attemptBase: 0, options: input.options, pipeline: input.pipeline,
                                image: input.image, inputFile: input.inputFile, rowID: input.rowID)
         }
@@ -357,35 +340,23 @@ final class JobQueue {
                 rowID: row.int64(12) ?? 0)
         }
         guard let found = rows.first, let row = found else { return nil }
-        try run(updateLeasedByRow, [.integer(Int64(row.attempt)), .text(worker), .integer(row.rowID)])
+        try updateLeased.execute(values: [.integer(Int64(row.attempt)), .text(worker), .integer(row.rowID)])
         return row
     }
 
-    /// Marks a job done and drops its input. Returns the input file to remove after the commit, if any.
-    /// `inputFile` is the job's input file when the caller knows it
-    /// (`.some(nil)`: the input is inline); nil reads it from the row.
-    /// `rowID`, when known, is the job's rowid in `jobs`.
-    func markDone(_ job: JobHandle, record: ULID, time: UInt64, inputFile known: String?? = nil, rowID: Int64? = nil) throws -> String? {
+    /// Marks a job done and drops its input. Returns the input file to
+    /// remove after the commit, if any.
+    func markDone(_ lease: Lease, record: ULID, time: UInt64) throws -> String? {
         try beginIfNeeded()
-        let file: String?
-        if let known {
-            file = known
-        } else {
-            file = try selectInputFile.query([job.idText]) { $0.string(0) }.first ?? nil
-        }
-        if file == nil { try run(deleteInput, [.text(job.idText)]) }
-        if let rowID {
-            try run(updateDoneByRow, [.text(record.description), .integer(Int64(time)), .integer(rowID)])
-        } else {
-            try run(updateDone, [.text(record.description), .integer(Int64(time)), .text(job.idText)])
-        }
-        return file
+        if lease.inputFile == nil { try deleteInput.execute(values: [.text(lease.job.idText)]) }
+        try updateDone.execute(values: [.text(record.description), .integer(Int64(time)), .integer(lease.rowID)])
+        return lease.inputFile
     }
 
     /// Puts a job back in the queue, to run no earlier than `notBefore` (Unix ms; 0 = now).
     func requeue(_ job: JobHandle, notBefore: UInt64, failure: FailureDetail?) throws {
         try beginIfNeeded()
-        try run(updateRequeued, [
+        try updateRequeued.execute(values: [
             .integer(Int64(notBefore)), failure.map { .integer(Int64($0.stepIndex)) } ?? .null,
             failure.map { .text($0.step) } ?? .null, failure.map { .text($0.code) } ?? .null,
             failure.map { .text($0.reason) } ?? .null, .text(job.idText),
@@ -488,17 +459,18 @@ final class JobQueue {
     // MARK: Reads
 
     /// Every queued job (for the in-memory ready queue) and every leased one (to requeue after a restart).
-    func unfinished() throws -> (queued: [(JobHandle, UInt64)], leased: [(handle: JobHandle, attempt: UInt32, attemptBase: UInt32, worker: String)]) {
+    func unfinished() throws -> (queued: [(JobHandle, UInt64)], leased: [Lease]) {
         var queued: [(JobHandle, UInt64)] = []
-        var leased: [(handle: JobHandle, attempt: UInt32, attemptBase: UInt32, worker: String)] = []
+        var leased: [Lease] = []
         try db.query("""
-            SELECT id, priority, source, state, not_before, attempt, attempt_base, worker
+            SELECT id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, rowid
             FROM jobs WHERE state IN ('queued', 'leased') ORDER BY priority DESC, id
             """) { row in
             guard let text = row.string(0), let id = ULID(text) else { return }
             let handle = JobHandle(id: id, priority: UInt8(clamping: row.int64(1) ?? 0), source: row.string(2) ?? "")
             if row.string(3) == JobState.leased.rawValue {
-                leased.append((handle, UInt32(clamping: row.int64(5) ?? 0), UInt32(clamping: row.int64(6) ?? 0), row.string(7) ?? ""))
+                leased.append(Lease(job: handle, attempt: UInt32(clamping: row.int64(5) ?? 0), attemptBase: UInt32(clamping: row.int64(6) ?? 0),
+                                    worker: row.string(7) ?? "", inputFile: row.string(8), rowID: row.int64(9) ?? 0))
             } else {
                 queued.append((handle, UInt64(clamping: row.int64(4) ?? 0)))
             }

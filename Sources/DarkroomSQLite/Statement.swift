@@ -179,6 +179,18 @@ public final class Statement {
         while try step() {}
     }
 
+    /// `execute` with values already in SQLite's types, bound to
+    /// parameters 1, 2, … in order: nothing is boxed, for statements a busy
+    /// loop runs for every row it writes.
+    public func execute(values: [SQLiteValue]) throws {
+        reset()
+        defer { reset() }
+        for (offset, value) in values.enumerated() {
+            try bind(value, at: offset + 1)
+        }
+        while try step() {}
+    }
+
     /// Binds `bindings` (when given), steps through every row calling `map`,
     /// and resets the statement. A `Row` is valid only inside `map`.
     @discardableResult

@@ -246,10 +246,10 @@ final class RecordStore {
     /// Runs one write request in a savepoint of the open batch: if it throws,
     /// only its own changes are undone.
     func inSavepoint<T>(_ body: () throws -> T) throws -> T {
-        try run(savepoint, [])
+        try savepoint.execute(values: [])
         do {
             let result = try body()
-            try run(release, [])
+            try release.execute(values: [])
             return result
         } catch {
             try? connection.prepare("ROLLBACK TO request").execute()
@@ -271,34 +271,24 @@ final class RecordStore {
             }
             return (id, false)
         }
-        let fullSHA = sha256Hex(request.full)
-        let thumbSHA = sha256Hex(request.thumbnail)
+        let fullSHA = SHA256.hex(request.full)
+        let thumbSHA = SHA256.hex(request.thumbnail)
         let full = try place(request.full, sha256: fullSHA)
         let thumb = try place(request.thumbnail, sha256: thumbSHA)
         let id = ids.next()
         let idText = id.description
         let thumbID = ids.next()
-        try run(insertFull, [
+        try insertFull.execute(values: [
             .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
             .integer(Int64(request.fullSize.width)), .integer(Int64(request.fullSize.height)), .integer(Int64(request.full.count)),
             .text(fullSHA), .integer(Int64(clamping: now)), full.blob, full.path,
         ])
-        try run(insertThumb, [
+        try insertThumb.execute(values: [
             .text(thumbID.description), .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
             .integer(Int64(request.thumbnailSize.width)), .integer(Int64(request.thumbnailSize.height)),
             .integer(Int64(request.thumbnail.count)), .text(thumbSHA), .integer(Int64(clamping: now)), thumb.blob, thumb.path,
         ])
         return (id, true)
-    }
-
-    /// Binds `values` to parameters 1, 2, … and runs the statement to completion.
-    private func run(_ statement: Statement, _ values: [SQLiteValue]) throws {
-        statement.reset()
-        defer { statement.reset() }
-        for (offset, value) in values.enumerated() {
-            try statement.bind(value, at: offset + 1)
-        }
-        while try statement.step() {}
     }
 
 
@@ -383,7 +373,7 @@ final class RecordStore {
         guard UInt64(bytes.count) == expected.bytes else {
             throw StoreFailure(.internal, "\(what) is damaged: \(bytes.count) bytes read, \(expected.bytes) stored")
         }
-        let actual = sha256Hex(bytes)
+        let actual = SHA256.hex(bytes)
         guard actual == expected.sha256 else {
             throw StoreFailure(.internal, "\(what) is damaged: sha256 \(actual) does not match the stored \(expected.sha256)")
         }
@@ -444,5 +434,3 @@ final class RecordStore {
     }
 }
 
-/// SHA-256 of `bytes` as 64 lower-case hex digits.
-func sha256Hex(_ bytes: [UInt8]) -> String { SHA256.hex(bytes) }

@@ -5,7 +5,7 @@ import Synchronization
 /// What a long-running service runs on its own thread: a loop that owns its
 /// sockets (and anything else that must stay on one thread, such as a
 /// SQLite connection) from its creation to the end of `run`.
-public protocol ServiceLoop: AnyObject {
+public protocol ServiceLoop<Instruction>: AnyObject {
     /// What other threads ask of the loop (stop, for one).
     associatedtype Instruction: Sendable
     /// Where other threads post instructions to the loop.
@@ -59,7 +59,7 @@ public final class ServiceThread<Instruction: Sendable>: Sendable {
     /// Starts the thread, builds the loop there with `make`, and returns once
     /// it is built (and, as its initializer guarantees, listening); the
     /// thread then runs the loop until it ends.
-    public func start<Loop: ServiceLoop>(_ make: @escaping @Sendable () throws -> Loop) throws(StartError) where Loop.Instruction == Instruction {
+    public func start(_ make: @escaping @Sendable () throws -> any ServiceLoop<Instruction>) throws(StartError) {
         let first = state.withLock { state -> Bool in
             guard state.phase == .idle else { return false }
             state.phase = .starting
@@ -70,7 +70,7 @@ public final class ServiceThread<Instruction: Sendable>: Sendable {
         ended.enter()
         let thread = Thread { [self] in
             defer { ended.leave() }
-            let loop: Loop
+            let loop: any ServiceLoop<Instruction>
             do {
                 loop = try make()
             } catch {

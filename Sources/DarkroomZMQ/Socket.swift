@@ -137,7 +137,7 @@ public final class Socket {
     /// receive timeout (`setReceiveTimeout`) expires. Throws `ETERM` once the
     /// context is shut down.
     public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
-        try receiveWithUserID(dontWait: dontWait)?.frames
+        try receiveMessage(dontWait: dontWait, userID: false)?.frames
     }
 
     /// `receive`, plus the ZAP user id of the connection the message came
@@ -145,6 +145,14 @@ public final class Socket {
     /// connection a ZAP handler accepted), or nil when the connection was
     /// not authenticated.
     public func receiveWithUserID(dontWait: Bool = false) throws -> (frames: [[UInt8]], userID: String?)? {
+        try receiveMessage(dontWait: dontWait, userID: true)
+    }
+
+    /// Reads one message; with `userID`, also its connection's ZAP user id,
+    /// from the first frame that came over the wire: a ROUTER's identity
+    /// frame is made locally and carries no metadata, so at most the first
+    /// two frames are asked.
+    private func receiveMessage(dontWait: Bool, userID wantUserID: Bool) throws -> (frames: [[UInt8]], userID: String?)? {
         let handle = try openHandle("zmq_msg_recv")
         var userID: String?
         var frames: [[UInt8]] = []
@@ -161,9 +169,7 @@ public final class Socket {
                 if error.isWouldBlock && frames.isEmpty { return nil }
                 throw error
             }
-            // A ROUTER's identity frame is made locally and carries no
-            // metadata, so the first frame that has it answers.
-            if userID == nil, let value = zmq_msg_gets(&message, "User-Id") {
+            if wantUserID, userID == nil, frames.count < 2, let value = zmq_msg_gets(&message, "User-Id") {
                 userID = String(cString: value)
             }
             let size = zmq_msg_size(&message)

@@ -1,3 +1,4 @@
+import Testing
 import DarkroomCore
 import DarkroomImage
 import DarkroomPipeline
@@ -145,6 +146,33 @@ func makeWorker(
     let worker = Worker(configuration, context: context, logger: Logger("worker-test", minimum: .warn))
     try worker.start()
     return worker
+}
+
+/// A worker under test with its two peers, past its handshake (READY and
+/// the first CREDIT). Stop it with `stop()` in a `defer`.
+struct WorkerRig {
+    let context: Context
+    let broker: TestBroker
+    let store: TestStore
+    let worker: Worker
+    let session: (identity: [UInt8], ready: Ready, credit: UInt32)
+
+    init() throws {
+        context = try Context()
+        broker = try TestBroker(context)
+        store = try TestStore(context)
+        worker = try makeWorker(context, broker: broker, store: store)
+        do {
+            session = try #require(try broker.handshake())
+        } catch {
+            worker.stop(grace: .zero)
+            throw error
+        }
+    }
+
+    func stop() {
+        worker.stop(grace: .zero)
+    }
 }
 
 /// Polls `condition` until it holds or `seconds` pass.

@@ -41,12 +41,9 @@ struct WorkerTests {
 
 
     @Test func successfulJobIsStoredThenDone() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, store, worker, session) = (rig.broker, rig.store, rig.worker, rig.session)
 
         let job = Fixture.job(source: "photos/tiny.jpg")
         try broker.send(.job(job), to: session.identity)
@@ -70,12 +67,9 @@ struct WorkerTests {
     }
 
     @Test func corruptJPEGFailsAtDecodeForGood() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, session) = (rig.broker, rig.session)
 
         let truncated = Array(Fixture.jpeg.prefix(Fixture.jpeg.count / 2))
         let job = Fixture.job(image: truncated, attempt: 2)
@@ -98,12 +92,9 @@ struct WorkerTests {
     }
 
     @Test func garbageImageIsJustAFailedJob() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, session) = (rig.broker, rig.session)
 
         let job = Fixture.job(image: Array("definitely not a jpeg".utf8))
         try broker.send(.job(job), to: session.identity)
@@ -117,12 +108,9 @@ struct WorkerTests {
     }
 
     @Test func cropTooLargeNamesTheStep() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, session) = (rig.broker, rig.session)
 
         let text = "scale:64x64,mode=fill | grayscale | crop:200x200+0+0"
         let job = Fixture.job(pipeline: text)
@@ -142,12 +130,9 @@ struct WorkerTests {
     }
 
     @Test func unparseablePipelineFailsForGood() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, session) = (rig.broker, rig.session)
 
         let job = Fixture.job(pipeline: "scale:64x64 | crpo:square")
         try broker.send(.job(job), to: session.identity)
@@ -216,12 +201,9 @@ struct WorkerTests {
     }
 
     @Test func storeErrorFailsByItsClass() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, store, session) = (rig.broker, rig.store, rig.session)
 
         try broker.send(.job(Fixture.job()), to: session.identity)
         let (identity, request) = try #require(try store.nextStore())
@@ -236,12 +218,9 @@ struct WorkerTests {
     }
 
     @Test func neverMoreJobsRunningThanSlots() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 2)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, store, worker, session) = (rig.broker, rig.store, rig.worker, rig.session)
         #expect(session.credit == 2)
 
         // A misbehaving broker sends three JOBs for two credits.
@@ -379,12 +358,9 @@ struct WorkerTests {
     }
 
     @Test func malformedMessagesAreAnsweredAndIgnored() throws {
-        let context = try Context()
-        let broker = try TestBroker(context)
-        let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store)
-        defer { worker.stop(grace: .zero) }
-        let session = try #require(try broker.handshake())
+        let rig = try WorkerRig()
+        defer { rig.stop() }
+        let (broker, store, session) = (rig.broker, rig.store, rig.session)
 
         try broker.router.send([Array("DRK2".utf8), [0x22]], to: session.identity)
         guard case .error(let versionError) = try #require(try broker.next()).message else {

@@ -97,6 +97,17 @@ extension RoleOptions {
         if security.allowlist.count == 0 { logger.warn("the allowlist holds no client key: no client can connect") }
         return [.init(name: "ZAP handler", service: ZAPAuthenticator(allowlist: security.allowlist, context: context, logger: Logger("zap")))]
     }
+
+    /// Runs one server role (the broker or the storage node) until SIGTERM:
+    /// its ZAP handler first when it has keys, then the service; logs
+    /// `ready` once both listen.
+    static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
+                      ready: String, args: ParsedArguments) throws -> Int32 {
+        let zap = authenticator(security, context: context, logger: logger)
+        let started = try ServiceRunner.start(zap + [.init(name: name, service: service)], logger: logger)
+        logger.info(ready)
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args))
+    }
 }
 
 /// `darkroom broker`
@@ -146,10 +157,9 @@ enum BrokerCommand {
         let logger = Logger("broker")
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
-        let zap = RoleOptions.authenticator(security, context: context, logger: logger)
-        let started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker)], logger: logger)
-        logger.info("broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)")
-        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
+        return try RoleOptions.serve("broker", broker, security: security, context: context, logger: logger,
+                                     ready: "broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)",
+                                     args: args)
     }
 }
 
@@ -185,10 +195,8 @@ enum StoreCommand {
         let logger = Logger("store")
         let context = try Context()
         let store = StoreNode(config, context: context, logger: logger)
-        let zap = RoleOptions.authenticator(security, context: context, logger: logger)
-        let started = try ServiceRunner.start(zap + [.init(name: "storage node", service: store)], logger: logger)
-        logger.info("storage node ready: \(config.endpoint), data \(config.dataDirectory)")
-        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try RoleOptions.grace(args))
+        return try RoleOptions.serve("storage node", store, security: security, context: context, logger: logger,
+                                     ready: "storage node ready: \(config.endpoint), data \(config.dataDirectory)", args: args)
     }
 }
 
