@@ -261,7 +261,9 @@ final class RecordStore {
     // MARK: Requests
 
     /// Stores a job's two images, or returns the record the job already has
-    /// (`created` false) without changing anything.
+    /// (`created` false) without changing anything. A `StoreFailure` is only
+    /// thrown before any row is written; other errors may come after the
+    /// first insert (the caller then undoes the request).
     func store(_ request: StoreRequest, now: UInt64) throws -> (recordID: ULID, created: Bool) {
         let job = request.jobID.description
         let existing = try selectByJob.query([job]) { $0.string(0) }
@@ -383,7 +385,8 @@ final class RecordStore {
     /// Deletes the record whose record id or job id is `id` (the thumbnail row
     /// goes with it by the cascade). Returns false if there is none. Its blob
     /// files are removed after the batch commits, unless another record
-    /// shares them.
+    /// shares them. Like `store`, throws a `StoreFailure` only before
+    /// deleting anything.
     func delete(matching id: ULID) throws -> Bool {
         guard let record = try record(matching: id) else { return false }
         let key = record.id.description

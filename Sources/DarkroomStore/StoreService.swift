@@ -150,21 +150,52 @@ final class StoreService {
 
     /// Applies the requests in one transaction and returns their replies,
     /// which are only valid to send once this returns (after the commit).
+    ///
+    /// The batch first runs with no savepoints: a savepoint per request
+    /// copies every page the request touches into SQLite's statement
+    /// journal, several pages per STORE. A write request that fails may
+    /// have left part of its changes, so the whole batch is then rolled
+    /// back and run again with each write in its own savepoint, where a
+    /// failing request undoes only itself.
     private func apply(_ pending: [Pending]) -> [[[UInt8]]] {
+        switch applyBatch(pending, isolated: false) {
+        case .replies(let replies):
+            return replies
+        case .writeFailed:
+            logger.debug("store: a write failed in a batch of \(pending.count); running it again request by request")
+            switch applyBatch(pending, isolated: true) {
+            case .replies(let replies): return replies
+            case .writeFailed: return pending.map { failure($0, StoreFailure(.internal, "storage node batch failed")) }
+            }
+        }
+    }
+
+    private enum BatchResult {
+        case replies([[[UInt8]]])
+        /// A write failed outside a savepoint; the batch was rolled back.
+        case writeFailed
+    }
+
+    private func applyBatch(_ pending: [Pending], isolated: Bool) -> BatchResult {
         let started = DispatchTime.now()
         do {
             try records.begin()
         } catch {
             logger.error("store cannot begin a transaction: \(error)")
-            return pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) }
+            return .replies(pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) })
         }
         let now = ULIDGenerator.systemMilliseconds()
         var replies: [[[UInt8]]] = []
         var stored = 0
         for request in pending {
             do {
-                replies.append([request.peer] + (try handle(request.message, now: now)))
+                replies.append([request.peer] + (try handle(request.message, now: now, isolated: isolated)))
                 if case .store = request.message { stored += 1 }
+            } catch where !isolated && request.message.writes && !(error is StoreFailure) {
+                // A StoreFailure is thrown before anything is written; any
+                // other error may come halfway through the request.
+                records.rollback()
+                return .writeFailed
             } catch let failure as StoreFailure {
                 if failure.code != .notFound { logger.error("store \(request.message.command.name) failed: \(failure.reason)") }
                 replies.append(self.failure(request, failure))
@@ -178,17 +209,20 @@ final class StoreService {
         } catch {
             records.rollback()
             logger.error("store commit of \(pending.count) request(s) failed, all answered ERROR internal: \(error)")
-            return pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) }
+            return .replies(pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) })
         }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e6
         logger.debug("store committed \(pending.count) request(s), \(stored) STORE, in \(String(format: "%.2f", elapsed)) ms")
-        return replies
+        return .replies(replies)
     }
 
-    private func handle(_ message: StoreMessage, now: UInt64) throws -> [[UInt8]] {
+    /// Runs one request; with `isolated`, a write runs in its own savepoint.
+    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool) throws -> [[UInt8]] {
         switch message {
         case .store(let request):
-            let (recordID, created) = try records.inSavepoint { try records.store(request, now: now) }
+            let (recordID, created) = isolated
+                ? try records.inSavepoint { try records.store(request, now: now) }
+                : try records.store(request, now: now)
             if created {
                 logger.debug("store job \(request.jobID) stored as record \(recordID)")
             } else {
@@ -203,7 +237,9 @@ final class StoreService {
             let image = try records.image(of: record, variant: request.variant)
             return GetReply(requestID: request.requestID, variant: request.variant, record: record, image: image).frames()
         case .delete(let request):
-            let deleted = try records.inSavepoint { try records.delete(matching: request.id) }
+            let deleted = isolated
+                ? try records.inSavepoint { try records.delete(matching: request.id) }
+                : try records.delete(matching: request.id)
             guard deleted else { throw StoreFailure.notFound(request.id) }
             logger.info("store deleted the record of \(request.id)")
             return OKReply(requestID: request.requestID, count: 1).frames()
@@ -254,6 +290,14 @@ final class StoreService {
 }
 
 extension StoreMessage {
+    /// Whether the request changes the database (STORE, DELETE).
+    var writes: Bool {
+        switch self {
+        case .store, .delete: true
+        default: false
+        }
+    }
+
     /// The request id the message carries, or 0.
     var requestID: UInt64 {
         switch self {
