@@ -85,17 +85,10 @@ extension BrokerLoop {
             return reject(submit, identity, .invalidImage, "image is not a JPEG (it does not start with the FF D8 marker)")
         }
         let canonical: String
-        if let known = canonicalPipelines[submit.pipeline] {
-            canonical = known
-        } else {
-            do {
-                canonical = try Pipeline(parsing: submit.pipeline).canonical
-            } catch {
-                return reject(submit, identity, .invalidPipeline, error.summary)
-            }
-            // Producers send the same few pipelines over and over: parse each once.
-            if canonicalPipelines.count >= 256 { canonicalPipelines.removeAll(keepingCapacity: true) }
-            canonicalPipelines[submit.pipeline] = canonical
+        do {
+            canonical = try pipelines.parse(submit.pipeline).canonical
+        } catch {
+            return reject(submit, identity, .invalidPipeline, error.summary)
         }
         if let key = submit.submitKey {
             do {

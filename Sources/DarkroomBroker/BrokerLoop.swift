@@ -75,8 +75,8 @@ final class BrokerLoop {
     var dispatchRotation = 0
     /// When the next retention pass is due (monotonic ms; 0 = at the first turn).
     var nextPrune: UInt64 = 0
-    /// Canonical text of the pipelines submitted lately, by the text as sent.
-    var canonicalPipelines: [String: String] = [:]
+    /// The pipelines submitted lately, parsed once each.
+    let pipelines = PipelineCache()
 
 
     // What one turn will send once its transaction commits.

@@ -63,18 +63,21 @@ final class JobPool: Sendable {
         return queue.withLock { $0.isEmpty ? nil : $0.removeFirst() }
     }
 
+    /// The pipelines of recent jobs, parsed once each (shared by the threads).
+    static let pipelines = PipelineCache()
+
     /// Parses the pipeline and runs the compound operation. Pure computation:
-    /// no sockets, no shared state.
+    /// no sockets, and no shared state but the pipeline cache.
     static func process(_ item: WorkItem) -> JobOutcome {
-        let pipeline: Pipeline
+        let parsed: PipelineCache.Entry
         do {
-            pipeline = try Pipeline(parsing: item.pipeline)
+            parsed = try pipelines.parse(item.pipeline)
         } catch {
             return .failed(FailureMapping.invalidPipeline(error), retryable: false)
         }
         do {
-            let output = try ImageJob(pipeline: pipeline, options: item.options).run(item.image)
-            return .processed(output, pipeline: pipeline.canonical)
+            let output = try ImageJob(pipeline: parsed.pipeline, options: item.options).run(item.image)
+            return .processed(output, pipeline: parsed.canonical)
         } catch {
             return .failed(FailureMapping.pipelineFailure(error), retryable: false)
         }
