@@ -59,4 +59,21 @@ struct CodecGrayTests {
         image.setPixel(x: 4, y: 3, (100, 100, 101))
         #expect(!image.isGray)
     }
+
+    /// 19x3 = 57 pixels: three blocks of 16 read as words, then 9 one by
+    /// one. A single off pixel is found wherever it is, in any channel.
+    @Test func isGrayFindsAnOffPixelInTheBlocksAndTheTail() {
+        var gray = Image(width: 19, height: 3)
+        for y in 0..<3 { for x in 0..<19 { gray.setPixel(x: x, y: y, (UInt8(x * 13 + y), UInt8(x * 13 + y), UInt8(x * 13 + y))) } }
+        #expect(gray.isGray)
+        for index in 0..<57 {
+            let (x, y) = (index % 19, index / 19)
+            let v = UInt8(x * 13 + y)
+            for variant in [(v, v, v &+ 1), (v, v &+ 1, v), (v &+ 1, v, v)] {
+                var image = gray
+                image.setPixel(x: x, y: y, variant)
+                #expect(!image.isGray, "pixel \(x),\(y) changed to \(variant)")
+            }
+        }
+    }
 }
