@@ -11,6 +11,12 @@ public struct BrokerConfiguration: Sendable {
     public var backendEndpoint: String = Wire.Endpoint.backend
     /// PUB for lifecycle events.
     public var eventsEndpoint: String = Wire.Endpoint.events
+    /// An `inproc://` endpoint the backend ROUTER also binds, for workers
+    /// in the same process (`darkroom up`): their messages then pass between
+    /// threads without TCP or the I/O threads. Connections over inproc skip
+    /// CURVE and ZAP (libzmq runs no security handshake in-process), so
+    /// their requests are not checked against a key's role.
+    public var localBackendEndpoint: String?
     /// Directory of the queue database (`queue.sqlite`) and of the external
     /// input files (`inputs/`). Created if missing.
     public var dataDirectory: String = "darkroom-data/broker"

@@ -123,6 +123,8 @@ final class BrokerLoop {
                 "backend": try backend.lastEndpoint(),
                 "events": try events.lastEndpoint(),
             ]
+            // After reading the TCP endpoints: `lastEndpoint` names the last bind.
+            if let local = configuration.localBackendEndpoint { try backend.bind(local) }
             inbox = try Mailbox<BrokerCommand>.make(context: context).inbox
         } catch {
             for socket in opened { socket.close() }

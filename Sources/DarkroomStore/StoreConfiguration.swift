@@ -6,6 +6,10 @@ import DarkroomZMQ
 public struct StoreConfiguration: Sendable {
     /// The ROUTER endpoint workers and clients connect to.
     public var endpoint: String
+    /// An `inproc://` endpoint the ROUTER also binds, for workers in the
+    /// same process (`darkroom up`); as for the broker's, connections over
+    /// it skip CURVE and ZAP.
+    public var localEndpoint: String?
     /// Where `store.db` and the `blobs/` directory live; created if missing.
     public var dataDirectory: String
     /// Images larger than this many bytes are kept in content-addressed files
@@ -34,9 +38,11 @@ public struct StoreConfiguration: Sendable {
         maxRequestsPerTurn: Int = 1_000,
         maxBytesPerTurn: Int = 256 * 1024 * 1024,
         lingerMilliseconds: Int = 200,
-        curve: ServerCurve? = nil
+        curve: ServerCurve? = nil,
+        localEndpoint: String? = nil
     ) {
         self.endpoint = endpoint
+        self.localEndpoint = localEndpoint
         self.dataDirectory = dataDirectory
         self.externalBlobThreshold = externalBlobThreshold
         self.maxMessageSize = maxMessageSize

@@ -50,6 +50,7 @@ final class StoreService {
             }
             try socket.bind(configuration.endpoint)
             endpoint = try socket.lastEndpoint()
+            if let local = configuration.localEndpoint { try socket.bind(local) }
             (_, inbox) = try Mailbox<StoreNode.Control>.make(context: context)
         } catch {
             records.close()

@@ -46,7 +46,7 @@ enum DemoCommand {
         }
 
         Console.err("2/4 starting a broker, a storage node and \(workers) worker(s) (data in \(dataDir.path)/)")
-        let context = try Context(ioThreads: UpCommand.ioThreads(workers: workers))
+        let context = try Context(ioThreads: UpCommand.ioThreads)
         let (services, endpoints) = try UpCommand.startAll(
             data: dataDir.path, workers: workers, concurrency: concurrency, context: context,
             grace: .seconds(10), endpoints: .ephemeral,

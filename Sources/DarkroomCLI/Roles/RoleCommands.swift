@@ -5,6 +5,7 @@ import DarkroomSecurity
 import DarkroomStore
 import DarkroomWorker
 import DarkroomZMQ
+import Synchronization
 import Foundation
 
 extension Broker: RunnableService {}
@@ -285,8 +286,10 @@ enum UpCommand {
         ]
     )
 
-    /// ZeroMQ I/O threads for an embedded system with this many workers.
-    static func ioThreads(workers: Int) -> Int { min(8, 1 + workers) }
+    /// ZeroMQ I/O threads for an embedded system. Only the clients' TCP
+    /// traffic (SUBMIT, events, store queries) passes through them: the
+    /// embedded workers talk to the broker and the store in-process.
+    static let ioThreads = 1
 
     /// The endpoints asked for on the command line, defaults for the rest.
     static func endpoints(_ args: ParsedArguments, curve: Bool) throws -> Endpoints {
@@ -312,27 +315,32 @@ enum UpCommand {
         static let ephemeral = Endpoints(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*", events: "tcp://127.0.0.1:*", store: "tcp://127.0.0.1:*")
     }
 
-    /// Starts the broker and the storage node, then the workers pointed at the
-    /// endpoints they actually bound. Returns the started services and the
-    /// bound endpoints.
+    /// Inproc endpoints for one embedded system, unique within the process
+    /// (tests start several systems in one process).
+    static func localEndpoints() -> (backend: String, store: String) {
+        let n = embeddedSystems.add(1, ordering: .relaxed).newValue
+        return ("inproc://darkroom.up.\(n).backend", "inproc://darkroom.up.\(n).store")
+    }
+
+    /// Starts the broker and the storage node, then the workers, connected
+    /// to them in-process. Returns the started services and the TCP
+    /// endpoints the broker and the store actually bound.
     static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
-        // handler; the embedded workers get a key made here and allowed as workers.
-        var security = security
-        var workerCurve: WorkerCurve?
-        if let serverKeys = security?.curve.keyPair {
-            let workerKeys = try CurveKeyPair.generate()
-            security?.allowlist.allow(workerKeys.publicKey, name: "up workers", role: .worker)
-            workerCurve = WorkerCurve(keyPair: workerKeys, brokerPublicKey: serverKeys.publicKey, storePublicKey: serverKeys.publicKey)
-        }
+        // handler. The embedded workers need no key: they reach the broker
+        // and the store over inproc endpoints of this context, which never
+        // leave the process; workers on other hosts use TCP (and CURVE).
+        let local = localEndpoints()
         var brokerConfig = BrokerConfiguration(dataDirectory: data + "/broker")
         brokerConfig.curve = security?.curve
         brokerConfig.frontendEndpoint = requested.frontend
         brokerConfig.backendEndpoint = requested.backend
         brokerConfig.eventsEndpoint = requested.events
+        brokerConfig.localBackendEndpoint = local.backend
         brokerConfig.retention = retention
         let broker = Broker(brokerConfig, context: context, logger: Logger("broker", minimum: logLevel))
-        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve), context: context, logger: Logger("store", minimum: logLevel))
+        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve, localEndpoint: local.store),
+                              context: context, logger: Logger("store", minimum: logLevel))
         let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
         var started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up", minimum: logLevel))
         var bound = requested
@@ -342,11 +350,10 @@ enum UpCommand {
         bound.store = store.boundEndpoints["store"] ?? requested.store
         var workerEntries: [ServiceRunner.Entry] = []
         for i in 1...workers {
-            var config = WorkerConfiguration(
-                backendEndpoint: bound.backend, storeEndpoint: bound.store, concurrency: concurrency,
+            let config = WorkerConfiguration(
+                backendEndpoint: local.backend, storeEndpoint: local.store, concurrency: concurrency,
                 workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace
             )
-            config.curve = workerCurve
             workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)", minimum: logLevel))))
         }
         do {
@@ -367,13 +374,13 @@ enum UpCommand {
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
-        // Every role's TCP traffic passes through the context's I/O threads;
-        // one per worker besides the broker and store's, as separate
-        // processes would have.
-        let context = try Context(ioThreads: UpCommand.ioThreads(workers: workers))
+        let context = try Context(ioThreads: UpCommand.ioThreads)
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
     }
 }
+
+/// Embedded systems started in this process, to name their inproc endpoints.
+private let embeddedSystems = Atomic<Int>(0)
