@@ -31,7 +31,9 @@ final class JobPool: Sendable {
     init(threads: Int, name: String, completion: @escaping Completion) {
         threadCount = threads
         for index in 0..<threads {
+            let threadName = "\(name)-\(index)"
             let thread = Thread { [self] in
+                Thread.current.name = threadName  // the kernel's name too (see ServiceThread)
                 while let item = next() {
                     let clock = ContinuousClock()
                     let start = clock.now
@@ -39,7 +41,7 @@ final class JobPool: Sendable {
                     completion(item.run, outcome, clock.now - start)
                 }
             }
-            thread.name = "\(name)-\(index)"
+            thread.name = threadName
             thread.start()
         }
     }

@@ -68,8 +68,12 @@ public final class ServiceThread<Instruction: Sendable>: Sendable {
         guard first else { throw .alreadyStarted }
         let outcome = StartOutcome()
         ended.enter()
+        let name = self.name
         let thread = Thread { [self] in
             defer { ended.leave() }
+            // Named again from inside: only a thread naming itself reaches
+            // the kernel's name, which `top -H` and profilers show.
+            Thread.current.name = name
             let loop: any ServiceLoop<Instruction>
             do {
                 loop = try make()
