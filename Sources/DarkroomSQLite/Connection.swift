@@ -44,6 +44,14 @@ public final class Connection {
         public var foreignKeys = true
         /// How long to retry when another connection holds a lock, in ms.
         public var busyTimeoutMilliseconds = 5000
+        /// `PRAGMA secure_delete`; nil keeps the library's default (Debian
+        /// builds SQLite with it on, which zeroes deleted content even in
+        /// pages that would otherwise not be written again).
+        public var secureDelete: SecureDelete?
+        /// `PRAGMA wal_autocheckpoint`, in pages; nil keeps SQLite's 1000
+        /// (about 4 MB of log). A larger log is copied back less often, and a
+        /// page written many times in between is copied once.
+        public var walAutocheckpointPages: Int?
 
         public init() {}
     }
@@ -54,6 +62,12 @@ public final class Connection {
 
     public enum Synchronous: String, Sendable, Hashable {
         case off, normal, full, extra
+    }
+
+    /// `PRAGMA secure_delete`: `.on` zeroes deleted content always, `.fast`
+    /// only where that costs no extra writes, `.off` never.
+    public enum SecureDelete: String, Sendable, Hashable {
+        case on, fast, off
     }
 
     /// What `checkpoint` copies and whether it waits (`sqlite3_wal_checkpoint_v2`).
@@ -119,6 +133,12 @@ public final class Connection {
             try execute("PRAGMA synchronous = \(synchronous.rawValue)")
         }
         try execute("PRAGMA foreign_keys = \(options.foreignKeys ? "ON" : "OFF")")
+        if let secureDelete = options.secureDelete {
+            try execute("PRAGMA secure_delete = \(secureDelete.rawValue)")
+        }
+        if let pages = options.walAutocheckpointPages {
+            try execute("PRAGMA wal_autocheckpoint = \(max(0, pages))")
+        }
     }
 
     deinit {

@@ -116,7 +116,12 @@ final class RecordStore {
         self.maxBlobBytes = maxBlobBytes
         self.logger = logger
         try blobs.prepare()
-        connection = try Connection(path: databasePath)
+        // Checkpoints every 8,000 pages of log (32 MB) rather than 1,000:
+        // each one copies the pages back and syncs twice, and the index
+        // pages every STORE ends on are copied once per checkpoint.
+        var options = Connection.Options()
+        options.walAutocheckpointPages = 8_000
+        connection = try Connection(path: databasePath, options: options)
         guard try connection.pragma("journal_mode")?.lowercased() == "wal" else {
             throw StoreFailure(.internal, "\(databasePath): cannot switch the database to WAL mode")
         }

@@ -49,6 +49,20 @@ struct Injected: Error, Equatable { let tag: Int }
         #expect(!Connection.libraryVersion.isEmpty)
     }
 
+    @Test func secureDeleteAndCheckpointIntervalAreApplied() throws {
+        let directory = try TemporaryDirectory()
+        let plain = try Connection(path: directory.path("q.sqlite"))
+        #expect(try plain.pragma("wal_autocheckpoint") == "1000")
+        var options = Connection.Options()
+        options.secureDelete = .fast
+        options.walAutocheckpointPages = 8_000
+        let tuned = try Connection(path: directory.path("q.sqlite"), options: options)
+        #expect(try tuned.pragma("secure_delete") == "2")  // FAST
+        #expect(try tuned.pragma("wal_autocheckpoint") == "8000")
+        options.secureDelete = .off
+        #expect(try Connection(path: directory.path("q.sqlite"), options: options).pragma("secure_delete") == "0")
+    }
+
     @Test func transactionCommitsAndReopenedFileSeesTheData() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("jobs.sqlite")
