@@ -53,6 +53,11 @@ final class WorkerLoop {
     private var nextRun: UInt64 = 1
     private var storeRequests: [UInt64: UInt64] = [:]
     private var nextRequestID: UInt64 = 1
+    /// No STORE deadline or resend is due before this (nil: none is
+    /// waiting). A lower bound, kept without visiting every job: it may be
+    /// early (the job it came from has finished), never late, and the
+    /// jobs are only scanned once it has passed.
+    private var nextStoreTimer: ContinuousClock.Instant?
 
     // Stopping.
     private var stopDeadline: ContinuousClock.Instant?
@@ -177,9 +182,7 @@ final class WorkerLoop {
         } else if let reconnectAt {
             next = min(next, reconnectAt)
         }
-        for job in jobs.values {
-            if let s = job.storing { next = min(next, s.deadline, s.nextSend) }
-        }
+        if let nextStoreTimer { next = min(next, nextStoreTimer) }
         if let stopDeadline { next = min(next, stopDeadline) }
         guard next > now else { return 0 }
         // Round up so a timer that is due in 0.4 ms does not spin.
@@ -235,18 +238,38 @@ final class WorkerLoop {
                 backoff = min(backoff * 2, configuration.reconnectMaximum)
             }
         }
-        for (run, job) in jobs {
-            guard let attempt = job.storing else { continue }
-            if now >= attempt.deadline {
-                let reason = "storage node unreachable: no STORED within \(configuration.storeTimeout) (\(attempt.sends) STORE sent)"
-                report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.storeUnreachable, reason: reason), retryable: true))
-            } else if now >= attempt.nextSend {
-                sendStore(run: run)
-            }
-        }
+        if let due = nextStoreTimer, now >= due { runStoreTimers(now: now) }
         if let stopDeadline, now >= stopDeadline, !finished {
             finishStop()
         }
+    }
+
+    /// Fails the jobs whose STORE timed out and resends the STOREs that are
+    /// due, then finds the next time one will be.
+    private func runStoreTimers(now: ContinuousClock.Instant) {
+        var expired: [(run: UInt64, sends: Int)] = []
+        var resend: [UInt64] = []
+        var next: ContinuousClock.Instant?
+        for (run, job) in jobs {
+            guard let attempt = job.storing else { continue }
+            if now >= attempt.deadline {
+                expired.append((run, attempt.sends))
+            } else {
+                if now >= attempt.nextSend { resend.append(run) }
+                next = min(next ?? attempt.deadline, attempt.deadline, attempt.nextSend)
+            }
+        }
+        nextStoreTimer = next
+        for (run, sends) in expired {
+            let reason = "storage node unreachable: no STORED within \(configuration.storeTimeout) (\(sends) STORE sent)"
+            report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.storeUnreachable, reason: reason), retryable: true))
+        }
+        for run in resend { sendStore(run: run) }
+    }
+
+    /// Makes sure the store timers are looked at by `time`.
+    private func scheduleStoreTimer(_ time: ContinuousClock.Instant) {
+        nextStoreTimer = min(nextStoreTimer ?? time, time)
     }
 
     // MARK: The broker connection
@@ -380,7 +403,7 @@ final class WorkerLoop {
     }
 
     private func processed(run: UInt64, outcome: JobOutcome, elapsed: Duration) {
-        guard var job = jobs[run] else {
+        guard let job = jobs[run] else {
             logger.debug("run \(run) finished after its job was handed back; result dropped")
             return
         }
@@ -405,8 +428,7 @@ final class WorkerLoop {
                 fullSize: fullSize, thumbnailSize: thumbSize, full: output.full.bytes, thumbnail: thumbnail.bytes
             )
             let now = clock.now
-            job.storing = StoreAttempt(requestID: requestID, frames: request.frames(), deadline: now + configuration.storeTimeout, nextSend: now)
-            jobs[run] = job
+            jobs[run]?.storing = StoreAttempt(requestID: requestID, frames: request.frames(), deadline: now + configuration.storeTimeout, nextSend: now)
             storeRequests[requestID] = run
             logger.debug("job \(job.jobID) attempt \(job.attempt): processed in \(elapsed), storing \(output.full.bytes.count) + \(thumbnail.bytes.count) bytes")
             sendStore(run: run)
@@ -419,22 +441,26 @@ final class WorkerLoop {
         return ImageSize(width: UInt32(size.width), height: UInt32(size.height))
     }
 
+    /// Sends (or resends) a job's STORE and sets when to resend it. The
+    /// attempt is changed in place: a copy of the job would retain its
+    /// strings and frames for nothing.
     private func sendStore(run: UInt64) {
-        guard var job = jobs[run], var attempt = job.storing else { return }
         let now = clock.now
+        let nextSend: ContinuousClock.Instant
         do {
-            try store.send(attempt.frames, dontWait: true)
-            attempt.sends += 1
-            attempt.nextSend = now + configuration.storeRetryInterval
+            guard let frames = jobs[run]?.storing?.frames else { return }
+            try store.send(frames, dontWait: true)
+            jobs[run]?.storing?.sends += 1
+            nextSend = now + configuration.storeRetryInterval
         } catch let error as ZMQError where error.isWouldBlock {
             // No live connection to the storage node yet: try again soon.
-            attempt.nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
+            nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
         } catch {
-            logger.warn("job \(job.jobID): could not send STORE: \(error)")
-            attempt.nextSend = now + configuration.storeRetryInterval
+            logger.warn("job \(jobs[run]?.jobID.description ?? "?"): could not send STORE: \(error)")
+            nextSend = now + configuration.storeRetryInterval
         }
-        job.storing = attempt
-        jobs[run] = job
+        jobs[run]?.storing?.nextSend = nextSend
+        if let deadline = jobs[run]?.storing?.deadline { scheduleStoreTimer(min(deadline, nextSend)) }
     }
 
     private func handleStore(_ frames: [[UInt8]]) {
@@ -448,7 +474,7 @@ final class WorkerLoop {
         }
         switch message {
         case .stored(let stored):
-            guard let run = storeRequests[stored.requestID], let job = jobs[run], job.jobID == stored.jobID else {
+            guard let run = storeRequests[stored.requestID], jobs[run]?.jobID == stored.jobID else {
                 logger.debug("store: STORED for request \(stored.requestID) (job \(stored.jobID)) matches no waiting job")
                 return
             }
