@@ -61,7 +61,11 @@ final class BrokerLoop {
     let poller = Poller()
     let frontendIndex: Int
     let backendIndex: Int
+    let eventsIndex: Int
     let inboxIndex: Int
+    /// What the events socket's subscribers asked for, as the XPUB socket
+    /// reports it (each prefix once, while at least one subscriber has it).
+    var subscriptions = EventSubscriptions()
 
     var ready = ReadyQueue()
     var leases: [ULID: Lease] = [:]
@@ -99,7 +103,9 @@ final class BrokerLoop {
             opened.append(frontend)
             backend = try context.socket(.router)
             opened.append(backend)
-            events = try context.socket(.pub)
+            // XPUB rather than PUB: the same to subscribers, and it tells
+            // the broker which forms (EVENT, EVENTS) anyone subscribed to.
+            events = try context.socket(.xpub)
             opened.append(events)
             for socket in opened {
                 try socket.setLinger(milliseconds: 100)
@@ -133,6 +139,7 @@ final class BrokerLoop {
         }
         frontendIndex = poller.add(frontend)
         backendIndex = poller.add(backend)
+        eventsIndex = poller.add(events)
         inboxIndex = poller.add(inbox)
         do {
             try recover()
@@ -187,6 +194,7 @@ final class BrokerLoop {
                 break
             }
             if result.isReadable(inboxIndex) { handleCommands() }
+            if result.isReadable(eventsIndex) { readSubscriptions() }
             readMessages()
             let now = wallNow()
             do {
@@ -321,13 +329,7 @@ final class BrokerLoop {
         for (worker, job) in pendingJobs {
             sendToWorker(worker, job.frames())
         }
-        for event in pendingEvents {
-            do {
-                try events.send(event.publishedFrames(), dontWait: true)
-            } catch {
-                logger.debug("event \(event.seq) not published (\(error)); subscribers can replay it")
-            }
-        }
+        publishEvents()
         for (identity, _, frames) in pendingReplies {
             sendFrontend(identity, frames)
         }
@@ -455,6 +457,49 @@ final class BrokerLoop {
 
     // MARK: Events
 
+    /// Publishes the turn's committed events in each form someone
+    /// subscribed to: one EVENT per event under "ev", and EVENTS of up to
+    /// `EventBatch.maxEvents` under "eb".
+    private func publishEvents() {
+        guard !pendingEvents.isEmpty else { return }
+        if subscriptions.wants(Wire.eventTopic) {
+            for event in pendingEvents {
+                publish(event.publishedFrames(), first: event.seq, last: event.seq)
+            }
+        }
+        if subscriptions.wants(Wire.eventBatchTopic) {
+            var start = 0
+            while start < pendingEvents.count {
+                let end = min(pendingEvents.count, start + EventBatch.maxEvents)
+                let batch = EventBatch(events: Array(pendingEvents[start..<end]))
+                publish(batch.publishedFrames(), first: pendingEvents[start].seq, last: pendingEvents[end - 1].seq)
+                start = end
+            }
+        }
+    }
+
+    private func publish(_ frames: [[UInt8]], first: UInt64, last: UInt64) {
+        do {
+            try events.send(frames, dontWait: true)
+        } catch {
+            let seqs = first == last ? "event \(first)" : "events \(first)…\(last)"
+            logger.debug("\(seqs) not published (\(error)); subscribers can replay them")
+        }
+    }
+
+    /// Reads the subscribe and unsubscribe messages the XPUB socket passes up.
+    private func readSubscriptions() {
+        for _ in 0..<1_000 {
+            let message: [[UInt8]]?
+            do { message = try events.receive(dontWait: true) } catch {
+                logger.warn("events socket: \(error)")
+                return
+            }
+            guard let frame = message?.first else { return }
+            subscriptions.apply(frame)
+        }
+    }
+
     /// Appends an event to the open transaction; it is published after the commit.
     @discardableResult
     func record(_ kind: EventKind, _ job: JobHandle, attempt: UInt32, now: UInt64, worker: String = "",
@@ -521,5 +566,28 @@ struct RateCounter {
         let window = Double(windowSeconds)
         return Rates(windowSeconds: UInt32(windowSeconds), accepted: Double(totals.0) / window,
                      stored: Double(totals.1) / window, failed: Double(totals.2) / window)
+    }
+}
+
+/// The topic prefixes subscribed to on the events socket. An XPUB socket
+/// passes up one message per change: byte 1 then the prefix when the first
+/// subscriber takes it, byte 0 then the prefix when the last one drops it
+/// (or disconnects).
+struct EventSubscriptions {
+    private(set) var prefixes: Set<[UInt8]> = []
+
+    mutating func apply(_ message: [UInt8]) {
+        guard let kind = message.first else { return }
+        let prefix = Array(message.dropFirst())
+        switch kind {
+        case 1: prefixes.insert(prefix)
+        case 0: prefixes.remove(prefix)
+        default: break
+        }
+    }
+
+    /// Whether some subscriber receives messages published under `topic`.
+    func wants(_ topic: [UInt8]) -> Bool {
+        prefixes.contains { topic.starts(with: $0) }
     }
 }

@@ -40,6 +40,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case statsReply = 0x38
 
     case event = 0x40
+    case events = 0x41
 
     /// The command's name as the specification writes it.
     public var name: String {
@@ -76,6 +77,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .stats: "STATS"
         case .statsReply: "STATS-REPLY"
         case .event: "EVENT"
+        case .events: "EVENTS"
         }
     }
 
@@ -92,7 +94,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         switch self {
         case .heartbeat, .disconnect: 2
         case .ping, .pong, .status, .stats, .credit: 3
-        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply: 4
+        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
         case .job: 8
@@ -106,7 +108,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// Whether frame 2 is a client-chosen request id (u64) echoed by the reply.
     public var carriesRequestID: Bool {
         switch self {
-        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .event: false
+        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .event, .events: false
         default: true
         }
     }
@@ -120,6 +122,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public static let backend: Set<Command> = [
         .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect,
     ]
+    /// Commands published on the broker's events socket (after their topic).
+    public static let eventsSocket: Set<Command> = [.event, .events]
     /// Commands valid on the storage node socket (either direction).
     public static let storage: Set<Command> = [
         .error, .ping, .pong, .ok, .store, .stored, .list, .listReply, .get, .getReply,

@@ -1,6 +1,8 @@
-// Events: the broker publishes every job lifecycle event on its PUB socket at
-// `Wire.Endpoint.events`, as the topic frame "ev" followed by an EVENT
-// message. Sequence numbers are gapless per broker, starting at 1, and every
+// Events: the broker publishes every job lifecycle event on its events
+// socket at `Wire.Endpoint.events`, in one or both of two forms, each under
+// its own topic: "ev" followed by an EVENT message (one event per message),
+// and "eb" followed by an EVENTS message (the events of one commit, many per
+// message). Sequence numbers are gapless per broker, starting at 1, and every
 // event is persisted before it is published, so a subscriber that sees a gap
 // (or reconnects) sends REPLAY on the frontend and misses nothing.
 
@@ -120,26 +122,181 @@ public struct Event: WireMessage {
         guard topic == Wire.eventTopic else {
             throw ProtocolError(.malformed, "frame 0 (topic) must be 'ev', got \(Wire.quoted(topic))")
         }
-        var r = try MessageReader(frames, offset: 1, expecting: [.event], context: "on the events socket")
+        var r = try MessageReader(frames, offset: 1, expecting: [.event], context: "under the topic 'ev'")
         let event = try Event(from: &r)
         try r.finish()
         return event
     }
 }
 
+/// EVENTS (broker → subscribers on the events socket, after the topic frame
+/// "eb"): the events of one broker commit in one message, which costs the
+/// broker, the network and the subscriber far less than one EVENT each.
+///
+///      2 count   u32, 1…`maxEvents`: events in frame 3
+///      3 events  bytes: `count` records, in increasing seq order with no seq
+///                skipped; each record is EVENT's frames 2–13 (seq first),
+///                each written as its length (u16) followed by its bytes,
+///                exactly as the EVENT frame would be
+public struct EventBatch: WireMessage {
+    public static let command = Command.events
+    /// The most events one EVENTS carries.
+    public static let maxEvents = 1_000
+    /// The fields of one record: EVENT's frames 2–13.
+    static let fieldsPerRecord = Command.event.frameCount - 2
+
+    public var events: [Event]
+
+    public init(events: [Event]) {
+        self.events = events
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        let count = try r.u32("count", 1...UInt32(EventBatch.maxEvents))
+        let recordsFrame = r.index
+        let records = try r.blob("events", minimum: 1)
+        events = try EventBatch.decodeRecords(records, count: Int(count)) { problem in
+            r.error(frame: recordsFrame, "events", problem)
+        }
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u32(UInt32(clamping: events.count))
+        var records: [UInt8] = []
+        records.reserveCapacity(events.count * 128)
+        for event in events { event.appendRecord(to: &records) }
+        w.blob(records)
+    }
+
+    /// The frames as published: the topic "eb", then the EVENTS message.
+    public func publishedFrames() -> [[UInt8]] {
+        [Wire.eventBatchTopic] + frames()
+    }
+
+    /// Splits the records frame into `count` events, each checked as an EVENT
+    /// would be, and checks that their seqs follow one another.
+    static func decodeRecords(_ bytes: [UInt8], count: Int,
+                              _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
+        var events: [Event] = []
+        events.reserveCapacity(count)
+        var position = 0
+        for index in 0..<count {
+            var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]]
+            for _ in 0..<fieldsPerRecord {
+                guard bytes.count - position >= 2 else {
+                    throw fail("ends inside event \(index + 1) of \(count)")
+                }
+                let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
+                position += 2
+                guard bytes.count - position >= length else {
+                    throw fail("ends inside event \(index + 1) of \(count)")
+                }
+                frames.append(Array(bytes[position ..< position + length]))
+                position += length
+            }
+            let event: Event
+            do {
+                event = try Event.decode(frames)
+            } catch {
+                throw fail("event \(index + 1) of \(count): \(error.reason)")
+            }
+            if let previous = events.last, event.seq != previous.seq &+ 1 {
+                throw fail("event \(index + 1) of \(count) has seq \(event.seq), must be \(previous.seq &+ 1)")
+            }
+            events.append(event)
+        }
+        guard position == bytes.count else {
+            throw fail("has \(bytes.count - position) byte(s) after its \(count) event(s)")
+        }
+        return events
+    }
+
+    /// Decodes a message received on the events SUB socket (topic first).
+    public static func decodePublished(_ frames: [[UInt8]]) throws(ProtocolError) -> EventBatch {
+        guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
+        guard topic == Wire.eventBatchTopic else {
+            throw ProtocolError(.malformed, "frame 0 (topic) must be 'eb', got \(Wire.quoted(topic))")
+        }
+        var r = try MessageReader(frames, offset: 1, expecting: [.events], context: "under the topic 'eb'")
+        let batch = try EventBatch(from: &r)
+        try r.finish()
+        return batch
+    }
+}
+
+extension Event {
+    /// Appends this event as one EVENTS record: EVENT's frames 2–13, each
+    /// as a u16 length and its bytes, written straight into `out`.
+    public func appendRecord(to out: inout [UInt8]) {
+        func length(_ n: Int) {
+            out.append(UInt8(truncatingIfNeeded: n >> 8))
+            out.append(UInt8(truncatingIfNeeded: n))
+        }
+        func integer<T: FixedWidthInteger>(_ value: T) {
+            length(T.bitWidth / 8)
+            out.appendBigEndian(value)
+        }
+        func text(_ value: String) {
+            let utf8 = value.utf8
+            length(utf8.count)
+            out.append(contentsOf: utf8)
+        }
+        let detail = failure ?? .none
+        integer(seq)
+        integer(time)
+        integer(kind.rawValue)
+        length(26)
+        jobID.appendASCII(to: &out)
+        integer(attempt)
+        text(sourceName)
+        text(workerID)
+        if let recordID {
+            length(26)
+            recordID.appendASCII(to: &out)
+        } else {
+            length(0)
+        }
+        integer(detail.stepIndex)
+        text(detail.step)
+        text(detail.code)
+        text(detail.reason)
+    }
+}
+
 /// Any message on the events socket (topic frame included).
 public enum EventMessage: Sendable, Equatable {
     case event(Event)
+    case batch(EventBatch)
 
-    public var command: Command { .event }
+    public var command: Command {
+        switch self {
+        case .event: .event
+        case .batch: .events
+        }
+    }
+
+    /// The events the message carries, in seq order.
+    public var events: [Event] {
+        switch self {
+        case .event(let e): [e]
+        case .batch(let b): b.events
+        }
+    }
 
     public func frames() -> [[UInt8]] {
         switch self {
         case .event(let e): e.publishedFrames()
+        case .batch(let b): b.publishedFrames()
         }
     }
 
+    /// Decodes either form by its topic frame.
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> EventMessage {
-        .event(try Event.decodePublished(frames))
+        guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
+        switch topic {
+        case Wire.eventTopic: return .event(try Event.decodePublished(frames))
+        case Wire.eventBatchTopic: return .batch(try EventBatch.decodePublished(frames))
+        default: throw ProtocolError(.malformed, "frame 0 (topic) must be 'ev' or 'eb', got \(Wire.quoted(topic))")
+        }
     }
 }

@@ -85,7 +85,14 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 
     /// The 26 ASCII bytes of the canonical form.
     public var asciiBytes: [UInt8] {
-        var out = [UInt8](repeating: 0, count: 26)
+        var out: [UInt8] = []
+        out.reserveCapacity(26)
+        appendASCII(to: &out)
+        return out
+    }
+
+    /// Appends the 26 ASCII bytes of the canonical form to `out`.
+    public func appendASCII(to out: inout [UInt8]) {
         for position in 0..<26 {
             let shift = 125 - 5 * position
             let digit: UInt64
@@ -96,9 +103,8 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
             } else {
                 digit = low >> UInt64(shift)
             }
-            out[position] = ULID.alphabet[Int(digit & 31)]
+            out.append(ULID.alphabet[Int(digit & 31)])
         }
-        return out
     }
 
     public var description: String { String(decoding: asciiBytes, as: UTF8.self) }

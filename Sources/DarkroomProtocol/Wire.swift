@@ -15,9 +15,13 @@ public enum Wire {
     public static let protocolID: [UInt8] = [0x44, 0x52, 0x4B, 0x31]
     /// The protocol id as text, for messages and help output.
     public static let version = "DRK1"
-    /// Frame 0 of every message published on the events socket. Subscribers
-    /// subscribe to exactly this prefix.
+    /// Frame 0 of an EVENT published on the events socket: one event per
+    /// message. Subscribers subscribe to exactly this prefix, or to
+    /// `eventBatchTopic`, or to both.
     public static let eventTopic: [UInt8] = [0x65, 0x76]  // "ev"
+    /// Frame 0 of an EVENTS message on the events socket: the events of one
+    /// broker commit, many per message.
+    public static let eventBatchTopic: [UInt8] = [0x65, 0x62]  // "eb"
 
     /// Peers send a HEARTBEAT (or any other message) at least this often.
     public static let heartbeatIntervalMilliseconds: UInt64 = 1_000

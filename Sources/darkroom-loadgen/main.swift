@@ -118,11 +118,37 @@ func submitTemplate(_ options: Options, image: [UInt8]) throws(SetupError) -> [[
                   sourceName: sourceName, image: image).frames()
 }
 
-/// Frame indexes in a message received on the events SUB socket: the topic,
-/// then the EVENT message ("DRK1", command, seq, time, kind, job id, …).
-enum EventFrame {
-    static let kind = 5
-    static let count = 1 + Command.event.frameCount
+/// An EVENTS message as received on the events SUB socket: the topic "eb",
+/// then "DRK1", the command, the count and the records (protocol/drk1.md,
+/// section 8). Each record is EVENT's fields 2–13, each a u16 length and
+/// its bytes: seq, time, kind, job id, ….
+enum EventBatchFrame {
+    static let count = 1 + Command.events.frameCount
+    static let records = 4
+}
+
+/// Calls `body` with the kind and job id of each record of an EVENTS
+/// message, read in place: only stored and dead events end a job, so the
+/// rest (accepted, started) are skipped without being decoded. Returns
+/// false when the records are malformed.
+func scanRecords(_ bytes: [UInt8], _ body: (_ kind: UInt8, _ jobID: ArraySlice<UInt8>) -> Void) -> Bool {
+    let fields = Command.event.frameCount - 2
+    var position = 0
+    while position < bytes.count {
+        var kind: UInt8 = 0
+        var jobID: ArraySlice<UInt8> = []
+        for field in 0..<fields {
+            guard bytes.count - position >= 2 else { return false }
+            let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
+            position += 2
+            guard bytes.count - position >= length else { return false }
+            if field == 2, length == 1 { kind = bytes[position] }
+            if field == 3 { jobID = bytes[position ..< position + length] }
+            position += length
+        }
+        body(kind, jobID)
+    }
+    return true
 }
 
 /// Index of the request id in a frontend message (after "DRK1" and the command).
@@ -138,7 +164,7 @@ func run(_ options: Options, submitFrames template: [[UInt8]]) throws(SetupError
         subscriber = try context.socket(.sub)
         try subscriber.setReceiveHighWaterMark(0)
         try subscriber.setLinger(milliseconds: 0)
-        try subscriber.subscribe(Wire.eventTopic)
+        try subscriber.subscribe(Wire.eventBatchTopic)
         dealer = try context.socket(.dealer)
         try dealer.setSendHighWaterMark(0)
         try dealer.setReceiveHighWaterMark(0)
@@ -244,20 +270,19 @@ func measure(_ options: Options, _ template: [[UInt8]], dealer: Socket, subscrib
         }
         if ready.isReadable(subscriberItem) {
             while let message = try subscriber.receive(dontWait: true) {
-                // Only stored and dead events end a job: peek at the kind
-                // so that the others (accepted, started) are not decoded.
-                guard message.count == EventFrame.count, message[EventFrame.kind].count == 1 else { continue }
-                let kind = message[EventFrame.kind][0]
-                guard kind == EventKind.stored.rawValue || kind == EventKind.dead.rawValue,
-                      let event = try? Event.decodePublished(message) else { continue }
+                guard message.count == EventBatchFrame.count, message[0] == Wire.eventBatchTopic else { continue }
                 let t1 = now()
-                if event.kind == .dead { report.dead += 1 }
-                if let t0 = jobSent.removeValue(forKey: event.jobID) {
-                    report.latencies.append(t1 &- t0)
-                    report.finished += 1
-                    inFlight -= 1
-                } else {
-                    earlyStored[event.jobID] = t1
+                _ = scanRecords(message[EventBatchFrame.records]) { kind, jobBytes in
+                    guard kind == EventKind.stored.rawValue || kind == EventKind.dead.rawValue,
+                          let jobID = ULID(bytes: Array(jobBytes)) else { return }
+                    if kind == EventKind.dead.rawValue { report.dead += 1 }
+                    if let t0 = jobSent.removeValue(forKey: jobID) {
+                        report.latencies.append(t1 &- t0)
+                        report.finished += 1
+                        inFlight -= 1
+                    } else {
+                        earlyStored[jobID] = t1
+                    }
                 }
             }
         }

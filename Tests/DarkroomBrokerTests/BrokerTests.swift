@@ -289,6 +289,49 @@ import Testing
         #expect(noneEnd.lastSeq == end.headSeq)
     }
 
+    @Test func eachEventFormGoesToItsSubscribersWithTheSameSeqs() throws {
+        let harness = try Harness()
+        let single = try harness.subscriber(Wire.eventTopic)
+        let batched = try harness.subscriber(Wire.eventBatchTopic)
+        let client = try harness.client()
+        // Until both subscriptions are live, submit one job at a time.
+        var warmup: [EventMessage] = [], warmupBatched: [EventMessage] = []
+        var jobs = 0
+        let deadline = Date().addingTimeInterval(10)
+        while (warmup.isEmpty || warmupBatched.isEmpty) && Date() < deadline {
+            _ = try client.submitAccepted()
+            jobs += 1
+            warmup += try collectMessages(single, events: 1)
+            warmupBatched += try collectMessages(batched, events: 1)
+        }
+        let seenSingle = warmup.flatMap(\.events).map(\.seq).max() ?? 0
+        let seenBatched = warmupBatched.flatMap(\.events).map(\.seq).max() ?? 0
+        #expect(seenSingle > 0 && seenBatched > 0)
+        // Ten more jobs, then a worker takes and stores them all: from the
+        // first event both subscribers are sure to get, 10 accepted, then
+        // a started and a stored for every job.
+        for _ in 0..<10 { _ = try client.submitAccepted() }
+        jobs += 10
+        let worker = try harness.worker("w-forms", slots: UInt32(jobs))
+        try worker.ready(credit: UInt32(jobs))
+        for _ in 0..<jobs { try worker.done(try worker.job()) }
+        let first = max(seenSingle, seenBatched) + 1
+        let head = try client.waitForStatus("all stored") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }.eventSeq
+        let wanted = Array(first...head)
+        #expect(wanted.count >= 10 + 2 * 10)
+
+        let singles = try collectMessages(single, events: Int(head - seenSingle))
+        let batches = try collectMessages(batched, events: Int(head - seenBatched))
+        #expect(singles.allSatisfy { $0.command == .event }, "topic 'ev' gets only EVENT")
+        #expect(batches.allSatisfy { $0.command == .events }, "topic 'eb' gets only EVENTS")
+        let singleEvents = singles.flatMap(\.events).filter { $0.seq >= first }
+        let batchedEvents = batches.flatMap(\.events).filter { $0.seq >= first }
+        #expect(singleEvents.map(\.seq) == wanted)
+        #expect(batchedEvents == singleEvents, "the same events, in the same order, either way")
+        #expect(batches.count < singles.count, "batches carry several events per message")
+        #expect(batchedEvents.filter { $0.kind == .stored }.count == jobs)
+    }
+
     // MARK: Submit keys
 
     @Test func aSubmitKeyQueuesOneJobHoweverOftenItIsSent() throws {

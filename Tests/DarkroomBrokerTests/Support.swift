@@ -46,11 +46,13 @@ final class Harness {
         try TestWorker(context: context, endpoint: endpoint("backend"), id: id, slots: slots)
     }
 
-    func subscriber() throws -> Socket {
+    /// A SUB on the events socket, subscribed to `topic` ("ev": one EVENT
+    /// per message; "eb": EVENTS batches).
+    func subscriber(_ topic: [UInt8] = Wire.eventTopic) throws -> Socket {
         let socket = try context.socket(.sub)
         try socket.setLinger(milliseconds: 0)
         try socket.setReceiveTimeout(milliseconds: 200)
-        try socket.subscribe(Wire.eventTopic)
+        try socket.subscribe(topic)
         try socket.connect(endpoint("events"))
         return socket
     }
@@ -207,13 +209,21 @@ func jpeg(size: Int = 64, seed: UInt8 = 1) -> [UInt8] {
     return bytes
 }
 
-/// Reads published events until `count` arrived (or 15 s pass).
+/// Reads published events, in either form, until `count` arrived (or 15 s pass).
 func collectEvents(_ socket: Socket, count: Int) throws -> [Event] {
-    var events: [Event] = []
+    try collectMessages(socket, events: count).flatMap(\.events)
+}
+
+/// Reads published messages until they hold `events` events (or 15 s pass).
+func collectMessages(_ socket: Socket, events count: Int) throws -> [EventMessage] {
+    var messages: [EventMessage] = []
+    var events = 0
     let deadline = Date().addingTimeInterval(15)
-    while events.count < count && Date() < deadline {
+    while events < count && Date() < deadline {
         guard let frames = try socket.receive() else { continue }
-        events.append(try Event.decodePublished(frames))
+        let message = try EventMessage.decode(frames)
+        messages.append(message)
+        events += message.events.count
     }
-    return events
+    return messages
 }

@@ -60,7 +60,16 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
                 if s.replayLater { s.log += s.later }
                 return s.later.filter { s.publish.contains($0.seq) }
             }
-            for event in live { io.publish(event) }
+            // Runs of consecutive seqs go out together, as one EVENTS.
+            var run: [Event] = []
+            for event in live {
+                if let last = run.last, event.seq != last.seq + 1 {
+                    io.publish(run)
+                    run = []
+                }
+                run.append(event)
+            }
+            io.publish(run)
         }
     }
     return server

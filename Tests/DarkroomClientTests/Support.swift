@@ -77,8 +77,10 @@ final class ServerIO {
     let router: Socket
     let publisher: Socket?
     var running = true
-    /// Whether a subscriber has subscribed to the events topic.
-    var subscribed = false
+    /// The topic prefixes subscribers have asked for.
+    var topics: Set<[UInt8]> = []
+    /// Whether a subscriber has subscribed to an events topic.
+    var subscribed: Bool { !topics.isEmpty }
     /// Called on the server thread after each message (and each idle turn).
     var tick: ((ServerIO) -> Void)?
 
@@ -91,9 +93,19 @@ final class ServerIO {
         try? router.send([identity] + frames)
     }
 
-    func publish(_ event: Event) {
-        try? publisher?.send(event.publishedFrames())
+    /// Publishes events as the broker does: each as an EVENT under "ev",
+    /// and all of them in one EVENTS under "eb", for the topics subscribed to.
+    func publish(_ events: [Event]) {
+        guard !events.isEmpty else { return }
+        if topics.contains(where: { Wire.eventTopic.starts(with: $0) }) {
+            for event in events { try? publisher?.send(event.publishedFrames()) }
+        }
+        if topics.contains(where: { Wire.eventBatchTopic.starts(with: $0) }) {
+            try? publisher?.send(EventBatch(events: events).publishedFrames())
+        }
     }
+
+    func publish(_ event: Event) { publish([event]) }
 
     func loop(inbox: MailboxInbox<@Sendable (ServerIO) -> Void>, handler: TestServer.Handler) {
         let poller = Poller()
@@ -107,7 +119,8 @@ final class ServerIO {
             }
             if let publisherItem, ready.isReadable(publisherItem), let publisher {
                 while let message = try? publisher.receive(dontWait: true) {
-                    if message.first?.first == 1 { subscribed = true }
+                    guard let frame = message.first, let kind = frame.first else { continue }
+                    if kind == 1 { topics.insert(Array(frame.dropFirst())) } else { topics.remove(Array(frame.dropFirst())) }
                 }
             }
             if ready.isReadable(routerItem) {

@@ -100,7 +100,7 @@ struct CodecTests {
 
     @Test func commandTableIsConsistent() {
         #expect(Set(Command.allCases.map(\.name)).count == Command.allCases.count)
-        let sockets = Command.frontend.union(Command.backend).union(Command.storage).union([.event])
+        let sockets = Command.frontend.union(Command.backend).union(Command.storage).union(Command.eventsSocket)
         #expect(sockets == Set(Command.allCases))
         #expect(Command.frontend.intersection(Command.backend) == [.error])
     }

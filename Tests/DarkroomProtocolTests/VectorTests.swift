@@ -151,12 +151,12 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("options.quality", o.quality)
         set("options.thumbnailQuality", o.thumbnailQuality)
     }
-    func failure(_ d: FailureDetail?) {
-        guard let d else { return set("failure", nil) }
-        set("failure.stepIndex", d.stepIndex)
-        set("failure.step", d.step)
-        set("failure.code", d.code)
-        set("failure.reason", d.reason)
+    func failure(_ d: FailureDetail?, _ prefix: String = "") {
+        guard let d else { return set(prefix + "failure", nil) }
+        set(prefix + "failure.stepIndex", d.stepIndex)
+        set(prefix + "failure.step", d.step)
+        set(prefix + "failure.code", d.code)
+        set(prefix + "failure.reason", d.reason)
     }
     func record(_ prefix: String, _ r: RecordInfo) {
         set("\(prefix).id", r.id)
@@ -164,10 +164,10 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("\(prefix).full.width", r.full.width)
         set("\(prefix).thumb.width", r.thumb.width)
     }
-    func event(_ e: Event) {
-        set("seq", e.seq); set("time", e.time); set("kind", e.kind); set("jobID", e.jobID)
-        set("attempt", e.attempt); set("sourceName", e.sourceName); set("workerID", e.workerID)
-        set("recordID", e.recordID); failure(e.failure)
+    func event(_ e: Event, _ p: String = "") {
+        set(p + "seq", e.seq); set(p + "time", e.time); set(p + "kind", e.kind); set(p + "jobID", e.jobID)
+        set(p + "attempt", e.attempt); set(p + "sourceName", e.sourceName); set(p + "workerID", e.workerID)
+        set(p + "recordID", e.recordID); failure(e.failure, p)
     }
     switch message {
     case .frontend(let m):
@@ -241,6 +241,9 @@ func describe(_ message: AnyMessage) -> [String: String] {
         }
     case .events(.event(let e)):
         event(e)
+    case .events(.batch(let b)):
+        set("count", b.events.count)
+        for (i, e) in b.events.enumerated() { event(e, "events.\(i).") }
     }
     return f
 }

@@ -13,6 +13,7 @@ import struct
 
 DRK1 = b"DRK1"
 TOPIC = b"ev"
+BATCH_TOPIC = b"eb"
 
 # Command bytes (drk1.md, "Commands").
 ERROR, PING, PONG, OK = 0x01, 0x02, 0x03, 0x04
@@ -22,7 +23,7 @@ DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
 READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
 DELETE, STATS, STATS_REPLY = 0x36, 0x37, 0x38
-EVENT = 0x40
+EVENT, EVENTS = 0x40, 0x41
 
 JOB_ID = "01JBX3Z7Q8M4N6P2R5T9V0W1XY"
 JOB_ID_2 = "01JBX3Z7Q8M4N6P2R5T9V0W1XZ"
@@ -222,6 +223,30 @@ vector("event-dead", "events", "EVENT dead", [TOPIC] + event(1006, 6, 1, code=b"
 vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to REPLAY (no topic frame)",
        event(1007, 8, 1), {"command": "EVENT", "seq": 1007, "kind": "discarded"})
 
+
+def record(message):
+    """One EVENTS record: the fields of an EVENT message (frames 2-13), each as u16 length + bytes."""
+    return b"".join(u16(len(f)) + f for f in message[2:])
+
+
+def events(*messages, count=None):
+    return msg(EVENTS, u32(len(messages) if count is None else count), b"".join(record(m) for m in messages))
+
+
+vector("events-batch", "events", "EVENTS: one job's accepted, started and stored in one message, topic 'eb'",
+       [BATCH_TOPIC] + events(event(1001, 1, 0), event(1002, 2, 1, worker=b"w-01JBX3"),
+                              event(1003, 3, 1, worker=b"w-01JBX3", record=text(RECORD_ID))),
+       {"command": "EVENTS", "count": 3, "events.0.seq": 1001, "events.0.kind": "accepted", "events.0.attempt": 0,
+        "events.1.kind": "started", "events.1.workerID": "w-01JBX3", "events.2.seq": 1003, "events.2.kind": "stored",
+        "events.2.recordID": RECORD_ID, "events.2.failure": "nil"})
+vector("events-failure", "events", "EVENTS with one event: failed in step 1, then dead",
+       [BATCH_TOPIC] + events(event(1004, 5, 1, worker=b"w-01JBX3", step_index=1, step=b"crop:600x600+0+0",
+                                    code=b"image.invalid-argument", reason=b"rectangle exceeds image 500x400"),
+                              event(1005, 6, 1, code=b"image.invalid-argument", reason=b"rectangle exceeds image 500x400")),
+       {"command": "EVENTS", "count": 2, "events.0.kind": "failed", "events.0.failure.stepIndex": 1,
+        "events.0.failure.step": "crop:600x600+0+0", "events.1.kind": "dead",
+        "events.1.failure.code": "image.invalid-argument"})
+
 # ---------------------------------------------------------------- malformed
 bad("bad-version", "frontend", "frame 0 is DRK2", [b"DRK2", u8(PING), u64(1)], 100, "expected protocol DRK1, got 'DRK2'")
 bad("mdp-client", "frontend", "an MDP client talking to the broker",
@@ -301,9 +326,25 @@ bad("get-variant", "store", "GET with variant 2", msg(GET, u64(1), text(JOB_ID),
 bad("list-reply-json", "store", "LIST-REPLY whose JSON is an object, not an array",
     msg(LIST_REPLY, u64(1), b'{"id":1}'), 101, None)
 bad("event-topic", "events", "EVENT published without its topic frame", event(1, 1, 0), 101,
-    "frame 0 (topic) must be 'ev', got 'DRK1'")
+    "frame 0 (topic) must be 'ev' or 'eb', got 'DRK1'")
 bad("event-kind", "events", "EVENT with kind 9", [TOPIC] + event(1, 9, 0), 101,
     "EVENT: frame 5 (kind) is 9, must be 1…8")
+bad("event-unknown-topic", "events", "an EVENT under the topic 'ex'", [b"ex"] + event(1, 1, 0), 101,
+    "frame 0 (topic) must be 'ev' or 'eb', got 'ex'")
+bad("events-under-ev", "events", "EVENTS under the topic 'ev'", [TOPIC] + events(event(1, 1, 0)), 103,
+    "EVENTS is not valid under the topic 'ev'")
+bad("events-zero", "events", "EVENTS with count 0", [BATCH_TOPIC] + msg(EVENTS, u32(0), b"\x00"), 101,
+    "EVENTS: frame 3 (count) is 0, must be 1…1000")
+bad("events-gap", "events", "EVENTS whose seqs skip one", [BATCH_TOPIC] + events(event(5, 1, 0), event(7, 2, 1)), 101,
+    "EVENTS: frame 4 (events) event 2 of 2 has seq 7, must be 6")
+bad("events-short", "events", "EVENTS that announces 3 events and holds 2",
+    [BATCH_TOPIC] + events(event(5, 1, 0), event(6, 2, 1), count=3), 101,
+    "EVENTS: frame 4 (events) ends inside event 3 of 3")
+bad("events-trailing", "events", "EVENTS that announces 1 event and holds 2",
+    [BATCH_TOPIC] + events(event(5, 1, 0), event(6, 2, 1), count=1), 101,
+    "EVENTS: frame 4 (events) has %d byte(s) after its 1 event(s)" % len(record(event(6, 2, 1))))
+bad("events-bad-event", "events", "EVENTS holding an event of kind 9", [BATCH_TOPIC] + events(event(5, 9, 0)), 101,
+    "EVENTS: frame 4 (events) event 1 of 1: EVENT: frame 4 (kind) is 9, must be 1…8")
 
 out = {
     "protocol": "DRK1",
