@@ -172,7 +172,7 @@ final class BrokerLoop {
         try queue.commit()
         pendingEvents.removeAll()  // Nobody can be subscribed yet; REPLAY serves them.
         pendingRates = (0, 0, 0)
-        deadCount = try queue.count(.dead)
+        deadCount = try queue.deadCount()
         let removed = queue.inputs.sweep(keeping: try queue.referencedInputFiles())
         if !queued.isEmpty || !leased.isEmpty || removed > 0 {
             logger.info("recovered \(queued.count) queued job(s), requeued \(leased.count) leased job(s), removed \(removed) stray input file(s); event seq at \(queue.committedSeq)")
@@ -405,7 +405,7 @@ final class BrokerLoop {
             let failure = FailureDetail(code: FailureDetail.Code.workerLost, reason: "worker \(lease.worker) is no longer connected")
             try retryOrBury(lease, failure: failure, retryable: true, immediate: true, now: now)
         }
-        deadCount = try queue.count(.dead)
+        deadCount = try queue.deadCount()
     }
 
     private func sendFrontend(_ identity: [UInt8], _ frames: [[UInt8]]) {

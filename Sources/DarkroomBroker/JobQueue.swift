@@ -59,10 +59,18 @@ private struct WarmInput {
 ///   both are dropped when the job is done or discarded, so finished rows
 ///   stay small. (`jobs.input` holds the inline input of jobs queued by
 ///   earlier versions; new jobs leave it NULL.)
-/// - `job_inputs`: the inline input of each unfinished job, by job id.
-///   Apart from the jobs rows, so that the updates a job goes
-///   through (leased, done) rewrite a small row instead of one that fills a
-///   page with the image: fewer pages per commit in the WAL.
+/// - `job_input`: the inline input of each unfinished job, keyed by the
+///   job's rowid in `jobs` (no index of its own). Apart from the jobs rows,
+///   so that the updates a job goes through (leased, done) rewrite a small
+///   row instead of one that fills a page with the image: fewer pages per
+///   commit in the WAL.
+///
+/// Indexes on `jobs`: `id` (unique); `jobs_open` (priority, id) over the
+/// unfinished jobs (`finished IS NULL`: queued or leased), which a lease
+/// does not touch; `jobs_dead` over the dead-letter set; `jobs_done`
+/// (finished) over the stored jobs, for pruning. A job thus costs three
+/// index writes on its way from accepted to stored, where one index over
+/// (state, priority, id) cost five.
 /// - `events`: the lifecycle event log, `seq` gapless from 1 (older
 ///   events are pruned past the retention; the newest always stays).
 /// - `submit_keys`: each accepted SUBMIT's key with its job and `accepted`
@@ -148,9 +156,8 @@ final class JobQueue {
                 error_reason TEXT
             )
             """)
-        try db.execute("CREATE INDEX IF NOT EXISTS jobs_dispatch ON jobs (state, priority DESC, id)")
         try db.execute("CREATE INDEX IF NOT EXISTS jobs_input_file ON jobs (input_file) WHERE input_file IS NOT NULL")
-        try db.execute("CREATE TABLE IF NOT EXISTS job_inputs (id TEXT PRIMARY KEY, input BLOB NOT NULL)")
+        try db.execute("CREATE TABLE IF NOT EXISTS job_input (job INTEGER PRIMARY KEY, input BLOB NOT NULL)")
         try db.execute("""
             CREATE TABLE IF NOT EXISTS events (
                 seq INTEGER PRIMARY KEY,
@@ -190,13 +197,15 @@ final class JobQueue {
             INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
+        try JobQueue.migrateStepIndexes(db)
+        try JobQueue.migrateIndexes(db)
         selectForLease = try db.prepare("""
             SELECT j.priority, j.attempt, j.attempt_base, j.thumb_width, j.thumb_height, j.quality, j.thumb_quality,
                    j.pipeline, j.source, COALESCE(i.input, j.input), j.input_file, j.state, j.rowid
-            FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id WHERE j.id = ?
+            FROM jobs j LEFT JOIN job_input i ON i.job = j.rowid WHERE j.id = ?
             """)
-        insertInput = try db.prepare("INSERT INTO job_inputs (id, input) VALUES (?, ?)")
-        deleteInput = try db.prepare("DELETE FROM job_inputs WHERE id = ?")
+        insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
+        deleteInput = try db.prepare("DELETE FROM job_input WHERE job = ?")
         selectSubmitKey = try db.prepare("SELECT job_id, event_seq FROM submit_keys WHERE key = ?")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
         updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
@@ -209,7 +218,6 @@ final class JobQueue {
                 error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
             WHERE id = ?
             """)
-        try migrateStepIndexes()
     }
 
     func close() {
@@ -220,7 +228,7 @@ final class JobQueue {
     /// step", as DRK1 does. Version 0 counted steps from 0 and used -1 for
     /// "not in a step"; a failure in a step always had its step text, so
     /// the rows convert exactly. New, empty databases just get the version.
-    private func migrateStepIndexes() throws {
+    private static func migrateStepIndexes(_ db: Connection) throws {
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
         guard version < 1 else { return }
         try db.execute("BEGIN IMMEDIATE")
@@ -230,6 +238,34 @@ final class JobQueue {
                 try db.execute("UPDATE \(table) SET \(index) = 0 WHERE \(index) < 0")
             }
             try db.execute("PRAGMA user_version = 1")
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Schema version 2: inline inputs keyed by the job's rowid instead of
+    /// its id (`job_input` replaces `job_inputs`), and partial indexes in
+    /// place of the one over (state, priority, id). New databases are
+    /// created this way and only get the version.
+    private static func migrateIndexes(_ db: Connection) throws {
+        let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
+        guard version < 2 else { return }
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            let old = try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_inputs'") { $0.int64(0) ?? 0 }
+            if old.first == 1 {
+                try db.execute("INSERT INTO job_input (job, input) SELECT j.rowid, i.input FROM job_inputs i JOIN jobs j ON j.id = i.id")
+                try db.execute("DROP TABLE job_inputs")
+            }
+            try db.execute("DROP INDEX IF EXISTS jobs_dispatch")
+            // Every finished job has `finished` set (done and dead); queued
+            // and leased ones never do.
+            try db.execute("CREATE INDEX IF NOT EXISTS jobs_open ON jobs (priority DESC, id) WHERE finished IS NULL")
+            try db.execute("CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'")
+            try db.execute("CREATE INDEX IF NOT EXISTS jobs_done ON jobs (finished) WHERE state = 'done'")
+            try db.execute("PRAGMA user_version = 2")
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
@@ -279,7 +315,7 @@ final class JobQueue {
         ])
         let rowID = db.lastInsertRowID
         if inline {
-            try insertInput.execute(values: [.text(job.idText), .blob(image)])
+            try insertInput.execute(values: [.integer(rowID), .blob(image)])
         }
         if warmBytes + image.count <= warmLimit {
             warm[job.id] = WarmInput(rowID: rowID, options: options, pipeline: pipeline, image: image, inputFile: fileName)
@@ -362,7 +398,7 @@ final class JobQueue {
     /// remove after the commit, if any.
     func markDone(_ lease: Lease, record: ULID, time: UInt64) throws -> String? {
         try beginIfNeeded()
-        if lease.inputFile == nil { try deleteInput.execute(values: [.text(lease.job.idText)]) }
+        if lease.inputFile == nil { try deleteInput.execute(values: [.integer(lease.rowID)]) }
         try updateDone.execute(values: [.text(record.description), .integer(Int64(time)), .integer(lease.rowID)])
         return lease.inputFile
     }
@@ -455,7 +491,7 @@ final class JobQueue {
     func discard(_ id: ULID) throws -> String? {
         try beginIfNeeded()
         let file = try inputFile(of: id)
-        try db.execute("DELETE FROM job_inputs WHERE id IN (SELECT id FROM jobs WHERE id = ? AND state = 'dead')", id.description)
+        try db.execute("DELETE FROM job_input WHERE job IN (SELECT rowid FROM jobs WHERE id = ? AND state = 'dead')", id.description)
         try db.execute("DELETE FROM jobs WHERE id = ? AND state = 'dead'", id.description)
         return file
     }
@@ -478,7 +514,7 @@ final class JobQueue {
         var leased: [Lease] = []
         try db.query("""
             SELECT id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, rowid
-            FROM jobs WHERE state IN ('queued', 'leased') ORDER BY priority DESC, id
+            FROM jobs WHERE finished IS NULL AND state IN ('queued', 'leased') ORDER BY priority DESC, id
             """) { row in
             guard let text = row.string(0), let id = ULID(text) else { return }
             let handle = JobHandle(id: id, priority: UInt8(clamping: row.int64(1) ?? 0), source: row.string(2) ?? "")
@@ -492,8 +528,10 @@ final class JobQueue {
         return (queued, leased)
     }
 
-    func count(_ state: JobState) throws -> Int {
-        try db.query("SELECT COUNT(*) FROM jobs WHERE state = ?", state.rawValue) { Int($0.int64(0) ?? 0) }.first ?? 0
+    /// Jobs in the dead-letter set. (The state is written into the SQL, not
+    /// bound, so that SQLite can count them from the `jobs_dead` index.)
+    func deadCount() throws -> Int {
+        try db.query("SELECT COUNT(*) FROM jobs WHERE state = 'dead'") { Int($0.int64(0) ?? 0) }.first ?? 0
     }
 
     /// Input files named by any job.
@@ -502,7 +540,7 @@ final class JobQueue {
     }
 
     func deadList(limit: Int, after: ULID?) throws -> DeadList {
-        let total = try count(.dead)
+        let total = try deadCount()
         let jobs = try db.query("""
             SELECT id, source, pipeline, priority, attempt, created, finished, error_step_index, error_step, error_code, error_reason
             FROM jobs WHERE state = 'dead' AND id > ? ORDER BY id LIMIT ?

@@ -124,7 +124,7 @@ import Testing
         let accepted = try client.submitAccepted(image: small)
         let db = try Connection(path: harness.directory + "/queue.sqlite")
         defer { try? db.close() }
-        let stored = try db.query("SELECT input FROM job_inputs WHERE id = ?", accepted.jobID.description) { $0.blob(0) ?? [] }
+        let stored = try db.query("SELECT i.input FROM job_input i JOIN jobs j ON j.rowid = i.job WHERE j.id = ?", accepted.jobID.description) { $0.blob(0) ?? [] }
         #expect(stored == [small])
         let inRow = try db.query("SELECT input IS NULL FROM jobs WHERE id = ?", accepted.jobID.description) { $0.int64(0) ?? 0 }
         #expect(inRow == [1])
@@ -135,8 +135,47 @@ import Testing
         #expect(job.image == small)
         try worker.done(job)
         _ = try client.waitForStatus("the job to finish") { $0.queue.inFlight == 0 }
-        let left = try db.query("SELECT COUNT(*) FROM job_inputs") { $0.int64(0) ?? -1 }
+        let left = try db.query("SELECT COUNT(*) FROM job_input") { $0.int64(0) ?? -1 }
         #expect(left == [0])
+    }
+
+    @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let images = [jpeg(size: 2_000, seed: 7), jpeg(size: 3_500, seed: 8)]
+        let ids = try images.map { try client.submitAccepted(image: $0).jobID }
+        harness.broker.stop(grace: .seconds(1))
+        harness.broker.wait()
+        // Put the database back into the layout of schema version 1: inputs
+        // keyed by job id, one index over (state, priority, id).
+        let db = try Connection(path: harness.directory + "/queue.sqlite")
+        try db.execute("""
+            BEGIN;
+            CREATE TABLE job_inputs (id TEXT PRIMARY KEY, input BLOB NOT NULL);
+            INSERT INTO job_inputs SELECT j.id, i.input FROM job_input i JOIN jobs j ON j.rowid = i.job;
+            DROP TABLE job_input;
+            DROP INDEX jobs_open; DROP INDEX jobs_dead; DROP INDEX jobs_done;
+            CREATE INDEX jobs_dispatch ON jobs (state, priority DESC, id);
+            PRAGMA user_version = 1;
+            COMMIT;
+            """)
+        try harness.restart()
+        client = try harness.client()
+        let worker = try harness.worker("w-migrated")
+        try worker.ready(credit: 2)
+        let jobs = try [worker.job(), worker.job()]
+        #expect(Set(jobs.map(\.jobID)) == Set(ids))
+        for job in jobs {
+            #expect(job.image == images[ids.firstIndex(of: job.jobID) ?? 0])
+        }
+        let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
+        #expect(version == [2])
+        let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead', 'jobs_done') ORDER BY name") { $0.string(0) ?? "" }
+        #expect(objects == ["job_input", "jobs_dead", "jobs_done", "jobs_open"])
+        for job in jobs { try worker.done(job) }
+        _ = try client.waitForStatus("both stored") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }
+        #expect(try db.query("SELECT COUNT(*) FROM job_input") { $0.int64(0) ?? -1 } == [0])
+        try db.close()
     }
 
     // MARK: Attempts and failures
