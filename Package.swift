@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto (system libraries)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -19,7 +19,7 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite and ZeroMQ are named.
+        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ and libcrypto are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
@@ -27,9 +27,11 @@ let package = Package(
         ),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
+        // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
+        .systemLibrary(name: "CCrypto"),
 
         // Vocabulary shared by every layer: hashing, logging.
-        .target(name: "DarkroomCore"),
+        .target(name: "DarkroomCore", dependencies: ["CCrypto"]),
         // Safe Swift wrappers: every ZeroMQ and SQLite call and every unsafe
         // pointer for them lives in these two modules.
         .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
