@@ -172,7 +172,9 @@ app = Celery("noop", broker="redis://127.0.0.1:$RPORT/0", backend="redis://127.0
 def noop(x):
     return x
 EOF
-    (cd "$TMP/celery" && celery -A noop worker --concurrency 2 --pool prefork --loglevel WARNING >"$TMP/celery.log" 2>&1) &
+    # exec: $! is then Celery's own process, so the kill below stops it and
+    # its prefork children instead of leaving them to disturb what follows.
+    (cd "$TMP/celery" && exec celery -A noop worker --concurrency 2 --pool prefork --loglevel WARNING >"$TMP/celery.log" 2>&1) &
     CW=$!; PIDS+=("$CW"); sleep 3
     CR=$(cd "$TMP/celery" && python3 - "$TINY_JOBS" <<'EOF'
 import sys, time
