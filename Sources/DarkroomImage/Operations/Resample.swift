@@ -204,7 +204,8 @@ extension Image {
     /// Whether `convolved` runs the horizontal pass first on a `width` x
     /// `height` source. Per output sample the horizontal pass costs roughly
     /// twice the vertical one (it gathers whole pixels instead of streaming
-    /// whole rows).
+    /// whole rows). `GrayImage` follows the same choice, so a gray plane is
+    /// filtered in the same order, with the same rounding, as an RGBX image.
     static func horizontalFirst(width: Int, height: Int, horizontal h: FilterWeights, vertical v: FilterWeights) -> Bool {
         let outW = h.outCount, outH = v.outCount
         let horizontalFirst = 2 * outW * height * h.taps + outW * outH * v.taps
@@ -218,9 +219,14 @@ extension Image {
     /// Two neighbouring source pixels (8 bytes) are handled per step, as eight
     /// 16-bit lanes multiplied by (w0 w0 w0 w0 w1 w1 w1 w1); the two halves of the
     /// accumulator are added at the end (see `FilterWeights.mulHigh`).
-    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights) -> [UInt8] {
+    ///
+    /// With `opaquePadding` the fourth byte of each output pixel is the RGBX
+    /// padding, 255; without, it is filtered like the other three, so four
+    /// gray rows held as the channels of one row are filtered at once
+    /// (`GrayImage.horizontalPass`).
+    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
-            return horizontalPassPrecise(source, width: width, height: height, weights: fw)
+            return horizontalPassPrecise(source, width: width, height: height, weights: fw, opaquePadding: opaquePadding)
         }
         let outW = fw.outCount
         let taps = fw.taps
@@ -241,7 +247,7 @@ extension Image {
         let rowLen = width * 4
         let hide = fw.opaqueZero
         let rounding = SIMD8<Int16>(repeating: fw.fastRounding)
-        let opaque = SIMD8<UInt8>(0, 0, 0, 255, 0, 0, 0, 255)
+        let opaque = opaquePadding ? SIMD8<UInt8>(0, 0, 0, 255, 0, 0, 0, 255) : .zero
         // One output pixel's sum, rounded, in lanes 0-3 (lanes 4-7 unused).
         @inline(__always)
         func filtered(_ i: Int, _ rowBase: Int) -> SIMD8<Int16> {
@@ -374,7 +380,9 @@ extension Image {
     /// Each output pixel's window is read straight from a row span whose length
     /// the loop knows, with its start clamped to the last full window (starts
     /// never exceed it), so the loads carry no per-pixel bounds checks.
-    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, into out: inout [UInt8]) {
+    ///
+    /// `opaquePadding` as for `horizontalPass`.
+    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true, into out: inout [UInt8]) {
         let taps = fw.taps
         let outW = fw.outCount
         precondition(taps % 4 == 0 && taps <= FilterWeights.maxFastTaps && taps <= width, "unsupported tap count")
@@ -389,7 +397,8 @@ extension Image {
         // sum (at most 255·32·1.3 either way, so no 16-bit overflow): the
         // padding comes out opaque without a mask.
         let r = fw.fastRounding
-        let rounding = SIMD8<Int16>(r, r, r, r &+ 16384, r, r, r, r &+ 16384)
+        let p = opaquePadding ? r &+ 16384 : r
+        let rounding = SIMD8<Int16>(r, r, r, p, r, r, r, p)
         // `quads` groups of four taps: 32 bytes of lanes and 32 of weights each.
         // Four rows go through together, sharing each pixel's start and weights.
         @inline(__always)
@@ -460,7 +469,7 @@ extension Image {
     /// (w0 w1 w0 w1 ...) with adjacent products summed, the shape that lowers to
     /// one `pmaddwd` (16-bit multiply, 32-bit pairwise add) even on baseline SSE2,
     /// where a plain 32-bit vector multiply has no single instruction.
-    static func horizontalPassPrecise(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func horizontalPassPrecise(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
         let outW = fw.outCount
         let taps = fw.taps
         let pairs = taps / 2
@@ -496,6 +505,7 @@ extension Image {
                 dst[o] = UInt8(truncatingIfNeeded: v[0])
                 dst[o + 1] = UInt8(truncatingIfNeeded: v[1])
                 dst[o + 2] = UInt8(truncatingIfNeeded: v[2])
+                if !opaquePadding { dst[o + 3] = UInt8(truncatingIfNeeded: v[3]) }
                 o &+= 4
             }
         }
@@ -527,9 +537,9 @@ extension Image {
     /// arithmetic), so the intermediate sums never touch memory.
     ///
     /// The vertical passes only stream the bytes of whole rows, `rowLength`
-    /// bytes each, whatever the pixels hold: RGBX rows are `width * 4` bytes
-    /// (the padding byte stays 255 since a constant stays constant), and a
-    /// one-channel plane could go through the same code with rows of `width`.
+    /// bytes each, whatever the pixels hold: RGBX rows (`width * 4`, the
+    /// padding byte stays 255 since a constant stays constant) and gray planes
+    /// (`width`) go through the same code.
     static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
             return verticalPassPrecise(source, rowLength: rowLength, weights: fw)
@@ -629,7 +639,7 @@ extension Image {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
             // Written through spans: no uniqueness check per tap, which counts
-            // in short rows.
+            // in short rows (a gray plane's).
             var n = 0
             do {
                 let weights = fw.weights.span.extracting(i * taps ..< (i + 1) * taps)
@@ -818,8 +828,8 @@ extension Image {
 
     /// The sums of rows `rows` of `source` (rows of `rowLength` bytes), byte
     /// column by byte column, written to the first `rowLength` entries of
-    /// `sums`: the first half of a box reduce, whatever the bytes hold. A
-    /// 16-bit sum holds up to 257 rows.
+    /// `sums`: the first half of a box reduce, whatever the bytes hold (RGBX
+    /// rows and gray planes alike). A 16-bit sum holds up to 257 rows.
     ///
     /// A column strip of 16 bytes is summed over the rows in registers and
     /// stored once; the last few bytes as one more strip ending at the row's
