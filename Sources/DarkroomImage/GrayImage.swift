@@ -5,7 +5,7 @@
 /// instead of three equal ones. Its resize and thumbnail
 /// (Operations/ResampleGray.swift) give channel 0 of what the same operations
 /// give on the RGBX picture, byte for byte: same geometry, same filters, same
-/// rounding.
+/// rounding. `JPEG.encode(_:options:)` writes it as a one-component JPEG.
 public struct GrayImage: Sendable, Equatable {
     public let width: Int
     public let height: Int

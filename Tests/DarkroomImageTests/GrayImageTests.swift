@@ -225,3 +225,31 @@ struct GrayResampleTests {
         }
     }
 }
+
+@Suite("Gray planes: JPEG")
+struct GrayJPEGTests {
+    @Test(arguments: [false, true])
+    func encodesOneComponentFilesAsTheRGBXEncoderDoes(progressive: Bool) throws {
+        let image = GrayFixtures.smooth(width: 67, height: 45)
+        let plane = try GrayFixtures.plane(image)
+        let options = EncodeOptions(quality: 90, progressive: progressive)
+        let bytes = try JPEG.encode(plane, options: options)
+        let header = try JPEG.readHeader(bytes)
+        #expect(header.components == 1 && header.colorSpace == .grayscale)
+        #expect(header.storedSize == Size(width: 67, height: 45) && header.isProgressive == progressive)
+        // The very file the RGBX encoder writes from the same picture.
+        var gray = options
+        gray.grayscale = true
+        #expect(bytes == (try JPEG.encode(image, options: gray)))
+        // And it decodes back to the picture.
+        let decoded = try JPEG.decode(bytes).image
+        #expect(decoded.isGray && decoded.width == 67 && decoded.height == 45)
+        #expect(TestImages.psnr(image, decoded) > 40)
+    }
+
+    @Test func rejectsABadQuality() throws {
+        let plane = GrayImage(width: 8, height: 8, value: 7)
+        #expect(throws: ImageError.self) { try JPEG.encode(plane, options: EncodeOptions(quality: 0)) }
+        #expect(throws: ImageError.self) { try JPEG.encode(plane, options: EncodeOptions(quality: 101, progressive: true)) }
+    }
+}
