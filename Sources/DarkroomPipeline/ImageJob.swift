@@ -125,28 +125,49 @@ public struct ImageJob: Sendable {
         // A result whose pixels are all gray is stored as a one-component
         // JPEG: the same picture, in about a third of the encoding work and
         // of the bytes. Only pipelines with a grayscale step are checked.
+        // The check extracts the luma plane, and the thumbnail is made from
+        // it: one channel filtered instead of three equal ones, the same
+        // bytes. The full-size file is still encoded from the RGBX pixels,
+        // which exist anyway: libjpeg-turbo turns RGBX into gray with SIMD
+        // code but copies one-component input sample by sample, so the RGBX
+        // input is the cheaper one (the file is the same).
         let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
-        let encodeFull = ChainableOperation<ImageCarrier, (Image, Bool, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (Image, Bool, EncodedImage) in
+        let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
-            let gray = checkGray && image.isGray
+            let plane = checkGray ? GrayImage(exactly: image) : nil
             let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
-                                                                      progressive: options.progressive, grayscale: gray))
-            return (image, gray, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
+                                                                      progressive: options.progressive, grayscale: plane != nil))
+            let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
+            return (plane.map { .gray($0) } ?? .color(image), full)
         }
-        let encodeThumbnail = ChainableOperation<(Image, Bool, EncodedImage), JobOutput>(.encode("thumbnail")) { (result: (Image, Bool, EncodedImage)) throws(ImageError) -> JobOutput in
-            // The thumbnail of a gray image is gray too.
-            let (image, gray, full) = result
+        let encodeThumbnail = ChainableOperation<(JobResult, EncodedImage), JobOutput>(.encode("thumbnail")) { (result: (JobResult, EncodedImage)) throws(ImageError) -> JobOutput in
+            let (image, full) = result
             var thumbnail: EncodedImage?
             if let size = options.thumbnail {
-                let small = try image.thumbnail(size)
-                let bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
-                                                                          progressive: options.progressive, grayscale: gray))
+                let bytes: [UInt8]
+                switch image {
+                case let .gray(plane):
+                    // The thumbnail of a gray image is gray too.
+                    let small = try plane.thumbnail(size)
+                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive))
+                case let .color(image):
+                    let small = try image.thumbnail(size)
+                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
+                                                                          progressive: options.progressive))
+                }
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }
             return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)
         }
         return chain.then(encodeFull).then(encodeThumbnail)
     }
+}
+
+/// A job's result between its two encoding links: the RGBX pixels, or the
+/// luma plane of a result whose pixels are all gray.
+enum JobResult: Sendable {
+    case color(Image)
+    case gray(GrayImage)
 }
 
 /// Hands the image from one link of a job's chain to the next.

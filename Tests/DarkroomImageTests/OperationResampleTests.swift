@@ -178,8 +178,8 @@ import Testing
             #expect(hw.taps <= FilterWeights.maxFastTaps && vw.taps <= FilterWeights.maxFastTaps)
             let fastH = Image.horizontalPass(img.pixels, width: img.width, height: img.height, weights: hw)
             let preciseH = Image.horizontalPassPrecise(img.pixels, width: img.width, height: img.height, weights: hw)
-            let fastV = Image.verticalPass(img.pixels, width: img.width, weights: vw)
-            let preciseV = Image.verticalPassPrecise(img.pixels, width: img.width, weights: vw)
+            let fastV = Image.verticalPass(img.pixels, rowLength: img.stride, weights: vw)
+            let preciseV = Image.verticalPassPrecise(img.pixels, rowLength: img.stride, weights: vw)
             #expect(zip(fastH, preciseH).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
             #expect(zip(fastV, preciseV).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
         }
@@ -252,7 +252,7 @@ extension OperationResampleInternalsTests {
         let img = TestImages.noise(width: 150, height: 140, seed: 9)
         let h = FilterWeights(resampling: 150, to: 128, kernel: .lanczos3)
         let v = FilterWeights(resampling: 140, to: 121, kernel: .lanczos3)
-        let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: 150, weights: v), width: 150, height: 121, weights: h)
+        let whole = Image.horizontalPass(Image.verticalPass(img.pixels, rowLength: 150 * 4, weights: v), width: 150, height: 121, weights: h)
         #expect(img.convolved(horizontal: h, vertical: v) == Image(width: 128, height: 121, pixels: whole))
     }
 }
@@ -269,7 +269,7 @@ extension OperationResampleInternalsTests {
             let hw = FilterWeights(resampling: img.width, to: w, kernel: kernel)
             let vw = FilterWeights(resampling: img.height, to: h, kernel: kernel)
             tapCounts.insert(hw.taps)
-            let whole = Image.horizontalPass(Image.verticalPass(img.pixels, width: img.width, weights: vw), width: img.width, height: h, weights: hw)
+            let whole = Image.horizontalPass(Image.verticalPass(img.pixels, rowLength: img.stride, weights: vw), width: img.width, height: h, weights: hw)
             #expect(img.convolved(horizontal: hw, vertical: vw) == Image(width: w, height: h, pixels: whole))
             // Centred 16-bit lanes in the vertical pass: a constant stays exact.
             for value: UInt8 in [0, 1, 127, 128, 254, 255] {

@@ -91,6 +91,28 @@ public enum JPEG {
         return try collect(status: status, out: out, length: length, error: error)
     }
 
+    /// Encodes a gray plane as a one-component (grayscale) JPEG: the file
+    /// `encode(Image(image), options:)` writes with `grayscale` set, byte for
+    /// byte, without building RGBX pixels. `quality` and `progressive` apply;
+    /// `subsampling` and `grayscale` mean nothing here. Progressive files go
+    /// through the RGBX encoder, the only one with a progressive mode.
+    ///
+    /// libjpeg-turbo copies one-component input sample by sample but turns
+    /// RGBX into gray with SIMD code: when the RGBX picture exists anyway,
+    /// encoding it with `grayscale` set gives the same file for fewer
+    /// instructions (about 1.8 fewer per pixel).
+    public static func encode(_ image: GrayImage, options: EncodeOptions = .init()) throws(ImageError) -> [UInt8] {
+        guard (1...100).contains(options.quality) else {
+            throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(options.quality)")
+        }
+        if options.progressive {
+            var rgbx = options
+            rgbx.grayscale = true
+            return try encode(Image(image), options: rgbx)
+        }
+        return try encodeRaw(image.pixels, width: image.width, height: image.height, components: 1, quality: options.quality)
+    }
+
     /// Encodes raw samples: 1 component (grayscale) or 4 (CMYK, written as given
     /// with an Adobe marker; `storeYCCK` stores them as YCCK). Builds the
     /// grayscale and CMYK inputs the decoder must handle.

@@ -103,8 +103,7 @@ extension Image {
         // Source column of each output column: the pixel under the output centre.
         var columns = [Int](repeating: 0, count: outW)
         for x in 0..<outW {
-            let sx = Int((Double(x) + 0.5) * Double(width) / Double(outW))
-            columns[x] = min(max(sx, 0), width - 1) * 4
+            columns[x] = Image.nearestSource(x, of: outW, in: width) * 4
         }
         var out = [UInt8](repeating: 255, count: outW * outH * 4)
         let src = pixels.span
@@ -112,7 +111,7 @@ extension Image {
         var dst = out.mutableSpan
         let rowLen = width * 4
         for y in 0..<outH {
-            let sy = min(max(Int((Double(y) + 0.5) * Double(height) / Double(outH)), 0), height - 1)
+            let sy = Image.nearestSource(y, of: outH, in: height)
             let row = src.extracting(sy * rowLen ..< (sy + 1) * rowLen)
             var o = y * outW * 4
             for x in 0..<cols.count {
@@ -124,6 +123,13 @@ extension Image {
             }
         }
         return Image(width: outW, height: outH, pixels: out)
+    }
+
+    /// The source sample under the centre of output sample `i` of `outCount`
+    /// resampled from `inCount`.
+    @inline(__always)
+    static func nearestSource(_ i: Int, of outCount: Int, in inCount: Int) -> Int {
+        min(max(Int((Double(i) + 0.5) * Double(inCount) / Double(outCount)), 0), inCount - 1)
     }
 
     // MARK: - Separable convolution
@@ -151,20 +157,16 @@ extension Image {
         let outH = vertical?.outCount ?? height
         guard let h = horizontal else {
             guard let v = vertical else { return self }
-            return Image(width: width, height: outH, pixels: Image.verticalPass(pixels, width: width, weights: v))
+            return Image(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: stride, weights: v))
         }
         guard let v = vertical else {
             return Image(width: outW, height: height, pixels: Image.horizontalPass(pixels, width: width, height: height, weights: h))
         }
-        // Per output sample the horizontal pass costs roughly twice the vertical
-        // one (it gathers whole pixels instead of streaming whole rows).
-        let horizontalFirst = 2 * outW * height * h.taps + outW * outH * v.taps
-        let verticalFirst = width * outH * v.taps + 2 * outW * outH * h.taps
-        if horizontalFirst <= verticalFirst {
+        if Image.horizontalFirst(width: width, height: height, horizontal: h, vertical: v) {
             let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h)
-            return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, width: outW, weights: v))
+            return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW * 4, weights: v))
         } else if v.taps > FilterWeights.maxFastTaps {
-            let mid = Image.verticalPass(pixels, width: width, weights: v)
+            let mid = Image.verticalPass(pixels, rowLength: stride, weights: v)
             return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h))
         } else {
             // A strip of output rows at a time: the vertical pass's rows stay in
@@ -182,7 +184,7 @@ extension Image {
                 var strip = [UInt8](repeating: 255, count: outW * 4 * stripRows)
                 while y < outH {
                     let rows = y ..< min(outH, y + stripRows)
-                    Image.verticalPassWide(pixels, width: width, weights: v, rows: rows, into: &mid)
+                    Image.verticalPassWide(pixels, rowLength: stride, weights: v, rows: rows, into: &mid)
                     Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, into: &strip)
                     out.append(contentsOf: strip[0 ..< outW * 4 * rows.count])
                     y = rows.upperBound
@@ -191,12 +193,24 @@ extension Image {
             }
             while y < outH {
                 let rows = y ..< min(outH, y + stripRows)
-                let mid = Image.verticalPass(pixels, width: width, weights: v, rows: rows)
+                let mid = Image.verticalPass(pixels, rowLength: stride, weights: v, rows: rows)
                 out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h))
                 y = rows.upperBound
             }
             return Image(width: outW, height: outH, pixels: out)
         }
+    }
+
+    /// Whether `convolved` runs the horizontal pass first on a `width` x
+    /// `height` source. Per output sample the horizontal pass costs roughly
+    /// twice the vertical one (it gathers whole pixels instead of streaming
+    /// whole rows). `GrayImage` follows the same choice, so a gray plane is
+    /// filtered in the same order, with the same rounding, as an RGBX image.
+    static func horizontalFirst(width: Int, height: Int, horizontal h: FilterWeights, vertical v: FilterWeights) -> Bool {
+        let outW = h.outCount, outH = v.outCount
+        let horizontalFirst = 2 * outW * height * h.taps + outW * outH * v.taps
+        let verticalFirst = width * outH * v.taps + 2 * outW * outH * h.taps
+        return horizontalFirst <= verticalFirst
     }
 
     /// Filters every row: output pixel i of a row is the weighted sum of `taps`
@@ -205,9 +219,14 @@ extension Image {
     /// Two neighbouring source pixels (8 bytes) are handled per step, as eight
     /// 16-bit lanes multiplied by (w0 w0 w0 w0 w1 w1 w1 w1); the two halves of the
     /// accumulator are added at the end (see `FilterWeights.mulHigh`).
-    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights) -> [UInt8] {
+    ///
+    /// With `opaquePadding` the fourth byte of each output pixel is the RGBX
+    /// padding, 255; without, it is filtered like the other three, so four
+    /// gray rows held as the channels of one row are filtered at once
+    /// (`GrayImage.horizontalPass`).
+    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
-            return horizontalPassPrecise(source, width: width, height: height, weights: fw)
+            return horizontalPassPrecise(source, width: width, height: height, weights: fw, opaquePadding: opaquePadding)
         }
         let outW = fw.outCount
         let taps = fw.taps
@@ -228,7 +247,7 @@ extension Image {
         let rowLen = width * 4
         let hide = fw.opaqueZero
         let rounding = SIMD8<Int16>(repeating: fw.fastRounding)
-        let opaque = SIMD8<UInt8>(0, 0, 0, 255, 0, 0, 0, 255)
+        let opaque = opaquePadding ? SIMD8<UInt8>(0, 0, 0, 255, 0, 0, 0, 255) : .zero
         // One output pixel's sum, rounded, in lanes 0-3 (lanes 4-7 unused).
         @inline(__always)
         func filtered(_ i: Int, _ rowBase: Int) -> SIMD8<Int16> {
@@ -361,7 +380,9 @@ extension Image {
     /// Each output pixel's window is read straight from a row span whose length
     /// the loop knows, with its start clamped to the last full window (starts
     /// never exceed it), so the loads carry no per-pixel bounds checks.
-    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, into out: inout [UInt8]) {
+    ///
+    /// `opaquePadding` as for `horizontalPass`.
+    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true, into out: inout [UInt8]) {
         let taps = fw.taps
         let outW = fw.outCount
         precondition(taps % 4 == 0 && taps <= FilterWeights.maxFastTaps && taps <= width, "unsupported tap count")
@@ -376,7 +397,8 @@ extension Image {
         // sum (at most 255·32·1.3 either way, so no 16-bit overflow): the
         // padding comes out opaque without a mask.
         let r = fw.fastRounding
-        let rounding = SIMD8<Int16>(r, r, r, r &+ 16384, r, r, r, r &+ 16384)
+        let p = opaquePadding ? r &+ 16384 : r
+        let rounding = SIMD8<Int16>(r, r, r, p, r, r, r, p)
         // `quads` groups of four taps: 32 bytes of lanes and 32 of weights each.
         // Four rows go through together, sharing each pixel's start and weights.
         @inline(__always)
@@ -447,7 +469,7 @@ extension Image {
     /// (w0 w1 w0 w1 ...) with adjacent products summed, the shape that lowers to
     /// one `pmaddwd` (16-bit multiply, 32-bit pairwise add) even on baseline SSE2,
     /// where a plain 32-bit vector multiply has no single instruction.
-    static func horizontalPassPrecise(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func horizontalPassPrecise(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
         let outW = fw.outCount
         let taps = fw.taps
         let pairs = taps / 2
@@ -483,6 +505,7 @@ extension Image {
                 dst[o] = UInt8(truncatingIfNeeded: v[0])
                 dst[o + 1] = UInt8(truncatingIfNeeded: v[1])
                 dst[o + 2] = UInt8(truncatingIfNeeded: v[2])
+                if !opaquePadding { dst[o + 3] = UInt8(truncatingIfNeeded: v[3]) }
                 o &+= 4
             }
         }
@@ -512,20 +535,25 @@ extension Image {
     /// Each 16-byte column strip is accumulated over all taps in two registers of
     /// eight 16-bit lanes and written once (see `FilterWeights.mulHigh` for the
     /// arithmetic), so the intermediate sums never touch memory.
-    static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights) -> [UInt8] {
+    ///
+    /// The vertical passes only stream the bytes of whole rows, `rowLength`
+    /// bytes each, whatever the pixels hold: RGBX rows (`width * 4`, the
+    /// padding byte stays 255 since a constant stays constant) and gray planes
+    /// (`width`) go through the same code.
+    static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
-            return verticalPassPrecise(source, width: width, weights: fw)
+            return verticalPassPrecise(source, rowLength: rowLength, weights: fw)
         }
-        return verticalPass(source, width: width, weights: fw, rows: 0..<fw.outCount)
+        return verticalPass(source, rowLength: rowLength, weights: fw, rows: 0..<fw.outCount)
     }
 
     /// Output rows `rows` of the fast vertical pass (which needs
     /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
-    static func verticalPass(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
-        var out = [UInt8](repeating: 255, count: width * 4 * outRows.count)
+    static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
+        var out = [UInt8](repeating: 255, count: rowLength * outRows.count)
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes
-        verticalRows(source, width: width, weights: fw, rows: outRows, wide: false, into: &dst)
+        verticalRows(source, rowLength: rowLength, weights: fw, rows: outRows, wide: false, into: &dst)
         return out
     }
 
@@ -534,20 +562,19 @@ extension Image {
     /// `FilterWeights.widen`), written to the start of `out`. Feeding these to
     /// `horizontalPassWide` gives the same bytes as the byte-valued passes,
     /// without widening every sample again for each output pixel it reaches.
-    static func verticalPassWide(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, into out: inout [Int16]) {
-        precondition(out.count >= width * 4 * outRows.count, "buffer too small for the strip")
+    static func verticalPassWide(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights, rows outRows: Range<Int>, into out: inout [Int16]) {
+        precondition(out.count >= rowLength * outRows.count, "buffer too small for the strip")
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes
-        verticalRows(source, width: width, weights: fw, rows: outRows, wide: true, into: &dst)
+        verticalRows(source, rowLength: rowLength, weights: fw, rows: outRows, wide: true, into: &dst)
     }
 
     /// Each 16-byte column strip is accumulated over all taps in registers and
     /// written once: as clamped bytes, or with `wide` as bytes widened to
     /// 16-bit lanes (`FilterWeights.widen`).
     @inline(__always)
-    private static func verticalRows(_ source: [UInt8], width: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool, into dst: inout MutableRawSpan) {
+    private static func verticalRows(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool, into dst: inout MutableRawSpan) {
         let taps = fw.taps
-        let rowLen = width * 4
         let vectorEnd = rowLen - rowLen % 16
         let laneBytes = wide ? 2 : 1
         // Vector loads and stores through the byte views: bounds-checked, and
@@ -611,11 +638,18 @@ extension Image {
         for i in outRows {
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
+            // Written through spans: no uniqueness check per tap, which counts
+            // in short rows (a gray plane's).
             var n = 0
-            for k in 0..<taps where fw.weights[i * taps + k] != 0 {
-                rowStarts[n] = (start + k) * rowLen
-                tapWeights[n] = SIMD8(repeating: fw.weights[i * taps + k])
-                n += 1
+            do {
+                let weights = fw.weights.span.extracting(i * taps ..< (i + 1) * taps)
+                var starts = rowStarts.mutableSpan
+                var splats = tapWeights.mutableSpan
+                for k in 0..<weights.count where weights[k] != 0 {
+                    starts[n] = (start + k) * rowLen
+                    splats[n] = SIMD8(repeating: weights[k])
+                    n += 1
+                }
             }
             let rows = rowStarts.span.extracting(0..<n)
             let ws = tapWeights.span.extracting(0..<n)
@@ -658,7 +692,20 @@ extension Image {
                 store2(lo, hi, at: outBase &+ x, &dst)
                 x &+= 16
             }
-            // The last few bytes of the row (fewer than 16), same arithmetic.
+            // The last few bytes of the row (fewer than 16): one more step over
+            // the row's last 16 bytes when it has that many (the bytes it
+            // repeats come out the same), else one by one, same arithmetic.
+            if x < rowLen && rowLen >= 16 {
+                x = rowLen &- 16
+                var lo = rounding, hi = rounding
+                for k in 0..<min(rows.count, ws.count) {
+                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ x, as: SIMD16<UInt8>.self)
+                    lo &+= FilterWeights.mulHigh(centred(v.lowHalf), ws[k])
+                    hi &+= FilterWeights.mulHigh(centred(v.highHalf), ws[k])
+                }
+                store2(lo, hi, at: outBase &+ x, &dst)
+                x = rowLen
+            }
             while x < rowLen {
                 var acc = Int(FilterWeights.verticalRounding(taps: n))
                 for k in 0..<taps {
@@ -678,10 +725,9 @@ extension Image {
     /// The vertical pass with 32-bit accumulators, for filters with more than
     /// `FilterWeights.maxFastTaps` taps. Computed a row at a time so the inner
     /// loop streams contiguous bytes (the compiler vectorises it).
-    static func verticalPassPrecise(_ source: [UInt8], width: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func verticalPassPrecise(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights) -> [UInt8] {
         let outH = fw.outCount
         let taps = fw.taps
-        let rowLen = width * 4
         var out = [UInt8](repeating: 255, count: rowLen * outH)
         var acc = [Int32](repeating: 0, count: rowLen)
         let src = source.span
@@ -727,14 +773,6 @@ extension Image {
         }
         var out = [UInt8](repeating: 255, count: outW * outH * 4)
         var sums = [UInt16](repeating: 0, count: rowLen)
-        let src = pixels.span
-        let srcBytes = src.bytes
-        let vectorEnd = rowLen - rowLen % 16
-        // (n + count / 2) / count for n < 2^16 as (n' * m) >> 32 with
-        // m = floor(2^32 / count) + 1, exact in that range (Granlund-Montgomery).
-        func divider(_ count: Int) -> (half: UInt64, magic: UInt64) {
-            (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
-        }
         // A power-of-two block count divides by a shift, four lanes at a time.
         let fullCount = factorX * factorY
         let shiftBits = fullCount & (fullCount - 1) == 0 ? fullCount.trailingZeroBitCount : -1
@@ -742,32 +780,12 @@ extension Image {
         for oy in 0..<outH {
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
-            do {
-                var sumView = sums.mutableSpan
-                var s = sumView.mutableBytes
-                // A column strip of 16 bytes is summed over the band's rows in
-                // registers and stored once; then the last few bytes one by one.
-                var x = 0
-                while x &+ 16 <= vectorEnd {
-                    var acc = SIMD16<UInt16>.zero
-                    for y in y0..<y1 {
-                        acc &+= SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: y &* rowLen &+ x, as: SIMD16<UInt8>.self))
-                    }
-                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
-                    x &+= 16
-                }
-                while x < rowLen {
-                    var acc: UInt16 = 0
-                    for y in y0..<y1 { acc &+= UInt16(src[y * rowLen + x]) }
-                    s.storeBytes(of: acc, toByteOffset: x &* 2, as: UInt16.self)
-                    x &+= 1
-                }
-            }
+            Image.columnSums(pixels, rowLength: rowLen, rows: y0..<y1, into: &sums)
             let sumBytes = sums.span.bytes
             var dstView = out.mutableSpan
             var dst = dstView.mutableBytes
             let rows = y1 - y0
-            let full = divider(rows * factorX)
+            let full = Image.boxDivider(rows * factorX)
             let shifted = rows == factorY && shiftBits >= 0
             let half = SIMD4<UInt16>(repeating: UInt16(truncatingIfNeeded: fullCount / 2))
             for ox in 0..<outW {
@@ -791,7 +809,7 @@ extension Image {
                     dst.storeBytes(of: SIMD4<UInt8>(truncatingIfNeeded: v) | opaque, toByteOffset: o, as: SIMD4<UInt8>.self)
                     continue
                 }
-                let (half, magic) = x1 - x0 == factorX ? full : divider(rows * (x1 - x0))
+                let (half, magic) = x1 - x0 == factorX ? full : Image.boxDivider(rows * (x1 - x0))
                 let r = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
                 let g = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
                 let b = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
@@ -799,6 +817,53 @@ extension Image {
             }
         }
         return Image(width: outW, height: outH, pixels: out)
+    }
+
+    /// (n + count / 2) / count for n < 2^16 as (n' * m) >> 32 with
+    /// m = floor(2^32 / count) + 1, exact in that range (Granlund-Montgomery).
+    @inline(__always)
+    static func boxDivider(_ count: Int) -> (half: UInt64, magic: UInt64) {
+        (UInt64(count / 2), (1 << 32) / UInt64(count) + 1)
+    }
+
+    /// The sums of rows `rows` of `source` (rows of `rowLength` bytes), byte
+    /// column by byte column, written to the first `rowLength` entries of
+    /// `sums`: the first half of a box reduce, whatever the bytes hold (RGBX
+    /// rows and gray planes alike). A 16-bit sum holds up to 257 rows.
+    ///
+    /// A column strip of 16 bytes is summed over the rows in registers and
+    /// stored once; the last few bytes as one more strip ending at the row's
+    /// end (the columns it repeats get the same sums), or one by one in rows
+    /// shorter than 16 bytes.
+    static func columnSums(_ source: [UInt8], rowLength rowLen: Int, rows: Range<Int>, into sums: inout [UInt16]) {
+        precondition(sums.count >= rowLen && rows.count <= 257, "sums too small for the rows")
+        let src = source.span
+        let srcBytes = src.bytes
+        var sumView = sums.mutableSpan
+        var s = sumView.mutableBytes
+        @inline(__always)
+        func strip(_ x: Int, _ s: inout MutableRawSpan) {
+            var acc = SIMD16<UInt16>.zero
+            for y in rows {
+                acc &+= SIMD16<UInt16>(truncatingIfNeeded: srcBytes.unsafeLoadUnaligned(fromByteOffset: y &* rowLen &+ x, as: SIMD16<UInt8>.self))
+            }
+            s.storeBytes(of: acc, toByteOffset: x &* 2, as: SIMD16<UInt16>.self)
+        }
+        var x = 0
+        while x &+ 16 <= rowLen {
+            strip(x, &s)
+            x &+= 16
+        }
+        if x < rowLen && rowLen >= 16 {
+            strip(rowLen &- 16, &s)
+            x = rowLen
+        }
+        while x < rowLen {
+            var acc: UInt16 = 0
+            for y in rows { acc &+= UInt16(src[y * rowLen + x]) }
+            s.storeBytes(of: acc, toByteOffset: x &* 2, as: UInt16.self)
+            x &+= 1
+        }
     }
 
     /// `boxReduced` for blocks of more than 257 pixels, with 32-bit sums.
