@@ -5,9 +5,10 @@
 #   bench/pipeline.sh [CORPUS_DIR] [--runs N]
 #
 # CORPUS_DIR defaults to <repo>/../shared/corpus/good. Every tool processes
-# the whole directory N times (default 3); the table reports the BEST run
-# (least disturbed by other work on the machine) and, for reference, the
-# median. Environment:
+# the whole directory N times (default 3), in rounds of one run of every
+# tool, so that all of them meet the same drift in the machine's speed; the
+# table reports each tool's BEST run (least disturbed by other work on the
+# machine) and, for reference, the median. Environment:
 #   DARKROOM_BIN   use this binary instead of `swift build -c release`
 #   KEEP_OUT=1     keep the temporary output directory and print its path
 #
@@ -146,21 +147,29 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
 RUN_SECONDS=""
 declare -A BEST MEDIAN STATUS
 
-# measure KEY FUNCTION: runs FUNCTION $RUNS times, records best and median.
-measure() {
-    local key="$1" fn="$2" i times=() out
-    for ((i = 1; i <= RUNS; i++)); do
-        out="$WORK/out-$key"; rm -rf "$out"; mkdir -p "$out"
-        if ! "$fn" "$out" 2>"$WORK/$key.err"; then
-            STATUS[$key]="failed: $(tail -n 2 "$WORK/$key.err" | tr '\n' ' ')"
-            log "$key: ${STATUS[$key]}"
-            return 1
-        fi
-        times+=("$RUN_SECONDS")
-        log "$key run $i/$RUNS: ${RUN_SECONDS}s"
-    done
-    BEST[$key]=$(printf '%s\n' "${times[@]}" | sort -g | head -n 1)
-    MEDIAN[$key]=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+declare -A TIMES
+# measure_once KEY ROUND: one run of the peer function KEY, its time added
+# to TIMES[KEY]. A peer that failed once is not run again.
+measure_once() {
+    local key="$1" round="$2" out
+    [ "${STATUS[$key]:-}" = "" ] || [ "${STATUS[$key]}" = measuring ] || return 0
+    out="$WORK/out-$key"; rm -rf "$out"; mkdir -p "$out"
+    if ! "$key" "$out" 2>"$WORK/$key.err"; then
+        STATUS[$key]="failed: $(tail -n 2 "$WORK/$key.err" | tr '\n' ' ')"
+        log "$key: ${STATUS[$key]}"
+        return 1
+    fi
+    TIMES[$key]+="$RUN_SECONDS "
+    STATUS[$key]=measuring
+    log "$key run $round/$RUNS: ${RUN_SECONDS}s"
+}
+
+# summarize KEY: best and median of the runs measured.
+summarize() {
+    local key="$1"
+    [ "${STATUS[$key]:-}" = measuring ] || return 0
+    BEST[$key]=$(printf '%s\n' ${TIMES[$key]} | sort -g | head -n 1)
+    MEDIAN[$key]=$(printf '%s\n' ${TIMES[$key]} | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
     STATUS[$key]=ok
 }
 
@@ -291,19 +300,25 @@ if have djpeg && have cjpeg && [ "$HAVE_PIL" = 1 ]; then
     python3 "$PEERS/prep.py" ppm "$FLOOR_PPM" "${FILES[@]}" && FLOOR_OK=1
 fi
 
-log "P1 on $NIMG images, $RUNS runs each"
-if [ -n "$DR" ]; then measure p1_darkroom p1_darkroom; else skip p1_darkroom "${DR_NOTE:-unavailable}"; fi
-if [ "$HAVE_PIL" = 1 ]; then measure p1_pillow p1_pillow; P1_PILLOW_WALL=$PILLOW_WALL; else skip p1_pillow "Pillow not installed"; fi
-if have vips && have vipsthumbnail; then measure p1_vips p1_vips; else skip p1_vips "vips not installed"; fi
-if [ -n "$IM" ]; then measure p1_magick p1_magick; else skip p1_magick "ImageMagick not installed"; fi
-if [ "$FLOOR_OK" = 1 ]; then measure p1_floor p1_floor; else skip p1_floor "djpeg/cjpeg or Pillow missing"; fi
+[ -n "$DR" ] || { skip p1_darkroom "${DR_NOTE:-unavailable}"; skip t_darkroom "${DR_NOTE:-unavailable}"; }
+[ "$HAVE_PIL" = 1 ] || { skip p1_pillow "Pillow not installed"; skip t_pillow "Pillow not installed"; }
+{ have vips && have vipsthumbnail; } || skip p1_vips "vips not installed"
+have vipsthumbnail || skip t_vips "vips not installed"
+[ -n "$IM" ] || { skip p1_magick "ImageMagick not installed"; skip t_magick "ImageMagick not installed"; }
+[ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
-log "T on $NIMG images, $RUNS runs each"
-if [ -n "$DR" ]; then measure t_darkroom t_darkroom; else skip t_darkroom "${DR_NOTE:-unavailable}"; fi
-if [ "$HAVE_PIL" = 1 ]; then measure t_pillow t_pillow; T_PILLOW_WALL=$PILLOW_WALL; else skip t_pillow "Pillow not installed"; fi
-if have vipsthumbnail; then measure t_vips t_vips; else skip t_vips "vips not installed"; fi
-if [ -n "$IM" ]; then measure t_magick t_magick; else skip t_magick "ImageMagick not installed"; fi
-if [ "$FLOOR_OK" = 1 ]; then measure t_floor t_floor; else skip t_floor "djpeg/cjpeg or Pillow missing"; fi
+PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor)
+log "P1 and T on $NIMG images, $RUNS rounds of one run per tool"
+for ((round = 1; round <= RUNS; round++)); do
+    for key in "${PEER_KEYS[@]}"; do
+        measure_once "$key" "$round"
+        case "$key" in
+            p1_pillow) P1_PILLOW_WALL=$PILLOW_WALL ;;
+            t_pillow) T_PILLOW_WALL=$PILLOW_WALL ;;
+        esac
+    done
+done
+for key in "${PEER_KEYS[@]}"; do summarize "$key"; done
 
 # Peak RSS of darkroom on the largest input alone, against 3x its decoded RGB size.
 RSS_LINE=""
