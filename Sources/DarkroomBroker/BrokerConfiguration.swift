@@ -55,16 +55,17 @@ public struct BrokerConfiguration: Sendable {
     public var replayBatchLimit: Int = 2_000
     /// Window of the rates in STATUS.
     public var rateWindowSeconds: Int = 10
-    /// Events, and the rows of jobs that were stored, older than this are
-    /// deleted, a batch at a time; nil keeps them forever. Dead jobs stay
-    /// until they are retried or discarded, and the newest event always
-    /// stays, so sequence numbers carry on after a restart. A REPLAY from
-    /// before the oldest kept event starts at the oldest kept event.
+    /// Events and submit keys older than this are deleted, a batch at a
+    /// time; nil keeps them forever. (A stored job's own row goes as soon
+    /// as it is stored; its events keep its history.) Dead jobs stay until
+    /// they are retried or discarded, and the newest event always stays, so
+    /// sequence numbers carry on after a restart. A REPLAY from before the
+    /// oldest kept event starts at the oldest kept event.
     public var retention: Duration? = .seconds(7 * 86_400)
     /// How often the broker looks for rows past the retention. While a pass
     /// finds a full batch, the next follows a second later.
     public var pruneInterval: Duration = .seconds(60)
-    /// Most rows of each kind (events, finished jobs) one pass deletes.
+    /// Most rows of each kind (events, submit keys) one pass deletes.
     public var pruneBatch: Int = 10_000
 
     public init() {}

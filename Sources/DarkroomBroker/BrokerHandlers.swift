@@ -315,7 +315,7 @@ extension BrokerLoop {
     private func handleDone(_ done: Done, workerID: String) throws {
         guard let lease = currentLease(done.jobID, attempt: done.attempt, workerID: workerID, command: "DONE") else { return }
         let now = wallNow()
-        if let file = try queue.markDone(lease, record: done.recordID, time: now) {
+        if let file = try queue.removeStored(lease) {
             pendingFileRemovals.append(file)
         }
         try record(.stored, lease.job, attempt: lease.attempt, now: now, worker: workerID, record: done.recordID)

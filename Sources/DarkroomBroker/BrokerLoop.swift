@@ -216,7 +216,7 @@ final class BrokerLoop {
 
     // MARK: Retention
 
-    /// Deletes a batch of events and stored jobs past the retention, when a
+    /// Deletes a batch of events and submit keys past the retention, when a
     /// pass is due, in its own transaction between two turns.
     private func pruneIfDue() {
         guard let retention = config.retention, stopDeadline == nil else { return }
@@ -231,13 +231,13 @@ final class BrokerLoop {
         }
         let batch = max(1, config.pruneBatch)
         do {
-            let (events, jobs) = try queue.prune(before: wall - age, limit: batch)
+            let (events, keys) = try queue.prune(before: wall - age, limit: batch)
             try queue.commit()
-            if events > 0 || jobs > 0 {
+            if events > 0 || keys > 0 {
                 let oldest = (try? queue.oldestEventSeq()).flatMap { $0 }.map(String.init) ?? "none"
-                logger.info("pruned \(events) event(s) and \(jobs) stored job(s) older than \(retention); oldest event kept: seq \(oldest)")
+                logger.info("pruned \(events) event(s) and \(keys) submit key(s) older than \(retention); oldest event kept: seq \(oldest)")
             }
-            nextPrune = now + (events >= batch || jobs >= batch ? 1_000 : interval)
+            nextPrune = now + (events >= batch || keys >= batch ? 1_000 : interval)
         } catch {
             queue.rollback()
             logger.error("pruning past the retention failed: \(error)")

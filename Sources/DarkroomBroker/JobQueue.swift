@@ -65,12 +65,14 @@ private struct WarmInput {
 ///   row instead of one that fills a page with the image: fewer pages per
 ///   commit in the WAL.
 ///
+/// A stored job's row is deleted with its input: the events keep its
+/// history (accepted, started, stored with the record id) and the storage
+/// node its record, so `jobs` holds only queued, leased and dead jobs and
+/// stays small however long the broker runs.
+///
 /// Indexes on `jobs`: `id` (unique); `jobs_open` (priority, id) over the
 /// unfinished jobs (`finished IS NULL`: queued or leased), which a lease
-/// does not touch; `jobs_dead` over the dead-letter set; `jobs_done`
-/// (finished) over the stored jobs, for pruning. A job thus costs three
-/// index writes on its way from accepted to stored, where one index over
-/// (state, priority, id) cost five.
+/// does not touch; `jobs_dead` over the dead-letter set.
 /// - `events`: the lifecycle event log, `seq` gapless from 1 (older
 ///   events are pruned past the retention; the newest always stays).
 /// - `submit_keys`: each accepted SUBMIT's key with its job and `accepted`
@@ -92,7 +94,7 @@ final class JobQueue {
     private let insertJob: Statement
     private let insertEvent: Statement
     private let selectForLease: Statement
-    private let updateDone: Statement
+    private let deleteJob: Statement
     private let updateRequeued: Statement
     private let insertInput: Statement
     private let deleteInput: Statement
@@ -209,10 +211,7 @@ final class JobQueue {
         selectSubmitKey = try db.prepare("SELECT job_id, event_seq FROM submit_keys WHERE key = ?")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
         updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ?")
-        updateDone = try db.prepare("""
-            UPDATE jobs SET state = 'done', record_id = ?, finished = ?, input = NULL, input_file = NULL, worker = NULL
-            WHERE rowid = ?
-            """)
+        deleteJob = try db.prepare("DELETE FROM jobs WHERE rowid = ?")
         updateRequeued = try db.prepare("""
             UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL,
                 error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
@@ -246,9 +245,10 @@ final class JobQueue {
     }
 
     /// Schema version 2: inline inputs keyed by the job's rowid instead of
-    /// its id (`job_input` replaces `job_inputs`), and partial indexes in
-    /// place of the one over (state, priority, id). New databases are
-    /// created this way and only get the version.
+    /// its id (`job_input` replaces `job_inputs`), partial indexes in place
+    /// of the one over (state, priority, id), and no rows for stored jobs
+    /// (version 1 kept them until the retention). New databases are created
+    /// this way and only get the version.
     private static func migrateIndexes(_ db: Connection) throws {
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
         guard version < 2 else { return }
@@ -260,11 +260,11 @@ final class JobQueue {
                 try db.execute("DROP TABLE job_inputs")
             }
             try db.execute("DROP INDEX IF EXISTS jobs_dispatch")
+            try db.execute("DELETE FROM jobs WHERE state = 'done'")
             // Every finished job has `finished` set (done and dead); queued
             // and leased ones never do.
             try db.execute("CREATE INDEX IF NOT EXISTS jobs_open ON jobs (priority DESC, id) WHERE finished IS NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'")
-            try db.execute("CREATE INDEX IF NOT EXISTS jobs_done ON jobs (finished) WHERE state = 'done'")
             try db.execute("PRAGMA user_version = 2")
             try db.execute("COMMIT")
         } catch {
@@ -394,12 +394,13 @@ final class JobQueue {
         return row
     }
 
-    /// Marks a job done and drops its input. Returns the input file to
+    /// Deletes a stored job and its input (its `stored` event, recorded in
+    /// the same transaction, names the record). Returns the input file to
     /// remove after the commit, if any.
-    func markDone(_ lease: Lease, record: ULID, time: UInt64) throws -> String? {
+    func removeStored(_ lease: Lease) throws -> String? {
         try beginIfNeeded()
         if lease.inputFile == nil { try deleteInput.execute(values: [.integer(lease.rowID)]) }
-        try updateDone.execute(values: [.text(record.description), .integer(Int64(time)), .integer(lease.rowID)])
+        try deleteJob.execute(values: [.integer(lease.rowID)])
         return lease.inputFile
     }
 
@@ -423,11 +424,11 @@ final class JobQueue {
             """, Int64(time), Int64(failure.stepIndex), failure.step, failure.code, failure.reason, id.description)
     }
 
-    /// Deletes events, stored jobs and submit keys from before `cutoff`
-    /// (Unix ms), at most `limit` of each, oldest first. The newest event is never deleted, so
-    /// the next seq is still known after a restart; dead jobs are not
-    /// touched. Returns how many of each went.
-    func prune(before cutoff: UInt64, limit: Int) throws -> (events: Int, jobs: Int) {
+    /// Deletes events and submit keys from before `cutoff` (Unix ms), at
+    /// most `limit` of each, oldest first. The newest event is never
+    /// deleted, so the next seq is still known after a restart. (Stored jobs
+    /// have no rows to prune, and dead jobs stay.) Returns how many of each went.
+    func prune(before cutoff: UInt64, limit: Int) throws -> (events: Int, keys: Int) {
         try beginIfNeeded()
         let limit = Int64(max(1, limit))
         // Seqs are assigned in time order; stop at the first event inside
@@ -444,17 +445,16 @@ final class JobQueue {
             try db.execute("DELETE FROM events WHERE seq <= ?", last)
             events = db.changes
         }
-        try db.execute("DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE state = 'done' AND finished < ? LIMIT ?)",
-                       Int64(clamping: cutoff), limit)
-        let jobs = db.changes
         // Keys go with the same age, in acceptance order.
-        let keys = try db.query("SELECT rowid, created FROM submit_keys ORDER BY rowid LIMIT ?", limit) {
+        let oldest = try db.query("SELECT rowid, created FROM submit_keys ORDER BY rowid LIMIT ?", limit) {
             (rowid: $0.int64(0) ?? 0, created: $0.int64(1) ?? 0)
         }
-        if let lastOld = keys.prefix(while: { UInt64(clamping: $0.created) < cutoff }).last {
+        var keys = 0
+        if let lastOld = oldest.prefix(while: { UInt64(clamping: $0.created) < cutoff }).last {
             try db.execute("DELETE FROM submit_keys WHERE rowid <= ?", lastOld.rowid)
+            keys = db.changes
         }
-        return (events, jobs)
+        return (events, keys)
     }
 
     /// The oldest event kept, or nil when there is none.

@@ -154,8 +154,12 @@ import Testing
             CREATE TABLE job_inputs (id TEXT PRIMARY KEY, input BLOB NOT NULL);
             INSERT INTO job_inputs SELECT j.id, i.input FROM job_input i JOIN jobs j ON j.rowid = i.job;
             DROP TABLE job_input;
-            DROP INDEX jobs_open; DROP INDEX jobs_dead; DROP INDEX jobs_done;
+            DROP INDEX jobs_open; DROP INDEX jobs_dead;
             CREATE INDEX jobs_dispatch ON jobs (state, priority DESC, id);
+            INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
+                              source, input_bytes, created, finished, record_id)
+            VALUES ('01JBX3Z7Q8M4N6P2R5T9V0W1XY', 0, 'done', 'crop:square,gravity=center', 256, 256, 95, 70,
+                    'old.jpg', 10, 1, 2, '01JBX3Z9A2B3C4D5E6F7G8H9JK');
             PRAGMA user_version = 1;
             COMMIT;
             """)
@@ -170,11 +174,14 @@ import Testing
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
         #expect(version == [2])
-        let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead', 'jobs_done') ORDER BY name") { $0.string(0) ?? "" }
-        #expect(objects == ["job_input", "jobs_dead", "jobs_done", "jobs_open"])
+        let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
+        #expect(objects == ["job_input", "jobs_dead", "jobs_open"])
+        // Version 1 kept stored jobs' rows; version 2 has none.
+        #expect(try db.query("SELECT COUNT(*) FROM jobs WHERE state = 'done'") { $0.int64(0) ?? -1 } == [0])
         for job in jobs { try worker.done(job) }
         _ = try client.waitForStatus("both stored") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }
         #expect(try db.query("SELECT COUNT(*) FROM job_input") { $0.int64(0) ?? -1 } == [0])
+        #expect(try db.query("SELECT COUNT(*) FROM jobs") { $0.int64(0) ?? -1 } == [0])
         try db.close()
     }
 
@@ -416,7 +423,7 @@ import Testing
 
     // MARK: Retention
 
-    @Test func eventsAndStoredJobsPastTheRetentionArePrunedButNotTheNewestOrTheDead() throws {
+    @Test func storedJobsLeaveAtOnceAndEventsPastTheRetentionArePrunedButNotTheNewestOrTheDead() throws {
         let harness = try Harness {
             $0.retention = .milliseconds(400)
             $0.pruneInterval = .milliseconds(50)
@@ -433,6 +440,12 @@ import Testing
         let status = try client.waitForStatus("one job dead") { $0.queue.dead == 1 }
         let head = status.eventSeq
         #expect(head >= 6)
+        // The stored job's row went with its DONE (pruning only ever deletes
+        // events and submit keys); the dead one stays.
+        let early = try Connection(path: harness.directory + "/queue.sqlite")
+        #expect(try early.query("SELECT state FROM jobs WHERE id = ?", stored.jobID.description) { $0.string(0) ?? "" } == [])
+        #expect(try early.query("SELECT state FROM jobs WHERE id = ?", dead.jobID.description) { $0.string(0) ?? "" } == ["dead"])
+        try early.close()
 
         // Everything but the newest event goes once it is older than the retention.
         var kept: [Event] = []

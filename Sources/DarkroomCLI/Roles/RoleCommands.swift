@@ -36,7 +36,7 @@ enum RoleOptions {
     }
 
     static let retention = OptionSpec.value(
-        "retention", "AGE", help: "Delete events and stored jobs' rows older than this: 30m, 12h, 7d, or forever.", default: "7d")
+        "retention", "AGE", help: "Delete events and submit keys older than this: 30m, 12h, 7d, or forever.", default: "7d")
 
     /// `--retention`: nil keeps everything.
     static func retention(_ args: ParsedArguments) throws(UsageError) -> Duration? {
