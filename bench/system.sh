@@ -4,7 +4,8 @@
 # Environment: DARKROOM_BIN (skip the build), DARKROOM_LOADGEN (the darkroom-loadgen
 # binary; by default the one next to DARKROOM_BIN, else built), LOADGEN=python
 # (bench/loadgen.py instead), TINY_JOBS (20000), TINY_WINDOW (1000),
-# TINY_CONCURRENCY (concurrency per worker for tiny jobs, 256), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
+# TINY_WORKERS (embedded workers for tiny jobs, 1), TINY_CONCURRENCY (concurrency per worker for
+# tiny jobs, 512), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
 # CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +13,8 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 [ -d "$CORPUS" ] || CORPUS=/work/shared/corpus/good
 TINY_JOBS=${TINY_JOBS:-20000}
 TINY_WINDOW=${TINY_WINDOW:-1000}
-TINY_CONCURRENCY=${TINY_CONCURRENCY:-256}
+TINY_WORKERS=${TINY_WORKERS:-1}
+TINY_CONCURRENCY=${TINY_CONCURRENCY:-512}
 MEM_JOBS=${MEM_JOBS:-20000}
 REPEAT=${REPEAT:-4}
 IMAGE_RUNS=${IMAGE_RUNS:-3}
@@ -138,7 +140,7 @@ cp "$TINY_SRC" "$TINY"
 
 # ---------------------------------------------------------------- 1. tiny jobs
 if [ -z "${SKIP_TINY:-}" ]; then
-  if start_system up-tiny 2 "$TINY_CONCURRENCY"; then
+  if start_system up-tiny "$TINY_WORKERS" "$TINY_CONCURRENCY"; then
       R=$(loadgen "$TMP/lg-tiny.cpu" --frontend "$FE" --events "$EV" \
             --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
       L=$(loadgen "$TMP/lg-one.cpu" --frontend "$FE" --events "$EV" \
