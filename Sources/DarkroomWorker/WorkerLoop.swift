@@ -500,18 +500,23 @@ final class WorkerLoop {
     private func report(run: UInt64, _ result: Report) {
         guard let job = jobs.removeValue(forKey: run) else { return }
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
-        let ms = (clock.now - job.received).milliseconds
-        let head = "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
+        let received = job.received
+        // Built only when the line is logged: the text costs more than the
+        // rest of the report.
+        func head() -> String {
+            "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
+        }
+        func took() -> String { "\((clock.now - received).milliseconds) ms" }
         let frames: [[UInt8]]
         switch result {
         case .done(let recordID):
             snapshot.done += 1
             frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
-            logger.info("\(head): stored record \(recordID) (\(ms) ms)")
+            logger.info("\(head()): stored record \(recordID) (\(took()))")
         case let .fail(detail, retryable):
             snapshot.failed += 1
             frames = Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable, failure: detail).frames()
-            logger.info("\(head): failed \(retryable ? "(retryable)" : "(final)") \(detail.summary) (\(ms) ms)")
+            logger.info("\(head()): failed \(retryable ? "(retryable)" : "(final)") \(detail.summary) (\(took()))")
         }
         // Publish the counts before the broker (or a test playing it) can see
         // the DONE/FAIL, so status never lags behind what was reported.
