@@ -65,6 +65,20 @@ struct PythonClientTests {
             #expect(reported["verified"] as? Bool == true)
         }
 
+        // The same through EVENTS (topic "eb"), decoded by the client from
+        // the spec's record layout: the job's later events come live, in
+        // batches, as well as by REPLAY.
+        let batched = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
+                                                     "--pipeline", "scale:160x100 | crop:square | glitch:seed=6",
+                                                     "--thumb", "64x48", "--json", "--batched-events", "--timeout", "120"] + endpointFlags)
+        #expect(batched.status == 0, "client stderr: \(batched.stderr)")
+        let batchedSummary = try #require(try JSONSerialization.jsonObject(with: Data(batched.stdout.utf8)) as? [String: Any],
+                                          "client stdout: \(batched.stdout)")
+        #expect(batchedSummary["ok"] as? Bool == true, "summary: \(batchedSummary)")
+        let batchedKinds = (batchedSummary["events"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
+        #expect(batchedKinds == ["accepted", "started", "stored"], "events: \(batchedKinds)")
+        #expect((batchedSummary["liveMessages"] as? Int ?? 0) >= 1, "no EVENTS message arrived live: \(batchedSummary)")
+
         // A crop larger than the 100x100 image fails in the second step, and
         // the client, reading only the wire, names it as people count steps.
         let bad = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,

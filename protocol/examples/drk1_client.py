@@ -40,8 +40,9 @@ ERROR, OK = 0x01, 0x04
 SUBMIT, ACCEPTED, REJECTED = 0x10, 0x11, 0x12
 REPLAY, REPLAY_END = 0x15, 0x16
 GET, GET_REPLY = 0x34, 0x35
-EVENT = 0x40
-TOPIC = b"ev"
+EVENT, EVENTS = 0x40, 0x41
+TOPIC = b"ev"          # section 8: one EVENT per message
+BATCH_TOPIC = b"eb"    # section 8: EVENTS, the events of one commit
 
 # Section 8: event kinds.
 KINDS = {1: "accepted", 2: "started", 3: "stored", 4: "retrying", 5: "failed", 6: "dead", 7: "revived",
@@ -157,6 +158,35 @@ def decode_event(frames):
     }
 
 
+def decode_batch(frames):
+    """EVENTS (section 8), frames counted from "DRK1" (the topic already
+    removed): `count` records, each the twelve EVENT fields as u16 length +
+    bytes, checked as the EVENT each stands for, seqs consecutive."""
+    check_header(frames, 4, "EVENTS")
+    count = read_uint(frames[2], 4, "EVENTS count")
+    if not 1 <= count <= 1000:
+        raise ProtocolTrouble(f"EVENTS count is {count}, must be 1 to 1000")
+    data, position, events = frames[3], 0, []
+    for index in range(count):
+        fields = []
+        for _ in range(12):
+            if len(data) - position < 2:
+                raise ProtocolTrouble(f"EVENTS ends inside event {index + 1} of {count}")
+            length = int.from_bytes(data[position:position + 2], "big")
+            position += 2
+            if len(data) - position < length:
+                raise ProtocolTrouble(f"EVENTS ends inside event {index + 1} of {count}")
+            fields.append(data[position:position + length])
+            position += length
+        event = decode_event([DRK1, u8(EVENT)] + fields)
+        if events and event["seq"] != events[-1]["seq"] + 1:
+            raise ProtocolTrouble(f"EVENTS event {index + 1} has seq {event['seq']}, must be {events[-1]['seq'] + 1}")
+        events.append(event)
+    if position != len(data):
+        raise ProtocolTrouble(f"EVENTS has {len(data) - position} byte(s) after its {count} event(s)")
+    return events
+
+
 def failure_text(event):
     """Section 6.5: steps count from 1; 0 means not in a step (the reason names the stage)."""
     head = f"step {event['stepIndex']} {event['step']}: " if event["stepIndex"] >= 1 else ""
@@ -201,9 +231,12 @@ class Client:
         self.request_id = 0
         self.deadline = time.monotonic() + args.timeout
         self.frontend = self.socket(zmq.DEALER, args.frontend)
-        # Section 8: subscribe before submitting, to topic "ev".
+        # Section 8: subscribe before submitting, to "ev" (EVENT) or, with
+        # --batched-events, to "eb" (EVENTS).
+        self.topic = BATCH_TOPIC if args.batched_events else TOPIC
         self.events = self.socket(zmq.SUB, args.events)
-        self.events.setsockopt(zmq.SUBSCRIBE, TOPIC)
+        self.events.setsockopt(zmq.SUBSCRIBE, self.topic)
+        self.live_messages = 0     # messages taken from the SUB socket
         self.store = self.socket(zmq.DEALER, args.store)
 
     def socket(self, kind, endpoint):
@@ -292,9 +325,13 @@ class Client:
             incoming = []
             if self.events in ready:
                 frames = self.events.recv_multipart()
-                if not frames or frames[0] != TOPIC:
-                    raise ProtocolTrouble("events: frame 0 (topic) must be 'ev'")
-                incoming.append(decode_event(frames[1:]))
+                if not frames or frames[0] != self.topic:
+                    raise ProtocolTrouble(f"events: frame 0 (topic) must be {self.topic.decode()!r}")
+                self.live_messages += 1
+                if self.topic == BATCH_TOPIC:
+                    incoming.extend(decode_batch(frames[1:]))
+                else:
+                    incoming.append(decode_event(frames[1:]))
             if self.frontend in ready:
                 frames = self.frontend.recv_multipart()
                 check_header(frames, len(frames), "reply")
@@ -444,6 +481,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the whole exchange (default 60)")
     parser.add_argument("--out", help="directory to write full.jpg and thumb.jpg into")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    parser.add_argument("--batched-events", action="store_true",
+                        help="follow EVENTS (topic 'eb', one message per broker commit) instead of EVENT ('ev')")
     args = parser.parse_args(argv)
 
     try:
@@ -466,6 +505,7 @@ def main(argv=None):
         summary.update(jobId=job_id, acceptedSeq=seq)
         stored, history = client.wait_for_outcome(job_id, seq)
         summary["events"] = [{"seq": e["seq"], "kind": e["kind"]} for e in history]
+        summary["liveMessages"] = client.live_messages
         summary["recordId"] = stored["recordId"]
         problems = []
         full_record, full = client.get(stored["recordId"], 0)
