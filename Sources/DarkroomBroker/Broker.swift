@@ -11,7 +11,7 @@ enum BrokerCommand: Sendable {
 }
 
 /// The broker service: the durable job queue behind the frontend (producers
-/// and clients), the backend (workers) and the events PUB socket.
+/// and clients), the backend (workers) and the events socket (XPUB).
 ///
 /// One thread, started by `start()`, owns the three sockets and the SQLite
 /// connection for their whole life; other threads only post to its mailbox.

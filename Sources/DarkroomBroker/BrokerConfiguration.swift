@@ -9,7 +9,7 @@ public struct BrokerConfiguration: Sendable {
     public var frontendEndpoint: String = Wire.Endpoint.frontend
     /// ROUTER for workers.
     public var backendEndpoint: String = Wire.Endpoint.backend
-    /// PUB for lifecycle events.
+    /// XPUB (a PUB to subscribers) for lifecycle events.
     public var eventsEndpoint: String = Wire.Endpoint.events
     /// An `inproc://` endpoint the backend ROUTER also binds, for workers
     /// in the same process (`darkroom up`): their messages then pass between

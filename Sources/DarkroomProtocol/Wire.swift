@@ -41,7 +41,7 @@ public enum Wire {
         public static let frontend = "tcp://127.0.0.1:7700"
         /// Broker ROUTER for workers (READY, CREDIT, JOB, DONE, FAIL…).
         public static let backend = "tcp://127.0.0.1:7701"
-        /// Broker PUB for lifecycle events.
+        /// Broker XPUB (a PUB to subscribers) for lifecycle events, EVENT under "ev" and EVENTS under "eb".
         public static let events = "tcp://127.0.0.1:7702"
         /// Storage node ROUTER (STORE from workers; LIST, GET, DELETE, STATS from clients).
         public static let store = "tcp://127.0.0.1:7703"
