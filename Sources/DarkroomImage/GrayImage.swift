@@ -78,18 +78,8 @@ public struct GrayImage: Sendable, Equatable {
     /// The pixels inside `rect`. Throws if the rectangle is empty or does not
     /// lie wholly inside the image.
     public func cropped(to rect: Rect) throws(ImageError) -> GrayImage {
-        guard rect.width > 0, rect.height > 0 else {
-            throw ImageError(.invalidArgument, "rectangle \(rect) must have positive sides")
-        }
-        guard rect.fits(in: Size(width: width, height: height)) else {
-            throw ImageError(.invalidArgument, "rectangle \(rect) exceeds image \(width)x\(height)")
-        }
-        if rect.x == 0 && rect.y == 0 && rect.width == width && rect.height == height { return self }
-        var out = [UInt8]()
-        out.reserveCapacity(rect.width * rect.height)
-        for y in rect.y ..< rect.y + rect.height {
-            let start = y * width + rect.x
-            out.append(contentsOf: pixels[start ..< start + rect.width])
+        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: 1, to: rect) else {
+            return self
         }
         return GrayImage(width: rect.width, height: rect.height, pixels: out)
     }

@@ -4,20 +4,30 @@ extension Image {
     /// The pixels inside `rect`. Throws if the rectangle is empty or does not lie
     /// wholly inside the image.
     public func cropped(to rect: Rect) throws(ImageError) -> Image {
+        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: Image.bytesPerPixel, to: rect) else {
+            return self
+        }
+        return Image(width: rect.width, height: rect.height, pixels: out)
+    }
+
+    /// The rows of `rect` cut from a row-major buffer of `width` x `height`
+    /// pixels of `bytesPerPixel` bytes (RGBX or one-channel), or nil when
+    /// `rect` is the whole image. Throws if it is empty or does not fit.
+    static func croppedRows(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int, to rect: Rect) throws(ImageError) -> [UInt8]? {
         guard rect.width > 0, rect.height > 0 else {
             throw ImageError(.invalidArgument, "rectangle \(rect) must have positive sides")
         }
         guard rect.fits(in: Size(width: width, height: height)) else {
             throw ImageError(.invalidArgument, "rectangle \(rect) exceeds image \(width)x\(height)")
         }
-        if rect.x == 0 && rect.y == 0 && rect.width == width && rect.height == height { return self }
+        if rect.x == 0 && rect.y == 0 && rect.width == width && rect.height == height { return nil }
         var out = [UInt8]()
-        out.reserveCapacity(rect.width * rect.height * 4)
+        out.reserveCapacity(rect.width * rect.height * bytesPerPixel)
         for y in rect.y ..< rect.y + rect.height {
-            let start = (y * width + rect.x) * 4
-            out.append(contentsOf: pixels[start ..< start + rect.width * 4])
+            let start = (y * width + rect.x) * bytesPerPixel
+            out.append(contentsOf: pixels[start ..< start + rect.width * bytesPerPixel])
         }
-        return Image(width: rect.width, height: rect.height, pixels: out)
+        return out
     }
 
     /// The largest square (side `min(width, height)`) placed by `gravity`.

@@ -134,16 +134,21 @@ extension Image {
 
     // MARK: - Separable convolution
 
+    /// The box pre-shrink for resampling `source` to `target`, per axis (1:
+    /// none). Big shrinks average whole blocks first, leaving at least a
+    /// factor of 2 for the real kernel (the same rule libvips follows). Box
+    /// averaging is an order of magnitude cheaper per source pixel than a
+    /// 6-tap-per-axis lanczos widened by the shrink factor.
+    static func preShrink(_ source: Size, to target: Size) -> (x: Int, y: Int)? {
+        let x = max(1, source.width / (2 * target.width))
+        let y = max(1, source.height / (2 * target.height))
+        return x >= 2 || y >= 2 ? (x, y) : nil
+    }
+
     func resampledSeparable(to size: Size, kernel: ResampleKernel) -> Image {
         var source = self
-        // Big shrinks: average whole blocks first, leaving at least a factor of 2
-        // for the real kernel (the same rule libvips follows). Box averaging is
-        // an order of magnitude cheaper per source pixel than a 6-tap-per-axis
-        // lanczos widened by the shrink factor.
-        let factorX = max(1, width / (2 * size.width))
-        let factorY = max(1, height / (2 * size.height))
-        if factorX >= 2 || factorY >= 2 {
-            source = boxReduced(factorX: factorX, factorY: factorY)
+        if let factor = Image.preShrink(Size(width: width, height: height), to: size) {
+            source = boxReduced(factorX: factor.x, factorY: factor.y)
         }
         let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
         let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)

@@ -50,10 +50,8 @@ extension GrayImage {
     /// shrinks (same rule), then the kernel.
     func resampledSeparable(to size: Size, kernel: ResampleKernel) -> GrayImage {
         var source = self
-        let factorX = max(1, width / (2 * size.width))
-        let factorY = max(1, height / (2 * size.height))
-        if factorX >= 2 || factorY >= 2 {
-            source = boxReduced(factorX: factorX, factorY: factorY)
+        if let factor = Image.preShrink(Size(width: width, height: height), to: size) {
+            source = boxReduced(factorX: factor.x, factorY: factor.y)
         }
         let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
         let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)
