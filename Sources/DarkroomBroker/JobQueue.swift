@@ -2,9 +2,10 @@ import DarkroomProtocol
 import DarkroomSQLite
 import Foundation
 
-/// A job's state in the `jobs` table.
+/// A job's state in the `jobs` table. (A stored job has no row; schema 1
+/// kept such rows as `done`, and its migration deletes them.)
 enum JobState: String {
-    case queued, leased, done, dead
+    case queued, leased, dead
 }
 
 /// What the loop keeps in memory about a job that is waiting or in flight:
@@ -199,8 +200,7 @@ final class JobQueue {
             INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
-        try JobQueue.migrateStepIndexes(db)
-        try JobQueue.migrateIndexes(db)
+        try JobQueue.migrate(db)
         selectForLease = try db.prepare("""
             SELECT j.priority, j.attempt, j.attempt_base, j.thumb_width, j.thumb_height, j.quality, j.thumb_quality,
                    j.pipeline, j.source, COALESCE(i.input, j.input), j.input_file, j.state, j.rowid
@@ -228,19 +228,9 @@ final class JobQueue {
     /// "not in a step"; a failure in a step always had its step text, so
     /// the rows convert exactly. New, empty databases just get the version.
     private static func migrateStepIndexes(_ db: Connection) throws {
-        let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
-        guard version < 1 else { return }
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            for (table, index, step) in [("jobs", "error_step_index", "error_step"), ("events", "step_index", "step")] {
-                try db.execute("UPDATE \(table) SET \(index) = \(index) + 1 WHERE \(index) >= 0 AND \(step) <> ''")
-                try db.execute("UPDATE \(table) SET \(index) = 0 WHERE \(index) < 0")
-            }
-            try db.execute("PRAGMA user_version = 1")
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
+        for (table, index, step) in [("jobs", "error_step_index", "error_step"), ("events", "step_index", "step")] {
+            try db.execute("UPDATE \(table) SET \(index) = \(index) + 1 WHERE \(index) >= 0 AND \(step) <> ''")
+            try db.execute("UPDATE \(table) SET \(index) = 0 WHERE \(index) < 0")
         }
     }
 
@@ -250,26 +240,30 @@ final class JobQueue {
     /// (version 1 kept them until the retention). New databases are created
     /// this way and only get the version.
     private static func migrateIndexes(_ db: Connection) throws {
-        let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
-        guard version < 2 else { return }
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            let old = try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_inputs'") { $0.int64(0) ?? 0 }
-            if old.first == 1 {
-                try db.execute("INSERT INTO job_input (job, input) SELECT j.rowid, i.input FROM job_inputs i JOIN jobs j ON j.id = i.id")
-                try db.execute("DROP TABLE job_inputs")
+        let old = try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_inputs'") { $0.int64(0) ?? 0 }
+        if old.first == 1 {
+            try db.execute("INSERT INTO job_input (job, input) SELECT j.rowid, i.input FROM job_inputs i JOIN jobs j ON j.id = i.id")
+            try db.execute("DROP TABLE job_inputs")
+        }
+        try db.execute("DROP INDEX IF EXISTS jobs_dispatch")
+        try db.execute("DELETE FROM jobs WHERE state = 'done'")
+        // Every finished job has `finished` set (done and dead); queued
+        // and leased ones never do.
+        try db.execute("CREATE INDEX IF NOT EXISTS jobs_open ON jobs (priority DESC, id) WHERE finished IS NULL")
+        try db.execute("CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'")
+    }
+
+    /// Brings the schema up to date: each migration newer than the
+    /// database's `user_version` runs in its own transaction, which also
+    /// records its version.
+    private static func migrate(_ db: Connection) throws {
+        let found = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }.first ?? 0
+        let steps: [(version: Int64, apply: (Connection) throws -> Void)] = [(1, migrateStepIndexes), (2, migrateIndexes)]
+        for step in steps where step.version > found {
+            try db.transaction {
+                try step.apply(db)
+                try db.execute("PRAGMA user_version = \(step.version)")
             }
-            try db.execute("DROP INDEX IF EXISTS jobs_dispatch")
-            try db.execute("DELETE FROM jobs WHERE state = 'done'")
-            // Every finished job has `finished` set (done and dead); queued
-            // and leased ones never do.
-            try db.execute("CREATE INDEX IF NOT EXISTS jobs_open ON jobs (priority DESC, id) WHERE finished IS NULL")
-            try db.execute("CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'")
-            try db.execute("PRAGMA user_version = 2")
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
     }
 

@@ -142,7 +142,7 @@ extension GrayImage {
     ///
     /// Sixteen pixels per step: each row's 16 bytes are widened to 32-bit
     /// lanes, shifted to their byte of the word and the four ORed (words are
-    /// stored little-endian, as `Image.isGray` reads them).
+    /// stored little-endian, as `init?(exactly:)` reads them).
     static func interleavedRows(_ source: [UInt8], width: Int, height: Int) -> [UInt8] {
         precondition(width > 0 && height > 0 && source.count >= width * height, "plane smaller than \(width)x\(height)")
         let quads = (height + 3) / 4

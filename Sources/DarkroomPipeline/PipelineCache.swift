@@ -35,7 +35,4 @@ public final class PipelineCache: Sendable {
         }
         return entry
     }
-
-    /// How many texts are kept now.
-    public var count: Int { entries.withLock { $0.count } }
 }

@@ -142,8 +142,6 @@ public struct EventBatch: WireMessage {
     public static let command = Command.events
     /// The most events one EVENTS carries.
     public static let maxEvents = 1_000
-    /// The fields of one record: EVENT's frames 2–13.
-    static let fieldsPerRecord = Command.event.frameCount - 2
 
     public var events: [Event]
 
@@ -179,23 +177,11 @@ public struct EventBatch: WireMessage {
                               _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
         var events: [Event] = []
         events.reserveCapacity(count)
-        var position = 0
-        for index in 0..<count {
+        try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
             var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]]
-            for _ in 0..<fieldsPerRecord {
-                guard bytes.count - position >= 2 else {
-                    throw fail("ends inside event \(index + 1) of \(count)")
-                }
-                let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
-                position += 2
-                guard bytes.count - position >= length else {
-                    throw fail("ends inside event \(index + 1) of \(count)")
-                }
-                frames.append(Array(bytes[position ..< position + length]))
-                position += length
-            }
+            for f in 0..<fields.count { frames.append(Array(bytes[fields[f]])) }
             let event: Event
-            do {
+            do throws(ProtocolError) {
                 event = try Event.decode(frames)
             } catch {
                 throw fail("event \(index + 1) of \(count): \(error.reason)")
@@ -205,10 +191,38 @@ public struct EventBatch: WireMessage {
             }
             events.append(event)
         }
+        return events
+    }
+
+    /// Walks the records frame: calls `body` with each of the `count`
+    /// records' index and the byte ranges of its twelve fields, in order,
+    /// without copying them, and checks that the records fill the frame
+    /// exactly. A reader that needs only some fields (the load generator
+    /// peeks at each event's kind and job id) reads them in place.
+    public static func splitRecords(
+        _ bytes: [UInt8], count: Int, _ fail: (String) -> ProtocolError,
+        _ body: (_ index: Int, _ fields: InlineArray<12, Range<Int>>) throws(ProtocolError) -> Void
+    ) throws(ProtocolError) {
+        var position = 0
+        var fields = InlineArray<12, Range<Int>>(repeating: 0..<0)
+        for index in 0..<count {
+            for f in 0..<fields.count {
+                guard bytes.count - position >= 2 else {
+                    throw fail("ends inside event \(index + 1) of \(count)")
+                }
+                let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
+                position += 2
+                guard bytes.count - position >= length else {
+                    throw fail("ends inside event \(index + 1) of \(count)")
+                }
+                fields[f] = position ..< position + length
+                position += length
+            }
+            try body(index, fields)
+        }
         guard position == bytes.count else {
             throw fail("has \(bytes.count - position) byte(s) after its \(count) event(s)")
         }
-        return events
     }
 
     /// Decodes a message received on the events SUB socket (topic first).

@@ -159,31 +159,21 @@ final class StoreService {
     /// back and run again with each write in its own savepoint, where a
     /// failing request undoes only itself.
     private func apply(_ pending: [Pending]) -> [[[UInt8]]] {
-        switch applyBatch(pending, isolated: false) {
-        case .replies(let replies):
-            return replies
-        case .writeFailed:
-            logger.debug("store: a write failed in a batch of \(pending.count); running it again request by request")
-            switch applyBatch(pending, isolated: true) {
-            case .replies(let replies): return replies
-            case .writeFailed: return pending.map { failure($0, StoreFailure(.internal, "storage node batch failed")) }
-            }
-        }
+        if let replies = applyBatch(pending, isolated: false) { return replies }
+        logger.debug("store: a write failed in a batch of \(pending.count); running it again request by request")
+        // Isolated, a failing write undoes only itself: there is always a reply.
+        return applyBatch(pending, isolated: true) ?? []
     }
 
-    private enum BatchResult {
-        case replies([[[UInt8]]])
-        /// A write failed outside a savepoint; the batch was rolled back.
-        case writeFailed
-    }
-
-    private func applyBatch(_ pending: [Pending], isolated: Bool) -> BatchResult {
+    /// The batch's replies, or nil when a write failed outside a savepoint
+    /// (never with `isolated`); the batch was then rolled back.
+    private func applyBatch(_ pending: [Pending], isolated: Bool) -> [[[UInt8]]]? {
         let started = DispatchTime.now()
         do {
             try records.begin()
         } catch {
             logger.error("store cannot begin a transaction: \(error)")
-            return .replies(pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) })
+            return pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) }
         }
         let now = ULIDGenerator.systemMilliseconds()
         var replies: [[[UInt8]]] = []
@@ -196,7 +186,7 @@ final class StoreService {
                 // A StoreFailure is thrown before anything is written; any
                 // other error may come halfway through the request.
                 records.rollback()
-                return .writeFailed
+                return nil
             } catch let failure as StoreFailure {
                 if failure.code != .notFound { logger.error("store \(request.message.command.name) failed: \(failure.reason)") }
                 replies.append(self.failure(request, failure))
@@ -210,20 +200,18 @@ final class StoreService {
         } catch {
             records.rollback()
             logger.error("store commit of \(pending.count) request(s) failed, all answered ERROR internal: \(error)")
-            return .replies(pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) })
+            return pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) }
         }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e6
         logger.debug("store committed \(pending.count) request(s), \(stored) STORE, in \(String(format: "%.2f", elapsed)) ms")
-        return .replies(replies)
+        return replies
     }
 
     /// Runs one request; with `isolated`, a write runs in its own savepoint.
     private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool) throws -> [[UInt8]] {
         switch message {
         case .store(let request):
-            let (recordID, created) = isolated
-                ? try records.inSavepoint { try records.store(request, now: now) }
-                : try records.store(request, now: now)
+            let (recordID, created) = try write(isolated) { try records.store(request, now: now) }
             if created {
                 logger.debug("store job \(request.jobID) stored as record \(recordID)")
             } else {
@@ -238,9 +226,7 @@ final class StoreService {
             let image = try records.image(of: record, variant: request.variant)
             return GetReply(requestID: request.requestID, variant: request.variant, record: record, image: image).frames()
         case .delete(let request):
-            let deleted = isolated
-                ? try records.inSavepoint { try records.delete(matching: request.id) }
-                : try records.delete(matching: request.id)
+            let deleted = try write(isolated) { try records.delete(matching: request.id) }
             guard deleted else { throw StoreFailure.notFound(request.id) }
             logger.info("store deleted the record of \(request.id)")
             return OKReply(requestID: request.requestID, count: 1).frames()
@@ -249,6 +235,11 @@ final class StoreService {
         default:
             throw StoreFailure(.unexpectedCommand, "\(message.command.name) is not a storage request")
         }
+    }
+
+    /// Runs a write request, in its own savepoint when `isolated`.
+    private func write<T>(_ isolated: Bool, _ body: () throws -> T) throws -> T {
+        isolated ? try records.inSavepoint(body) : try body()
     }
 
     private func failure(_ request: Pending, _ failure: StoreFailure) -> [[UInt8]] {

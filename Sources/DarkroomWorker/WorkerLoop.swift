@@ -441,26 +441,25 @@ final class WorkerLoop {
         return ImageSize(width: UInt32(size.width), height: UInt32(size.height))
     }
 
-    /// Sends (or resends) a job's STORE and sets when to resend it. The
-    /// attempt is changed in place: a copy of the job would retain its
-    /// strings and frames for nothing.
+    /// Sends (or resends) a job's STORE and sets when to resend it. Only
+    /// the attempt is taken out and put back: a copy of the whole job would
+    /// retain its strings for nothing.
     private func sendStore(run: UInt64) {
+        guard var attempt = jobs[run]?.storing else { return }
         let now = clock.now
-        let nextSend: ContinuousClock.Instant
         do {
-            guard let frames = jobs[run]?.storing?.frames else { return }
-            try store.send(frames, dontWait: true)
-            jobs[run]?.storing?.sends += 1
-            nextSend = now + configuration.storeRetryInterval
+            try store.send(attempt.frames, dontWait: true)
+            attempt.sends += 1
+            attempt.nextSend = now + configuration.storeRetryInterval
         } catch let error as ZMQError where error.isWouldBlock {
             // No live connection to the storage node yet: try again soon.
-            nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
+            attempt.nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
         } catch {
             logger.warn("job \(jobs[run]?.jobID.description ?? "?"): could not send STORE: \(error)")
-            nextSend = now + configuration.storeRetryInterval
+            attempt.nextSend = now + configuration.storeRetryInterval
         }
-        jobs[run]?.storing?.nextSend = nextSend
-        if let deadline = jobs[run]?.storing?.deadline { scheduleStoreTimer(min(deadline, nextSend)) }
+        jobs[run]?.storing = attempt
+        scheduleStoreTimer(min(attempt.deadline, attempt.nextSend))
     }
 
     private func handleStore(_ frames: [[UInt8]]) {
@@ -500,13 +499,12 @@ final class WorkerLoop {
     private func report(run: UInt64, _ result: Report) {
         guard let job = jobs.removeValue(forKey: run) else { return }
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
-        let received = job.received
         // Built only when the line is logged: the text costs more than the
         // rest of the report.
         func head() -> String {
             "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
         }
-        func took() -> String { "\((clock.now - received).milliseconds) ms" }
+        func took() -> String { "\((clock.now - job.received).milliseconds) ms" }
         let frames: [[UInt8]]
         switch result {
         case .done(let recordID):

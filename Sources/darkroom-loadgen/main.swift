@@ -120,35 +120,28 @@ func submitTemplate(_ options: Options, image: [UInt8]) throws(SetupError) -> [[
 
 /// An EVENTS message as received on the events SUB socket: the topic "eb",
 /// then "DRK1", the command, the count and the records (protocol/drk1.md,
-/// section 8). Each record is EVENT's fields 2–13, each a u16 length and
-/// its bytes: seq, time, kind, job id, ….
+/// section 8). Each record is EVENT's fields 2–13: seq, time, kind, job id, ….
 enum EventBatchFrame {
-    static let count = 1 + Command.events.frameCount
+    static let frames = 1 + Command.events.frameCount
+    static let count = 3
     static let records = 4
+    static let kindField = 2
+    static let jobIDField = 3
 }
 
 /// Calls `body` with the kind and job id of each record of an EVENTS
 /// message, read in place: only stored and dead events end a job, so the
-/// rest (accepted, started) are skipped without being decoded. Returns
-/// false when the records are malformed.
-func scanRecords(_ bytes: [UInt8], _ body: (_ kind: UInt8, _ jobID: ArraySlice<UInt8>) -> Void) -> Bool {
-    let fields = Command.event.frameCount - 2
-    var position = 0
-    while position < bytes.count {
-        var kind: UInt8 = 0
-        var jobID: ArraySlice<UInt8> = []
-        for field in 0..<fields {
-            guard bytes.count - position >= 2 else { return false }
-            let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
-            position += 2
-            guard bytes.count - position >= length else { return false }
-            if field == 2, length == 1 { kind = bytes[position] }
-            if field == 3 { jobID = bytes[position ..< position + length] }
-            position += length
-        }
-        body(kind, jobID)
+/// rest (accepted, started) are not decoded. A malformed message is skipped.
+func scanEvents(_ message: [[UInt8]], _ body: (_ kind: UInt8, _ jobID: ArraySlice<UInt8>) -> Void) {
+    guard message.count == EventBatchFrame.frames, message[0] == Wire.eventBatchTopic,
+          message[EventBatchFrame.count].count == 4 else { return }
+    let count = message[EventBatchFrame.count].reduce(0) { $0 << 8 | Int($1) }
+    let records = message[EventBatchFrame.records]
+    try? EventBatch.splitRecords(records, count: count, { ProtocolError(.malformed, $0) }) { _, fields in
+        let kind = fields[EventBatchFrame.kindField]
+        guard kind.count == 1 else { return }
+        body(records[kind.lowerBound], records[fields[EventBatchFrame.jobIDField]])
     }
-    return true
 }
 
 /// Index of the request id in a frontend message (after "DRK1" and the command).
@@ -270,9 +263,8 @@ func measure(_ options: Options, _ template: [[UInt8]], dealer: Socket, subscrib
         }
         if ready.isReadable(subscriberItem) {
             while let message = try subscriber.receive(dontWait: true) {
-                guard message.count == EventBatchFrame.count, message[0] == Wire.eventBatchTopic else { continue }
                 let t1 = now()
-                _ = scanRecords(message[EventBatchFrame.records]) { kind, jobBytes in
+                scanEvents(message) { kind, jobBytes in
                     guard kind == EventKind.stored.rawValue || kind == EventKind.dead.rawValue,
                           let jobID = ULID(bytes: Array(jobBytes)) else { return }
                     if kind == EventKind.dead.rawValue { report.dead += 1 }

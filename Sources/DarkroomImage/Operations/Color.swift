@@ -10,30 +10,9 @@ extension Image {
         }
     }
 
-    /// Whether every pixel is gray (R = G = B). Reads 16 pixels per step
-    /// as 32-bit words (R in the low byte): a pixel is gray when its low
-    /// three bytes are R repeated, R × 0x010101. Stops at the first block
-    /// that is not.
-    public var isGray: Bool {
-        let bytes = pixels.span.bytes
-        let count = pixels.count
-        let low3 = SIMD16<UInt32>(repeating: 0x00FF_FFFF)
-        let red = SIMD16<UInt32>(repeating: 0xFF)
-        let spread = SIMD16<UInt32>(repeating: 0x01_0101)
-        var i = 0
-        while i &+ 64 <= count {
-            let words = bytes.unsafeLoadUnaligned(fromByteOffset: i, as: SIMD16<UInt32>.self)
-            if any((words & low3) .!= (words & red) &* spread) { return false }
-            i &+= 64
-        }
-        while i &+ 4 <= count {
-            let r = bytes.unsafeLoadUnaligned(fromByteOffset: i, as: UInt8.self)
-            if r != bytes.unsafeLoadUnaligned(fromByteOffset: i &+ 1, as: UInt8.self)
-                || r != bytes.unsafeLoadUnaligned(fromByteOffset: i &+ 2, as: UInt8.self) { return false }
-            i &+= 4
-        }
-        return true
-    }
+    /// Whether every pixel is gray (R = G = B): the check `GrayImage(exactly:)`
+    /// makes as it copies the luma plane out.
+    public var isGray: Bool { GrayImage(exactly: self) != nil }
 
     /// The classic sepia tone matrix (rows for R, G, B; saturating at 255):
     /// R' = .393R + .769G + .189B, G' = .349R + .686G + .168B, B' = .272R + .534G + .131B.

@@ -687,29 +687,20 @@ extension Image {
                 store8(a0, a1, a2, a3, a4, a5, a6, a7, at: outBase &+ x, &dst)
                 x &+= 64
             }
-            while x < vectorEnd {
+            // Then 16 bytes per step; when the row does not end on one, the
+            // last step covers the row's last 16 bytes (the bytes it repeats
+            // come out the same). Rows under 16 bytes go one by one below,
+            // same arithmetic.
+            while x < rowLen && rowLen >= 16 {
+                let at = min(x, rowLen &- 16)
                 var lo = rounding, hi = rounding
                 for k in 0..<min(rows.count, ws.count) {
-                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ x, as: SIMD16<UInt8>.self)
+                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ at, as: SIMD16<UInt8>.self)
                     lo &+= FilterWeights.mulHigh(centred(v.lowHalf), ws[k])
                     hi &+= FilterWeights.mulHigh(centred(v.highHalf), ws[k])
                 }
-                store2(lo, hi, at: outBase &+ x, &dst)
-                x &+= 16
-            }
-            // The last few bytes of the row (fewer than 16): one more step over
-            // the row's last 16 bytes when it has that many (the bytes it
-            // repeats come out the same), else one by one, same arithmetic.
-            if x < rowLen && rowLen >= 16 {
-                x = rowLen &- 16
-                var lo = rounding, hi = rounding
-                for k in 0..<min(rows.count, ws.count) {
-                    let v = srcBytes.unsafeLoadUnaligned(fromByteOffset: rows[k] &+ x, as: SIMD16<UInt8>.self)
-                    lo &+= FilterWeights.mulHigh(centred(v.lowHalf), ws[k])
-                    hi &+= FilterWeights.mulHigh(centred(v.highHalf), ws[k])
-                }
-                store2(lo, hi, at: outBase &+ x, &dst)
-                x = rowLen
+                store2(lo, hi, at: outBase &+ at, &dst)
+                x = at &+ 16
             }
             while x < rowLen {
                 var acc = Int(FilterWeights.verticalRounding(taps: n))
