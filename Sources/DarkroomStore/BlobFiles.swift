@@ -1,10 +1,4 @@
 import DarkroomCore
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// A failed file operation on the blob directory, with the path and the
 /// system's reason.
@@ -13,16 +7,16 @@ struct BlobFileError: Error, CustomStringConvertible {
     let path: String
     let reason: String
 
-    init(_ operation: String, _ path: String, errno code: Int32) {
-        self.operation = operation
-        self.path = path
-        self.reason = String(cString: strerror(code))
+    init(_ error: PosixError) {
+        operation = error.operation
+        path = error.path
+        reason = error.reason
     }
 
-    init(_ operation: String, _ path: String, reason: String) {
-        self.operation = operation
-        self.path = path
-        self.reason = reason
+    init(_ failure: DurableFile.Failure) {
+        operation = failure.operation
+        path = failure.path
+        reason = failure.reason
     }
 
     var description: String { "\(operation) \(path): \(reason)" }
@@ -73,9 +67,9 @@ struct BlobFiles {
         let parent = BlobFiles.parent(of: root)
         let data = parent.isEmpty ? "." : parent
         do {
-            try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+            try Posix.makeDirectories(data)
         } catch {
-            throw BlobFileError("create directory", data, reason: "\(error)")
+            throw BlobFileError(error)
         }
         _ = try makeDirectory(root)
         try syncDirectory(path: root)
@@ -84,15 +78,16 @@ struct BlobFiles {
 
     /// Creates one directory; returns whether it was new.
     private func makeDirectory(_ path: String) throws(BlobFileError) -> Bool {
-        if mkdir(path, 0o755) == 0 { return true }
-        if errno == EEXIST { return false }
-        throw BlobFileError("create directory", path, errno: errno)
+        do {
+            return try Posix.makeDirectory(path)
+        } catch {
+            throw BlobFileError(error)
+        }
     }
 
     /// Whether a regular file exists at `relative`.
     func exists(_ relative: String) -> Bool {
-        var info = stat()
-        return stat(path(relative), &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        (try? Posix.info(path(relative)))??.isRegularFile == true
     }
 
     /// Writes `bytes` to `relative` through a fsynced temporary file and a
@@ -106,7 +101,7 @@ struct BlobFiles {
         do {
             try DurableFile.write(bytes, to: final)
         } catch {
-            throw BlobFileError(error.operation, error.path, reason: error.reason)
+            throw BlobFileError(error)
         }
     }
 
@@ -120,7 +115,7 @@ struct BlobFiles {
         do {
             try DurableFile.syncDirectory(path)
         } catch {
-            throw BlobFileError(error.operation, error.path, reason: error.reason)
+            throw BlobFileError(error)
         }
     }
 
@@ -130,14 +125,17 @@ struct BlobFiles {
         do {
             return try DurableFile.read(path(relative), limit: limit)
         } catch {
-            throw BlobFileError(error.operation, error.path, reason: error.reason)
+            throw BlobFileError(error)
         }
     }
 
     /// Removes a blob file; a file already gone is not an error.
     func remove(_ relative: String) throws(BlobFileError) {
-        let file = path(relative)
-        if unlink(file) != 0 && errno != ENOENT { throw BlobFileError("remove", file, errno: errno) }
+        do {
+            try Posix.unlinkIfPresent(path(relative))
+        } catch {
+            throw BlobFileError(error)
+        }
     }
 
     /// Every file in the fan-out directories, as relative paths, split into
@@ -145,10 +143,10 @@ struct BlobFiles {
     func scan() -> (blobs: [String], temporary: [String]) {
         var blobs: [String] = []
         var temporary: [String] = []
-        let manager = FileManager.default
-        let directories = ((try? manager.contentsOfDirectory(atPath: root)) ?? []).sorted()
+        let directories = ((try? Posix.listDirectory(root)) ?? []).sorted()
         for directory in directories {
-            guard let names = try? manager.contentsOfDirectory(atPath: root + "/" + directory) else { continue }
+            // Anything that is not a directory (or cannot be listed) holds no blobs.
+            guard let names = try? Posix.listDirectory(root + "/" + directory) else { continue }
             for name in names.sorted() {
                 let relative = directory + "/" + name
                 if name.hasPrefix(BlobFiles.temporaryPrefix) {
@@ -163,8 +161,6 @@ struct BlobFiles {
 
     /// The size of a file in bytes, or 0 if it does not exist.
     static func fileSize(_ path: String) -> UInt64 {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return 0 }
-        return UInt64(max(0, info.st_size))
+        UInt64(max(0, (try? Posix.info(path))??.size ?? 0))
     }
 }
