@@ -5,7 +5,8 @@
  * error manager's error_exit (and emit_message for a warning when warnings are
  * fatal) formats the message into the caller's dr_jpeg_error and longjmps back.
  * Everything that must be released after a jump is reachable from the decoder
- * or a local `volatile` so the landing code can free it.
+ * or the encoder struct (heap memory, intact after the jump) so the landing
+ * code can free it.
  */
 #include <stdio.h>
 #include <jpeglib.h>
@@ -305,21 +306,104 @@ void dr_jpeg_decoder_close(dr_jpeg_decoder *dec) {
 
 /* ---------------------------------------------------------------- encoding */
 
+/*
+ * The encoder writes into a buffer this file owns, through its own destination
+ * manager. libjpeg's jpeg_mem_dest would not do: when its buffer fills it
+ * allocates a bigger one and frees the old one itself, and it tells the caller
+ * where the output lives only at jpeg_finish_compress. After an error halfway
+ * through, the landing code would hold a pointer libjpeg had already freed and
+ * no pointer at all to the live buffer.
+ *
+ * Here `buffer` is the only pointer to the output at every moment. It grows
+ * with realloc, which hands back the one pointer that replaces it, so whether
+ * an encode ends in success (the buffer goes to the caller) or in a longjmp
+ * (the landing code frees it), the buffer is released exactly once. The
+ * destination lives inside dr_encoder, not in libjpeg's pools, so the landing
+ * code can still reach it after jpeg_destroy_compress.
+ */
+typedef struct dr_destination {
+    struct jpeg_destination_mgr pub;  /* first member: libjpeg's cinfo->dest points here */
+    unsigned char *buffer;            /* the output so far; NULL until init_destination */
+    size_t capacity;                  /* bytes allocated at `buffer` */
+    size_t length;                    /* bytes of output, set by term_destination */
+    dr_jpeg_encode_probe *probe;      /* test hook (see CJPEG.h); NULL in normal use */
+} dr_destination;
+
+/* The case numbers in "Insufficient memory (case N)" that jpeg_mem_dest used
+   for the same failures, so the messages read as they always have. */
+enum { DR_OOM_BUFFER = 10, DR_OOM_SIZE = 13 };
+
+/* A first buffer that holds most files whole: headers and tables take well
+   under 4 KB, and 2 bits per pixel per component is more than a typical photo
+   needs at the usual qualities. A large allocation costs memory only for the
+   pages the encoder writes, and when the guess is short the buffer doubles, so
+   even noise needs only a few reallocs. The cap keeps a huge but flat picture
+   (up to 65500 x 65500 x 4 samples) from asking for gigabytes up front. */
+enum { DR_FIRST_CAPACITY_MAX = 64 << 20 };
+
+static size_t first_capacity(j_compress_ptr c) {
+    size_t samples = (size_t)c->image_width * (size_t)c->image_height * (size_t)c->num_components;
+    size_t capacity = samples / 4 + 4096;
+    return capacity < DR_FIRST_CAPACITY_MAX ? capacity : DR_FIRST_CAPACITY_MAX;
+}
+
+static void dest_init(j_compress_ptr c) {
+    dr_destination *d = (dr_destination *)c->dest;
+    size_t capacity = d->probe && d->probe->first_capacity ? d->probe->first_capacity : first_capacity(c);
+    if (!d->buffer) {
+        d->buffer = malloc(capacity);
+        if (!d->buffer) ERREXIT1(c, JERR_OUT_OF_MEMORY, DR_OOM_BUFFER);
+        d->capacity = capacity;
+    }
+    d->length = 0;
+    d->pub.next_output_byte = d->buffer;
+    d->pub.free_in_buffer = d->capacity;
+}
+
+/* libjpeg calls this when the buffer is full (free_in_buffer is 0). The new
+   space starts right after the old capacity. A failed realloc leaves `buffer`
+   as it was, still ours to free. */
+static boolean dest_grow(j_compress_ptr c) {
+    dr_destination *d = (dr_destination *)c->dest;
+    if (d->capacity > SIZE_MAX / 2) ERREXIT1(c, JERR_OUT_OF_MEMORY, DR_OOM_SIZE);
+    size_t capacity = d->capacity * 2;
+    unsigned char *grown = NULL;
+    /* The test hook's failure is taken exactly where a failed realloc would be. */
+    if (!(d->probe && d->probe->fail_after && d->capacity >= d->probe->fail_after)) {
+        grown = realloc(d->buffer, capacity);
+    }
+    if (!grown) ERREXIT1(c, JERR_OUT_OF_MEMORY, DR_OOM_BUFFER);
+    if (d->probe) d->probe->growths++;
+    d->pub.next_output_byte = grown + d->capacity;
+    d->pub.free_in_buffer = capacity - d->capacity;
+    d->buffer = grown;
+    d->capacity = capacity;
+    return TRUE;
+}
+
+static void dest_term(j_compress_ptr c) {
+    dr_destination *d = (dr_destination *)c->dest;
+    d->length = d->capacity - d->pub.free_in_buffer;
+}
+
 typedef struct dr_encoder {
     struct jpeg_compress_struct cinfo;
     dr_error_mgr jerr;
-    unsigned char *buffer;
-    unsigned long length;
+    dr_destination dest;
 } dr_encoder;
 
 static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height, size_t stride,
                                     J_COLOR_SPACE in_space, int in_components, J_COLOR_SPACE store_space,
                                     int quality, int luma_h, int luma_v, int progressive,
                                     int optimize_coding, uint8_t **out, size_t *out_length,
-                                    dr_jpeg_error *err) {
+                                    dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
     reset_error(err);
     *out = NULL;
     *out_length = 0;
+    if (probe) {
+        probe->growths = 0;
+        probe->buffers_freed = 0;
+    }
     if (!pixels || width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION ||
         quality < 1 || quality > 100 || luma_h < 1 || luma_h > 2 || luma_v < 1 || luma_v > 2 ||
         stride < (size_t)width * (size_t)in_components) {
@@ -333,15 +417,25 @@ static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height
     }
     install(&enc->jerr, 0, err);
     enc->cinfo.err = &enc->jerr.pub;
+    enc->dest.pub.init_destination = dest_init;
+    enc->dest.pub.empty_output_buffer = dest_grow;
+    enc->dest.pub.term_destination = dest_term;
+    enc->dest.probe = probe;
     if (setjmp(enc->jerr.jump)) {
+        /* `enc` is not written after setjmp and the destination is heap memory,
+           so both are intact here; libjpeg never frees the buffer. */
         jpeg_destroy_compress(&enc->cinfo);
-        free(enc->buffer);
+        if (enc->dest.buffer) {
+            free(enc->dest.buffer);
+            enc->dest.buffer = NULL;
+            if (probe) probe->buffers_freed++;
+        }
         free(enc);
         return DR_JPEG_ENCODE_FAILED;
     }
     jpeg_create_compress(&enc->cinfo);
     struct jpeg_compress_struct *c = &enc->cinfo;
-    jpeg_mem_dest(c, &enc->buffer, &enc->length);
+    c->dest = &enc->dest.pub;
     c->image_width = (JDIMENSION)width;
     c->image_height = (JDIMENSION)height;
     c->input_components = in_components;
@@ -367,9 +461,10 @@ static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height
         jpeg_write_scanlines(c, rows, (JDIMENSION)n);
     }
     jpeg_finish_compress(c);
-    *out = enc->buffer;
-    *out_length = (size_t)enc->length;
-    enc->buffer = NULL;
+    /* The buffer passes to the caller, who releases it with dr_jpeg_free. */
+    *out = enc->dest.buffer;
+    *out_length = enc->dest.length;
+    enc->dest.buffer = NULL;
     jpeg_destroy_compress(c);
     free(enc);
     return DR_JPEG_OK;
@@ -380,7 +475,15 @@ dr_jpeg_status dr_jpeg_encode_rgbx(const uint8_t *pixels, int width, int height,
                                    int optimize_coding, uint8_t **out, size_t *out_length,
                                    dr_jpeg_error *err) {
     return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, gray ? JCS_GRAYSCALE : JCS_YCbCr, quality,
-                         luma_h, luma_v, progressive, optimize_coding, out, out_length, err);
+                         luma_h, luma_v, progressive, optimize_coding, out, out_length, NULL, err);
+}
+
+dr_jpeg_status dr_jpeg_encode_rgbx_probed(const uint8_t *pixels, int width, int height, size_t stride,
+                                          int gray, int quality, int luma_h, int luma_v, int progressive,
+                                          int optimize_coding, uint8_t **out, size_t *out_length,
+                                          dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
+    return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, gray ? JCS_GRAYSCALE : JCS_YCbCr, quality,
+                         luma_h, luma_v, progressive, optimize_coding, out, out_length, probe, err);
 }
 
 dr_jpeg_status dr_jpeg_encode_raw(const uint8_t *samples, int width, int height, int components,
@@ -388,11 +491,11 @@ dr_jpeg_status dr_jpeg_encode_raw(const uint8_t *samples, int width, int height,
                                   dr_jpeg_error *err) {
     if (components == 1) {
         return encode_common(samples, width, height, (size_t)width, JCS_GRAYSCALE, 1, JCS_GRAYSCALE,
-                             quality, 1, 1, 0, 0, out, out_length, err);
+                             quality, 1, 1, 0, 0, out, out_length, NULL, err);
     }
     if (components == 4) {
         return encode_common(samples, width, height, (size_t)width * 4, JCS_CMYK, 4,
-                             store_ycck ? JCS_YCCK : JCS_CMYK, quality, 1, 1, 0, 0, out, out_length, err);
+                             store_ycck ? JCS_YCCK : JCS_CMYK, quality, 1, 1, 0, 0, out, out_length, NULL, err);
     }
     reset_error(err);
     set_error(err, DR_JPEG_INVALID_ARGUMENT, "components must be 1 or 4");

@@ -108,6 +108,35 @@ struct CodecErrorTests {
         #expect(DecodeLimits.default == DecodeLimits(maxPixels: 50_000_000, maxSide: 16_384, maxInputBytes: 64 << 20, failOnWarning: true))
     }
 
+    /// Noise at quality 95 compresses badly: about 160 KB for 256x256, so an
+    /// output buffer that starts at 4 KB has doubled several times by 64 KB.
+    static let noisy = JPEGFixtures.noiseImage(width: 256, height: 256)
+
+    @Test func encoderErrorAfterTheBufferGrewFreesItOnce() throws {
+        let whole = try JPEG.encode(Self.noisy)
+        #expect(whole.count > 128 << 10)
+
+        var probe = JPEG.EncoderProbe(firstCapacity: 4 << 10, failAfter: 64 << 10)
+        #expect(throws: ImageError(.encodeFailed, "JPEG encoding failed (libjpeg: Insufficient memory (case 10))")) {
+            _ = try JPEG.encode(Self.noisy, probe: &probe)
+        }
+        #expect(probe.growths == 4)  // 4 -> 8 -> 16 -> 32 -> 64 KB, then the growth that fails
+        #expect(probe.buffersFreed == 1)
+
+        // The failure leaves nothing behind: the next encode writes the same file.
+        #expect(try JPEG.encode(Self.noisy) == whole)
+    }
+
+    @Test func growingTheBufferDoesNotChangeTheFile() throws {
+        for options in [EncodeOptions(), EncodeOptions(quality: 80, subsampling: .s420, progressive: true)] {
+            var probe = JPEG.EncoderProbe(firstCapacity: 1)
+            let grown = try JPEG.encode(Self.noisy, options: options, probe: &probe)
+            #expect(probe.growths >= 10)
+            #expect(probe.buffersFreed == 0)
+            #expect(grown == (try JPEG.encode(Self.noisy, options: options)))
+        }
+    }
+
     @Test func badRequestsAreInvalidArguments() throws {
         #expect(decodeError(Self.valid, DecodeOptions(shrink: 3))?.code == .invalidArgument)
         #expect(decodeError(Self.valid, DecodeOptions(region: Rect(x: 60, y: 0, width: 10, height: 10)))?.code == .invalidArgument)

@@ -109,6 +109,24 @@ dr_jpeg_status dr_jpeg_encode_raw(const uint8_t *samples, int width, int height,
 
 void dr_jpeg_free(uint8_t *buffer);
 
+/* Test hook, for tests only: it lets a test drive the encoder's output buffer
+   through its growth and error paths and see how the buffer was handled. */
+typedef struct dr_jpeg_encode_probe {
+    size_t first_capacity; /* in: size of the first output buffer; 0 for the encoder's own estimate */
+    size_t fail_after;     /* in: once this many bytes are written, the next growth of the buffer
+                              fails as if realloc had returned NULL; 0 for never */
+    int growths;           /* out: successful growths of the output buffer */
+    int buffers_freed;     /* out: output buffers the encoder released after an error */
+} dr_jpeg_encode_probe;
+
+/* Test hook: dr_jpeg_encode_rgbx under the control of `probe` (see above). An
+   injected failure ends the call as an allocation failure inside libjpeg would:
+   DR_JPEG_ENCODE_FAILED with libjpeg's "Insufficient memory" message. */
+dr_jpeg_status dr_jpeg_encode_rgbx_probed(const uint8_t *pixels, int width, int height, size_t stride,
+                                          int gray, int quality, int luma_h, int luma_v, int progressive,
+                                          int optimize_coding, uint8_t **out, size_t *out_length,
+                                          dr_jpeg_encode_probe *probe, dr_jpeg_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,6 +70,41 @@ public enum JPEG {
     /// standard ones (`optimize_coding` off): encoding is faster and files are a
     /// few percent larger.
     public static func encode(_ image: Image, options: EncodeOptions = .init()) throws(ImageError) -> [UInt8] {
+        try encodeRGBX(image, options: options, probe: nil)
+    }
+
+    /// How the encoder handled its output buffer, for tests of that buffer's
+    /// growth and error paths (the CJPEG test hook `dr_jpeg_encode_rgbx_probed`).
+    struct EncoderProbe {
+        /// Size of the first output buffer; 0 for the encoder's own estimate.
+        var firstCapacity = 0
+        /// Once this many bytes are written, the next growth of the buffer fails
+        /// as an allocation failure would; 0 for never.
+        var failAfter = 0
+        /// Set by the encode: successful growths of the output buffer.
+        var growths = 0
+        /// Set by the encode: output buffers the encoder released after an error.
+        var buffersFreed = 0
+    }
+
+    /// `encode(_:options:)` through the CJPEG test hook, under the control of
+    /// `probe`, which also receives what the encoder did with its buffer.
+    /// For tests only.
+    static func encode(
+        _ image: Image, options: EncodeOptions = .init(), probe: inout EncoderProbe
+    ) throws(ImageError) -> [UInt8] {
+        var hook = dr_jpeg_encode_probe(
+            first_capacity: probe.firstCapacity, fail_after: probe.failAfter, growths: 0, buffers_freed: 0)
+        defer {
+            probe.growths = Int(hook.growths)
+            probe.buffersFreed = Int(hook.buffers_freed)
+        }
+        return try encodeRGBX(image, options: options, probe: &hook)
+    }
+
+    private static func encodeRGBX(
+        _ image: Image, options: EncodeOptions, probe: UnsafeMutablePointer<dr_jpeg_encode_probe>?
+    ) throws(ImageError) -> [UInt8] {
         guard (1...100).contains(options.quality) else {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(options.quality)")
         }
@@ -82,11 +117,17 @@ public enum JPEG {
         var error = dr_jpeg_error()
         var out: UnsafeMutablePointer<UInt8>? = nil
         var length = 0
+        let (width, height, gray) = (Int32(image.width), Int32(image.height), Int32(options.grayscale ? 1 : 0))
+        let (quality, progressive) = (Int32(options.quality), Int32(options.progressive ? 1 : 0))
         let status = image.pixels.withUnsafeBufferPointer { pixels in
-            dr_jpeg_encode_rgbx(
-                pixels.baseAddress, Int32(image.width), Int32(image.height), image.stride,
-                options.grayscale ? 1 : 0, Int32(options.quality), lumaH, lumaV, options.progressive ? 1 : 0, 0,
-                &out, &length, &error)
+            guard let probe else {
+                return dr_jpeg_encode_rgbx(
+                    pixels.baseAddress, width, height, image.stride, gray, quality, lumaH, lumaV, progressive, 0,
+                    &out, &length, &error)
+            }
+            return dr_jpeg_encode_rgbx_probed(
+                pixels.baseAddress, width, height, image.stride, gray, quality, lumaH, lumaV, progressive, 0,
+                &out, &length, probe, &error)
         }
         return try collect(status: status, out: out, length: length, error: error)
     }
