@@ -217,7 +217,6 @@ public final class Connection {
     public func prepare(_ sql: String, cached: Bool = true) throws -> Statement {
         if cached, let statement = cache[sql], !statement.isBusy {
             statement.reset()
-            statement.clearBindings()
             return statement
         }
         let statement = try Statement(handle: handle, sql: sql)

@@ -7,11 +7,24 @@ import CSQLite
 /// parameters (`:name`, `@name`, `$name`) are bound by their full name.
 /// Columns are numbered from 0. Strings and blobs are copied into SQLite when
 /// bound and copied out when read, so no Swift memory is ever shared with it.
+///
+/// Every run binds every parameter afresh. SQLite itself keeps bindings
+/// across a reset, so a run that binds fewer values than the last one would
+/// quietly reuse the rest; here `reset()` clears them, the array forms of
+/// `execute` and `query` take exactly one value per parameter, and `step()`
+/// will not start a run while a parameter is unbound. A value from one run
+/// therefore never reaches the next, and a bound blob is freed with its run.
 public final class Statement {
     private var statement: OpaquePointer?
     private let handle: DatabaseHandle
     /// The SQL text of the statement.
     public let sql: String
+    /// The number of parameters (the largest parameter index).
+    public let parameterCount: Int
+    /// Which parameters (index - 1) have been bound since the last reset, and
+    /// how many: `step()` starts a run only when all of them are.
+    private var bound: [Bool]
+    private var boundCount = 0
 
     init(handle: DatabaseHandle, sql: String) throws {
         guard let db = handle.db else { throw SQLiteError.misuse("the database connection is closed", sql: sql) }
@@ -48,6 +61,8 @@ public final class Statement {
             throw SQLiteError.misuse("prepare takes one statement; use execute(_:) for scripts", sql: sql)
         }
         self.statement = prepared
+        self.parameterCount = Int(sqlite3_bind_parameter_count(prepared))
+        self.bound = Array(repeating: false, count: parameterCount)
     }
 
     deinit {
@@ -78,12 +93,6 @@ public final class Statement {
 
     // MARK: Binding
 
-    /// The number of parameters.
-    public var parameterCount: Int {
-        guard let statement else { return 0 }
-        return Int(sqlite3_bind_parameter_count(statement))
-    }
-
     /// Binds `value` to parameter `index` (1-based).
     public func bind(_ value: SQLiteValue, at index: Int) throws {
         let statement = try live()
@@ -111,6 +120,10 @@ public final class Statement {
         case .null:
             try check(sqlite3_bind_null(statement, position))
         }
+        if !bound[index - 1] {
+            bound[index - 1] = true
+            boundCount += 1
+        }
     }
 
     /// Binds a Swift value (nil binds NULL) to parameter `index` (1-based).
@@ -130,25 +143,57 @@ public final class Statement {
 
     /// Binds `values` to parameters 1, 2, ... in order; the count must match.
     public func bind(_ values: [(any SQLiteBindable)?]) throws {
-        guard values.count == parameterCount else {
-            throw SQLiteError(code: .range, message: "\(values.count) values for \(parameterCount) parameters", sql: sql)
-        }
+        try checkValueCount(values.count)
         for (offset, value) in values.enumerated() {
             try bind(value, at: offset + 1)
         }
     }
 
-    /// Sets every parameter to NULL.
+    /// Sets every parameter to NULL and counts none as bound: the next run
+    /// binds them all again.
     public func clearBindings() {
         if let statement { sqlite3_clear_bindings(statement) }
+        forgetBindings()
+    }
+
+    private func forgetBindings() {
+        guard boundCount > 0 else { return }
+        for index in bound.indices { bound[index] = false }
+        boundCount = 0
+    }
+
+    /// A run takes one value per parameter: fewer would leave some unbound,
+    /// more would be dropped without a word.
+    private func checkValueCount(_ count: Int) throws {
+        guard count == parameterCount else {
+            throw SQLiteError(
+                code: .range,
+                message: "\(count) value\(count == 1 ? "" : "s") given for a statement with \(parameterCount) parameter\(parameterCount == 1 ? "" : "s")",
+                sql: sql)
+        }
+    }
+
+    /// Refuses to start a run while a parameter has not been bound since the
+    /// last reset, naming the first such parameter.
+    private func checkAllBound() throws {
+        guard boundCount < parameterCount, let statement else { return }
+        let index = (bound.firstIndex(of: false) ?? 0) + 1
+        let name = sqlite3_bind_parameter_name(statement, Int32(index)).map { " (\(String(cString: $0)))" } ?? ""
+        throw SQLiteError(
+            code: .range,
+            message: "parameter \(index)\(name) of \(parameterCount) is not bound; each run binds every parameter",
+            sql: sql)
     }
 
     // MARK: Stepping
 
     /// Advances to the next row: true when a row is available, false when
-    /// the statement has finished.
+    /// the statement has finished. A run starts only when every parameter
+    /// has been bound since the last reset.
     public func step() throws -> Bool {
         let statement = try live()
+        let starting = sqlite3_stmt_busy(statement) == 0
+        if starting { try checkAllBound() }
         let code = sqlite3_step(statement)
         switch code {
         case SQLITE_ROW: return true
@@ -160,29 +205,35 @@ public final class Statement {
         }
     }
 
-    /// Rewinds the statement so it can run again; bindings are kept.
+    /// Rewinds the statement so it can run again and clears its parameters
+    /// (SQLite would keep them): the next run binds every one afresh.
     public func reset() {
-        if let statement { sqlite3_reset(statement) }
+        guard let statement else { return }
+        sqlite3_reset(statement)
+        if boundCount > 0 { sqlite3_clear_bindings(statement) }
+        forgetBindings()
     }
 
-    /// Binds `bindings` (when given), runs the statement to completion and
-    /// resets it.
+    /// Binds `bindings`, one per parameter, runs the statement to completion
+    /// and resets it.
     public func execute(_ bindings: (any SQLiteBindable)?...) throws {
         try execute(bindings)
     }
 
     /// Array form of `execute(_:...)`.
     public func execute(_ bindings: [(any SQLiteBindable)?]) throws {
+        try checkValueCount(bindings.count)
         reset()
         defer { reset() }
-        if !bindings.isEmpty || parameterCount > 0 { try bind(bindings) }
+        try bind(bindings)
         while try step() {}
     }
 
     /// `execute` with values already in SQLite's types, bound to
-    /// parameters 1, 2, … in order: nothing is boxed, for statements a busy
-    /// loop runs for every row it writes.
+    /// parameters 1, 2, … in order, exactly one per parameter: nothing is
+    /// boxed, for statements a busy loop runs for every row it writes.
     public func execute(values: [SQLiteValue]) throws {
+        try checkValueCount(values.count)
         reset()
         defer { reset() }
         for (offset, value) in values.enumerated() {
@@ -191,8 +242,8 @@ public final class Statement {
         while try step() {}
     }
 
-    /// Binds `bindings` (when given), steps through every row calling `map`,
-    /// and resets the statement. A `Row` is valid only inside `map`.
+    /// Binds `bindings`, one per parameter, steps through every row calling
+    /// `map`, and resets the statement. A `Row` is valid only inside `map`.
     @discardableResult
     public func query<T>(_ bindings: (any SQLiteBindable)?..., map: (Row) throws -> T) throws -> [T] {
         try query(bindings, map: map)
@@ -201,9 +252,10 @@ public final class Statement {
     /// Array form of `query(_:...map:)`.
     @discardableResult
     public func query<T>(_ bindings: [(any SQLiteBindable)?], map: (Row) throws -> T) throws -> [T] {
+        try checkValueCount(bindings.count)
         reset()
         defer { reset() }
-        if !bindings.isEmpty || parameterCount > 0 { try bind(bindings) }
+        try bind(bindings)
         var results: [T] = []
         while try step() {
             results.append(try map(Row(statement: self)))
