@@ -103,6 +103,20 @@ public final class Connection {
     /// The path the connection was opened with.
     public let path: String
     private var cache: [String: Statement] = [:]
+    /// The statements of each savepoint name used so far.
+    private var savepoints: [String: SavepointStatements] = [:]
+
+    /// What one savepoint name runs, prepared together at the name's first
+    /// use: undoing a failed body then compiles no SQL, which could itself
+    /// fail (for example on `noMemory`), and a savepoint costs no parsing
+    /// however often it runs.
+    private struct SavepointStatements {
+        let begin: Statement
+        let release: Statement
+        let rollbackTo: Statement
+        /// Undoes a savepoint that began the transaction.
+        let rollback: Statement
+    }
 
     /// Opens (and by default creates) the database at `path` and applies
     /// `options`. `":memory:"` opens a private in-memory database.
@@ -157,6 +171,7 @@ public final class Connection {
     /// database. Statements still held elsewhere stop working (they throw
     /// `misuse`). Calling it again does nothing.
     public func close() throws {
+        savepoints.removeAll()
         for statement in cache.values { statement.finalize() }
         cache.removeAll()
         try handle.close()
@@ -233,8 +248,10 @@ public final class Connection {
     }
 
     /// Runs `body` in a transaction and commits it; if `body` or the commit
-    /// throws, rolls back and rethrows that first error (a failing rollback
-    /// never hides it).
+    /// throws, rolls back and rethrows that first error. If the rollback
+    /// fails as well, the connection may still be in the transaction, which
+    /// the caller has to know: the error is then a `TransactionError` that
+    /// carries both, the first error as its `cause`.
     ///
     /// `immediate` (the default) takes the write lock at `BEGIN IMMEDIATE`,
     /// so a busy database fails, or waits out the busy timeout, before any
@@ -251,10 +268,125 @@ public final class Connection {
             try prepare("COMMIT").execute()
             return result
         } catch {
-            if isInTransaction {
-                try? prepare("ROLLBACK").execute()
+            guard isInTransaction else { throw error }
+            do {
+                try prepare("ROLLBACK").execute()
+            } catch let rollbackError {
+                throw TransactionError(cause: error, transactionRolledBack: false,
+                                       rollbackFailure: Connection.sqliteError(rollbackError))
             }
             throw error
+        }
+    }
+
+    /// Errors from this module are all `SQLiteError`s; anything else is
+    /// described in one.
+    private static func sqliteError(_ error: any Error) -> SQLiteError {
+        error as? SQLiteError ?? SQLiteError(code: .error, message: "\(error)")
+    }
+
+    // MARK: Savepoints
+
+    /// Runs `body` in savepoint `name` and releases it, keeping the work in
+    /// the enclosing transaction; outside a transaction the savepoint is the
+    /// transaction, and its release commits.
+    ///
+    /// If `body` (or the release) throws, only the savepoint's work is
+    /// undone (ROLLBACK TO, then RELEASE; ROLLBACK when the savepoint began
+    /// the transaction) and the error is rethrown, so earlier work in the
+    /// transaction survives. Two outcomes change what the caller must do,
+    /// and throw a `TransactionError` with the error as its `cause`:
+    ///
+    /// - SQLite had already rolled back the whole enclosing transaction by
+    ///   itself (`transactionRolledBack`), which it may do on `full`,
+    ///   `ioError`, `busy`, `noMemory` or `interrupt`. A caller that keeps
+    ///   one transaction open across many savepoints learns here that the
+    ///   transaction's earlier work is gone and that it is no longer in a
+    ///   transaction.
+    /// - Undoing the savepoint failed (`rollbackFailure`).
+    ///
+    /// The statements for `name` are prepared at its first use and kept, so
+    /// a savepoint costs three statement runs and no parsing. The same name
+    /// may nest: each ROLLBACK TO and RELEASE reaches the innermost one.
+    /// `name` is letters, digits and underscores, not starting with a digit.
+    @discardableResult
+    public func withSavepoint<T>(_ name: String = "darkroom", _ body: () throws -> T) throws -> T {
+        let statements = try savepointStatements(name)
+        let outermost = !isInTransaction
+        try statements.begin.execute(values: [])
+        let result: T
+        do {
+            result = try body()
+            try statements.release.execute(values: [])
+        } catch {
+            throw undoSavepoint(statements, outermost: outermost, cause: error)
+        }
+        return result
+    }
+
+    /// Undoes a savepoint whose work failed with `cause`; returns what
+    /// `withSavepoint` throws.
+    private func undoSavepoint(_ statements: SavepointStatements, outermost: Bool, cause: any Error) -> any Error {
+        guard isInTransaction else {
+            // SQLite ended the transaction by itself. That is all the undo a
+            // savepoint that began the transaction needs; under an enclosing
+            // transaction, that transaction's earlier work is gone too.
+            return outermost ? cause : TransactionError(cause: cause, transactionRolledBack: true, rollbackFailure: nil)
+        }
+        do {
+            if outermost {
+                try statements.rollback.execute(values: [])
+            } else {
+                try statements.rollbackTo.execute(values: [])
+                try statements.release.execute(values: [])
+            }
+            return cause
+        } catch {
+            return TransactionError(cause: cause, transactionRolledBack: !outermost && !isInTransaction,
+                                    rollbackFailure: Connection.sqliteError(error))
+        }
+    }
+
+    /// Opens savepoint `name` (SAVEPOINT); outside a transaction this also
+    /// begins one, deferred. Prefer `withSavepoint`, which undoes the
+    /// savepoint on failure and reports a transaction SQLite rolled back.
+    public func savepoint(_ name: String) throws {
+        try savepointStatements(name).begin.execute(values: [])
+    }
+
+    /// Ends savepoint `name` and the savepoints opened after it, keeping
+    /// their work in the enclosing transaction (RELEASE). Releasing the
+    /// savepoint that began the transaction commits it.
+    public func release(_ name: String) throws {
+        try savepointStatements(name).release.execute(values: [])
+    }
+
+    /// Undoes the work done since savepoint `name` (ROLLBACK TO). The
+    /// savepoint stays open, to be released, and so does the transaction.
+    public func rollback(to name: String) throws {
+        try savepointStatements(name).rollbackTo.execute(values: [])
+    }
+
+    private func savepointStatements(_ name: String) throws -> SavepointStatements {
+        if let statements = savepoints[name] { return statements }
+        guard Connection.isPlainName(name) else {
+            throw SQLiteError.misuse("savepoint name \"\(name)\" must be ASCII letters, digits and underscores, not starting with a digit")
+        }
+        let statements = SavepointStatements(
+            begin: try prepare("SAVEPOINT \(name)"),
+            release: try prepare("RELEASE \(name)"),
+            rollbackTo: try prepare("ROLLBACK TO \(name)"),
+            rollback: try prepare("ROLLBACK"))
+        savepoints[name] = statements
+        return statements
+    }
+
+    /// A name that goes into SQL as it is, with no quoting to get wrong.
+    private static func isPlainName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return name.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
         }
     }
 
@@ -289,7 +421,7 @@ public final class Connection {
         return CheckpointResult(logFrames: Int(log), checkpointedFrames: Int(done))
     }
 
-    /// The value of a pragma, e.g. `pragma("journal_mode")` is `"wal"`.
+    /// The value of a pragma as text, e.g. `pragma("journal_mode")` is `"wal"`.
     public func pragma(_ name: String) throws -> String? {
         let statement = try prepare("PRAGMA \(name)", cached: false)
         defer { statement.finalize() }
