@@ -390,6 +390,81 @@ public final class Connection {
         }
     }
 
+    // MARK: Schema version
+
+    /// The database's schema version, `PRAGMA user_version` (0 for a new
+    /// database).
+    public func userVersion() throws -> Int64 {
+        let sql = "PRAGMA user_version"
+        guard let version = try prepare(sql).query(map: { try $0.int64("user_version") }).first else {
+            throw SQLiteError(code: .error, message: "PRAGMA user_version returned no row", sql: sql)
+        }
+        return version
+    }
+
+    /// Sets `PRAGMA user_version`, a 32-bit integer in the database header.
+    /// Inside a transaction it commits or rolls back with the transaction.
+    public func setUserVersion(_ version: Int64) throws {
+        guard let value = Int32(exactly: version) else {
+            throw SQLiteError(code: .range, message: "schema version \(version) does not fit PRAGMA user_version, a 32-bit integer")
+        }
+        try execute("PRAGMA user_version = \(value)")
+    }
+
+    /// Brings the schema up to version `latest`: each step newer than the
+    /// database's `user_version` runs, in order, in its own transaction,
+    /// which also sets `user_version` to the step's version, so a step that
+    /// fails leaves the database at the previous version and a crash never
+    /// leaves half a step. Returns the versions applied, in order.
+    ///
+    /// Steps are numbered from 1 and increase, the last one being `latest`;
+    /// a new schema version appends a step and existing steps never change.
+    /// A database whose version is above `latest` was written by a newer
+    /// darkroom and is refused rather than misread: the error says so and
+    /// names both versions. Each step reads the version again after BEGIN
+    /// IMMEDIATE has taken the write lock, so two processes opening one
+    /// database at the same time apply each step once.
+    @discardableResult
+    public func migrate(to latest: Int64, steps: [(version: Int64, apply: (Connection) throws -> Void)]) throws -> [Int64] {
+        var previous: Int64 = 0
+        for step in steps {
+            guard step.version > previous, step.version <= Int64(Int32.max) else {
+                throw SQLiteError.misuse("migration steps must be numbered upwards from 1 within 32 bits; \(step.version) follows \(previous)")
+            }
+            previous = step.version
+        }
+        guard previous == latest else {
+            throw SQLiteError.misuse("the latest schema version is \(latest) but the last migration step is \(previous)")
+        }
+        let found = try userVersion()
+        try checkSchemaVersion(found, latest: latest)
+        var applied: [Int64] = []
+        for step in steps where step.version > found {
+            let ran = try transaction { () throws -> Bool in
+                let current = try userVersion()
+                try checkSchemaVersion(current, latest: latest)
+                guard current < step.version else { return false }  // applied meanwhile by another connection
+                try step.apply(self)
+                try setUserVersion(step.version)
+                return true
+            }
+            if ran { applied.append(step.version) }
+        }
+        return applied
+    }
+
+    /// Refuses a schema version this binary cannot read.
+    private func checkSchemaVersion(_ found: Int64, latest: Int64) throws {
+        guard found >= 0 else {
+            throw SQLiteError(code: .error, message: "\(path): database schema version \(found) is negative; darkroom did not write it")
+        }
+        guard found <= latest else {
+            throw SQLiteError(
+                code: .error,
+                message: "\(path): database schema version \(found) is newer than this darkroom, which knows up to \(latest); upgrade darkroom")
+        }
+    }
+
     // MARK: Status
 
     /// The rowid of the most recent successful INSERT on this connection.

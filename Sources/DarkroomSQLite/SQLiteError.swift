@@ -63,10 +63,10 @@ public struct ResultCode: RawRepresentable, Sendable, Hashable, CustomStringConv
 ///
 /// Catch by code with `catch ResultCode.busy` (a primary code also matches
 /// its extended codes) or by value with `catch let error as SQLiteError`.
-/// Every call in this module throws only this type, except `transaction` and
-/// `withSavepoint`, which pass on what their closure throws, and throw a
-/// `TransactionError` when the transaction did not end where the caller
-/// would assume. Calls are declared plain `throws`: Swift 6.3 crashes
+/// Every call in this module throws only this type, except `transaction`,
+/// `withSavepoint` and `migrate`, which pass on what their closures throw,
+/// and throw a `TransactionError` when the transaction did not end where the
+/// caller would assume. Calls are declared plain `throws`: Swift 6.3 crashes
 /// compiling a non-exhaustive `catch` of a typed-thrown error.
 public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The extended result code.
