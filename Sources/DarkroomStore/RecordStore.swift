@@ -39,7 +39,10 @@ struct StoreFailure: Error, CustomStringConvertible {
 /// Writes happen in batches: `begin()`, any number of requests (each in its
 /// own savepoint, so one failing request does not undo the others), then
 /// `commit()`, which first makes new blob files durable, then commits, then
-/// removes the files no committed row names any more.
+/// removes the files no committed row names any more. If SQLite rolls back
+/// the batch's transaction by itself (a full disk, an I/O error), the
+/// requests after it are refused and the commit fails, so nothing of the
+/// batch is reported stored.
 ///
 /// Owned by the storage node's service thread, like the `Connection` inside it.
 final class RecordStore {
@@ -199,7 +202,9 @@ final class RecordStore {
     }
 
     /// Makes new blob files durable, commits, then removes released files.
+    /// Fails if SQLite has rolled back the batch's transaction by itself.
     func commit() throws {
+        try requireBatch()
         var synced: Set<String> = []
         for file in unsyncedFiles {
             let directory = String(file.prefix(2))
@@ -242,9 +247,22 @@ final class RecordStore {
     }
 
     /// Runs one write request in a savepoint of the open batch: if it throws,
-    /// only its own changes are undone.
+    /// only its own changes are undone. Refused once the batch's transaction
+    /// is gone: outside it, each statement would commit on its own.
     func inSavepoint<T>(_ body: () throws -> T) throws -> T {
-        try connection.withSavepoint("request", body)
+        try requireBatch()
+        return try connection.withSavepoint("request", body)
+    }
+
+    /// Throws unless the batch's transaction is open. SQLite rolls a
+    /// transaction back by itself on some errors (a full disk, an I/O
+    /// error), even in a read; the batch's earlier requests are then undone,
+    /// and what follows must not be written outside a transaction, where
+    /// each statement would commit on its own.
+    private func requireBatch() throws {
+        guard connection.isInTransaction else {
+            throw StoreFailure(.internal, "the batch's transaction was rolled back by SQLite after an earlier error")
+        }
     }
 
     // MARK: Requests
@@ -254,6 +272,7 @@ final class RecordStore {
     /// thrown before any row is written; other errors may come after the
     /// first insert (the caller then undoes the request).
     func store(_ request: StoreRequest, now: UInt64) throws -> (recordID: ULID, created: Bool) {
+        try requireBatch()
         let job = request.jobID.description
         let existing = try selectByJob.query([job]) { try $0.string("id") }
         if let text = existing.first {
@@ -383,6 +402,7 @@ final class RecordStore {
     /// shares them. Like `store`, throws a `StoreFailure` only before
     /// deleting anything.
     func delete(matching id: ULID) throws -> Bool {
+        try requireBatch()
         guard let record = try record(matching: id) else { return false }
         let key = record.id.description
         let files = try connection.query(
