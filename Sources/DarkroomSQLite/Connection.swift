@@ -103,6 +103,20 @@ public final class Connection {
     /// The path the connection was opened with.
     public let path: String
     private var cache: [String: Statement] = [:]
+    /// The statements of each savepoint name used so far.
+    private var savepoints: [String: SavepointStatements] = [:]
+
+    /// What one savepoint name runs, prepared together at the name's first
+    /// use: undoing a failed body then compiles no SQL, which could itself
+    /// fail (for example on `noMemory`), and a savepoint costs no parsing
+    /// however often it runs.
+    private struct SavepointStatements {
+        let begin: Statement
+        let release: Statement
+        let rollbackTo: Statement
+        /// Undoes a savepoint that began the transaction.
+        let rollback: Statement
+    }
 
     /// Opens (and by default creates) the database at `path` and applies
     /// `options`. `":memory:"` opens a private in-memory database.
@@ -157,6 +171,7 @@ public final class Connection {
     /// database. Statements still held elsewhere stop working (they throw
     /// `misuse`). Calling it again does nothing.
     public func close() throws {
+        savepoints.removeAll()
         for statement in cache.values { statement.finalize() }
         cache.removeAll()
         try handle.close()
@@ -217,7 +232,6 @@ public final class Connection {
     public func prepare(_ sql: String, cached: Bool = true) throws -> Statement {
         if cached, let statement = cache[sql], !statement.isBusy {
             statement.reset()
-            statement.clearBindings()
             return statement
         }
         let statement = try Statement(handle: handle, sql: sql)
@@ -234,8 +248,10 @@ public final class Connection {
     }
 
     /// Runs `body` in a transaction and commits it; if `body` or the commit
-    /// throws, rolls back and rethrows that first error (a failing rollback
-    /// never hides it).
+    /// throws, rolls back and rethrows that first error. If the rollback
+    /// fails as well, the connection may still be in the transaction, which
+    /// the caller has to know: the error is then a `TransactionError` that
+    /// carries both, the first error as its `cause`.
     ///
     /// `immediate` (the default) takes the write lock at `BEGIN IMMEDIATE`,
     /// so a busy database fails, or waits out the busy timeout, before any
@@ -252,10 +268,200 @@ public final class Connection {
             try prepare("COMMIT").execute()
             return result
         } catch {
-            if isInTransaction {
-                try? prepare("ROLLBACK").execute()
+            guard isInTransaction else { throw error }
+            do {
+                try prepare("ROLLBACK").execute()
+            } catch let rollbackError {
+                throw TransactionError(cause: error, transactionRolledBack: false,
+                                       rollbackFailure: Connection.sqliteError(rollbackError))
             }
             throw error
+        }
+    }
+
+    /// Errors from this module are all `SQLiteError`s; anything else is
+    /// described in one.
+    private static func sqliteError(_ error: any Error) -> SQLiteError {
+        error as? SQLiteError ?? SQLiteError(code: .error, message: "\(error)")
+    }
+
+    // MARK: Savepoints
+
+    /// Runs `body` in savepoint `name` and releases it, keeping the work in
+    /// the enclosing transaction; outside a transaction the savepoint is the
+    /// transaction, and its release commits.
+    ///
+    /// If `body` (or the release) throws, only the savepoint's work is
+    /// undone (ROLLBACK TO, then RELEASE; ROLLBACK when the savepoint began
+    /// the transaction) and the error is rethrown, so earlier work in the
+    /// transaction survives. Two outcomes change what the caller must do,
+    /// and throw a `TransactionError` with the error as its `cause`:
+    ///
+    /// - SQLite had already rolled back the whole enclosing transaction by
+    ///   itself (`transactionRolledBack`), which it may do on `full`,
+    ///   `ioError`, `busy`, `noMemory` or `interrupt`. A caller that keeps
+    ///   one transaction open across many savepoints learns here that the
+    ///   transaction's earlier work is gone and that it is no longer in a
+    ///   transaction.
+    /// - Undoing the savepoint failed (`rollbackFailure`).
+    ///
+    /// The statements for `name` are prepared at its first use and kept, so
+    /// a savepoint costs three statement runs and no parsing. The same name
+    /// may nest: each ROLLBACK TO and RELEASE reaches the innermost one.
+    /// `name` is letters, digits and underscores, not starting with a digit.
+    @discardableResult
+    public func withSavepoint<T>(_ name: String = "darkroom", _ body: () throws -> T) throws -> T {
+        let statements = try savepointStatements(name)
+        let outermost = !isInTransaction
+        try statements.begin.execute(values: [])
+        let result: T
+        do {
+            result = try body()
+            try statements.release.execute(values: [])
+        } catch {
+            throw undoSavepoint(statements, outermost: outermost, cause: error)
+        }
+        return result
+    }
+
+    /// Undoes a savepoint whose work failed with `cause`; returns what
+    /// `withSavepoint` throws.
+    private func undoSavepoint(_ statements: SavepointStatements, outermost: Bool, cause: any Error) -> any Error {
+        guard isInTransaction else {
+            // SQLite ended the transaction by itself. That is all the undo a
+            // savepoint that began the transaction needs; under an enclosing
+            // transaction, that transaction's earlier work is gone too.
+            return outermost ? cause : TransactionError(cause: cause, transactionRolledBack: true, rollbackFailure: nil)
+        }
+        do {
+            if outermost {
+                try statements.rollback.execute(values: [])
+            } else {
+                try statements.rollbackTo.execute(values: [])
+                try statements.release.execute(values: [])
+            }
+            return cause
+        } catch {
+            return TransactionError(cause: cause, transactionRolledBack: !outermost && !isInTransaction,
+                                    rollbackFailure: Connection.sqliteError(error))
+        }
+    }
+
+    /// Opens savepoint `name` (SAVEPOINT); outside a transaction this also
+    /// begins one, deferred. Prefer `withSavepoint`, which undoes the
+    /// savepoint on failure and reports a transaction SQLite rolled back.
+    public func savepoint(_ name: String) throws {
+        try savepointStatements(name).begin.execute(values: [])
+    }
+
+    /// Ends savepoint `name` and the savepoints opened after it, keeping
+    /// their work in the enclosing transaction (RELEASE). Releasing the
+    /// savepoint that began the transaction commits it.
+    public func release(_ name: String) throws {
+        try savepointStatements(name).release.execute(values: [])
+    }
+
+    /// Undoes the work done since savepoint `name` (ROLLBACK TO). The
+    /// savepoint stays open, to be released, and so does the transaction.
+    public func rollback(to name: String) throws {
+        try savepointStatements(name).rollbackTo.execute(values: [])
+    }
+
+    private func savepointStatements(_ name: String) throws -> SavepointStatements {
+        if let statements = savepoints[name] { return statements }
+        guard Connection.isPlainName(name) else {
+            throw SQLiteError.misuse("savepoint name \"\(name)\" must be ASCII letters, digits and underscores, not starting with a digit")
+        }
+        let statements = SavepointStatements(
+            begin: try prepare("SAVEPOINT \(name)"),
+            release: try prepare("RELEASE \(name)"),
+            rollbackTo: try prepare("ROLLBACK TO \(name)"),
+            rollback: try prepare("ROLLBACK"))
+        savepoints[name] = statements
+        return statements
+    }
+
+    /// A name that goes into SQL as it is, with no quoting to get wrong.
+    private static func isPlainName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return name.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+        }
+    }
+
+    // MARK: Schema version
+
+    /// The database's schema version, `PRAGMA user_version` (0 for a new
+    /// database).
+    public func userVersion() throws -> Int64 {
+        let sql = "PRAGMA user_version"
+        guard let version = try prepare(sql).query(map: { try $0.int64("user_version") }).first else {
+            throw SQLiteError(code: .error, message: "PRAGMA user_version returned no row", sql: sql)
+        }
+        return version
+    }
+
+    /// Sets `PRAGMA user_version`, a 32-bit integer in the database header.
+    /// Inside a transaction it commits or rolls back with the transaction.
+    public func setUserVersion(_ version: Int64) throws {
+        guard let value = Int32(exactly: version) else {
+            throw SQLiteError(code: .range, message: "schema version \(version) does not fit PRAGMA user_version, a 32-bit integer")
+        }
+        try execute("PRAGMA user_version = \(value)")
+    }
+
+    /// Brings the schema up to version `latest`: each step newer than the
+    /// database's `user_version` runs, in order, in its own transaction,
+    /// which also sets `user_version` to the step's version, so a step that
+    /// fails leaves the database at the previous version and a crash never
+    /// leaves half a step. Returns the versions applied, in order.
+    ///
+    /// Steps are numbered from 1 and increase, the last one being `latest`;
+    /// a new schema version appends a step and existing steps never change.
+    /// A database whose version is above `latest` was written by a newer
+    /// darkroom and is refused rather than misread: the error says so and
+    /// names both versions. Each step reads the version again after BEGIN
+    /// IMMEDIATE has taken the write lock, so two processes opening one
+    /// database at the same time apply each step once.
+    @discardableResult
+    public func migrate(to latest: Int64, steps: [(version: Int64, apply: (Connection) throws -> Void)]) throws -> [Int64] {
+        var previous: Int64 = 0
+        for step in steps {
+            guard step.version > previous, step.version <= Int64(Int32.max) else {
+                throw SQLiteError.misuse("migration steps must be numbered upwards from 1 within 32 bits; \(step.version) follows \(previous)")
+            }
+            previous = step.version
+        }
+        guard previous == latest else {
+            throw SQLiteError.misuse("the latest schema version is \(latest) but the last migration step is \(previous)")
+        }
+        let found = try userVersion()
+        try checkSchemaVersion(found, latest: latest)
+        var applied: [Int64] = []
+        for step in steps where step.version > found {
+            let ran = try transaction { () throws -> Bool in
+                let current = try userVersion()
+                try checkSchemaVersion(current, latest: latest)
+                guard current < step.version else { return false }  // applied meanwhile by another connection
+                try step.apply(self)
+                try setUserVersion(step.version)
+                return true
+            }
+            if ran { applied.append(step.version) }
+        }
+        return applied
+    }
+
+    /// Refuses a schema version this binary cannot read.
+    private func checkSchemaVersion(_ found: Int64, latest: Int64) throws {
+        guard found >= 0 else {
+            throw SQLiteError(code: .error, message: "\(path): database schema version \(found) is negative; darkroom did not write it")
+        }
+        guard found <= latest else {
+            throw SQLiteError(
+                code: .error,
+                message: "\(path): database schema version \(found) is newer than this darkroom, which knows up to \(latest); upgrade darkroom")
         }
     }
 
@@ -290,7 +496,7 @@ public final class Connection {
         return CheckpointResult(logFrames: Int(log), checkpointedFrames: Int(done))
     }
 
-    /// The value of a pragma, e.g. `pragma("journal_mode")` is `"wal"`.
+    /// The value of a pragma as text, e.g. `pragma("journal_mode")` is `"wal"`.
     public func pragma(_ name: String) throws -> String? {
         let statement = try prepare("PRAGMA \(name)", cached: false)
         defer { statement.finalize() }

@@ -63,9 +63,11 @@ public struct ResultCode: RawRepresentable, Sendable, Hashable, CustomStringConv
 ///
 /// Catch by code with `catch ResultCode.busy` (a primary code also matches
 /// its extended codes) or by value with `catch let error as SQLiteError`.
-/// Every call in this module throws only this type, but is declared plain
-/// `throws`: Swift 6.3 crashes compiling a non-exhaustive `catch` of a
-/// typed-thrown error.
+/// Every call in this module throws only this type, except `transaction`,
+/// `withSavepoint` and `migrate`, which pass on what their closures throw,
+/// and throw a `TransactionError` when the transaction did not end where the
+/// caller would assume. Calls are declared plain `throws`: Swift 6.3 crashes
+/// compiling a non-exhaustive `catch` of a typed-thrown error.
 public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The extended result code.
     public let code: ResultCode
@@ -105,5 +107,43 @@ public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public static func ~= (pattern: ResultCode, error: SQLiteError) -> Bool {
         pattern ~= error.code
+    }
+}
+
+/// Work in a transaction or savepoint failed, and the transaction did not end
+/// up where the caller would assume, because SQLite had already rolled back
+/// the whole transaction by itself, or because undoing the work failed too.
+///
+/// When only the work failed and undoing it went as planned, `transaction`
+/// and `withSavepoint` throw the work's own error, not this type: this one
+/// means the caller has to act on the transaction, not just on the error.
+public struct TransactionError: Error, CustomStringConvertible {
+    /// The error that started it: what the closure threw, or the failure of
+    /// the COMMIT or RELEASE that ended the work.
+    public let cause: any Error
+    /// SQLite rolled back the whole enclosing transaction by itself, as it
+    /// may on `full`, `ioError`, `busy`, `noMemory` or `interrupt`
+    /// (https://www.sqlite.org/lang_transaction.html, "Response To Errors
+    /// Within A Transaction"). Everything since BEGIN is gone, not only the
+    /// savepoint's work, and no transaction is open: SQL run from here on
+    /// would commit statement by statement, so the caller must give up the
+    /// transaction's other work and begin again.
+    public let transactionRolledBack: Bool
+    /// The ROLLBACK, ROLLBACK TO or RELEASE that should have undone the work,
+    /// when it failed. The transaction may then still be open and hold part
+    /// of the failed work; roll it back as a whole.
+    public let rollbackFailure: SQLiteError?
+
+    public init(cause: any Error, transactionRolledBack: Bool, rollbackFailure: SQLiteError?) {
+        self.cause = cause
+        self.transactionRolledBack = transactionRolledBack
+        self.rollbackFailure = rollbackFailure
+    }
+
+    public var description: String {
+        var text = "\(cause)"
+        if transactionRolledBack { text += "; SQLite rolled back the whole transaction" }
+        if let rollbackFailure { text += "; undoing the work failed too: \(rollbackFailure)" }
+        return text
     }
 }

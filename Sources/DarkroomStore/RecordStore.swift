@@ -39,15 +39,18 @@ struct StoreFailure: Error, CustomStringConvertible {
 /// Writes happen in batches: `begin()`, any number of requests (each in its
 /// own savepoint, so one failing request does not undo the others), then
 /// `commit()`, which first makes new blob files durable, then commits, then
-/// removes the files no committed row names any more.
+/// removes the files no committed row names any more. If SQLite rolls back
+/// the batch's transaction by itself (a full disk, an I/O error), the
+/// requests after it are refused and the commit fails, so nothing of the
+/// batch is reported stored.
 ///
 /// Owned by the storage node's service thread, like the `Connection` inside it.
 final class RecordStore {
-    static let schemaVersion = 1
+    static let schemaVersion: Int64 = 1
 
     /// Each migration takes the schema from the previous version to `version`.
     /// A new schema version appends one; existing entries never change.
-    static let migrations: [(version: Int, sql: String)] = [
+    static let migrations: [(version: Int64, sql: String)] = [
         (1, """
             CREATE TABLE full_res (
                 id        TEXT PRIMARY KEY NOT NULL,
@@ -97,8 +100,6 @@ final class RecordStore {
     private let selectByJob: Statement
     private let insertFull: Statement
     private let insertThumb: Statement
-    private let savepoint: Statement
-    private let release: Statement
 
     /// Blob files written or released in the open batch; after it ends, those
     /// no committed row names are removed.
@@ -125,13 +126,13 @@ final class RecordStore {
         guard try connection.pragma("journal_mode")?.lowercased() == "wal" else {
             throw StoreFailure(.internal, "\(databasePath): cannot switch the database to WAL mode")
         }
-        try RecordStore.migrate(connection, path: databasePath, logger: logger)
+        try RecordStore.migrate(connection, logger: logger)
 
         // Record ids keep increasing across restarts even if the clock went
         // back: the generator never goes below the newest id on disk.
         let newest = try connection.query(
-            "SELECT max(id) FROM (SELECT max(id) AS id FROM full_res UNION ALL SELECT max(id) FROM thumbnails)"
-        ) { $0.string(0) }.first.flatMap { $0 }.flatMap { ULID($0) }
+            "SELECT max(id) AS id FROM (SELECT max(id) AS id FROM full_res UNION ALL SELECT max(id) FROM thumbnails)"
+        ) { try $0.optionalString("id") }.first.flatMap { $0 }.flatMap { ULID($0) }
         let floor = newest.map { $0.milliseconds + 1 } ?? 0
         ids = ULIDGenerator(clock: { max(ULIDGenerator.systemMilliseconds(), floor) })
         selectByJob = try connection.prepare("SELECT id FROM full_res WHERE job_id = ?1")
@@ -143,23 +144,18 @@ final class RecordStore {
             INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
             """)
-        savepoint = try connection.prepare("SAVEPOINT request")
-        release = try connection.prepare("RELEASE request")
 
         try recover()
     }
 
-    static func migrate(_ connection: Connection, path: String, logger: Logger) throws {
-        let found = Int(try connection.pragma("user_version") ?? "0") ?? 0
-        guard found <= schemaVersion else {
-            throw StoreFailure(.internal, "\(path) has schema version \(found); this darkroom supports up to \(schemaVersion), upgrade it")
+    /// Runs the migrations the database has not had yet, each in its own
+    /// transaction; a database from a newer darkroom is refused.
+    static func migrate(_ connection: Connection, logger: Logger) throws {
+        let steps = migrations.map { migration in
+            (version: migration.version, apply: { (db: Connection) throws in try db.execute(migration.sql) })
         }
-        for migration in migrations where migration.version > found {
-            try connection.transaction {
-                try connection.execute(migration.sql)
-                try connection.execute("PRAGMA user_version = \(migration.version)")
-            }
-            logger.info("store schema migrated to version \(migration.version)")
+        for version in try connection.migrate(to: schemaVersion, steps: steps) {
+            logger.info("store schema migrated to version \(version)")
         }
     }
 
@@ -190,7 +186,7 @@ final class RecordStore {
     private func referencedFiles() throws -> Set<String> {
         Set(try connection.query(
             "SELECT blob_path FROM full_res WHERE blob_path IS NOT NULL UNION SELECT blob_path FROM thumbnails WHERE blob_path IS NOT NULL"
-        ) { $0.string(0) ?? "" })
+        ) { try $0.string("blob_path") })
     }
 
     func close() {
@@ -206,7 +202,9 @@ final class RecordStore {
     }
 
     /// Makes new blob files durable, commits, then removes released files.
+    /// Fails if SQLite has rolled back the batch's transaction by itself.
     func commit() throws {
+        try requireBatch()
         var synced: Set<String> = []
         for file in unsyncedFiles {
             let directory = String(file.prefix(2))
@@ -249,17 +247,21 @@ final class RecordStore {
     }
 
     /// Runs one write request in a savepoint of the open batch: if it throws,
-    /// only its own changes are undone.
+    /// only its own changes are undone. Refused once the batch's transaction
+    /// is gone: outside it, each statement would commit on its own.
     func inSavepoint<T>(_ body: () throws -> T) throws -> T {
-        try savepoint.execute(values: [])
-        do {
-            let result = try body()
-            try release.execute(values: [])
-            return result
-        } catch {
-            try? connection.prepare("ROLLBACK TO request").execute()
-            try? connection.prepare("RELEASE request").execute()
-            throw error
+        try requireBatch()
+        return try connection.withSavepoint("request", body)
+    }
+
+    /// Throws unless the batch's transaction is open. SQLite rolls a
+    /// transaction back by itself on some errors (a full disk, an I/O
+    /// error), even in a read; the batch's earlier requests are then undone,
+    /// and what follows must not be written outside a transaction, where
+    /// each statement would commit on its own.
+    private func requireBatch() throws {
+        guard connection.isInTransaction else {
+            throw StoreFailure(.internal, "the batch's transaction was rolled back by SQLite after an earlier error")
         }
     }
 
@@ -270,10 +272,11 @@ final class RecordStore {
     /// thrown before any row is written; other errors may come after the
     /// first insert (the caller then undoes the request).
     func store(_ request: StoreRequest, now: UInt64) throws -> (recordID: ULID, created: Bool) {
+        try requireBatch()
         let job = request.jobID.description
-        let existing = try selectByJob.query([job]) { $0.string(0) }
+        let existing = try selectByJob.query([job]) { try $0.string("id") }
         if let text = existing.first {
-            guard let text, let id = ULID(text) else {
+            guard let id = ULID(text) else {
                 throw StoreFailure(.internal, "record of job \(request.jobID) has a damaged id")
             }
             return (id, false)
@@ -313,25 +316,29 @@ final class RecordStore {
     }
 
     private static let selectRecord = """
-        SELECT f.id, f.job_id, f.source, f.pipeline, f.created, f.width, f.height, f.bytes, f.sha256,
-               t.width, t.height, t.bytes, t.sha256
+        SELECT f.id, f.job_id, f.source, f.pipeline, f.created,
+               f.width AS full_width, f.height AS full_height, f.bytes AS full_bytes, f.sha256 AS full_sha256,
+               t.width AS thumb_width, t.height AS thumb_height, t.bytes AS thumb_bytes, t.sha256 AS thumb_sha256
         FROM full_res f JOIN thumbnails t ON t.full_res_id = f.id
         """
 
+    /// A record from a `selectRecord` row. A NULL or mistyped column, or an
+    /// id that is not a ULID, is damage, reported with the record's id.
     private static func decodeRecord(_ row: Row) throws -> RecordInfo {
-        guard let idText = row.string(0), let id = ULID(idText),
-              let jobText = row.string(1), let job = ULID(jobText),
-              let source = row.string(2), let pipeline = row.string(3),
-              let created = row.int64(4),
-              let fullWidth = row.int64(5), let fullHeight = row.int64(6), let fullBytes = row.int64(7), let fullSHA = row.string(8),
-              let thumbWidth = row.int64(9), let thumbHeight = row.int64(10), let thumbBytes = row.int64(11), let thumbSHA = row.string(12)
-        else {
-            throw StoreFailure(.internal, "a record row (id \(row.string(0) ?? "?")) is damaged")
+        do {
+            guard let id = ULID(try row.string("id")), let job = ULID(try row.string("job_id")) else {
+                throw StoreFailure(.internal, "a record row (id \(row.string(0) ?? "?")) has a damaged record or job id")
+            }
+            return RecordInfo(
+                id: id, jobID: job, source: try row.string("source"), pipeline: try row.string("pipeline"),
+                created: try row.integer("created"),
+                full: ImageInfo(width: try row.integer("full_width"), height: try row.integer("full_height"),
+                                bytes: try row.integer("full_bytes"), sha256: try row.string("full_sha256")),
+                thumb: ImageInfo(width: try row.integer("thumb_width"), height: try row.integer("thumb_height"),
+                                 bytes: try row.integer("thumb_bytes"), sha256: try row.string("thumb_sha256")))
+        } catch let error as SQLiteError {
+            throw StoreFailure(.internal, "a record row (id \(row.string(0) ?? "?")) is damaged: \(error.message)")
         }
-        return RecordInfo(
-            id: id, jobID: job, source: source, pipeline: pipeline, created: UInt64(clamping: created),
-            full: ImageInfo(width: UInt32(clamping: fullWidth), height: UInt32(clamping: fullHeight), bytes: UInt64(clamping: fullBytes), sha256: fullSHA),
-            thumb: ImageInfo(width: UInt32(clamping: thumbWidth), height: UInt32(clamping: thumbHeight), bytes: UInt64(clamping: thumbBytes), sha256: thumbSHA))
     }
 
     /// The record whose record id, or else whose job id, is `id`.
@@ -358,7 +365,9 @@ final class RecordStore {
         let sql = variant == .full
             ? "SELECT blob, blob_path FROM full_res WHERE id = ?1"
             : "SELECT blob, blob_path FROM thumbnails WHERE full_res_id = ?1"
-        let rows = try connection.query(sql, record.id.description) { row in (blob: row.blob(0), path: row.string(1)) }
+        let rows = try connection.query(sql, record.id.description) { row in
+            (blob: try row.optionalBlob("blob"), path: try row.optionalString("blob_path"))
+        }
         guard let row = rows.first else { throw StoreFailure.notFound(record.id) }
         let what = "record \(record.id): \(variant) image"
         let bytes: [UInt8]
@@ -393,14 +402,15 @@ final class RecordStore {
     /// shares them. Like `store`, throws a `StoreFailure` only before
     /// deleting anything.
     func delete(matching id: ULID) throws -> Bool {
+        try requireBatch()
         guard let record = try record(matching: id) else { return false }
         let key = record.id.description
         let files = try connection.query(
             "SELECT blob_path FROM full_res WHERE id = ?1 AND blob_path IS NOT NULL UNION SELECT blob_path FROM thumbnails WHERE full_res_id = ?1 AND blob_path IS NOT NULL",
             key
-        ) { $0.string(0) }
+        ) { try $0.string("blob_path") }
         try connection.execute("DELETE FROM full_res WHERE id = ?1", key)
-        touchedFiles.formUnion(files.compactMap { $0 })
+        touchedFiles.formUnion(files)
         return true
     }
 
@@ -423,9 +433,13 @@ final class RecordStore {
     func totals() throws -> Totals {
         var totals = Totals()
         for table in ["full_res", "thumbnails"] {
-            let rows = try connection.query(
-                "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(CASE WHEN blob_path IS NULL THEN bytes ELSE 0 END), 0) FROM \(table)"
-            ) { row in (UInt64(clamping: row.int64(0) ?? 0), UInt64(clamping: row.int64(1) ?? 0), UInt64(clamping: row.int64(2) ?? 0)) }
+            let rows = try connection.query("""
+                SELECT count(*) AS count, coalesce(sum(bytes), 0) AS bytes,
+                       coalesce(sum(CASE WHEN blob_path IS NULL THEN bytes ELSE 0 END), 0) AS inline FROM \(table)
+                """
+            ) { row in
+                (try row.integer("count", as: UInt64.self), try row.integer("bytes", as: UInt64.self), try row.integer("inline", as: UInt64.self))
+            }
             guard let (count, bytes, inline) = rows.first else { continue }
             if table == "full_res" {
                 totals.records = count
