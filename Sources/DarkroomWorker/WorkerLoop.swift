@@ -57,6 +57,9 @@ final class WorkerLoop {
     /// is harmless: the broker ignores a DONE for a finished job and a FAIL
     /// for an attempt that is not current.
     private var reportsInDoubt: [UnsentReport] = []
+    /// The longest stretch, on any connection so far, in which nothing came
+    /// from the broker (see `WorkerStatus.longestBrokerSilence`).
+    private var longestSilence: Duration = .zero
 
     // Jobs in their slots.
     private var jobs: [UInt64: RunningJob] = [:]
@@ -175,13 +178,21 @@ final class WorkerLoop {
         }
         pool.shutdown()
         if let backend {
+            noteBrokerSilence(until: clock.now)
             try? backend.setLinger(milliseconds: 500)
             backend.close()
         }
         store.close()
         inbox.close()
         publishStatus()
-        logger.info("worker \(configuration.workerID) stopped")
+        logger.info("worker \(configuration.workerID) stopped; longest broker silence \(WorkerLoop.seconds(longestSilence))")
+    }
+
+    /// A duration as seconds with two decimals, as the stop line shows it: `0.41 s`.
+    static func seconds(_ duration: Duration) -> String {
+        let hundredths = (max(duration, .zero).milliseconds + 5) / 10
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction) s"
     }
 
     private func publishStatus() {
@@ -356,6 +367,9 @@ final class WorkerLoop {
 
     /// Forgets the broker connection and schedules a new one after the backoff.
     private func dropBackend() {
+        // The silence that ended the connection counts: a broker that went
+        // quiet for the whole liveness period was the quietest of all.
+        if backend != nil { noteBrokerSilence(until: clock.now) }
         unsentReports = reportsInDoubt + unsentReports
         reportsInDoubt = []
         backend?.close()
@@ -365,6 +379,17 @@ final class WorkerLoop {
         rebuildPoller()
         reconnectAt = clock.now + backoff
         backoff = min(backoff * 2, configuration.reconnectMaximum)
+    }
+
+    /// Keeps the longest time the broker has left this worker without a
+    /// message, from READY or the previous message to `now`. Any message
+    /// counts, HEARTBEAT included; time without a connection does not.
+    private func noteBrokerSilence(until now: ContinuousClock.Instant) {
+        let silence = now - lastHeard
+        if silence > longestSilence {
+            longestSilence = silence
+            snapshot.longestBrokerSilence = silence
+        }
     }
 
     private func rebuildPoller() {
@@ -398,7 +423,9 @@ final class WorkerLoop {
     }
 
     private func handleBackend(_ frames: [[UInt8]]) {
-        lastHeard = clock.now
+        let now = clock.now
+        noteBrokerSilence(until: now)
+        lastHeard = now
         // Whatever it is, it came over a live connection, which has carried
         // every report queued before it.
         reportsInDoubt.removeAll(keepingCapacity: true)

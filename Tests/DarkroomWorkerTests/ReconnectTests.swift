@@ -1,6 +1,6 @@
 import DarkroomCore
 import DarkroomProtocol
-import DarkroomWorker
+@testable import DarkroomWorker
 import DarkroomZMQ
 import Foundation
 import Testing
@@ -68,5 +68,34 @@ struct ReconnectTests {
             .done(Done(jobID: job.jobID, attempt: 1, recordID: record)),
             .credit(Credit(count: 3)),
         ])
+    }
+
+    @Test func longestBrokerSilenceIsTheLongestGapBetweenMessages() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        let store = try TestStore(context)
+        let worker = try makeWorker(context, broker: broker, store: store, heartbeat: .seconds(1))
+        defer { worker.stop(grace: .zero) }
+        let session = try #require(try broker.handshake())
+        #expect(worker.status.longestBrokerSilence < .seconds(3))
+
+        // A broker that talks often, then stalls for half a second.
+        for _ in 0..<5 {
+            try broker.send(.heartbeat, to: session.identity)
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        try broker.send(.heartbeat, to: session.identity)
+        #expect(eventually { worker.status.longestBrokerSilence >= .milliseconds(500) })
+        // Liveness is 3 s, so nothing longer has been seen on this connection.
+        #expect(worker.status.longestBrokerSilence < .seconds(3))
+        #expect(worker.status.sessions == 1)
+    }
+
+    @Test func stopLineShowsTheSilenceInHundredthsOfASecond() {
+        #expect(WorkerLoop.seconds(.milliseconds(405)) == "0.41 s")
+        #expect(WorkerLoop.seconds(.milliseconds(60)) == "0.06 s")
+        #expect(WorkerLoop.seconds(.zero) == "0.00 s")
+        #expect(WorkerLoop.seconds(.milliseconds(1_999)) == "2.00 s")
     }
 }

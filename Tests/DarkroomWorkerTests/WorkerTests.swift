@@ -273,6 +273,8 @@ struct WorkerTests {
         let deadline = Date().addingTimeInterval(10)
         while worker.status.sessions < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(worker.status.sessions >= 2)
+        // The silence that ended the first session is the longest yet.
+        #expect(worker.status.longestBrokerSilence >= .milliseconds(300))
     }
 
     @Test func jobRunningAcrossAReconnectReportsOnTheNewSession() throws {
