@@ -27,6 +27,20 @@ enum WorkerEvent: Sendable {
 final class WorkerLoop {
     let configuration: WorkerConfiguration
     let context: Context
+    /// The context of the broker connection. Over TCP or IPC it is the
+    /// worker's own, terminated as the loop ends: `zmq_close` only hands
+    /// what is still queued (the last FAIL `worker.shutdown`s and the
+    /// DISCONNECT) to the context's I/O thread, and only terminating the
+    /// context waits until it has been written to the connection or the
+    /// linger has run out. The shared context cannot be terminated here
+    /// (the host's other services use it), and whoever drops the last
+    /// reference to it is often another thread, after the process has
+    /// already called `exit`: `darkroom worker` then lost both messages in
+    /// about one stop in five, and its broker waited out the heartbeat
+    /// timeout. Over inproc (the workers of `darkroom up`) a message is in
+    /// the broker's queue once sent, and inproc endpoints exist only within
+    /// one context, so the shared one is used.
+    private let backendContext: Context
     let logger: Logger
     let inbox: MailboxInbox<WorkerEvent>
     private let store: Socket
@@ -134,6 +148,11 @@ final class WorkerLoop {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
         }
         try store.connect(configuration.storeEndpoint)
+        if configuration.backendEndpoint.hasPrefix("inproc://") {
+            backendContext = context
+        } else {
+            backendContext = try Context(ioThreads: 1)
+        }
         let now = clock.now
         lastHeard = now
         lastSent = now
@@ -148,6 +167,8 @@ final class WorkerLoop {
             pool.shutdown()
             store.close()
             inbox.close()
+            backend?.close()
+            if backendContext !== context { backendContext.close() }
             throw error
         }
     }
@@ -179,14 +200,23 @@ final class WorkerLoop {
         pool.shutdown()
         if let backend {
             noteBrokerSilence(until: clock.now)
-            try? backend.setLinger(milliseconds: 500)
+            try? backend.setLinger(milliseconds: Int(WorkerLoop.lastWordsLinger.milliseconds))
             backend.close()
         }
         store.close()
         inbox.close()
+        // Returns once the last messages to the broker are on the wire, or
+        // after the linger if the broker is unreachable; only then may
+        // `Worker.stop` return and the process exit.
+        if backendContext !== context { backendContext.close() }
         publishStatus()
         logger.info("worker \(configuration.workerID) stopped; longest broker silence \(WorkerLoop.seconds(longestSilence))")
     }
+
+    /// How long the loop's end waits for its last messages to the broker to
+    /// leave: long enough for any live connection, short enough that a
+    /// stop is never held up by a broker that is gone.
+    static let lastWordsLinger: Duration = .milliseconds(500)
 
     /// A duration as seconds with two decimals, as the stop line shows it: `0.41 s`.
     static func seconds(_ duration: Duration) -> String {
@@ -312,7 +342,7 @@ final class WorkerLoop {
     /// jobs at the first message after READY: a report first would have
     /// them requeued.
     private func openBackend() throws {
-        let socket = try context.socket(.dealer)
+        let socket = try backendContext.socket(.dealer)
         try socket.setLinger(milliseconds: 0)
         try socket.setMaxMessageSize(Wire.maxMessageSize)
         try socket.setSendHighWaterMark(100_000)
