@@ -242,7 +242,7 @@ extension BrokerLoop {
                 let reason = "JOB is sent by the broker, not to it"
                 logger.warn("backend: \(workerID ?? peerName(identity)) command 0x22: \(reason)")
                 sendBackendNow(identity, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames())
-            case .credit, .done, .fail, .heartbeat:
+            case .credit, .done, .fail, .heartbeat, .holding:
                 guard let workerID else {
                     // A worker the broker does not know (declared dead, or from before a restart).
                     logger.debug("backend: \(message.command.name) from unknown worker \(peerName(identity)); sending DISCONNECT")

@@ -1,8 +1,9 @@
 // The backend: workers (DEALER) talk to the broker (ROUTER) at
-// `Wire.Endpoint.backend`. A worker sends READY, then CREDIT; the broker sends
-// at most as many JOBs as credit outstanding; the worker answers each JOB with
-// DONE or FAIL. Both sides send HEARTBEAT when idle. No request ids here:
-// jobs are named by job id and attempt.
+// `Wire.Endpoint.backend`. A worker sends READY, then HOLDING when it still
+// has jobs from an earlier connection, then CREDIT; the broker sends at most
+// as many JOBs as credit outstanding; the worker answers each JOB with DONE
+// or FAIL. Both sides send HEARTBEAT when idle. No request ids here: jobs are
+// named by job id and attempt.
 
 /// READY (worker → broker): a worker joins. Grants no credit by itself.
 ///
@@ -177,12 +178,92 @@ public struct Heartbeat: WireMessage {
 }
 
 /// DISCONNECT (both ways): I am leaving / I do not know you. No fields.
-/// A worker that receives it forgets its jobs' outcomes and sends READY again.
+/// A worker that receives it opens a new connection and sends READY again,
+/// then HOLDING for the jobs it still has.
 public struct Disconnect: WireMessage {
     public static let command = Command.disconnect
     public init() {}
     public init(from r: inout MessageReader) throws(ProtocolError) {}
     public func write(to w: inout MessageWriter) {}
+}
+
+/// HOLDING (worker → broker): the jobs a worker still has when it opens a new
+/// connection, sent directly after READY and at most once per connection.
+/// After a broker restart, or when a worker reconnects, the broker holds
+/// the jobs that were leased for a short reclaim window; the jobs listed
+/// here stay leased to the worker, with no new attempt, instead of being
+/// run a second time and charged an attempt.
+///
+///     2 held jobs  bytes: 0…1024 entries of 30 bytes each, back to back:
+///                  job id (ULID, 26 ASCII bytes), attempt (u32, at least 1)
+///
+/// A frame whose length is not a multiple of 30, that holds more than 1024
+/// entries, names a job twice, or holds a bad job id or an attempt of 0 is
+/// malformed as a whole: the broker must not settle half a list.
+public struct Holding: WireMessage {
+    public static let command = Command.holding
+    /// Bytes per entry: a 26-byte ULID and a u32 attempt.
+    public static let entryBytes = 30
+    /// The most entries one HOLDING carries: a worker runs at most
+    /// `Wire.Limit.maxSlots` jobs, and lists only jobs that held a slot.
+    public static let maxEntries = Int(Wire.Limit.maxSlots)
+
+    /// One job the worker holds, with the attempt of the JOB that carried it.
+    public struct Entry: Sendable, Hashable {
+        public var jobID: ULID
+        public var attempt: UInt32
+        public init(jobID: ULID, attempt: UInt32) {
+            self.jobID = jobID
+            self.attempt = attempt
+        }
+    }
+
+    /// The held jobs, in the order the worker listed them.
+    public var jobs: [Entry]
+
+    public init(jobs: [Entry]) { self.jobs = jobs }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        let i = r.index
+        let frame = try r.blob("held jobs")
+        func malformed(_ problem: String) -> ProtocolError { r.error(frame: i, "held jobs", problem) }
+        guard frame.count % Holding.entryBytes == 0 else {
+            throw malformed("is \(frame.count) bytes, must be a multiple of \(Holding.entryBytes)")
+        }
+        let count = frame.count / Holding.entryBytes
+        guard count <= Holding.maxEntries else {
+            throw malformed("holds \(count) jobs, must be at most \(Holding.maxEntries)")
+        }
+        var jobs: [Entry] = []
+        jobs.reserveCapacity(count)
+        var seen = Set<ULID>(minimumCapacity: count)
+        for index in 0..<count {
+            let start = index * Holding.entryBytes
+            let idBytes = frame[start ..< start + 26]
+            guard let jobID = ULID.parse(idBytes, values: ULID.strictValues) else {
+                throw malformed("job \(index + 1) of \(count): job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(idBytes)))")
+            }
+            let attempt = frame[start + 26 ..< start + Holding.entryBytes].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            guard attempt >= 1 else {
+                throw malformed("job \(index + 1) of \(count): attempt is 0, must be 1…\(UInt32.max)")
+            }
+            guard seen.insert(jobID).inserted else {
+                throw malformed("job \(index + 1) of \(count): job \(jobID) is listed twice")
+            }
+            jobs.append(Entry(jobID: jobID, attempt: attempt))
+        }
+        self.jobs = jobs
+    }
+
+    public func write(to w: inout MessageWriter) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(jobs.count * Holding.entryBytes)
+        for entry in jobs {
+            entry.jobID.appendASCII(to: &bytes)
+            bytes.appendBigEndian(entry.attempt)
+        }
+        w.blob(bytes)
+    }
 }
 
 /// Any message on the broker backend, in either direction.
@@ -194,6 +275,7 @@ public enum BackendMessage: Sendable, Equatable {
     case fail(Fail)
     case heartbeat
     case disconnect
+    case holding(Holding)
     case error(ErrorReply)
 
     var body: any WireMessage {
@@ -205,6 +287,7 @@ public enum BackendMessage: Sendable, Equatable {
         case .fail(let m): m
         case .heartbeat: Heartbeat()
         case .disconnect: Disconnect()
+        case .holding(let m): m
         case .error(let m): m
         }
     }
@@ -224,6 +307,7 @@ public enum BackendMessage: Sendable, Equatable {
         case .fail: message = .fail(try Fail(from: &r))
         case .heartbeat: message = .heartbeat
         case .disconnect: message = .disconnect
+        case .holding: message = .holding(try Holding(from: &r))
         case .error: message = .error(try ErrorReply(from: &r))
         default: throw ProtocolError(.unexpectedCommand, "\(r.command.name) is not valid on the backend")
         }

@@ -28,6 +28,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case fail = 0x24
     case heartbeat = 0x25
     case disconnect = 0x26
+    case holding = 0x27
 
     case store = 0x30
     case stored = 0x31
@@ -67,6 +68,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .fail: "FAIL"
         case .heartbeat: "HEARTBEAT"
         case .disconnect: "DISCONNECT"
+        case .holding: "HOLDING"
         case .store: "STORE"
         case .stored: "STORED"
         case .list: "LIST"
@@ -93,7 +95,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public var frameCount: Int {
         switch self {
         case .heartbeat, .disconnect: 2
-        case .ping, .pong, .status, .stats, .credit: 3
+        case .ping, .pong, .status, .stats, .credit, .holding: 3
         case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
@@ -108,7 +110,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// Whether frame 2 is a client-chosen request id (u64) echoed by the reply.
     public var carriesRequestID: Bool {
         switch self {
-        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .event, .events: false
+        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .event, .events: false
         default: true
         }
     }
@@ -120,7 +122,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
-        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect,
+        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding,
     ]
     /// Commands published on the broker's events socket (after their topic).
     public static let eventsSocket: Set<Command> = [.event, .events]

@@ -140,6 +140,10 @@ public struct FailureDetail: Sendable, Hashable {
     public enum Code {
         /// The broker declared the worker dead while it held the job.
         public static let workerLost = "worker.lost"
+        /// The worker came back, after a broker restart or on a new
+        /// connection, without listing the job in HOLDING; the broker
+        /// requeues it without counting the attempt.
+        public static let workerReconnected = "worker.reconnected"
         /// The worker handed the job back while shutting down.
         public static let workerShutdown = "worker.shutdown"
         /// The worker could not reach the storage node.

@@ -18,7 +18,9 @@ import Foundation
 /// Threads: one service thread owns both sockets (broker backend, storage
 /// node) and a mailbox; `effectiveProcessingThreads` processing threads run
 /// the image work of the `slots` jobs and post results to the mailbox. `stop` and `wait` may be called from any
-/// thread.
+/// thread. Over TCP the broker connection lives in a ZeroMQ context of its
+/// own (one more I/O thread), so that a stop can wait until its last
+/// messages have left; everything else uses the context it is given.
 public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     private let context: Context
@@ -63,8 +65,10 @@ public final class Worker: Sendable {
     /// Stops gracefully (SIGTERM): no new credit, running jobs get up to
     /// `grace` to finish and be stored; what is left is handed back to the
     /// broker as FAIL retryable (`worker.shutdown`), then DISCONNECT. Returns
-    /// when the service thread has exited, or shortly after `grace` if it
-    /// has not.
+    /// when the service thread has exited, by which time those messages
+    /// have been written to the broker connection (or, if the broker is
+    /// unreachable, given up after half a second), so a process may exit
+    /// at once; or shortly after `grace` if the thread has not exited.
     public func stop(grace: Duration) {
         guard service.post(.stop(grace: max(grace, .zero))) else { return }
         service.wait(timeout: max(grace, .zero) + .seconds(5))

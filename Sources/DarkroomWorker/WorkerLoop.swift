@@ -27,6 +27,20 @@ enum WorkerEvent: Sendable {
 final class WorkerLoop {
     let configuration: WorkerConfiguration
     let context: Context
+    /// The context of the broker connection. Over TCP or IPC it is the
+    /// worker's own, terminated as the loop ends: `zmq_close` only hands
+    /// what is still queued (the last FAIL `worker.shutdown`s and the
+    /// DISCONNECT) to the context's I/O thread, and only terminating the
+    /// context waits until it has been written to the connection or the
+    /// linger has run out. The shared context cannot be terminated here
+    /// (the host's other services use it), and whoever drops the last
+    /// reference to it is often another thread, after the process has
+    /// already called `exit`: `darkroom worker` then lost both messages in
+    /// about one stop in five, and its broker waited out the heartbeat
+    /// timeout. Over inproc (the workers of `darkroom up`) a message is in
+    /// the broker's queue once sent, and inproc endpoints exist only within
+    /// one context, so the shared one is used.
+    private let backendContext: Context
     let logger: Logger
     let inbox: MailboxInbox<WorkerEvent>
     private let store: Socket
@@ -45,8 +59,21 @@ final class WorkerLoop {
     private var credit = 0
     /// Slots freed during this loop turn, granted in one CREDIT at its end.
     private var freedThisTurn = 0
-    /// DONE and FAIL produced while no broker connection was open.
-    private var unsentReports: [[[UInt8]]] = []
+    /// DONE and FAIL to send after the next READY, listed in its HOLDING:
+    /// those produced while no broker connection was open, and those still
+    /// in doubt when the last one was dropped.
+    private var unsentReports: [UnsentReport] = []
+    /// DONE and FAIL sent on this connection since the broker last sent
+    /// anything on it. A DEALER queues what it sends while its connection is
+    /// down (the broker restarting), and closing the socket discards the
+    /// queue; until the broker is heard from again the reports may not have
+    /// left, so a dropped connection hands them on to the next one. A repeat
+    /// is harmless: the broker ignores a DONE for a finished job and a FAIL
+    /// for an attempt that is not current.
+    private var reportsInDoubt: [UnsentReport] = []
+    /// The longest stretch, on any connection so far, in which nothing came
+    /// from the broker (see `WorkerStatus.longestBrokerSilence`).
+    private var longestSilence: Duration = .zero
 
     // Jobs in their slots.
     private var jobs: [UInt64: RunningJob] = [:]
@@ -92,6 +119,14 @@ final class WorkerLoop {
         case fail(FailureDetail, retryable: Bool)
     }
 
+    /// A DONE or FAIL waiting for a broker connection, with the job and
+    /// attempt it answers, which HOLDING lists before it is sent.
+    struct UnsentReport {
+        var jobID: ULID
+        var attempt: UInt32
+        var frames: [[UInt8]]
+    }
+
     /// Creates the sockets and connects them. Call on the thread that will run
     /// the loop: the sockets and the inbox belong to it.
     init(configuration: WorkerConfiguration, context: Context, logger: Logger, status: StatusBoard) throws {
@@ -113,6 +148,11 @@ final class WorkerLoop {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
         }
         try store.connect(configuration.storeEndpoint)
+        if configuration.backendEndpoint.hasPrefix("inproc://") {
+            backendContext = context
+        } else {
+            backendContext = try Context(ioThreads: 1)
+        }
         let now = clock.now
         lastHeard = now
         lastSent = now
@@ -127,6 +167,8 @@ final class WorkerLoop {
             pool.shutdown()
             store.close()
             inbox.close()
+            backend?.close()
+            if backendContext !== context { backendContext.close() }
             throw error
         }
     }
@@ -157,13 +199,30 @@ final class WorkerLoop {
         }
         pool.shutdown()
         if let backend {
-            try? backend.setLinger(milliseconds: 500)
+            noteBrokerSilence(until: clock.now)
+            try? backend.setLinger(milliseconds: Int(WorkerLoop.lastWordsLinger.milliseconds))
             backend.close()
         }
         store.close()
         inbox.close()
+        // Returns once the last messages to the broker are on the wire, or
+        // after the linger if the broker is unreachable; only then may
+        // `Worker.stop` return and the process exit.
+        if backendContext !== context { backendContext.close() }
         publishStatus()
-        logger.info("worker \(configuration.workerID) stopped")
+        logger.info("worker \(configuration.workerID) stopped; longest broker silence \(WorkerLoop.seconds(longestSilence))")
+    }
+
+    /// How long the loop's end waits for its last messages to the broker to
+    /// leave: long enough for any live connection, short enough that a
+    /// stop is never held up by a broker that is gone.
+    static let lastWordsLinger: Duration = .milliseconds(500)
+
+    /// A duration as seconds with two decimals, as the stop line shows it: `0.41 s`.
+    static func seconds(_ duration: Duration) -> String {
+        let hundredths = (max(duration, .zero).milliseconds + 5) / 10
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction) s"
     }
 
     private func publishStatus() {
@@ -274,10 +333,16 @@ final class WorkerLoop {
 
     // MARK: The broker connection
 
-    /// Opens a new DEALER (a new identity for the broker), sends READY and
-    /// credit for the free slots, then any results held while disconnected.
+    /// Opens a new DEALER (a new identity for the broker) and sends READY;
+    /// then HOLDING, which lists the jobs still running and those whose
+    /// report waits here, so that a broker that restarted (or saw this worker
+    /// go quiet) leases them back instead of running them again and charging
+    /// an attempt; then the waiting reports; then credit for the free slots.
+    /// HOLDING goes before the reports because the broker settles its held
+    /// jobs at the first message after READY: a report first would have
+    /// them requeued.
     private func openBackend() throws {
-        let socket = try context.socket(.dealer)
+        let socket = try backendContext.socket(.dealer)
         try socket.setLinger(milliseconds: 0)
         try socket.setMaxMessageSize(Wire.maxMessageSize)
         try socket.setSendHighWaterMark(100_000)
@@ -296,14 +361,47 @@ final class WorkerLoop {
         credit = 0
         let ready = Ready(workerID: configuration.workerID, host: configuration.host, pid: UInt32(truncatingIfNeeded: getpid()), slots: UInt32(slots))
         sendToBroker(BackendMessage.ready(ready).frames())
-        if !stopping, freeSlots > 0 { grant(freeSlots) }
-        let held = unsentReports
+        let held = heldJobs()
+        if !held.isEmpty { sendToBroker(BackendMessage.holding(Holding(jobs: held)).frames()) }
+        let reports = unsentReports
         unsentReports = []
-        for frames in held { sendToBroker(frames) }
+        for report in reports { sendToBroker(report) }
+        if !stopping, freeSlots > 0 { grant(freeSlots) }
+    }
+
+    /// Every job HOLDING must list: those holding a slot, in the order they
+    /// came, then those whose report waits to be sent. A job can appear
+    /// twice (a broker that requeued it sent it here again while the first
+    /// attempt still ran): it is listed once, with the higher attempt, the
+    /// only one the broker can still hold for this worker. Never more than
+    /// a HOLDING can carry: the jobs in slots and the reports waiting held
+    /// at most `slots` ≤ 1024 slots when the broker was last heard from,
+    /// and no JOB has come since.
+    private func heldJobs() -> [Holding.Entry] {
+        var order: [ULID] = []
+        var attempts: [ULID: UInt32] = [:]
+        func note(_ jobID: ULID, _ attempt: UInt32) {
+            if let known = attempts[jobID] {
+                attempts[jobID] = max(known, attempt)
+            } else {
+                attempts[jobID] = attempt
+                order.append(jobID)
+            }
+        }
+        for run in jobs.keys.sorted() {
+            if let job = jobs[run] { note(job.jobID, job.attempt) }
+        }
+        for report in unsentReports { note(report.jobID, report.attempt) }
+        return order.prefix(Holding.maxEntries).map { Holding.Entry(jobID: $0, attempt: attempts[$0] ?? 1) }
     }
 
     /// Forgets the broker connection and schedules a new one after the backoff.
     private func dropBackend() {
+        // The silence that ended the connection counts: a broker that went
+        // quiet for the whole liveness period was the quietest of all.
+        if backend != nil { noteBrokerSilence(until: clock.now) }
+        unsentReports = reportsInDoubt + unsentReports
+        reportsInDoubt = []
         backend?.close()
         backend = nil
         credit = 0
@@ -311,6 +409,17 @@ final class WorkerLoop {
         rebuildPoller()
         reconnectAt = clock.now + backoff
         backoff = min(backoff * 2, configuration.reconnectMaximum)
+    }
+
+    /// Keeps the longest time the broker has left this worker without a
+    /// message, from READY or the previous message to `now`. Any message
+    /// counts, HEARTBEAT included; time without a connection does not.
+    private func noteBrokerSilence(until now: ContinuousClock.Instant) {
+        let silence = now - lastHeard
+        if silence > longestSilence {
+            longestSilence = silence
+            snapshot.longestBrokerSilence = silence
+        }
     }
 
     private func rebuildPoller() {
@@ -330,6 +439,13 @@ final class WorkerLoop {
         }
     }
 
+    /// Sends a DONE or FAIL, which stays in doubt until the broker is heard
+    /// from again.
+    private func sendToBroker(_ report: UnsentReport) {
+        sendToBroker(report.frames)
+        reportsInDoubt.append(report)
+    }
+
     private func grant(_ count: Int) {
         guard count > 0, backend != nil else { return }
         credit += count
@@ -337,7 +453,12 @@ final class WorkerLoop {
     }
 
     private func handleBackend(_ frames: [[UInt8]]) {
-        lastHeard = clock.now
+        let now = clock.now
+        noteBrokerSilence(until: now)
+        lastHeard = now
+        // Whatever it is, it came over a live connection, which has carried
+        // every report queued before it.
+        reportsInDoubt.removeAll(keepingCapacity: true)
         let message: BackendMessage
         do {
             message = try BackendMessage.decode(frames)
@@ -359,7 +480,7 @@ final class WorkerLoop {
             // out a silence, only the backoff that stops a DISCONNECT loop.
         case .error(let reply):
             logger.warn("broker answered ERROR \(reply.code): \(reply.reason)")
-        case .ready, .credit, .done, .fail:
+        case .ready, .credit, .done, .fail, .holding:
             logger.warn("broker: dropped \(message.command), which only a worker sends")
             sendToBroker(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is sent by workers, not to them").frames())
         }
@@ -519,12 +640,14 @@ final class WorkerLoop {
         // Publish the counts before the broker (or a test playing it) can see
         // the DONE/FAIL, so status never lags behind what was reported.
         publishStatus()
+        let unsent = UnsentReport(jobID: job.jobID, attempt: job.attempt, frames: frames)
         if backend != nil {
-            sendToBroker(frames)
+            sendToBroker(unsent)
             if !stopping { freedThisTurn += 1 }
         } else {
-            // Sent after the next READY; that READY's CREDIT counts this slot.
-            unsentReports.append(frames)
+            // Sent after the next READY and its HOLDING; the CREDIT that
+            // follows counts this slot.
+            unsentReports.append(unsent)
         }
         if stopping, jobs.isEmpty, !finished { finishStop() }
     }

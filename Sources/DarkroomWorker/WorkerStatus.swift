@@ -19,6 +19,13 @@ public struct WorkerStatus: Sendable, Equatable {
     public var connected: Bool = false
     /// Whether `stop` was called: no new jobs are taken.
     public var stopping: Bool = false
+    /// The longest the broker has gone without sending this worker anything,
+    /// over the life of the worker: on each connection, the longest gap
+    /// from READY or a message to the next message, or to the end of the
+    /// connection. Any message counts (HEARTBEAT too); time with no
+    /// connection does not. A broker that heartbeats as DRK1 asks keeps it
+    /// near 1 s; one that stalls shows its stall here.
+    public var longestBrokerSilence: Duration = .zero
 
     public init(slots: Int) { self.slots = slots }
 }

@@ -36,6 +36,8 @@ struct CodecTests {
             .done(Done(jobID: job, attempt: 3, recordID: record)),
             .fail(Fail(jobID: job, attempt: 3, retryable: false, failure: failure)),
             .heartbeat, .disconnect,
+            .holding(Holding(jobs: [])),
+            .holding(Holding(jobs: [Holding.Entry(jobID: job, attempt: 3), Holding.Entry(jobID: record, attempt: .max)])),
         ]
         for message in backend { #expect(try BackendMessage.decode(message.frames()) == message) }
         let info = ImageInfo(width: 1, height: 1, bytes: 1, sha256: String(repeating: "0", count: 64))
@@ -49,6 +51,35 @@ struct CodecTests {
             .ok(OKReply(requestID: 4, count: 1)),
         ]
         for message in store { #expect(try StoreMessage.decode(message.frames()) == message) }
+    }
+
+    @Test func holdingTakesExactlyAWholeListOfDistinctJobs() throws {
+        // The most a worker can hold: one entry per slot.
+        let full = Holding(jobs: (0..<Holding.maxEntries).map {
+            Holding.Entry(jobID: ULID(milliseconds: 1_730_000_000_000, randomHigh: 0, randomLow: UInt64($0)), attempt: 1)
+        })
+        let frames = full.frames()
+        #expect(frames.count == Command.holding.frameCount)
+        #expect(frames[2].count == Holding.maxEntries * Holding.entryBytes)
+        #expect(try Holding.decode(frames) == full)
+
+        var tooMany = full
+        tooMany.jobs.append(Holding.Entry(jobID: record, attempt: 1))
+        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")) {
+            try BackendMessage.decode(tooMany.frames())
+        }
+        // The count is checked from the length alone, before any entry is read.
+        let garbage: [[UInt8]] = [Wire.protocolID, [Command.holding.rawValue], [UInt8](repeating: 0xFF, count: 1025 * 30)]
+        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")) {
+            try BackendMessage.decode(garbage)
+        }
+        // The same job at two attempts is still one job listed twice.
+        let twice = Holding(jobs: [Holding.Entry(jobID: job, attempt: 1), Holding.Entry(jobID: record, attempt: 1), Holding.Entry(jobID: job, attempt: 2)])
+        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) job 3 of 3: job \(job) is listed twice")) {
+            try BackendMessage.decode(twice.frames())
+        }
+        #expect(Command.backend.contains(.holding))
+        #expect(!Command.holding.carriesRequestID)
     }
 
     @Test func singleMessageDecodeChecksTheCommand() throws {

@@ -209,6 +209,9 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .done(let d): set("jobID", d.jobID); set("attempt", d.attempt); set("recordID", d.recordID)
         case .fail(let x):
             set("jobID", x.jobID); set("attempt", x.attempt); set("retryable", x.retryable); failure(x.failure)
+        case .holding(let h):
+            set("count", h.jobs.count)
+            for (i, entry) in h.jobs.enumerated() { set("jobs.\(i).jobID", entry.jobID); set("jobs.\(i).attempt", entry.attempt) }
         case .heartbeat, .disconnect: break
         case .error(let e): set("requestID", e.requestID); set("code", e.code.rawValue); set("reason", e.reason)
         }

@@ -15,13 +15,15 @@ struct BoundRouter {
     let socket: Socket
     let endpoint: String
 
-    init(_ context: Context) throws {
+    /// Binds `endpoint`: a free port by default, or the endpoint of a peer
+    /// that went away, to play it coming back.
+    init(_ context: Context, endpoint: String = "tcp://127.0.0.1:*") throws {
         socket = try context.socket(.router)
         try socket.setLinger(milliseconds: 0)
         try socket.setMaxMessageSize(Wire.maxMessageSize)
         try socket.setReceiveTimeout(milliseconds: 100)
-        try socket.bind("tcp://127.0.0.1:*")
-        endpoint = try socket.lastEndpoint()
+        try socket.bind(endpoint)
+        self.endpoint = try socket.lastEndpoint()
     }
 
     /// The next message as (identity, DRK1 frames), or nil after `seconds`.
@@ -45,7 +47,9 @@ struct TestBroker {
     let router: BoundRouter
     var endpoint: String { router.endpoint }
 
-    init(_ context: Context) throws { router = try BoundRouter(context) }
+    init(_ context: Context, endpoint: String = "tcp://127.0.0.1:*") throws {
+        router = try BoundRouter(context, endpoint: endpoint)
+    }
 
     /// The next backend message other than HEARTBEAT, or nil after `seconds`.
     func next(seconds: Double = 20) throws -> (identity: [UInt8], message: BackendMessage)? {
@@ -70,6 +74,16 @@ struct TestBroker {
         guard let (sameIdentity, second) = try next(seconds: seconds), sameIdentity == identity,
               case .credit(let credit) = second else { return nil }
         return (identity, ready, credit.count)
+    }
+
+    /// Expects the opening of a session by a worker that still holds jobs:
+    /// READY, then HOLDING, from one new identity. The reports and CREDIT
+    /// that follow are left to the caller.
+    func holdingHandshake(seconds: Double = 20) throws -> (identity: [UInt8], ready: Ready, holding: Holding)? {
+        guard let (identity, first) = try next(seconds: seconds), case .ready(let ready) = first else { return nil }
+        guard let (sameIdentity, second) = try next(seconds: seconds), sameIdentity == identity,
+              case .holding(let holding) = second else { return nil }
+        return (identity, ready, holding)
     }
 }
 
@@ -196,5 +210,58 @@ final class Background: Sendable {
     }
     func wait(seconds: Double = 30) -> Bool {
         done.wait(timeout: .now() + seconds) == .success
+    }
+}
+
+/// A session a worker opened, as the broker sees it: the READY, then
+/// everything the worker sent on that connection up to and including its
+/// first CREDIT (HEARTBEATs left out).
+struct OpenedSession {
+    var identity: [UInt8]
+    var ready: Ready
+    var opening: [BackendMessage]
+}
+
+extension TestBroker {
+    /// Plays a broker that has just started and knows no connection: a
+    /// message from a connection that has not sent READY here is answered
+    /// with DISCONNECT, as DRK1 asks (section 6.2), and the first session
+    /// opened with READY is read through to its CREDIT. READY is answered
+    /// with a HEARTBEAT, so the worker does not give up on the session while
+    /// the test reads it.
+    func awaitSession(seconds: Double = 20) throws -> OpenedSession? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var session: OpenedSession?
+        while Date() < deadline {
+            guard let (identity, frames) = try router.receive(seconds: deadline.timeIntervalSinceNow) else { return nil }
+            let message = try BackendMessage.decode(frames)
+            if case .ready(let ready) = message {
+                try send(.heartbeat, to: identity)
+                session = OpenedSession(identity: identity, ready: ready, opening: [])
+                continue
+            }
+            guard var opened = session, opened.identity == identity else {
+                if message != .disconnect { try send(.disconnect, to: identity) }
+                continue
+            }
+            if message == .heartbeat { continue }
+            opened.opening.append(message)
+            if case .credit = message { return opened }
+            session = opened
+        }
+        return nil
+    }
+
+    /// A broker bound to `endpoint` again, as when a broker restarts: the
+    /// port of a ROUTER just closed may take a moment to come free.
+    static func rebind(_ context: Context, _ endpoint: String, seconds: Double = 10) throws -> TestBroker {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            do {
+                return try TestBroker(context, endpoint: endpoint)
+            } catch where Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+        }
     }
 }

@@ -273,6 +273,8 @@ struct WorkerTests {
         let deadline = Date().addingTimeInterval(10)
         while worker.status.sessions < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(worker.status.sessions >= 2)
+        // The silence that ended the first session is the longest yet.
+        #expect(worker.status.longestBrokerSilence >= .milliseconds(300))
     }
 
     @Test func jobRunningAcrossAReconnectReportsOnTheNewSession() throws {
@@ -287,11 +289,15 @@ struct WorkerTests {
         try broker.send(.job(job), to: first.identity)
         let (storeIdentity, request) = try #require(try store.nextStore())
 
-        // The broker asks for a new session while the job waits for STORED.
+        // The broker asks for a new session while the job waits for STORED:
+        // READY, HOLDING with the job at its attempt, CREDIT for the other slot.
         try broker.send(.disconnect, to: first.identity)
-        let second = try #require(try broker.handshake())
+        let second = try #require(try broker.holdingHandshake())
         #expect(second.identity != first.identity)
-        #expect(second.credit == 1)
+        #expect(second.holding.jobs == [Holding.Entry(jobID: job.jobID, attempt: 1)])
+        let credit = try #require(try broker.next())
+        #expect(credit.identity == second.identity)
+        #expect(credit.message == .credit(Credit(count: 1)))
 
         let record = try store.answer(request, from: storeIdentity)
         let done = try #require(try broker.next())

@@ -20,7 +20,7 @@ ERROR, PING, PONG, OK = 0x01, 0x02, 0x03, 0x04
 SUBMIT, ACCEPTED, REJECTED, STATUS, STATUS_REPLY = 0x10, 0x11, 0x12, 0x13, 0x14
 REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
 DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
-READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26
+READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
 DELETE, STATS, STATS_REPLY = 0x36, 0x37, 0x38
 EVENT, EVENTS = 0x40, 0x41
@@ -159,6 +159,19 @@ vector("fail-decode", "backend", "FAIL, not retryable, while decoding: step inde
         "failure.code": "image.corrupt", "failure.reason": "decode: bad Huffman code"})
 vector("heartbeat", "backend", "HEARTBEAT", msg(HEARTBEAT), {"command": "HEARTBEAT"})
 vector("disconnect", "backend", "DISCONNECT", msg(DISCONNECT), {"command": "DISCONNECT"})
+
+
+def held(*entries):
+    """HOLDING's frame 2: one 30-byte entry per job, job id then attempt."""
+    return b"".join(text(job_id) + u32(attempt) for job_id, attempt in entries)
+
+
+vector("holding-empty", "backend", "HOLDING with no jobs (a worker MAY also leave it out)",
+       msg(HOLDING, b""), {"command": "HOLDING", "count": 0})
+vector("holding", "backend", "HOLDING two jobs: one at attempt 2, one at attempt 1",
+       msg(HOLDING, held((JOB_ID, 2), (JOB_ID_2, 1))),
+       {"command": "HOLDING", "count": 2, "jobs.0.jobID": JOB_ID, "jobs.0.attempt": 2,
+        "jobs.1.jobID": JOB_ID_2, "jobs.1.attempt": 1})
 
 # ---------------------------------------------------------------- store
 vector("store", "store", "STORE a 2048x2048 result and its 256x256 thumbnail",
@@ -318,6 +331,24 @@ bad("fail-no-code", "backend", "FAIL with an empty error code",
     msg(FAIL, text(JOB_ID), u32(1), u8(0), i32(0), b"", b"", b""), 101, "FAIL: frame 7 (error code) is empty")
 bad("heartbeat-extra", "backend", "HEARTBEAT with an extra frame", msg(HEARTBEAT, b""), 101,
     "HEARTBEAT: expected 2 frames, got 3")
+bad("holding-length", "backend", "HOLDING whose frame 2 is one byte over a whole entry",
+    msg(HOLDING, held((JOB_ID, 1)) + b"\x00"), 101,
+    "HOLDING: frame 2 (held jobs) is 31 bytes, must be a multiple of 30")
+bad("holding-attempt-zero", "backend", "HOLDING with attempt 0 for its second job",
+    msg(HOLDING, held((JOB_ID, 1), (JOB_ID_2, 0))), 101,
+    "HOLDING: frame 2 (held jobs) job 2 of 2: attempt is 0, must be 1…4294967295")
+bad("holding-duplicate", "backend", "HOLDING that lists one job twice, at two attempts",
+    msg(HOLDING, held((JOB_ID, 1), (JOB_ID_2, 1), (JOB_ID, 2))), 101,
+    "HOLDING: frame 2 (held jobs) job 3 of 3: job " + JOB_ID + " is listed twice")
+bad("holding-lowercase-id", "backend", "HOLDING with a lower-case job id",
+    msg(HOLDING, held((JOB_ID.lower(), 1))), 101,
+    "HOLDING: frame 2 (held jobs) job 1 of 1: job id is not a ULID (26 characters of Crockford base32), "
+    "got '01jbx3z7q8m4n6p2…'")
+bad("holding-too-many", "backend", "HOLDING with 1025 jobs (at most 1024, one per slot)",
+    msg(HOLDING, held(*[("01JBX3Z7Q8M4N6P2R5T9V%05d" % n, 1) for n in range(1025)])), 101,
+    "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")
+bad("holding-frames", "backend", "HOLDING without its held-jobs frame", msg(HOLDING), 101,
+    "HOLDING: expected 3 frames, got 2")
 bad("store-size", "store", "STORE with a zero width",
     msg(STORE, u64(1), text(JOB_ID), text("a.jpg"), text(PIPELINE), size(0, 10), size(10, 10), IMAGE, THUMB), 101,
     "STORE: frame 6 (full size) is 0x10, each side must be 1…65535")
