@@ -3,26 +3,30 @@ import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
 
-/// Messages other threads post to the broker's service loop.
-enum BrokerCommand: Sendable {
-    /// Stop dispatching, wait for jobs in flight until `graceMilliseconds`
-    /// have passed, commit, and exit.
-    case stop(graceMilliseconds: Int64)
-}
-
 /// The broker service: the durable job queue behind the frontend (producers
 /// and clients), the backend (workers) and the events socket (XPUB).
 ///
-/// One thread, started by `start()`, owns the three sockets and the SQLite
-/// connection for their whole life; other threads only post to its mailbox.
-/// Each turn of its loop reads every waiting message (up to
-/// `maxMessagesPerTurn`), applies them, commits once, and only then sends the
-/// replies, JOBs and events that depend on the commit (group commit).
+/// Two threads, started by `start()`:
+///
+/// - the switchboard (`Switchboard`) owns the three sockets for their whole
+///   life. It never touches the disk, so heartbeats, PING and STATUS are
+///   answered within milliseconds whatever the queue is doing;
+/// - the core (`BrokerCore`) owns the queue: its state (`BrokerState`) and
+///   its SQLite database and input files (`JobStore`). It applies what the
+///   switchboard hands it in turns, commits each turn once (group commit),
+///   and only then hands back the replies, JOBs and events the turn made.
+///
+/// Large inputs are written to their files by the input writer's threads.
+/// If either thread ends on its own, the other stops too, and `wait()`
+/// returns: the broker is one service.
 public final class Broker: Sendable {
     public let configuration: BrokerConfiguration
     let context: Context
     let logger: Logger
-    private let service = ServiceThread<BrokerCommand>(name: "darkroom-broker")
+    private let core = ServiceThread<CoreMessage>(name: "darkroom-broker-core")
+    private let switchboard = ServiceThread<SwitchboardInstruction>(name: "darkroom-broker")
+    private let board = StatusBoard()
+    private let backlog = Backlog()
 
     public init(_ configuration: BrokerConfiguration, context: Context, logger: Logger) {
         self.configuration = configuration
@@ -30,44 +34,69 @@ public final class Broker: Sendable {
         self.logger = logger
     }
 
-    /// Opens the queue, recovers what a previous run left, binds the three
-    /// endpoints on the service thread, and returns once they are bound.
-    /// Throws `BrokerError.startFailed` with the cause (a bind error, an
-    /// unusable data directory).
+    /// Opens the queue and recovers what a previous run left (on the core's
+    /// thread), binds the three endpoints (on the switchboard's), and
+    /// returns once both are ready. Throws `BrokerError.startFailed` with
+    /// the cause (a bind error, an unusable data directory, a database
+    /// written by a newer darkroom).
     public func start() throws {
-        let (configuration, context, logger) = (self.configuration, self.context, self.logger)
+        let (configuration, context, logger, board, backlog) = (self.configuration, self.context, self.logger, self.board, self.backlog)
         do {
-            try service.start { try BrokerLoop(configuration: configuration, context: context, logger: logger) }
+            try core.start { try BrokerCore(configuration: configuration, context: context, board: board, backlog: backlog, logger: logger) }
         } catch {
-            switch error {
-            case .alreadyStarted: throw BrokerError.alreadyStarted
-            case .failed(let cause): throw BrokerError.startFailed("\(cause)")
+            throw Broker.failure(error)
+        }
+        let core = self.core
+        do {
+            try switchboard.start {
+                try Switchboard(configuration: configuration, context: context, core: { core.post($0) },
+                                board: board, backlog: backlog, logger: logger)
             }
+        } catch {
+            core.post(.stop(graceMilliseconds: 0))
+            core.wait()
+            throw Broker.failure(error)
+        }
+        let switchboard = self.switchboard
+        core.post(.attach({ switchboard.post($0) }))
+    }
+
+    private static func failure(_ error: ServiceThread<CoreMessage>.StartError) -> BrokerError {
+        switch error {
+        case .alreadyStarted: .alreadyStarted
+        case .failed(let cause): .startFailed("\(cause)")
+        }
+    }
+
+    private static func failure(_ error: ServiceThread<SwitchboardInstruction>.StartError) -> BrokerError {
+        switch error {
+        case .alreadyStarted: .alreadyStarted
+        case .failed(let cause): .startFailed("\(cause)")
         }
     }
 
     /// The endpoints actually bound, keyed "frontend", "backend", "events"
     /// (a `*` port resolved to the real one).
     public var boundEndpoints: [String: String] {
-        service.boundEndpoints
+        switchboard.boundEndpoints
     }
 
-    /// Asks the broker to stop: it rejects new SUBMITs with `shutting-down`,
-    /// dispatches nothing more, keeps taking DONE and FAIL for jobs in flight
-    /// for up to `min(grace, workerGrace)`, commits, tells its workers
-    /// DISCONNECT and exits. Waits up to `grace` (plus a moment for the last
-    /// commit) for the thread to exit. Jobs still leased are requeued when the
-    /// broker starts again.
+    /// Asks the broker to stop: it refuses new SUBMITs with
+    /// `shutting-down`, dispatches nothing more, keeps taking DONE and FAIL
+    /// for jobs in flight for up to `grace`, commits, tells its workers
+    /// DISCONNECT and exits. Waits for that (and a few seconds more for
+    /// the last commit). Jobs still leased then are held for their workers
+    /// to reclaim when the broker starts again.
     public func stop(grace: Duration) {
-        let graceMilliseconds = max(0, min(grace.milliseconds, configuration.workerGrace.milliseconds))
-        guard service.post(.stop(graceMilliseconds: graceMilliseconds)) else { return }
-        service.wait(timeout: max(grace, .zero) + .seconds(2))
+        let graceMilliseconds = max(0, grace.milliseconds)
+        guard core.post(.stop(graceMilliseconds: graceMilliseconds)) else { return }
+        core.wait(timeout: max(grace, .zero) + .seconds(5))
+        switchboard.wait(timeout: .seconds(2))
     }
 
-    /// Blocks until the service thread has exited (returns at once if it never started).
+    /// Blocks until both threads have exited (returns at once if the broker never started).
     public func wait() {
-        service.wait()
+        core.wait()
+        switchboard.wait()
     }
 }
-
-extension BrokerLoop: ServiceLoop {}

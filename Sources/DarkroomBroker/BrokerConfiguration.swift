@@ -45,12 +45,28 @@ public struct BrokerConfiguration: Sendable {
     /// Input images larger than this are kept in content-addressed files
     /// next to the database instead of inside it.
     public var inputBlobThreshold: Int = 100 * 1024
-    /// On stop, how long the broker keeps taking DONE and FAIL for jobs in
-    /// flight (dispatching nothing new) before it exits. Jobs still leased
-    /// then are requeued when the broker starts again.
-    public var workerGrace: Duration = .seconds(2)
-    /// Most messages read from all sockets in one loop turn (one group commit).
+    /// Most messages one turn of the core applies before it commits (one
+    /// group commit); the rest wait for the next turn.
     public var maxMessagesPerTurn: Int = 1_000
+    /// Most inline input bytes one turn writes before it commits, so a
+    /// burst of large SUBMITs is committed in pieces.
+    public var maxTurnBytes: Int = 32 << 20
+    /// Input bytes handed to the core and not yet queued (waiting for a
+    /// turn, or being written to a file) above which the broker stops
+    /// reading SUBMITs until the core catches up. Heartbeats, PING and
+    /// STATUS are answered meanwhile.
+    public var maxBacklogBytes: Int = 256 << 20
+    /// Threads that write large inputs to their files.
+    public var inputWriterThreads: Int = 2
+    /// How long jobs that were leased when the broker stopped wait for
+    /// their workers to come back and say they still run them (HOLDING),
+    /// before they are requeued as lost. Nil: two liveness periods.
+    public var reclaimWindow: Duration?
+    /// Caps the queue database at this many pages (SQLite's
+    /// `max_page_count`); nil leaves it to the disk. When the cap (or the
+    /// disk) is reached, SUBMITs are refused with the reason until space
+    /// comes back, and nothing accepted is lost.
+    public var maxDatabasePages: Int?
     /// Most events one REPLAY answer carries (also used when REPLAY asks for 0).
     public var replayBatchLimit: Int = 2_000
     /// Window of the rates in STATUS.
@@ -76,4 +92,5 @@ public struct BrokerConfiguration: Sendable {
 
     var heartbeatIntervalMilliseconds: Int64 { max(1, heartbeatInterval.milliseconds) }
     var livenessMilliseconds: Int64 { heartbeatIntervalMilliseconds * Int64(max(1, heartbeatLiveness)) }
+    var reclaimWindowMilliseconds: Int64 { reclaimWindow.map { max(0, $0.milliseconds) } ?? 2 * livenessMilliseconds }
 }

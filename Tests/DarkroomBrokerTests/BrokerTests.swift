@@ -187,7 +187,7 @@ import Testing
 
     // MARK: Attempts and failures
 
-    @Test func staleDoneIsIgnoredAndRetryableFailureRetriesWithTheNextAttempt() throws {
+    @Test func aStaleFailIsIgnoredButADoneFromAnEarlierAttemptCompletesTheJob() throws {
         let harness = try Harness()
         let client = try harness.client()
         let accepted = try client.submitAccepted()
@@ -201,14 +201,22 @@ import Testing
         #expect(second.jobID == accepted.jobID)
         #expect(second.attempt == 2)
 
-        try worker.done(first)  // stale: attempt 1 is over
-        let stillRunning = try client.status()
-        #expect(stillRunning.queue.inFlight == 1)
-        try worker.done(second)
+        // A FAIL for attempt 1 again is stale: attempt 2 runs on.
+        try worker.fail(first, retryable: false, code: "image.corrupt", reason: "late")
+        #expect(try client.status().queue.inFlight == 1)
+        // A DONE from attempt 1 means the record is stored (DONE follows
+        // STORED, and every attempt yields the same record): the job is done.
+        let record = ULIDGenerator.shared.next()
+        try worker.done(first, record: record)
         _ = try client.waitForStatus("the job to be stored") { $0.queue.inFlight == 0 }
+        // Attempt 2's own DONE then finds the job finished.
+        try worker.done(second)
         let (events, _) = try client.replay(from: 1)
         #expect(events.map(\.kind) == [.accepted, .started, .failed, .retrying, .started, .stored])
-        #expect(events.filter { $0.kind == .stored }.map(\.attempt) == [2])
+        let stored = try #require(events.last)
+        #expect(stored.attempt == 1)
+        #expect(stored.recordID == record)
+        #expect(try client.status().queue.depth == 0)
     }
 
     @Test func nonRetryableFailureGoesDeadWithItsReason() throws {
@@ -468,7 +476,7 @@ import Testing
 
     // MARK: Restart
 
-    @Test func restartKeepsQueuedJobsAndRequeuesLeasedOnes() throws {
+    @Test func afterARestartALeasedJobWaitsForItsWorkerWhichReclaimsItUncounted() throws {
         let harness = try Harness()
         var client = try harness.client()
         let leasedJob = try client.submitAccepted(priority: 9)
@@ -482,23 +490,153 @@ import Testing
         try harness.restart()
         client = try harness.client()
         let status = try client.status()
-        #expect(status.queue.depth == 2)
-        #expect(status.queue.inFlight == 0)
-        let (events, _) = try client.replay(from: headBefore + 1)
-        #expect(events.map(\.kind) == [.failed, .retrying])
-        #expect(events.first?.seq == headBefore + 1)
-        #expect(events.last?.attempt == 2)
-        let next = try client.submitAccepted()
-        #expect(next.eventSeq == headBefore + 3)
+        #expect(status.queue.depth == 1)
+        #expect(status.queue.inFlight == 1, "the leased job is held for its worker, not requeued")
+        #expect(try client.replay(from: headBefore + 1).0.isEmpty)
 
-        let again = try harness.worker("w-restart-2")
-        try again.ready(credit: 2)
-        let first = try again.job()
-        let second = try again.job()
-        #expect(first.jobID == leasedJob.jobID)
-        #expect(first.attempt == 2)
-        #expect(second.jobID == queuedJob.jobID)
-        #expect(second.attempt == 1)
+        // The worker comes back on a new connection, says it still runs
+        // the job, and has room for one more.
+        let back = try harness.worker("w-restart", slots: 2)
+        try back.send(.ready(Ready(workerID: "w-restart", host: "test-host", pid: 4242, slots: 2)))
+        try back.send(.holding(Holding(jobs: [.init(jobID: running.jobID, attempt: running.attempt)])))
+        try back.send(.credit(Credit(count: 1)))
+        let next = try back.job()
+        #expect(next.jobID == queuedJob.jobID)
+        #expect(next.attempt == 1)
+        try back.done(running)
+        try back.done(next)
+        _ = try client.waitForStatus("both jobs to be stored") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }
+        let (events, _) = try client.replay(from: headBefore + 1)
+        #expect(events.map(\.kind) == [.started, .stored, .stored])
+        #expect(events.filter { $0.kind == .stored }.map(\.attempt) == [1, 1])
+        #expect(!events.contains { $0.kind == .failed || $0.kind == .retrying })
+    }
+
+    @Test func aHeldJobWhoseWorkerDoesNotComeBackIsRequeuedAsLostAfterTheWindow() throws {
+        let harness = try Harness { $0.reclaimWindow = .milliseconds(300) }
+        var client = try harness.client()
+        let job = try client.submitAccepted()
+        let worker = try harness.worker("w-gone")
+        try worker.ready(credit: 1)
+        _ = try worker.job()
+        let headBefore = try client.status().eventSeq
+
+        try harness.restart()
+        client = try harness.client()
+        let other = try harness.worker("w-other")
+        try other.ready(credit: 1)
+        let again = try other.job(within: 5)
+        #expect(again.jobID == job.jobID)
+        #expect(again.attempt == 2)
+        let (events, _) = try client.replay(from: headBefore + 1)
+        #expect(events.map(\.kind) == [.failed, .retrying, .started])
+        #expect(events.first?.failure?.code == FailureDetail.Code.workerLost)
+        #expect(events.first?.failure?.reason.contains("w-gone") == true)
+    }
+
+    @Test func aWorkerThatComesBackWithoutItsJobGetsItRequeuedWithoutCountingTheAttempt() throws {
+        let harness = try Harness { $0.maxAttempts = 1 }
+        var client = try harness.client()
+        let job = try client.submitAccepted()
+        let worker = try harness.worker("w-forgot")
+        try worker.ready(credit: 1)
+        let first = try worker.job()
+        try harness.restart()
+        client = try harness.client()
+
+        // Back on a new connection, holding nothing: the job goes back at
+        // once, and the attempt it lost is not counted.
+        let back = try harness.worker("w-forgot")
+        try back.ready(credit: 1)
+        let second = try back.job()
+        #expect(second.jobID == job.jobID)
+        #expect(second.attempt == first.attempt + 1)
+        // With one attempt allowed, a retryable failure now is the job's first counted one.
+        try back.fail(second, retryable: true, code: "store.unreachable", reason: "no STORED")
+        let dead = try client.waitForStatus("the job to be dead") { $0.queue.dead == 1 }
+        #expect(dead.queue.inFlight == 0)
+        let (events, _) = try client.replay(from: 1)
+        let retrying = try #require(events.first { $0.kind == .retrying })
+        #expect(retrying.failure?.code == FailureDetail.Code.workerReconnected)
+        #expect(retrying.failure?.reason.contains("not counted") == true)
+        #expect(events.last?.kind == .dead)
+        #expect(events.last?.failure?.reason.contains("gave up after 1 attempt(s)") == true)
+    }
+
+    @Test func aDoneFromAConnectionTheBrokerDoesNotKnowCountsAndIsAnsweredDisconnect() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let job = try client.submitAccepted()
+        let worker = try harness.worker("w-late")
+        try worker.ready(credit: 1)
+        let running = try worker.job()
+        try harness.restart()
+        client = try harness.client()
+
+        // The result arrives on a connection that never sent READY (as a
+        // worker's queued DONE does when its socket reconnects by itself).
+        let stranger = try harness.worker("w-late")
+        try stranger.done(running)
+        let reply = try stranger.next(within: 5)
+        #expect(reply == .disconnect)
+        _ = try client.waitForStatus("the job to be stored") { $0.queue.inFlight == 0 }
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.last?.kind == .stored)
+        #expect(events.last?.jobID == job.jobID)
+        #expect(events.last?.attempt == 1)
+    }
+
+    @Test func aJobHandedBackByAStoppingWorkerGoesToAnotherWorkerUncounted() throws {
+        let harness = try Harness { $0.maxAttempts = 1 }
+        let client = try harness.client()
+        let job = try client.submitAccepted()
+        let stopping = try harness.worker("w-stopping")
+        try stopping.ready(credit: 2)
+        let first = try stopping.job()
+        try stopping.fail(first, retryable: true, code: FailureDetail.Code.workerShutdown, reason: "worker is shutting down")
+        // It still has credit, but it is stopping: the job must go elsewhere.
+        #expect(try stopping.next(within: 0.5) == nil)
+        let other = try harness.worker("w-other")
+        try other.ready(credit: 1)
+        let second = try other.job()
+        #expect(second.jobID == job.jobID)
+        #expect(second.attempt == 2)
+        try other.done(second)
+        _ = try client.waitForStatus("the job to be stored") { $0.queue.inFlight == 0 }
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.map(\.kind) == [.accepted, .started, .retrying, .started, .stored])
+        #expect(events[2].failure?.code == FailureDetail.Code.workerShutdown)
+        #expect(try client.status().queue.dead == 0)
+    }
+
+    @Test func aWorkerOnANewConnectionKeepsTheJobsItSaysItHolds() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        _ = try client.submitAccepted()
+        _ = try client.submitAccepted()
+        let worker = try harness.worker("w-hop", slots: 2)
+        try worker.ready(credit: 2)
+        let a = try worker.job()
+        let b = try worker.job()
+        // A new connection (the worker thought the broker silent): READY,
+        // then HOLDING names one of its two jobs.
+        let again = try harness.worker("w-hop", slots: 2)
+        try again.send(.ready(Ready(workerID: "w-hop", host: "test-host", pid: 4242, slots: 2)))
+        try again.send(.holding(Holding(jobs: [.init(jobID: a.jobID, attempt: a.attempt)])))
+        try again.send(.credit(Credit(count: 1)))
+        // The one it dropped comes back to it as the next attempt.
+        let resent = try again.job()
+        #expect(resent.jobID == b.jobID)
+        #expect(resent.attempt == b.attempt + 1)
+        // The old connection is forgotten: its heartbeat is answered DISCONNECT.
+        try worker.send(.heartbeat)
+        #expect(try worker.next(within: 5) == .disconnect)
+        try again.done(a)
+        try again.done(resent)
+        _ = try client.waitForStatus("both jobs to be stored") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }
+        let (events, _) = try client.replay(from: 1)
+        #expect(events.filter { $0.kind == .failed }.isEmpty)
+        #expect(events.filter { $0.kind == .retrying }.map(\.failure?.code) == [FailureDetail.Code.workerReconnected])
     }
 
     // MARK: Dead letters

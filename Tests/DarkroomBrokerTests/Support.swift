@@ -24,7 +24,6 @@ final class Harness {
         configuration.heartbeatLiveness = 20
         configuration.retryBackoffBase = .milliseconds(20)
         configuration.retryBackoffCap = .milliseconds(100)
-        configuration.workerGrace = .milliseconds(100)
         adjust(&configuration)
         self.configuration = configuration
         broker = Broker(configuration, context: context, logger: Logger("broker-test", minimum: .error))

@@ -1,0 +1,536 @@
+import DarkroomProtocol
+
+/// A connected worker, known from its READY.
+struct WorkerEntry: Sendable, Equatable {
+    let id: String
+    /// The ROUTER identity of its current connection.
+    var identity: [UInt8]
+    var host: String
+    var pid: UInt32
+    var slots: UInt32
+    /// JOBs the broker may still send: CREDIT adds, each JOB takes one.
+    var credit = 0
+    /// Jobs leased to it.
+    var jobs: Set<ULID> = []
+    /// It handed a job back because it is stopping: it gets no more JOBs.
+    var stopping = false
+    /// Whether the jobs it held on an earlier connection (or before the
+    /// broker restarted) are settled. Until then the first message after
+    /// its READY settles them (section 6.2 of the protocol).
+    var settled: Bool
+    /// When it was last sent a JOB (a serial number), so that workers with
+    /// equal credit take turns.
+    var lastDispatch: UInt64 = 0
+}
+
+/// Everything the broker decides from, in memory, and every decision it
+/// makes, without sockets, files or SQLite.
+///
+/// The state is a value that the broker's core thread owns. Each `plan…`
+/// method reads it and returns a `Transition`: the rows to write, the
+/// events to append and the changes to make here. The core writes the rows
+/// in a savepoint and calls `apply` only when they are written, so memory
+/// and database never disagree about a message. Registration and credit
+/// (`register`, `grant`, `markStopping`, `retire`) write nothing and change
+/// the state directly.
+///
+/// Jobs live in exactly one place: the ready queue (queued or delayed),
+/// `leases` (running on a connected worker), `held` (leased to a worker
+/// that is not connected, waiting for it to come back), or the dead-letter
+/// set, which lives only in the database (its size is `deadCount`).
+struct BrokerState {
+    let policy: RetryPolicy
+    /// How long leases found at start wait for their worker (ms).
+    let reclaimWindow: UInt64
+    /// How long a reconnecting worker's leases wait for its HOLDING (ms).
+    let reconnectWindow: UInt64
+    /// A random number in 0...1 for the backoff's jitter.
+    let random: @Sendable () -> Double
+
+    private(set) var ready = ReadyQueue()
+    private(set) var leases: [ULID: Lease] = [:]
+    private(set) var held: [ULID: HeldLease] = [:]
+    private(set) var workers: [String: WorkerEntry] = [:]
+    private(set) var workerIDs: [[UInt8]: String] = [:]
+    private(set) var deadCount = 0
+    /// The seq of the newest event (committed, or applied in this turn).
+    private(set) var eventSeq: UInt64 = 0
+    /// The highest rowid used in `jobs`.
+    private(set) var lastRowID: Int64 = 0
+    private var dispatchSerial: UInt64 = 0
+
+    /// What the queue database holds: the state is built from it at start,
+    /// and rebuilt from it when a turn could not commit.
+    struct Loaded: Sendable {
+        var queued: [(job: JobHandle, notBefore: UInt64)] = []
+        var leased: [Lease] = []
+        var deadCount = 0
+        var eventSeq: UInt64 = 0
+        var lastRowID: Int64 = 0
+    }
+
+    /// The state after a start: every job leased when the broker stopped
+    /// is held for `reclaimWindow`, for its worker to come back.
+    init(policy: RetryPolicy, reclaimWindow: UInt64, reconnectWindow: UInt64,
+         random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }, loaded: Loaded, now: Moment) {
+        self.policy = policy
+        self.reclaimWindow = reclaimWindow
+        self.reconnectWindow = reconnectWindow
+        self.random = random
+        load(loaded, now: now)
+        for lease in loaded.leased {
+            held[lease.job.id] = HeldLease(lease: lease, deadline: now.monotonic + reclaimWindow)
+        }
+    }
+
+    private mutating func load(_ loaded: Loaded, now: Moment) {
+        ready = ReadyQueue()
+        for (job, notBefore) in loaded.queued { ready.add(job, notBefore: notBefore, now: now.wall) }
+        leases = [:]
+        held = [:]
+        deadCount = loaded.deadCount
+        eventSeq = loaded.eventSeq
+        lastRowID = loaded.lastRowID
+    }
+
+    // MARK: Rebuilding after a failed turn
+
+    /// The parts of the state that the database does not hold: taken at the
+    /// start of each turn, to rebuild the state if the turn cannot commit.
+    struct Memo {
+        fileprivate var workers: [String: WorkerEntry]
+        fileprivate var workerIDs: [[UInt8]: String]
+        fileprivate var held: [ULID: HeldLease]
+        fileprivate var dispatchSerial: UInt64
+    }
+
+    func memo() -> Memo {
+        Memo(workers: workers, workerIDs: workerIDs, held: held, dispatchSerial: dispatchSerial)
+    }
+
+    /// The state as it was when `memo` was taken, given what the database
+    /// holds after the turn's rollback.
+    mutating func restore(_ memo: Memo, loaded: Loaded, now: Moment) {
+        load(loaded, now: now)
+        workers = memo.workers.mapValues { entry in
+            var entry = entry
+            entry.jobs = []
+            return entry
+        }
+        workerIDs = memo.workerIDs
+        dispatchSerial = memo.dispatchSerial
+        for lease in loaded.leased {
+            let id = lease.job.id
+            if let before = memo.held[id] {
+                held[id] = HeldLease(lease: lease, deadline: before.deadline)
+            } else if workers[lease.worker] != nil {
+                leases[id] = lease
+                workers[lease.worker]?.jobs.insert(id)
+            } else {
+                held[id] = HeldLease(lease: lease, deadline: now.monotonic + reconnectWindow)
+            }
+        }
+    }
+
+    // MARK: Lookups
+
+    /// Where a job is in memory, if it is unfinished and not dead.
+    enum Place: Equatable {
+        case waiting(JobHandle)
+        case leased(Lease)
+        case held(HeldLease)
+    }
+
+    func place(of id: ULID) -> Place? {
+        if let lease = leases[id] { return .leased(lease) }
+        if let hold = held[id] { return .held(hold) }
+        if let job = ready.job(id) { return .waiting(job) }
+        return nil
+    }
+
+    func workerID(for identity: [UInt8]) -> String? { workerIDs[identity] }
+
+    /// The registered worker on this connection whose held jobs are still to be settled.
+    func unsettledWorker(for identity: [UInt8]) -> String? {
+        guard let id = workerIDs[identity], let worker = workers[id], !worker.settled else { return nil }
+        return id
+    }
+
+    /// Jobs waiting, ready or delayed: the depth compared with the queue limit.
+    var depth: Int { ready.depth }
+
+    /// The earliest monotonic time at which a held lease expires.
+    var nextHoldDeadline: UInt64? { held.values.map(\.deadline).min() }
+
+    // MARK: Workers (memory only)
+
+    /// READY from `identity`. A worker id already registered on another
+    /// connection (it reconnected), or a connection that already sent READY,
+    /// is retired first: its leases are held for `reconnectWindow`, to be
+    /// settled by what the worker says next. Returns the identities of
+    /// connections that are no longer any worker's.
+    mutating func register(_ ready: Ready, identity: [UInt8], now: Moment) -> [[UInt8]] {
+        var forgotten: [[UInt8]] = []
+        if let previous = workerIDs[identity] {
+            retire(previous, deadline: now.monotonic + reconnectWindow)
+        }
+        if let existing = workers[ready.workerID] {
+            retire(existing.id, deadline: now.monotonic + reconnectWindow)
+            if existing.identity != identity { forgotten.append(existing.identity) }
+        }
+        let holds = held.values.contains { $0.lease.worker == ready.workerID }
+        workers[ready.workerID] = WorkerEntry(id: ready.workerID, identity: identity, host: ready.host, pid: ready.pid,
+                                              slots: ready.slots, settled: !holds)
+        workerIDs[identity] = ready.workerID
+        return forgotten
+    }
+
+    /// Takes a worker out of the registry, holding its leases until `deadline`.
+    mutating func retire(_ workerID: String, deadline: UInt64) {
+        guard let worker = workers.removeValue(forKey: workerID) else { return }
+        if workerIDs[worker.identity] == workerID { workerIDs[worker.identity] = nil }
+        for id in worker.jobs {
+            if let lease = leases.removeValue(forKey: id) {
+                held[id] = HeldLease(lease: lease, deadline: deadline)
+            }
+        }
+    }
+
+    /// CREDIT: adds to the worker's credit, never beyond its free slots.
+    /// Returns a warning when the worker granted more than it has room for.
+    mutating func grant(_ count: UInt32, worker workerID: String) -> String? {
+        guard var worker = workers[workerID], !worker.stopping else { return nil }
+        let room = max(0, Int(worker.slots) - worker.jobs.count)
+        let granted = worker.credit + Int(count)
+        worker.credit = min(granted, room)
+        workers[workerID] = worker
+        guard granted > room else { return nil }
+        return "worker \(workerID) granted credit \(granted) with \(worker.jobs.count) of \(worker.slots) slot(s) busy; using \(room)"
+    }
+
+    /// The worker is stopping (it handed a job back): no more JOBs for it.
+    mutating func markStopping(_ workerID: String) {
+        workers[workerID]?.stopping = true
+        workers[workerID]?.credit = 0
+    }
+
+    // MARK: Decisions
+
+    /// Accepts a job: its row, its `accepted` event, its submit key. The
+    /// job's rowid is the next one; the ACCEPTED names the event's seq.
+    func planAccept(id: ULID, priority: UInt8, source: String, options: JobOptions, pipeline: String,
+                    inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, now: Moment) -> Transition {
+        let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile)
+        var t = Transition()
+        let accepted = t.event(.accepted, job, attempt: 0, at: now, after: eventSeq)
+        t.writes.append(.insert(NewJob(handle: job, options: options, pipeline: pipeline, inlineInput: inlineInput,
+                                       inputBytes: inputBytes, submitKey: submitKey),
+                                acceptedSeq: accepted.seq, at: now.wall))
+        t.changes.append(.enqueue(job, notBefore: 0))
+        t.accepted = 1
+        return t
+    }
+
+    /// The next JOB to send: the first ready job to the connected worker
+    /// with the most credit (taking turns when equal), or nil when no job
+    /// is ready or no worker has credit.
+    func planDispatch(now: Moment) -> (transition: Transition, lease: Lease)? {
+        guard let job = ready.peek() else { return nil }
+        var best: WorkerEntry?
+        for worker in workers.values where worker.credit > 0 && !worker.stopping {
+            guard let current = best else { best = worker; continue }
+            if worker.credit > current.credit || (worker.credit == current.credit && worker.lastDispatch < current.lastDispatch) {
+                best = worker
+            }
+        }
+        guard let worker = best else { return nil }
+        var leased = job
+        leased.attempt += 1
+        let lease = Lease(job: leased, worker: worker.id)
+        var t = Transition()
+        t.writes.append(.lease(leased, worker: worker.id))
+        t.event(.started, leased, attempt: leased.attempt, at: now, after: eventSeq, worker: worker.id)
+        t.changes.append(.unqueue(job.id))
+        t.changes.append(.lease(lease, usesCredit: true))
+        return (t, lease)
+    }
+
+    /// DONE: the job's record is stored (a worker sends DONE only after
+    /// STORED, and every attempt of a job yields the same record), so it
+    /// completes the job whatever its attempt and whoever sends it, while
+    /// the job is unfinished. `dead` is the job's handle when it is in the
+    /// dead-letter set (the core reads it when the job is nowhere in memory).
+    /// Nil when the job is finished or unknown.
+    func planDone(_ done: Done, from identity: [UInt8], dead: JobHandle?, now: Moment) -> Transition? {
+        let sender = workerIDs[identity]
+        var t = Transition()
+        let job: JobHandle
+        var worker = sender ?? ""
+        switch place(of: done.jobID) {
+        case .leased(let lease):
+            job = lease.job
+            if sender == nil { worker = lease.worker }
+            t.changes.append(.release(job.id))
+        case .held(let hold):
+            job = hold.lease.job
+            if sender == nil { worker = hold.lease.worker }
+            t.changes.append(.unhold(job.id))
+        case .waiting(let waiting):
+            job = waiting
+            t.changes.append(.unqueue(job.id))
+        case nil:
+            guard let dead, dead.id == done.jobID else { return nil }
+            job = dead
+            t.changes.append(.deadCount(-1))
+        }
+        t.writes.append(.delete(job))
+        t.event(.stored, job, attempt: done.attempt, at: now, after: eventSeq, worker: worker, record: done.recordID)
+        t.stored = 1
+        return t
+    }
+
+    /// FAIL: counts only for the job's current attempt, from the connection
+    /// it is leased to, or from any connection while it is held with that
+    /// attempt. A job handed back by a stopping worker (`worker.shutdown`)
+    /// goes back at once and the attempt does not count. Nil when stale.
+    func planFail(_ fail: Fail, from identity: [UInt8], now: Moment) -> Transition? {
+        let sender = workerIDs[identity]
+        var t = Transition()
+        let lease: Lease
+        switch place(of: fail.jobID) {
+        case .leased(let current) where current.job.attempt == fail.attempt && current.worker == sender:
+            lease = current
+            t.changes.append(.release(lease.job.id))
+        case .held(let hold) where hold.lease.job.attempt == fail.attempt:
+            lease = hold.lease
+            t.changes.append(.unhold(lease.job.id))
+        default:
+            return nil
+        }
+        if fail.failure.code == FailureDetail.Code.workerShutdown {
+            requeueUncounted(lease.job, failure: fail.failure, at: now, into: &t)
+        } else {
+            failAttempt(lease.job, worker: lease.worker, failure: fail.failure, retryable: fail.retryable,
+                        immediate: false, at: now, into: &t)
+        }
+        return t
+    }
+
+    /// A worker is lost (silent, disconnected): each of its jobs failed
+    /// (`worker.lost`, counted) and goes back at once, or dead when out of
+    /// attempts. The worker leaves the registry.
+    func planLost(_ workerID: String, reason: String, now: Moment) -> Transition {
+        var t = Transition()
+        if let worker = workers[workerID] {
+            let failure = FailureDetail(code: FailureDetail.Code.workerLost, reason: reason)
+            for id in worker.jobs.sorted() {
+                guard let lease = leases[id] else { continue }
+                t.changes.append(.release(id))
+                failAttempt(lease.job, worker: workerID, failure: failure, retryable: true, immediate: true, at: now, into: &t)
+            }
+        }
+        t.changes.append(.forget(worker: workerID))
+        return t
+    }
+
+    /// Settles a reconnected worker's held jobs: those it says it still
+    /// holds (same attempt) are leased to it again, uncounted and silently;
+    /// the others go back to the queue at once, uncounted
+    /// (`worker.reconnected`). `holding` is empty when the worker sent
+    /// anything but HOLDING first.
+    func planSettle(_ workerID: String, holding: [Holding.Entry], now: Moment) -> Transition {
+        var t = Transition()
+        var listed: [ULID: UInt32] = [:]
+        for entry in holding { listed[entry.jobID] = entry.attempt }
+        let mine = held.values.filter { $0.lease.worker == workerID }.sorted { $0.lease.job.id < $1.lease.job.id }
+        var kept = 0
+        for hold in mine {
+            let job = hold.lease.job
+            t.changes.append(.unhold(job.id))
+            if listed[job.id] == job.attempt {
+                t.changes.append(.lease(hold.lease, usesCredit: false))
+                kept += 1
+            } else {
+                let failure = FailureDetail(code: FailureDetail.Code.workerReconnected,
+                                            reason: "worker \(workerID) came back without attempt \(job.attempt)")
+                requeueUncounted(job, failure: failure, at: now, into: &t)
+            }
+        }
+        t.changes.append(.settled(worker: workerID))
+        if !mine.isEmpty {
+            t.notes.append("worker \(workerID) reclaimed \(kept) of its \(mine.count) held job(s)\(kept < mine.count ? "; the rest are requeued" : "")")
+        }
+        return t
+    }
+
+    /// Held leases whose worker did not come back in time: each job failed
+    /// (`worker.lost`, counted) and goes back at once. Nil when none expired.
+    func planExpiredHolds(now: Moment) -> Transition? {
+        let expired = held.values.filter { $0.deadline <= now.monotonic }.sorted { $0.lease.job.id < $1.lease.job.id }
+        guard !expired.isEmpty else { return nil }
+        var t = Transition()
+        for hold in expired {
+            let lease = hold.lease
+            t.changes.append(.unhold(lease.job.id))
+            let failure = FailureDetail(code: FailureDetail.Code.workerLost,
+                                        reason: "worker \(lease.worker) did not come back for attempt \(lease.job.attempt)")
+            failAttempt(lease.job, worker: lease.worker, failure: failure, retryable: true, immediate: true, at: now, into: &t)
+        }
+        t.notes.append("\(expired.count) held job(s) requeued: their worker did not come back in time")
+        return t
+    }
+
+    /// A waiting job that cannot be dispatched (its input is unreadable)
+    /// goes to the dead-letter set with the reason.
+    func planBury(_ id: ULID, failure: FailureDetail, now: Moment) -> Transition? {
+        guard let job = ready.job(id) else { return nil }
+        var t = Transition()
+        t.changes.append(.unqueue(id))
+        t.writes.append(.bury(job, failure: failure, at: now.wall))
+        t.event(.dead, job, attempt: job.attempt, at: now, after: eventSeq, failure: failure)
+        t.changes.append(.deadCount(1))
+        t.notes.append("job \(id) is dead: \(failure.summary)")
+        return t
+    }
+
+    /// DEAD-RETRY: each dead job goes back to the queue with a fresh budget.
+    func planRevive(_ jobs: [JobHandle], now: Moment) -> Transition {
+        var t = Transition()
+        for dead in jobs {
+            var job = dead
+            job.attemptBase = job.attempt
+            t.writes.append(.revive(job))
+            t.event(.revived, job, attempt: job.attempt + 1, at: now, after: eventSeq)
+            t.changes.append(.enqueue(job, notBefore: 0))
+            t.changes.append(.deadCount(-1))
+        }
+        if !jobs.isEmpty { t.notes.append("revived \(jobs.count) dead job(s)") }
+        return t
+    }
+
+    /// DEAD-DISCARD: each dead job is deleted.
+    func planDiscard(_ jobs: [JobHandle], now: Moment) -> Transition {
+        var t = Transition()
+        for job in jobs {
+            t.writes.append(.delete(job))
+            t.event(.discarded, job, attempt: job.attempt, at: now, after: eventSeq)
+            t.changes.append(.deadCount(-1))
+        }
+        if !jobs.isEmpty { t.notes.append("discarded \(jobs.count) dead job(s)") }
+        return t
+    }
+
+    /// Records a counted failed attempt, then requeues the job (retryable,
+    /// attempts left; after a backoff unless `immediate`) or buries it.
+    private func failAttempt(_ job: JobHandle, worker: String, failure: FailureDetail, retryable: Bool, immediate: Bool,
+                             at now: Moment, into t: inout Transition) {
+        t.event(.failed, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker, failure: failure)
+        t.failed += 1
+        let used = job.attemptsUsed
+        if retryable && policy.allowsRetry(afterUsing: used) {
+            let delay = immediate ? 0 : policy.backoff(afterUsing: used, unit: random())
+            let notBefore = delay > 0 ? now.wall + delay : 0
+            let when = delay > 0 ? "attempt \(job.attempt + 1) in \(Double(delay) / 1_000) s" : "attempt \(job.attempt + 1) now"
+            t.writes.append(.requeue(job, notBefore: notBefore, failure: failure))
+            t.event(.retrying, job, attempt: job.attempt + 1, at: now, after: eventSeq,
+                    failure: FailureDetail(stepIndex: failure.stepIndex, step: failure.step, code: failure.code, reason: "\(when): \(failure.reason)"))
+            t.changes.append(.enqueue(job, notBefore: notBefore))
+        } else {
+            var last = failure
+            if retryable { last.reason = "gave up after \(used) attempt(s): \(failure.reason)" }
+            t.writes.append(.bury(job, failure: last, at: now.wall))
+            t.event(.dead, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker, failure: last)
+            t.changes.append(.deadCount(1))
+            t.notes.append("job \(job.id) is dead: \(last.summary)")
+        }
+    }
+
+    /// Requeues a job at once without counting its attempt: nothing about
+    /// the job failed (its worker stopped or came back without it).
+    private func requeueUncounted(_ job: JobHandle, failure: FailureDetail, at now: Moment, into t: inout Transition) {
+        var requeued = job
+        requeued.attemptBase += 1
+        t.writes.append(.requeue(requeued, notBefore: 0, failure: failure))
+        t.event(.retrying, requeued, attempt: job.attempt + 1, at: now, after: eventSeq,
+                failure: FailureDetail(stepIndex: failure.stepIndex, step: failure.step, code: failure.code,
+                                       reason: "attempt \(job.attempt + 1) now, not counted: \(failure.reason)"))
+        t.changes.append(.enqueue(requeued, notBefore: 0))
+    }
+
+    // MARK: Applying
+
+    /// Applies a transition whose writes succeeded.
+    mutating func apply(_ t: Transition, now: Moment) {
+        for change in t.changes {
+            switch change {
+            case let .enqueue(job, notBefore):
+                ready.add(job, notBefore: notBefore, now: now.wall)
+            case .unqueue(let id):
+                ready.remove(id)
+            case let .lease(lease, usesCredit):
+                let id = lease.job.id
+                leases[id] = lease
+                if var worker = workers[lease.worker] {
+                    worker.jobs.insert(id)
+                    if usesCredit {
+                        worker.credit -= 1
+                        dispatchSerial += 1
+                        worker.lastDispatch = dispatchSerial
+                    }
+                    workers[lease.worker] = worker
+                }
+            case .release(let id):
+                if let lease = leases.removeValue(forKey: id) { workers[lease.worker]?.jobs.remove(id) }
+            case .unhold(let id):
+                held[id] = nil
+            case .deadCount(let delta):
+                deadCount = max(0, deadCount + delta)
+            case .settled(let workerID):
+                workers[workerID]?.settled = true
+            case .forget(let workerID):
+                if let worker = workers.removeValue(forKey: workerID), workerIDs[worker.identity] == workerID {
+                    workerIDs[worker.identity] = nil
+                }
+            }
+        }
+        if let last = t.events.last { eventSeq = last.seq }
+        for write in t.writes {
+            if case let .insert(job, _, _) = write { lastRowID = max(lastRowID, job.handle.rowID) }
+        }
+    }
+
+    /// Moves delayed jobs whose time has come into the ready queue.
+    mutating func promote(now: Moment) {
+        ready.promote(now: now.wall)
+    }
+
+    // MARK: Status
+
+    /// The queue and the workers as STATUS reports them (the workers' last
+    /// heartbeat is left 0 for the switchboard, which hears them, to fill in).
+    func status(now: Moment, limit: Int, rates: Rates) -> BrokerStatus {
+        let list = workers.values.sorted { $0.id < $1.id }.map { worker in
+            WorkerStatus(id: worker.id, host: worker.host, pid: worker.pid, slots: worker.slots,
+                         busy: UInt32(clamping: worker.jobs.count), credit: UInt32(clamping: max(0, worker.credit)),
+                         lastHeartbeat: 0)
+        }
+        return BrokerStatus(
+            time: now.wall, eventSeq: eventSeq,
+            queue: QueueStatus(ready: ready.readyCounts, delayed: UInt64(ready.delayedCount),
+                               inFlight: UInt64(leases.count + held.count), dead: UInt64(deadCount),
+                               limit: UInt64(max(0, limit))),
+            workers: list, rates: rates)
+    }
+}
+
+extension Transition {
+    /// Appends an event with the next seq after `base` and the events already in this transition.
+    @discardableResult
+    mutating func event(_ kind: EventKind, _ job: JobHandle, attempt: UInt32, at now: Moment, after base: UInt64,
+                        worker: String = "", record: ULID? = nil, failure: FailureDetail? = nil) -> Event {
+        let event = Event(seq: base + UInt64(events.count) + 1, time: now.wall, kind: kind, jobID: job.id, attempt: attempt,
+                          sourceName: job.source, workerID: worker, recordID: record, failure: failure)
+        events.append(event)
+        return event
+    }
+}

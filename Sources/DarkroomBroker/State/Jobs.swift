@@ -1,0 +1,82 @@
+import DarkroomProtocol
+
+/// What the broker keeps in memory about a job that is waiting or in
+/// flight: everything its decisions need, never the input bytes.
+struct JobHandle: Sendable, Equatable {
+    let id: ULID
+    /// `id` as text, the key of the job's rows: made once per job rather
+    /// than for every statement that names it.
+    let idText: String
+    var priority: UInt8
+    var source: String
+    /// The job's rowid in the queue database. The state assigns it, so a
+    /// decision is complete before anything is written.
+    var rowID: Int64
+    /// The number of the latest dispatch (0 before the first).
+    var attempt: UInt32
+    /// `attempt` when the job's retry budget last started again: when it
+    /// was revived from the dead-letter set, or after a dispatch that did
+    /// not count (handed back by a stopping worker, dropped by a worker
+    /// that reconnected).
+    var attemptBase: UInt32
+    /// The input's file in the broker's `inputs/` directory; nil when the
+    /// input is inline in the database.
+    var inputFile: String?
+
+    init(id: ULID, priority: UInt8, source: String, rowID: Int64, attempt: UInt32 = 0, attemptBase: UInt32 = 0, inputFile: String? = nil) {
+        self.id = id
+        idText = id.description
+        self.priority = priority
+        self.source = source
+        self.rowID = rowID
+        self.attempt = attempt
+        self.attemptBase = attemptBase
+        self.inputFile = inputFile
+    }
+
+    /// Dispatches that counted against the retry budget.
+    var attemptsUsed: Int { Int(attempt) - Int(attemptBase) }
+}
+
+/// A job leased to a worker: its handle (whose `attempt` is the dispatch
+/// the worker runs) and the worker's id.
+struct Lease: Sendable, Equatable {
+    var job: JobHandle
+    var worker: String
+}
+
+/// A lease whose worker is not connected: after a broker restart, or
+/// while a worker opens a new connection. It is not dispatched again until
+/// `deadline` (monotonic ms), so the worker can report that it still runs
+/// it (HOLDING) without the job being charged an attempt.
+struct HeldLease: Sendable, Equatable {
+    var lease: Lease
+    var deadline: UInt64
+}
+
+/// A job being accepted, with what its rows need.
+struct NewJob: Sendable {
+    var handle: JobHandle
+    var options: JobOptions
+    /// The canonical pipeline text.
+    var pipeline: String
+    /// The input, when it is kept inline (nil when `handle.inputFile` names its file).
+    var inlineInput: [UInt8]?
+    var inputBytes: Int
+    var submitKey: String?
+}
+
+/// What a job's JOB message carries besides its handle, as read (or kept)
+/// by the job store when the job is leased.
+struct JobPayload: Sendable {
+    var options: JobOptions
+    var pipeline: String
+    var image: [UInt8]
+}
+
+/// The two clocks a decision needs, read once: wall time (Unix ms) for
+/// what is stored and shown, monotonic time (ms) for deadlines.
+struct Moment: Sendable, Equatable {
+    var wall: UInt64
+    var monotonic: UInt64
+}

@@ -1,0 +1,176 @@
+import DarkroomProtocol
+
+/// A binary min-heap ordered by `less`.
+struct Heap<Element> {
+    private(set) var items: [Element] = []
+    let less: (Element, Element) -> Bool
+
+    init(less: @escaping (Element, Element) -> Bool) { self.less = less }
+
+    var count: Int { items.count }
+    var isEmpty: Bool { items.isEmpty }
+    var first: Element? { items.first }
+
+    mutating func push(_ element: Element) {
+        items.append(element)
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard less(items[child], items[parent]) else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> Element? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count, less(items[left], items[smallest]) { smallest = left }
+            if right < items.count, less(items[right], items[smallest]) { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return top
+    }
+}
+
+/// The jobs waiting to run, in memory: handles only, never input bytes.
+/// Rebuilt from the queue database on start.
+///
+/// Ready jobs are taken highest priority first and, within a priority, in
+/// job id order (submission order: ids are ULIDs from one generator).
+/// Delayed jobs (a retry's backoff) wait in a heap keyed by their
+/// `notBefore` time and join the ready heaps once it has passed.
+///
+/// Any waiting job can also be taken out by id (a DONE for a job that was
+/// requeued meanwhile). The heaps hold only ids with a generation number;
+/// the job itself lives in `members`, and a heap entry whose job left (or
+/// came back with a newer generation) is skipped. Every mutation trims such
+/// entries off the top of the heaps, so `peek` never sees one.
+struct ReadyQueue {
+    private struct Member {
+        var job: JobHandle
+        var notBefore: UInt64
+        var generation: UInt64
+        var delayed: Bool
+    }
+
+    private struct Entry {
+        var id: ULID
+        var generation: UInt64
+    }
+
+    private var members: [ULID: Member] = [:]
+    private var ready: [Heap<Entry>] = (0...Int(Wire.maxPriority)).map { _ in Heap(less: { $0.id < $1.id }) }
+    private var delayed = Heap<(notBefore: UInt64, entry: Entry)>(less: { ($0.notBefore, $0.entry.id) < ($1.notBefore, $1.entry.id) })
+    private var readyPerPriority = [Int](repeating: 0, count: Int(Wire.maxPriority) + 1)
+    private(set) var delayedCount = 0
+    private var nextGeneration: UInt64 = 1
+
+    /// Waiting jobs per priority (index = priority).
+    var readyCounts: [UInt64] { readyPerPriority.map { UInt64($0) } }
+    /// Ready plus delayed: the depth compared with the queue limit.
+    var depth: Int { members.count }
+    var hasReady: Bool { depth > delayedCount }
+
+    /// The waiting job with this id, if any.
+    func job(_ id: ULID) -> JobHandle? { members[id]?.job }
+
+    /// Adds a job, ready at once or after `notBefore` (Unix ms). Replaces a
+    /// waiting job with the same id.
+    mutating func add(_ job: JobHandle, notBefore: UInt64 = 0, now: UInt64) {
+        if members[job.id] != nil { _ = remove(job.id) }
+        let generation = nextGeneration
+        nextGeneration += 1
+        let entry = Entry(id: job.id, generation: generation)
+        let isDelayed = notBefore > now
+        members[job.id] = Member(job: job, notBefore: notBefore, generation: generation, delayed: isDelayed)
+        if isDelayed {
+            delayed.push((notBefore, entry))
+            delayedCount += 1
+        } else {
+            let priority = Self.slot(job.priority)
+            ready[priority].push(entry)
+            readyPerPriority[priority] += 1
+        }
+    }
+
+    /// Takes a waiting job out by id.
+    @discardableResult
+    mutating func remove(_ id: ULID) -> JobHandle? {
+        guard let member = members.removeValue(forKey: id) else { return nil }
+        if member.delayed {
+            delayedCount -= 1
+            trimDelayed()
+        } else {
+            let priority = Self.slot(member.job.priority)
+            readyPerPriority[priority] -= 1
+            trim(priority)
+        }
+        return member.job
+    }
+
+    /// Moves delayed jobs whose time has come to the ready heaps.
+    mutating func promote(now: UInt64) {
+        while let next = delayed.first, next.notBefore <= now {
+            _ = delayed.pop()
+            guard var member = members[next.entry.id], member.generation == next.entry.generation else { continue }
+            member.delayed = false
+            members[next.entry.id] = member
+            delayedCount -= 1
+            let priority = Self.slot(member.job.priority)
+            ready[priority].push(next.entry)
+            readyPerPriority[priority] += 1
+        }
+        trimDelayed()
+    }
+
+    /// When the next delayed job becomes ready, if any.
+    var nextDelayedTime: UInt64? { delayed.first?.notBefore }
+
+    /// The job `pop` would take, without taking it.
+    func peek() -> JobHandle? {
+        for priority in ready.indices.reversed() {
+            if let top = ready[priority].first, let member = members[top.id] { return member.job }
+        }
+        return nil
+    }
+
+    /// Takes the next job to dispatch.
+    mutating func pop() -> JobHandle? {
+        guard let job = peek() else { return nil }
+        return remove(job.id)
+    }
+
+    /// Every waiting job with the time it becomes ready (0: ready now).
+    var all: [(job: JobHandle, notBefore: UInt64)] {
+        members.values.map { ($0.job, $0.delayed ? $0.notBefore : 0) }
+    }
+
+    private static func slot(_ priority: UInt8) -> Int { Int(min(priority, Wire.maxPriority)) }
+
+    /// Drops entries of jobs that left (or were added again) off the top of a ready heap.
+    private mutating func trim(_ priority: Int) {
+        while let top = ready[priority].first, !isCurrent(top, delayed: false) {
+            _ = ready[priority].pop()
+        }
+    }
+
+    private mutating func trimDelayed() {
+        while let top = delayed.first, !isCurrent(top.entry, delayed: true) {
+            _ = delayed.pop()
+        }
+    }
+
+    private func isCurrent(_ entry: Entry, delayed: Bool) -> Bool {
+        guard let member = members[entry.id] else { return false }
+        return member.generation == entry.generation && member.delayed == delayed
+    }
+}

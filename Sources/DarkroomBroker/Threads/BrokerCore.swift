@@ -1,0 +1,716 @@
+import DarkroomCore
+import DarkroomProtocol
+import DarkroomZMQ
+import Dispatch
+
+/// The broker's core: the queue's state and its database, on a thread of
+/// their own. It never touches a socket: the switchboard hands it requests
+/// and facts, and it hands back what to send.
+///
+/// It works in turns. A turn takes the inputs waiting (at most
+/// `maxMessagesPerTurn`, and `maxTurnBytes` of inline input), applies each
+/// as a transition in its own savepoint, requeues held jobs whose worker
+/// did not come back, dispatches, and commits once; only then does it hand
+/// over the replies, JOBs and events the turn produced (group commit:
+/// nothing is sent before the commit it reports). If the turn cannot
+/// commit, nothing of it happened: every request in it is answered with an
+/// error, the state is rebuilt from the database, and the workers' messages
+/// of the turn are applied again in the next one.
+final class BrokerCore {
+    let config: BrokerConfiguration
+    let logger: Logger
+    let inbox: MailboxInbox<CoreMessage>
+    private let poller = Poller()
+    private let store: JobStore
+    private var state: BrokerState
+    private let writer: InputWriter
+    private let board: StatusBoard
+    private let backlog: Backlog
+    private let ids = ULIDGenerator()
+    private var rates: RateCounter
+
+    private var send: (@Sendable (SwitchboardInstruction) -> Void)?
+    /// Deliveries made before the switchboard was attached.
+    private var undelivered: [Delivery] = []
+
+    /// Inputs waiting for a turn, oldest first.
+    private var waiting: [CoreInput] = []
+    private var waitingStart = 0
+
+    /// SUBMITs whose input is being written to its file, by job id.
+    private var parked: [ULID: Parked] = [:]
+    /// The parked job of each submit key, so a resend joins it.
+    private var parkedKeys: [String: ULID] = [:]
+
+    private struct Parked {
+        /// The SUBMIT without its image, which the writer holds.
+        var submit: Submit
+        var pipeline: String
+        var bytes: Int
+        /// Whoever sent this SUBMIT (its first sending and any resend with the same key).
+        var clients: [(client: [UInt8], requestID: UInt64)]
+    }
+
+    // The turn in progress.
+    private var delivery = Delivery()
+    /// Replies that wait on the turn's commit (an error replaces each if it fails).
+    private var awaiting: [(client: [UInt8], requestID: UInt64, reply: [[UInt8]], isSubmit: Bool)] = []
+    private var reads: [(client: [UInt8], message: FrontendMessage)] = []
+    private var turnEvents: [Event] = []
+    private var turnRates = (accepted: 0, stored: 0, failed: 0)
+    private var turnNotes: [String] = []
+    /// The turn's worker messages, to apply again if the turn is lost.
+    private var turnFacts: [CoreInput] = []
+    private var turnLost = false
+
+    /// After a turn was lost: when writing may be tried again, and why it failed.
+    private var writeFailure: (retryAt: UInt64, reason: String, backoff: UInt64)?
+
+    // Stopping.
+    private var stopDeadline: UInt64?
+    private var finished = false
+    private var nextPrune: UInt64 = 0
+
+    init(configuration: BrokerConfiguration, context: Context, board: StatusBoard, backlog: Backlog, logger: Logger) throws {
+        config = configuration
+        self.logger = logger
+        self.board = board
+        self.backlog = backlog
+        rates = RateCounter(windowSeconds: configuration.rateWindowSeconds)
+        store = try JobStore(directory: configuration.dataDirectory, maxInputBytes: configuration.maxImageBytes,
+                             maxPages: configuration.maxDatabasePages)
+        let (mailbox, inbox): (Mailbox<CoreMessage>, MailboxInbox<CoreMessage>)
+        do {
+            (mailbox, inbox) = try Mailbox<CoreMessage>.make(context: context)
+        } catch {
+            store.close()
+            throw error
+        }
+        self.inbox = inbox
+        poller.add(inbox)
+        writer = InputWriter(files: store.inputs, threads: configuration.inputWriterThreads) { job, failure in
+            mailbox.post(.inputs([.written(job: job, failure: failure)]))
+        }
+        let now = BrokerCore.now()
+        let policy = RetryPolicy(maxAttempts: configuration.maxAttempts,
+                                 backoffBase: UInt64(max(0, configuration.retryBackoffBase.milliseconds)),
+                                 backoffCap: UInt64(max(0, configuration.retryBackoffCap.milliseconds)),
+                                 jitter: configuration.retryJitter)
+        do {
+            let loaded = try store.load()
+            state = BrokerState(policy: policy, reclaimWindow: UInt64(configuration.reclaimWindowMilliseconds),
+                                reconnectWindow: UInt64(configuration.livenessMilliseconds), loaded: loaded, now: now)
+            let removed = try store.sweepInputs()
+            if !loaded.queued.isEmpty || !loaded.leased.isEmpty || removed > 0 {
+                logger.info("recovered \(loaded.queued.count) queued job(s) and \(loaded.leased.count) leased job(s), held \(configuration.reclaimWindowMilliseconds) ms for their workers to reclaim; removed \(removed) stray input file(s); event seq at \(loaded.eventSeq)")
+            }
+        } catch {
+            writer.close()
+            inbox.close()
+            store.close()
+            throw error
+        }
+        publishStatus(now: now)
+    }
+
+    var mailbox: Mailbox<CoreMessage> { inbox.mailbox }
+
+    // MARK: The loop
+
+    func run() {
+        while !finished {
+            let timeout = pollTimeout()
+            do {
+                let result = try poller.poll(timeoutMilliseconds: timeout)
+                if result.isReadable(0) { receive(try inbox.drain()) }
+            } catch let error as ZMQError where error.isInterrupted {
+                continue
+            } catch {
+                logger.error("core mailbox failed, stopping: \(error)")
+                break
+            }
+            turn()
+            if let deadline = stopDeadline, canFinish || BrokerCore.monotonicNow() >= deadline {
+                break
+            }
+        }
+        shutdown()
+    }
+
+    private var canFinish: Bool {
+        state.leases.isEmpty && parked.isEmpty && waitingCount == 0
+    }
+
+    private var waitingCount: Int { waiting.count - waitingStart }
+
+    private func receive(_ messages: [CoreMessage]) {
+        for message in messages {
+            switch message {
+            case .inputs(let inputs):
+                waiting.append(contentsOf: inputs)
+            case .attach(let send):
+                self.send = send
+                for delivery in undelivered { send(.deliver(delivery)) }
+                undelivered.removeAll()
+            case .stop(let grace):
+                if stopDeadline == nil {
+                    logger.info("stopping: no new jobs; waiting up to \(grace) ms for \(state.leases.count) job(s) in flight")
+                    stopDeadline = BrokerCore.monotonicNow() + UInt64(max(0, grace))
+                }
+            case .switchboardEnded(let reason):
+                logger.error("the broker's sockets stopped (\(reason)); stopping")
+                stopDeadline = 0
+            }
+        }
+    }
+
+    /// How long to wait for inputs: until the next delayed job, held lease,
+    /// retention pass or retry of a failed write is due; at most 250 ms.
+    private func pollTimeout() -> Int {
+        if waitingCount > 0 && writeFailure == nil { return 0 }
+        let now = BrokerCore.now()
+        var wait: UInt64 = 250
+        if let next = state.ready.nextDelayedTime { wait = min(wait, next > now.wall ? next - now.wall : 0) }
+        if let next = state.nextHoldDeadline { wait = min(wait, next > now.monotonic ? next - now.monotonic : 0) }
+        if let failure = writeFailure { wait = min(wait, failure.retryAt > now.monotonic ? failure.retryAt - now.monotonic : 0) }
+        if stopDeadline != nil { wait = min(wait, 50) }
+        return Int(wait)
+    }
+
+    // MARK: Turns
+
+    private func turn() {
+        let now = BrokerCore.now()
+        if let failure = writeFailure {
+            if now.monotonic < failure.retryAt {
+                refuseSubmitsWhileFailing(failure.reason)
+                answerReadsWhileFailing()
+                return
+            }
+        }
+        let memo = state.memo()
+        takeInputs(now: now)
+        if !turnLost && stopDeadline == nil {
+            runTimers(now: now)
+            dispatch(now: now)
+        } else if !turnLost {
+            runTimers(now: now)
+        }
+        if !turnLost {
+            let wrote = store.turnHasWrites
+            do {
+                try store.commit()
+                if wrote, writeFailure != nil {
+                    logger.info("the queue is written again")
+                    writeFailure = nil
+                }
+            } catch {
+                lose(error.description, memo: memo, now: now)
+            }
+        } else {
+            lose(lostReason, memo: memo, now: now)
+        }
+        finishTurn(now: now)
+        if writeFailure == nil { pruneIfDue(now: now) }
+    }
+
+    private var lostReason = ""
+
+    /// Applies the waiting inputs, up to the turn's limits.
+    private func takeInputs(now: Moment) {
+        var count = 0
+        var bytes = 0
+        while waitingStart < waiting.count && !turnLost {
+            guard count < max(1, config.maxMessagesPerTurn), bytes < config.maxTurnBytes else { break }
+            let input = waiting[waitingStart]
+            waitingStart += 1
+            count += 1
+            if case let .submit(submit, _, _) = input { bytes += submit.image.count }
+            handle(input, now: now)
+        }
+        if waitingStart == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingStart = 0
+        } else if waitingStart > 4_096 {
+            waiting.removeFirst(waitingStart)
+            waitingStart = 0
+        }
+    }
+
+    private func runTimers(now: Moment) {
+        state.promote(now: now)
+        if let expired = state.planExpiredHolds(now: now) {
+            _ = apply(expired, now: now)
+        }
+    }
+
+    /// Hands ready jobs to workers with credit, one JOB per transition.
+    private func dispatch(now: Moment) {
+        while !turnLost, let (transition, lease) = state.planDispatch(now: now) {
+            switch apply(transition, now: now) {
+            case .applied(let payload):
+                guard let payload, let connection = state.workers[lease.worker]?.identity else { continue }
+                delivery.backend.append((connection, JobDispatch(jobID: lease.job.id, attempt: lease.job.attempt, options: payload.options,
+                                                                  pipeline: payload.pipeline, sourceName: lease.job.source,
+                                                                  image: payload.image).frames()))
+            case .unreadableInput(let id, let reason):
+                logger.error("job \(id) cannot be dispatched: \(reason)")
+                let failure = FailureDetail(code: "input.unreadable", reason: "the broker cannot read the job's input: \(reason)")
+                if let bury = state.planBury(id, failure: failure, now: now) { _ = apply(bury, now: now) }
+            case .rejected(let reason):
+                logger.error("dispatch of job \(lease.job.id) failed: \(reason)")
+                return
+            case .lost:
+                return
+            }
+        }
+    }
+
+    enum Applied {
+        case applied(JobPayload?)
+        case rejected(String)
+        case unreadableInput(ULID, String)
+        case lost
+    }
+
+    /// Writes a transition in its own savepoint and, once written, applies
+    /// it to the state and collects its events, rates and notes.
+    @discardableResult
+    private func apply(_ transition: Transition, now: Moment) -> Applied {
+        guard !transition.isEmpty else { return .applied(nil) }
+        let payload: JobPayload?
+        do {
+            payload = try store.persist(transition)
+        } catch {
+            switch error {
+            case .rejected(let reason):
+                return .rejected(reason)
+            case .unreadableInput(let id, let reason):
+                return .unreadableInput(id, reason)
+            case .turnLost(let reason):
+                turnLost = true
+                lostReason = reason
+                return .lost
+            }
+        }
+        state.apply(transition, now: now)
+        turnEvents += transition.events
+        turnRates.accepted += transition.accepted
+        turnRates.stored += transition.stored
+        turnRates.failed += transition.failed
+        turnNotes += transition.notes
+        return .applied(payload)
+    }
+
+    /// The turn could not commit: answer its requests with the reason,
+    /// rebuild the state from the database as it was before the turn, put
+    /// the workers' messages back to be applied again, and wait a little
+    /// before writing again.
+    private func lose(_ reason: String, memo: BrokerState.Memo, now: Moment) {
+        store.abandonTurn()
+        logger.error("a turn could not be written and is rolled back: \(reason)")
+        let refusal = "the broker could not write to its queue: \(reason); try again later"
+        for reply in awaiting {
+            let frames = reply.isSubmit
+                ? Rejected(requestID: reply.requestID, code: .internal, reason: refusal).frames()
+                : ErrorReply(requestID: reply.requestID, code: .internal, reason: refusal).frames()
+            delivery.frontend.append((reply.client, frames))
+        }
+        awaiting.removeAll()
+        delivery.backend.removeAll()
+        turnEvents.removeAll()
+        turnRates = (0, 0, 0)
+        turnNotes.removeAll()
+        do {
+            let loaded = try store.load()
+            state.restore(memo, loaded: loaded, now: now)
+        } catch {
+            logger.error("cannot read the queue back after a failed turn, stopping: \(error)")
+            stopDeadline = 0
+        }
+        // The workers' messages of the lost turn go first in the next one.
+        let facts = turnFacts
+        turnFacts.removeAll()
+        waiting.replaceSubrange(0..<waitingStart, with: facts)
+        waitingStart = 0
+        let backoff = min(5_000, max(100, (writeFailure?.backoff ?? 50) * 2))
+        writeFailure = (now.monotonic + backoff, reason, backoff)
+        turnLost = false
+    }
+
+    /// While writes are failing, SUBMITs are refused at once with the reason.
+    private func refuseSubmitsWhileFailing(_ reason: String) {
+        var kept: [CoreInput] = []
+        for input in waiting[waitingStart...] {
+            switch input {
+            case let .submit(submit, _, client):
+                backlog.remove(submit.image.count)
+                delivery.frontend.append((client, Rejected(requestID: submit.requestID, code: .internal,
+                                                           reason: "the broker cannot write to its queue: \(reason); try again later").frames()))
+            case let .read(message, client):
+                reads.append((client, message))
+            default:
+                kept.append(input)
+            }
+        }
+        waiting = kept
+        waitingStart = 0
+    }
+
+    private func answerReadsWhileFailing() {
+        let now = BrokerCore.now()
+        finishTurn(now: now)
+    }
+
+    /// Publishes the status, hands over what the turn sends, answers reads.
+    private func finishTurn(now: Moment) {
+        if !awaiting.isEmpty {
+            for reply in awaiting { delivery.frontend.append((reply.client, reply.reply)) }
+            awaiting.removeAll(keepingCapacity: true)
+        }
+        rates.add(accepted: turnRates.accepted, stored: turnRates.stored, failed: turnRates.failed, now: now.wall)
+        turnRates = (0, 0, 0)
+        for note in turnNotes { logger.info(note) }
+        turnNotes.removeAll(keepingCapacity: true)
+        turnFacts.removeAll(keepingCapacity: true)
+        delivery.events = turnEvents
+        turnEvents.removeAll(keepingCapacity: true)
+        for (client, message) in reads {
+            answer(message, client: client)
+        }
+        reads.removeAll(keepingCapacity: true)
+        publishStatus(now: now)
+        guard !delivery.isEmpty else { return }
+        let out = delivery
+        delivery = Delivery()
+        if let send {
+            send(.deliver(out))
+        } else {
+            undelivered.append(out)
+        }
+    }
+
+    private func publishStatus(now: Moment) {
+        var connections: [String: [UInt8]] = [:]
+        for (id, worker) in state.workers { connections[id] = worker.identity }
+        board.publish(StatusBoard.Snapshot(
+            status: state.status(now: now, limit: config.maxQueueDepth, rates: rates.rates(now: now.wall)),
+            connections: connections))
+    }
+
+    // MARK: Inputs
+
+    private func handle(_ input: CoreInput, now: Moment) {
+        switch input {
+        case let .submit(submit, pipeline, client):
+            if !handleSubmit(submit, pipeline: pipeline, client: client, now: now) {
+                backlog.remove(submit.image.count)
+            }
+        case let .deadRetry(request, client):
+            handleDead(request.target, requestID: request.requestID, client: client, revive: true, now: now)
+        case let .deadDiscard(request, client):
+            handleDead(request.target, requestID: request.requestID, client: client, revive: false, now: now)
+        case let .read(message, client):
+            reads.append((client, message))
+        case let .backend(message, connection):
+            turnFacts.append(input)
+            handleBackend(message, connection: connection, now: now)
+        case let .silent(connection, silence):
+            turnFacts.append(input)
+            guard let worker = state.workerID(for: connection) else { return }
+            logger.warn("worker \(worker) silent for \(silence) ms; declared dead, requeuing its \(state.workers[worker]?.jobs.count ?? 0) job(s)")
+            lose(worker, reason: "worker \(worker) stopped answering (no message for \(silence) ms)", now: now)
+        case let .written(job, failure):
+            finishParked(job, failure: failure, now: now)
+        }
+    }
+
+    // MARK: Submits
+
+    private func refuse(_ client: [UInt8], _ requestID: UInt64, _ code: ErrorCode, _ reason: String) {
+        logger.debug("refused submit \(requestID): \(code): \(reason)")
+        delivery.frontend.append((client, Rejected(requestID: requestID, code: code, reason: reason).frames()))
+    }
+
+    /// Queues a SUBMIT, or parks it while its input is written to a file.
+    /// Returns true when it was parked (its bytes are still held).
+    private func handleSubmit(_ submit: Submit, pipeline: String, client: [UInt8], now: Moment) -> Bool {
+        if stopDeadline != nil {
+            refuse(client, submit.requestID, .shuttingDown, "the broker is shutting down; submit again when it is back")
+            return false
+        }
+        if let key = submit.submitKey {
+            if let job = parkedKeys[key] {
+                parked[job]?.clients.append((client, submit.requestID))
+                return false
+            }
+            do {
+                if let (job, seq) = try store.acceptedJob(forKey: key) {
+                    // A resend of a SUBMIT already accepted: the same job again.
+                    awaiting.append((client, submit.requestID, Accepted(requestID: submit.requestID, jobID: job, eventSeq: seq).frames(), true))
+                    return false
+                }
+            } catch {
+                logger.error("cannot look up the submit key of request \(submit.requestID): \(error)")
+                refuse(client, submit.requestID, .internal, "the broker could not check the submit key: \(error)")
+                return false
+            }
+        }
+        let depth = state.depth + parked.count
+        if depth >= config.maxQueueDepth {
+            refuse(client, submit.requestID, .queueFull,
+                   "queue is full: \(depth) jobs waiting, the limit is \(config.maxQueueDepth); submit again later")
+            return false
+        }
+        let id = ids.next()
+        let bytes = submit.image.count
+        if bytes > config.inputBlobThreshold {
+            var header = submit
+            header.image = []
+            parked[id] = Parked(submit: header, pipeline: pipeline, bytes: bytes, clients: [(client, submit.requestID)])
+            if let key = submit.submitKey { parkedKeys[key] = id }
+            writer.write(submit.image, for: id)
+            return true
+        }
+        accept(submit, id: id, pipeline: pipeline, inline: submit.image, file: nil, bytes: bytes,
+               clients: [(client, submit.requestID)], now: now)
+        return false
+    }
+
+    /// A parked SUBMIT's file is written: the job is accepted (its row
+    /// names the file), or refused with the reason the file could not be written.
+    private func finishParked(_ id: ULID, failure: DurableFile.Failure?, now: Moment) {
+        guard let job = parked.removeValue(forKey: id) else { return }
+        if let key = job.submit.submitKey { parkedKeys[key] = nil }
+        backlog.remove(job.bytes)
+        if let failure {
+            logger.error("cannot write the input of submit \(job.submit.requestID): \(failure)")
+            let reason = failure.isNoSpace ? "the broker's disk is full (\(failure)); submit again later"
+                                           : "the broker could not store the input: \(failure)"
+            for waiter in job.clients { refuse(waiter.client, waiter.requestID, .internal, reason) }
+            return
+        }
+        accept(job.submit, id: id, pipeline: job.pipeline, inline: nil, file: id.description, bytes: job.bytes,
+               clients: job.clients, now: now)
+    }
+
+    private func accept(_ submit: Submit, id: ULID, pipeline: String, inline: [UInt8]?, file: String?, bytes: Int,
+                        clients: [(client: [UInt8], requestID: UInt64)], now: Moment) {
+        let transition = state.planAccept(id: id, priority: submit.priority, source: submit.sourceName, options: submit.options,
+                                          pipeline: pipeline, inlineInput: inline, inputFile: file, inputBytes: bytes,
+                                          submitKey: submit.submitKey, now: now)
+        switch apply(transition, now: now) {
+        case .applied:
+            let seq = transition.events.first?.seq ?? 0
+            for waiter in clients {
+                awaiting.append((waiter.client, waiter.requestID, Accepted(requestID: waiter.requestID, jobID: id, eventSeq: seq).frames(), true))
+            }
+        case .rejected(let reason), .unreadableInput(_, let reason):
+            logger.error("cannot queue submit \(submit.requestID): \(reason)")
+            for waiter in clients { refuse(waiter.client, waiter.requestID, .internal, "the broker could not store the job: \(reason)") }
+        case .lost:
+            // The turn is lost: `lose` answers every reply awaiting the
+            // commit with the reason, this one included.
+            for waiter in clients {
+                awaiting.append((waiter.client, waiter.requestID, [], true))
+            }
+        }
+    }
+
+    // MARK: Dead-letter set
+
+    private func handleDead(_ target: DeadTarget, requestID: UInt64, client: [UInt8], revive: Bool, now: Moment) {
+        let command = revive ? "DEAD-RETRY" : "DEAD-DISCARD"
+        let jobs: [JobHandle]
+        do {
+            jobs = try store.deadJobs(target)
+        } catch {
+            logger.error("\(command) failed: \(error)")
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: "\(error)").frames()))
+            return
+        }
+        if case .job(let id) = target, jobs.isEmpty {
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .notFound, reason: "job \(id) is not dead").frames()))
+            return
+        }
+        let transition = revive ? state.planRevive(jobs, now: now) : state.planDiscard(jobs, now: now)
+        switch apply(transition, now: now) {
+        case .applied:
+            awaiting.append((client, requestID, OKReply(requestID: requestID, count: UInt64(jobs.count)).frames(), false))
+        case .rejected(let reason), .unreadableInput(_, let reason):
+            logger.error("\(command) failed: \(reason)")
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: reason).frames()))
+        case .lost:
+            awaiting.append((client, requestID, [], false))
+        }
+    }
+
+    // MARK: Reads
+
+    private func answer(_ message: FrontendMessage, client: [UInt8]) {
+        switch message {
+        case .replay(let request):
+            let limit = request.limit == 0 ? config.replayBatchLimit : min(Int(request.limit), config.replayBatchLimit)
+            let from = max(request.fromSeq, 1)
+            do {
+                let replayed = try store.events(from: from, limit: max(1, limit))
+                for event in replayed { delivery.frontend.append((client, event.frames())) }
+                let last = replayed.last?.seq ?? (from - 1)
+                delivery.frontend.append((client, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: store.committedSeq).frames()))
+            } catch {
+                logger.error("REPLAY failed: \(error)")
+                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
+            }
+        case .deadList(let request):
+            do {
+                let list = try store.deadList(limit: Int(request.limit), after: request.after)
+                delivery.frontend.append((client, DeadListReply(requestID: request.requestID, list: list).frames()))
+            } catch {
+                logger.error("DEAD-LIST failed: \(error)")
+                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
+            }
+        default:
+            break
+        }
+    }
+
+    // MARK: Workers
+
+    private func handleBackend(_ message: BackendMessage, connection: [UInt8], now: Moment) {
+        if case .ready(let ready) = message {
+            let forgotten = state.register(ready, identity: connection, now: now)
+            delivery.forget += forgotten
+            logger.info("worker \(ready.workerID) ready: host \(ready.host), pid \(ready.pid), \(ready.slots) slot(s)\(forgotten.isEmpty ? "" : " (a new connection)")")
+            return
+        }
+        if let worker = state.unsettledWorker(for: connection) {
+            var holding: [Holding.Entry] = []
+            if case .holding(let held) = message { holding = held.jobs }
+            if case .rejected(let reason) = apply(state.planSettle(worker, holding: holding, now: now), now: now) {
+                logger.error("cannot settle the held jobs of worker \(worker): \(reason)")
+            }
+            if case .holding = message { return }
+        }
+        let worker = state.workerID(for: connection)
+        switch message {
+        case .ready, .job, .error, .heartbeat:
+            break
+        case .holding:
+            guard let worker else { break }
+            logger.warn("worker \(worker) sent HOLDING other than right after READY; ignored")
+            delivery.backend.append((connection, ErrorReply(requestID: 0, code: .unexpectedCommand,
+                                                            reason: "HOLDING must follow READY directly").frames()))
+        case .credit(let credit):
+            if let worker, let warning = state.grant(credit.count, worker: worker) { logger.warn(warning) }
+        case .done(let done):
+            let dead = state.place(of: done.jobID) == nil ? (try? store.deadJob(done.jobID)) ?? nil : nil
+            if let transition = state.planDone(done, from: connection, dead: dead, now: now) {
+                if case .rejected(let reason) = apply(transition, now: now) {
+                    logger.error("DONE for job \(done.jobID) could not be recorded: \(reason)")
+                }
+            } else {
+                logger.debug("ignored DONE for job \(done.jobID) attempt \(done.attempt): the job is finished or unknown")
+            }
+        case .fail(let fail):
+            if let worker, fail.failure.code == FailureDetail.Code.workerShutdown, state.workers[worker]?.stopping == false {
+                logger.info("worker \(worker) is stopping; it gets no more jobs")
+                state.markStopping(worker)
+            }
+            if let transition = state.planFail(fail, from: connection, now: now) {
+                if case .rejected(let reason) = apply(transition, now: now) {
+                    logger.error("FAIL for job \(fail.jobID) could not be recorded: \(reason)")
+                }
+            } else {
+                logger.debug("ignored stale FAIL for job \(fail.jobID) attempt \(fail.attempt)")
+            }
+        case .disconnect:
+            guard let worker else { return }
+            logger.info("worker \(worker) disconnected")
+            lose(worker, reason: "worker \(worker) disconnected", now: now)
+            return
+        }
+        if worker == nil {
+            switch message {
+            case .credit, .done, .fail, .heartbeat, .holding:
+                // A connection the broker does not know (from before a
+                // restart, or declared dead): its results count, then it
+                // is asked to start afresh.
+                delivery.backend.append((connection, BackendMessage.disconnect.frames()))
+            default:
+                break
+            }
+        }
+    }
+
+    /// A worker is gone: its jobs are requeued (counted). If that cannot be
+    /// written, the jobs are held and requeued by the next turn's timers.
+    private func lose(_ worker: String, reason: String, now: Moment) {
+        switch apply(state.planLost(worker, reason: reason, now: now), now: now) {
+        case .applied, .lost:
+            break
+        case .rejected(let failure), .unreadableInput(_, let failure):
+            logger.error("cannot requeue the jobs of worker \(worker): \(failure); they are held and retried")
+            state.retire(worker, deadline: now.monotonic)
+        }
+    }
+
+    // MARK: Retention
+
+    private func pruneIfDue(now: Moment) {
+        guard let retention = config.retention, stopDeadline == nil, now.monotonic >= nextPrune else { return }
+        let interval = UInt64(max(1, config.pruneInterval.milliseconds))
+        let age = UInt64(max(0, retention.milliseconds))
+        guard now.wall > age else {
+            nextPrune = now.monotonic + interval
+            return
+        }
+        let batch = max(1, config.pruneBatch)
+        do {
+            let (events, keys) = try store.prune(before: now.wall - age, limit: batch)
+            if events > 0 || keys > 0 {
+                let oldest = (try? store.oldestEventSeq()).flatMap { $0 }.map(String.init) ?? "none"
+                logger.info("pruned \(events) event(s) and \(keys) submit key(s) older than \(retention); oldest event kept: seq \(oldest)")
+            }
+            nextPrune = now.monotonic + (events >= batch || keys >= batch ? 1_000 : interval)
+        } catch {
+            logger.error("pruning past the retention failed: \(error)")
+            nextPrune = now.monotonic + interval
+        }
+    }
+
+    // MARK: Stopping
+
+    private func shutdown() {
+        // Inputs being written are finished and accepted: their producers
+        // were promised nothing yet, but the bytes are on disk.
+        writer.close()
+        if let messages = try? inbox.drain() { receive(messages) }
+        stopDeadline = stopDeadline ?? 0
+        turn()
+        let connections = state.workers.values.map(\.identity)
+        var last = Delivery()
+        for connection in connections { last.backend.append((connection, BackendMessage.disconnect.frames())) }
+        if !last.isEmpty { send?(.deliver(last)) }
+        send?(.finish)
+        let inFlight = state.leases.count + state.held.count
+        if inFlight > 0 {
+            logger.info("\(inFlight) job(s) still in flight; their workers can reclaim them when the broker starts again")
+        }
+        inbox.close()
+        store.close()
+        logger.info("stopped; event seq at \(store.committedSeq)")
+    }
+
+    // MARK: Clocks
+
+    /// Both clocks, each read once.
+    static func now() -> Moment {
+        Moment(wall: ULIDGenerator.systemMilliseconds(), monotonic: monotonicNow())
+    }
+
+    static func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
+}
+
+extension BrokerCore: ServiceLoop {
+    var boundEndpoints: [String: String] { [:] }
+}

@@ -1,0 +1,85 @@
+import DarkroomCore
+import DarkroomProtocol
+import Synchronization
+
+// What the broker's threads hand each other. The switchboard thread owns
+// the sockets; the core thread owns the queue (state and database); the
+// input writer's threads write large inputs. Values travel through
+// mailboxes, never shared.
+
+/// One request or fact for the core, in the order the switchboard read it.
+enum CoreInput: Sendable {
+    /// A SUBMIT that passed the checks that need no state, with its
+    /// pipeline's canonical text.
+    case submit(Submit, canonicalPipeline: String, client: [UInt8])
+    case deadRetry(DeadRetry, client: [UInt8])
+    case deadDiscard(DeadDiscard, client: [UInt8])
+    /// REPLAY or DEAD-LIST: answered from the database after the turn's commit.
+    case read(FrontendMessage, client: [UInt8])
+    /// A worker's READY, HOLDING, CREDIT, DONE, FAIL or DISCONNECT (and
+    /// HEARTBEAT from a connection the switchboard does not know).
+    case backend(BackendMessage, connection: [UInt8])
+    /// A worker's connection sent nothing for `silence` ms.
+    case silent(connection: [UInt8], silence: UInt64)
+    /// A large input's file is written (or failed to be).
+    case written(job: ULID, failure: DurableFile.Failure?)
+}
+
+/// The core's mailbox.
+enum CoreMessage: Sendable {
+    case inputs([CoreInput])
+    /// How the core reaches the switchboard (posted once, at start).
+    case attach(@Sendable (SwitchboardInstruction) -> Void)
+    /// Stop taking jobs, wait up to the grace for jobs in flight, commit, end.
+    case stop(graceMilliseconds: Int64)
+    /// The switchboard ended on its own: commit and end.
+    case switchboardEnded(String)
+}
+
+/// What the core sends out after a turn: replies, JOBs and events that
+/// waited on the turn's commit, in that order.
+struct Delivery: Sendable {
+    var frontend: [(client: [UInt8], frames: [[UInt8]])] = []
+    var backend: [(connection: [UInt8], frames: [[UInt8]])] = []
+    var events: [Event] = []
+    /// Connections that are no longer a worker's (it opened a new one).
+    var forget: [[UInt8]] = []
+
+    var isEmpty: Bool { frontend.isEmpty && backend.isEmpty && events.isEmpty && forget.isEmpty }
+}
+
+/// The switchboard's mailbox.
+enum SwitchboardInstruction: Sendable {
+    case deliver(Delivery)
+    /// The core has ended: send what is queued and close.
+    case finish
+}
+
+/// The latest STATUS as the core last committed it, for the switchboard to
+/// answer STATUS at once whatever the core is doing. The core writes it
+/// after each commit, before it hands over the turn's replies, so a client
+/// that got an ACCEPTED sees its job in the next STATUS.
+final class StatusBoard: Sendable {
+    struct Snapshot: Sendable {
+        var status: BrokerStatus
+        /// Each worker's connection, to fill in when it was last heard.
+        var connections: [String: [UInt8]]
+    }
+
+    private let latest = Mutex<Snapshot?>(nil)
+
+    func publish(_ snapshot: Snapshot) { latest.withLock { $0 = snapshot } }
+    var current: Snapshot? { latest.withLock { $0 } }
+}
+
+/// Input bytes the switchboard has handed to the core that the core has
+/// not yet finished with (queued for a turn, or being written to a file).
+/// Above a limit the switchboard stops reading SUBMITs, so a burst waits
+/// in the producers' sockets rather than in the broker's memory.
+final class Backlog: Sendable {
+    private let bytes = Atomic<Int>(0)
+
+    func add(_ count: Int) { _ = bytes.add(count, ordering: .relaxed) }
+    func remove(_ count: Int) { _ = bytes.subtract(count, ordering: .relaxed) }
+    var current: Int { bytes.load(ordering: .relaxed) }
+}

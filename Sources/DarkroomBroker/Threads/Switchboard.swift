@@ -1,0 +1,466 @@
+import DarkroomCore
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomZMQ
+import Dispatch
+
+/// The broker's sockets, on a thread that never waits for a disk: the
+/// frontend and backend ROUTERs and the events XPUB.
+///
+/// It reads every message as it arrives, answers at once what needs no
+/// queue (PING, STATUS from the core's last snapshot, malformed or
+/// forbidden requests, SUBMITs that fail the checks that need no state),
+/// keeps each worker's connection alive (HEARTBEAT out, liveness in), and
+/// hands everything else to the core in the order read. What the core
+/// sends back after each commit (replies, JOBs, events) goes out here.
+///
+/// Because nothing here writes to disk, a worker's heartbeat is read when
+/// it arrives however long the core's turn takes, and a worker is declared
+/// dead only after its connection was read empty and stayed silent for the
+/// liveness period. If this thread itself was held up (the process was
+/// stopped or starved), the time it lost is not counted against anyone.
+final class Switchboard {
+    let config: BrokerConfiguration
+    let logger: Logger
+    let frontend: Socket
+    let backend: Socket
+    let events: Socket
+    let inbox: MailboxInbox<SwitchboardInstruction>
+    let boundEndpoints: [String: String]
+    private let poller = Poller()
+    private let frontendIndex: Int
+    private let backendIndex: Int
+    private let eventsIndex: Int
+    private let inboxIndex: Int
+
+    private let core: @Sendable (CoreMessage) -> Void
+    private let board: StatusBoard
+    private let backlog: Backlog
+    private let pipelines = PipelineCache()
+    private var subscriptions = EventSubscriptions()
+
+    /// A worker connection: known from its READY until it disconnects, falls
+    /// silent, or the core forgets it.
+    private struct Peer {
+        /// Monotonic ms of the last message from it and to it.
+        var lastReceived: UInt64
+        var lastSent: UInt64
+    }
+
+    private var peers: [[UInt8]: Peer] = [:]
+    /// Monotonic ms when the loop last came round, to notice a stalled thread.
+    private var lastLap: UInt64
+    private var finished = false
+    /// Inputs read in this lap, handed to the core in one post.
+    private var forward: [CoreInput] = []
+
+    init(configuration: BrokerConfiguration, context: Context, core: @escaping @Sendable (CoreMessage) -> Void,
+         board: StatusBoard, backlog: Backlog, logger: Logger) throws {
+        config = configuration
+        self.logger = logger
+        self.core = core
+        self.board = board
+        self.backlog = backlog
+        lastLap = BrokerCore.monotonicNow()
+        var opened: [Socket] = []
+        do {
+            frontend = try context.socket(.router)
+            opened.append(frontend)
+            backend = try context.socket(.router)
+            opened.append(backend)
+            // XPUB rather than PUB: the same to subscribers, and it tells
+            // the broker which forms (EVENT, EVENTS) anyone subscribed to.
+            events = try context.socket(.xpub)
+            opened.append(events)
+            for socket in opened {
+                try socket.setLinger(milliseconds: 100)
+                try socket.setMaxMessageSize(Wire.maxMessageSize)
+            }
+            try frontend.setSendHighWaterMark(100_000)
+            try frontend.setReceiveHighWaterMark(100_000)
+            try backend.setSendHighWaterMark(10_000)
+            try backend.setRouterHandover(true)
+            try events.setSendHighWaterMark(100_000)
+            if let curve = configuration.curve {
+                try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)
+                try backend.setCurveServer(curve, zapDomain: ServerCurve.Domain.backend)
+                try events.setCurveServer(curve, zapDomain: ServerCurve.Domain.events)
+            }
+            try frontend.bind(configuration.frontendEndpoint)
+            try backend.bind(configuration.backendEndpoint)
+            try events.bind(configuration.eventsEndpoint)
+            boundEndpoints = [
+                "frontend": try frontend.lastEndpoint(),
+                "backend": try backend.lastEndpoint(),
+                "events": try events.lastEndpoint(),
+            ]
+            // After reading the TCP endpoints: `lastEndpoint` names the last bind.
+            if let local = configuration.localBackendEndpoint { try backend.bind(local) }
+            inbox = try Mailbox<SwitchboardInstruction>.make(context: context).inbox
+        } catch {
+            for socket in opened { socket.close() }
+            throw error
+        }
+        frontendIndex = poller.add(frontend)
+        backendIndex = poller.add(backend)
+        eventsIndex = poller.add(events)
+        inboxIndex = poller.add(inbox)
+        logger.info("listening: frontend \(boundEndpoints["frontend"] ?? "?"), backend \(boundEndpoints["backend"] ?? "?"), events \(boundEndpoints["events"] ?? "?"); data \(config.dataDirectory)")
+    }
+
+    var mailbox: Mailbox<SwitchboardInstruction> { inbox.mailbox }
+
+    // MARK: The loop
+
+    func run() {
+        var reason = "stopped"
+        while !finished {
+            let readFrontend = backlog.current < config.maxBacklogBytes
+            do {
+                let result = try poller.poll(timeoutMilliseconds: pollTimeout())
+                let now = BrokerCore.monotonicNow()
+                noticeStall(now: now)
+                if result.isReadable(inboxIndex) { try handleInstructions(inbox.drain()) }
+                let drained = readBackend(now: now)
+                if readFrontend { readFrontendMessages() }
+                if result.isReadable(eventsIndex) { readSubscriptions() }
+                handOver()
+                if drained { checkLiveness(now: BrokerCore.monotonicNow()) }
+                sendHeartbeats(now: BrokerCore.monotonicNow())
+            } catch let error as ZMQError where error.isInterrupted {
+                continue
+            } catch {
+                reason = "\(error)"
+                logger.error("the broker's sockets failed, stopping: \(error)")
+                core(.switchboardEnded(reason))
+                break
+            }
+        }
+        frontend.close()
+        backend.close()
+        events.close()
+        inbox.close()
+    }
+
+    /// Wakes for the next heartbeat or liveness check; at most 100 ms.
+    private func pollTimeout() -> Int {
+        let now = BrokerCore.monotonicNow()
+        var next = now + 100
+        let interval = UInt64(config.heartbeatIntervalMilliseconds)
+        let liveness = UInt64(config.livenessMilliseconds)
+        for peer in peers.values {
+            next = min(next, peer.lastSent + interval, peer.lastReceived + liveness + 1)
+        }
+        return next > now ? Int(next - now) : 0
+    }
+
+    /// If the loop was held up (the process stopped or starved of CPU), the
+    /// time lost is not counted as the workers' silence.
+    private func noticeStall(now: UInt64) {
+        let gap = now &- lastLap
+        lastLap = now
+        let expected: UInt64 = 100 + 250
+        guard gap > expected, !peers.isEmpty else { return }
+        let lost = gap - 100
+        logger.warn("the broker's socket thread was held up for \(gap) ms; not counted against the workers")
+        for key in peers.keys { peers[key]?.lastReceived += lost }
+    }
+
+    private func handOver() {
+        guard !forward.isEmpty else { return }
+        core(.inputs(forward))
+        forward.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: From the core
+
+    private func handleInstructions(_ instructions: [SwitchboardInstruction]) {
+        for instruction in instructions {
+            switch instruction {
+            case .deliver(let delivery):
+                deliver(delivery)
+            case .finish:
+                finished = true
+            }
+        }
+    }
+
+    private func deliver(_ delivery: Delivery) {
+        for connection in delivery.forget { peers[connection] = nil }
+        for (client, frames) in delivery.frontend { sendFrontend(client, frames) }
+        let now = BrokerCore.monotonicNow()
+        for (connection, frames) in delivery.backend { sendBackend(connection, frames, now: now) }
+        publish(delivery.events)
+    }
+
+    // MARK: Backend
+
+    /// Reads the backend until it is empty (or a large batch was read).
+    /// Returns whether it was read empty.
+    private func readBackend(now: UInt64) -> Bool {
+        for _ in 0..<10_000 {
+            guard let (frames, _) = receive(backend) else { return true }
+            handleBackend(frames, now: now)
+        }
+        return false
+    }
+
+    private func handleBackend(_ frames: [[UInt8]], now: UInt64) {
+        guard let connection = frames.first else { return }
+        let body = Array(frames.dropFirst())
+        let message: BackendMessage
+        do {
+            message = try BackendMessage.decode(body)
+        } catch {
+            rejectMalformed(body, error, socket: "backend", identity: connection) { sendBackend(connection, $0, now: now) }
+            return
+        }
+        let known = peers[connection] != nil
+        if known { peers[connection]?.lastReceived = now }
+        switch message {
+        case .heartbeat where known:
+            return
+        case .ready:
+            peers[connection] = Peer(lastReceived: now, lastSent: now)
+        case .disconnect:
+            peers[connection] = nil
+        case .job:
+            let reason = "JOB is sent by the broker, not to it"
+            logger.warn("backend: \(peerName(connection)) command 0x22: \(reason)")
+            sendBackend(connection, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames(), now: now)
+            return
+        case .error(let error):
+            logger.warn("backend: \(peerName(connection)) sent ERROR \(error.code): \(error.reason)")
+            return
+        default:
+            break
+        }
+        forward.append(.backend(message, connection: connection))
+    }
+
+    /// Declares silent every worker connection that sent nothing for the
+    /// liveness period. Called only after the backend was read empty.
+    private func checkLiveness(now: UInt64) {
+        let limit = UInt64(config.livenessMilliseconds)
+        var silent: [CoreInput] = []
+        for (connection, peer) in peers where now > peer.lastReceived && now - peer.lastReceived > limit {
+            silent.append(.silent(connection: connection, silence: now - peer.lastReceived))
+        }
+        guard !silent.isEmpty else { return }
+        for case let .silent(connection, _) in silent { peers[connection] = nil }
+        core(.inputs(silent))
+    }
+
+    private func sendHeartbeats(now: UInt64) {
+        let interval = UInt64(config.heartbeatIntervalMilliseconds)
+        for (connection, peer) in peers where now >= peer.lastSent + interval {
+            sendBackend(connection, BackendMessage.heartbeat.frames(), now: now)
+        }
+    }
+
+    private func sendBackend(_ connection: [UInt8], _ frames: [[UInt8]], now: UInt64) {
+        do {
+            try backend.send([connection] + frames, dontWait: true)
+        } catch {
+            logger.warn("message to worker \(peerName(connection)) not sent: \(error)")
+        }
+        peers[connection]?.lastSent = now
+    }
+
+    // MARK: Frontend
+
+    private func readFrontendMessages() {
+        for _ in 0..<max(1, config.maxMessagesPerTurn) {
+            guard let (frames, role) = receive(frontend) else { return }
+            handleFrontend(frames, role: role)
+            if backlog.current >= config.maxBacklogBytes { return }
+        }
+    }
+
+    /// `role` is the ZAP user id of the client's connection (its key's
+    /// role), nil when the frontend runs without keys.
+    private func handleFrontend(_ frames: [[UInt8]], role: String?) {
+        guard let client = frames.first else { return }
+        let body = Array(frames.dropFirst())
+        let message: FrontendMessage
+        do {
+            message = try FrontendMessage.decode(body)
+        } catch {
+            rejectMalformed(body, error, socket: "frontend", identity: client) { sendFrontend(client, $0) }
+            return
+        }
+        if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
+            let reason = Permissions.refusal(role: role, message.command)
+            logger.warn("frontend: client \(peerName(client)) refused: \(reason)")
+            if case .submit(let submit) = message {
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
+            } else {
+                sendFrontend(client, ErrorReply(requestID: message.requestIDForError ?? 0, code: .forbidden, reason: reason).frames())
+            }
+            return
+        }
+        switch message {
+        case .submit(let submit):
+            if let (code, reason) = check(submit) {
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: code, reason: reason).frames())
+                return
+            }
+            let canonical: String
+            do {
+                canonical = try pipelines.parse(submit.pipeline).canonical
+            } catch {
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: .invalidPipeline, reason: error.summary).frames())
+                return
+            }
+            backlog.add(submit.image.count)
+            forward.append(.submit(submit, canonicalPipeline: canonical, client: client))
+        case .ping(let ping):
+            sendFrontend(client, Pong(requestID: ping.requestID).frames())
+        case .status(let request):
+            sendFrontend(client, StatusReply(requestID: request.requestID, status: currentStatus()).frames())
+        case .replay, .deadList:
+            forward.append(.read(message, client: client))
+        case .deadRetry(let request):
+            forward.append(.deadRetry(request, client: client))
+        case .deadDiscard(let request):
+            forward.append(.deadDiscard(request, client: client))
+        case .error(let error):
+            logger.warn("frontend: client \(peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
+        case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .pong, .ok:
+            let reason = "\(message.command.name) is sent by the broker, not to it"
+            logger.warn("frontend: client \(peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
+            sendFrontend(client, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames())
+        }
+    }
+
+    /// The checks a SUBMIT passes before the queue sees it: its size and
+    /// that it is a JPEG at all (the worker decodes it).
+    private func check(_ submit: Submit) -> (ErrorCode, String)? {
+        if submit.image.count > config.maxImageBytes {
+            return (.tooLarge, "image is \(submit.image.count) bytes; the limit is \(config.maxImageBytes)")
+        }
+        guard submit.image.count >= 2, submit.image[0] == 0xFF, submit.image[1] == 0xD8 else {
+            return (.invalidImage, "image is not a JPEG (it does not start with the FF D8 marker)")
+        }
+        return nil
+    }
+
+    /// The core's last committed status, with each worker's last message
+    /// as this thread heard it.
+    private func currentStatus() -> BrokerStatus {
+        let wall = ULIDGenerator.systemMilliseconds()
+        let now = BrokerCore.monotonicNow()
+        guard let snapshot = board.current else {
+            return BrokerStatus(time: wall, eventSeq: 0,
+                                queue: QueueStatus(ready: [], delayed: 0, inFlight: 0, dead: 0, limit: UInt64(config.maxQueueDepth)),
+                                workers: [], rates: Rates(windowSeconds: UInt32(config.rateWindowSeconds), accepted: 0, stored: 0, failed: 0))
+        }
+        var status = snapshot.status
+        status.time = wall
+        for index in status.workers.indices {
+            guard let connection = snapshot.connections[status.workers[index].id], let peer = peers[connection] else { continue }
+            let age = now > peer.lastReceived ? now - peer.lastReceived : 0
+            status.workers[index].lastHeartbeat = wall > age ? wall - age : 0
+        }
+        return status
+    }
+
+    private func sendFrontend(_ client: [UInt8], _ frames: [[UInt8]]) {
+        do {
+            try frontend.send([client] + frames, dontWait: true)
+        } catch {
+            logger.warn("reply to client \(peerName(client)) not sent: \(error)")
+        }
+    }
+
+    // MARK: Events
+
+    /// Publishes committed events in each form someone subscribed to: one
+    /// EVENT per event under "ev", and EVENTS of up to
+    /// `EventBatch.maxEvents` under "eb".
+    private func publish(_ committed: [Event]) {
+        guard !committed.isEmpty else { return }
+        if subscriptions.wants(Wire.eventTopic) {
+            for event in committed {
+                publish(event.publishedFrames(), first: event.seq, last: event.seq)
+            }
+        }
+        if subscriptions.wants(Wire.eventBatchTopic) {
+            var start = 0
+            while start < committed.count {
+                let end = min(committed.count, start + EventBatch.maxEvents)
+                let batch = EventBatch(events: Array(committed[start..<end]))
+                publish(batch.publishedFrames(), first: committed[start].seq, last: committed[end - 1].seq)
+                start = end
+            }
+        }
+    }
+
+    private func publish(_ frames: [[UInt8]], first: UInt64, last: UInt64) {
+        do {
+            try events.send(frames, dontWait: true)
+        } catch {
+            let seqs = first == last ? "event \(first)" : "events \(first)…\(last)"
+            logger.debug("\(seqs) not published (\(error)); subscribers can replay them")
+        }
+    }
+
+    /// Reads the subscribe and unsubscribe messages the XPUB socket passes up.
+    private func readSubscriptions() {
+        for _ in 0..<1_000 {
+            let message: [[UInt8]]?
+            do { message = try events.receive(dontWait: true) } catch {
+                logger.warn("events socket: \(error)")
+                return
+            }
+            guard let frame = message?.first else { return }
+            subscriptions.apply(frame)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The next waiting message and its client's role (the ZAP user id;
+    /// nil without keys), or nil when none is waiting.
+    private func receive(_ socket: Socket) -> (frames: [[UInt8]], role: String?)? {
+        do {
+            return try socket.receiveWithUserID(dontWait: true).map { (frames: $0.frames, role: $0.userID) }
+        } catch {
+            logger.warn("receive failed: \(error)")
+            return nil
+        }
+    }
+
+    /// Logs a message that did not decode and answers it with ERROR (never an ERROR with an ERROR).
+    private func rejectMalformed(_ body: [[UInt8]], _ error: ProtocolError, socket: String, identity: [UInt8], send: ([[UInt8]]) -> Void) {
+        let commandByte = body.count > 1 && body[1].count == 1 ? "0x" + String(body[1][0], radix: 16) : "none"
+        logger.warn("\(socket): bad message from \(peerName(identity)), command \(commandByte): \(error.code): \(error.reason)")
+        if body.count > 1, body[1] == [Command.error.rawValue] { return }
+        send(Wire.errorReply(to: body, for: error).frames())
+    }
+
+    private func peerName(_ identity: [UInt8]) -> String {
+        "0x" + identity.prefix(8).map { byte in
+            let hex = String(byte, radix: 16)
+            return hex.count == 1 ? "0" + hex : hex
+        }.joined()
+    }
+}
+
+extension Switchboard: ServiceLoop {}
+
+extension FrontendMessage {
+    /// The request id to put in an ERROR or REJECTED answering this message.
+    var requestIDForError: UInt64? {
+        switch self {
+        case .submit(let m): m.requestID
+        case .status(let m): m.requestID
+        case .replay(let m): m.requestID
+        case .deadList(let m): m.requestID
+        case .deadRetry(let m): m.requestID
+        case .deadDiscard(let m): m.requestID
+        case .ping(let m): m.requestID
+        default: nil
+        }
+    }
+}
