@@ -23,7 +23,7 @@ public final class Broker: Sendable {
     public let configuration: BrokerConfiguration
     let context: Context
     let logger: Logger
-    private let core = ServiceThread<CoreMessage>(name: "darkroom-broker-core")
+    private let core = ServiceThread<CoreMessage>(name: "darkroom-queue")
     private let switchboard = ServiceThread<SwitchboardInstruction>(name: "darkroom-broker")
     private let board = StatusBoard()
     private let backlog = Backlog()

@@ -51,6 +51,8 @@ public struct BrokerConfiguration: Sendable {
     /// Most inline input bytes one turn writes before it commits, so a
     /// burst of large SUBMITs is committed in pieces.
     public var maxTurnBytes: Int = 32 << 20
+    /// How long one turn goes on taking messages before it commits.
+    public var maxTurnDuration: Duration = .milliseconds(200)
     /// Input bytes handed to the core and not yet queued (waiting for a
     /// turn, or being written to a file) above which the broker stops
     /// reading SUBMITs until the core catches up. Heartbeats, PING and

@@ -63,14 +63,20 @@ final class WorkerLoop {
     /// those produced while no broker connection was open, and those still
     /// in doubt when the last one was dropped.
     private var unsentReports: [UnsentReport] = []
-    /// DONE and FAIL sent on this connection since the broker last sent
-    /// anything on it. A DEALER queues what it sends while its connection is
-    /// down (the broker restarting), and closing the socket discards the
-    /// queue; until the broker is heard from again the reports may not have
-    /// left, so a dropped connection hands them on to the next one. A repeat
-    /// is harmless: the broker ignores a DONE for a finished job and a FAIL
-    /// for an attempt that is not current.
-    private var reportsInDoubt: [UnsentReport] = []
+    /// DONE and FAIL sent lately, with when they were sent. A report has
+    /// taken effect only once the broker's queue has committed it, and
+    /// nothing the broker sends says when that was: its heartbeats come from
+    /// a thread that never waits for the disk. A broker killed after
+    /// reading a report and before committing it has lost it, and a DEALER
+    /// that queued a report while its connection was down discards it when
+    /// closed. So a dropped connection hands the reports of the last
+    /// `reportRetention` on to the next one, which lists them in HOLDING
+    /// and sends them again. A repeat is harmless: the broker ignores a
+    /// DONE for a finished job and a FAIL for an attempt that is not current.
+    private var reportsInDoubt: [(sent: ContinuousClock.Instant, report: UnsentReport)] = []
+    /// How long a sent report stays in doubt: well beyond the time a broker
+    /// takes to commit what it read, even on a slow disk.
+    static let reportRetention: Duration = .seconds(10)
     /// The longest stretch, on any connection so far, in which nothing came
     /// from the broker (see `WorkerStatus.longestBrokerSilence`).
     private var longestSilence: Duration = .zero
@@ -400,7 +406,8 @@ final class WorkerLoop {
         // The silence that ended the connection counts: a broker that went
         // quiet for the whole liveness period was the quietest of all.
         if backend != nil { noteBrokerSilence(until: clock.now) }
-        unsentReports = reportsInDoubt + unsentReports
+        forgetSettledReports(now: clock.now)
+        unsentReports = reportsInDoubt.map(\.report) + unsentReports
         reportsInDoubt = []
         backend?.close()
         backend = nil
@@ -409,6 +416,14 @@ final class WorkerLoop {
         rebuildPoller()
         reconnectAt = clock.now + backoff
         backoff = min(backoff * 2, configuration.reconnectMaximum)
+    }
+
+    /// Drops reports sent longer than `reportRetention` ago: the broker has
+    /// long since committed them.
+    private func forgetSettledReports(now: ContinuousClock.Instant) {
+        guard let first = reportsInDoubt.first, now - first.sent > WorkerLoop.reportRetention else { return }
+        let kept = reportsInDoubt.firstIndex { now - $0.sent <= WorkerLoop.reportRetention } ?? reportsInDoubt.count
+        reportsInDoubt.removeFirst(kept)
     }
 
     /// Keeps the longest time the broker has left this worker without a
@@ -443,7 +458,8 @@ final class WorkerLoop {
     /// from again.
     private func sendToBroker(_ report: UnsentReport) {
         sendToBroker(report.frames)
-        reportsInDoubt.append(report)
+        reportsInDoubt.append((clock.now, report))
+        if reportsInDoubt.count > 2 * Holding.maxEntries { reportsInDoubt.removeFirst(reportsInDoubt.count - Holding.maxEntries) }
     }
 
     private func grant(_ count: Int) {
@@ -456,9 +472,7 @@ final class WorkerLoop {
         let now = clock.now
         noteBrokerSilence(until: now)
         lastHeard = now
-        // Whatever it is, it came over a live connection, which has carried
-        // every report queued before it.
-        reportsInDoubt.removeAll(keepingCapacity: true)
+        forgetSettledReports(now: now)
         let message: BackendMessage
         do {
             message = try BackendMessage.decode(frames)

@@ -199,11 +199,10 @@ struct BrokerState {
     /// CREDIT: adds to the worker's credit, never beyond its free slots.
     /// Returns a warning when the worker granted more than it has room for.
     mutating func grant(_ count: UInt32, worker workerID: String) -> String? {
-        guard var worker = workers[workerID], !worker.stopping else { return nil }
+        guard let worker = workers[workerID], !worker.stopping else { return nil }
         let room = max(0, Int(worker.slots) - worker.jobs.count)
         let granted = worker.credit + Int(count)
-        worker.credit = min(granted, room)
-        workers[workerID] = worker
+        workers[workerID]?.credit = min(granted, room)
         guard granted > room else { return nil }
         return "worker \(workerID) granted credit \(granted) with \(worker.jobs.count) of \(worker.slots) slot(s) busy; using \(room)"
     }
@@ -470,14 +469,12 @@ struct BrokerState {
             case let .lease(lease, usesCredit):
                 let id = lease.job.id
                 leases[id] = lease
-                if var worker = workers[lease.worker] {
-                    worker.jobs.insert(id)
-                    if usesCredit {
-                        worker.credit -= 1
-                        dispatchSerial += 1
-                        worker.lastDispatch = dispatchSerial
-                    }
-                    workers[lease.worker] = worker
+                // Changed in place: a copy of the entry would copy its job set.
+                workers[lease.worker]?.jobs.insert(id)
+                if usesCredit, workers[lease.worker] != nil {
+                    dispatchSerial += 1
+                    workers[lease.worker]?.credit -= 1
+                    workers[lease.worker]?.lastDispatch = dispatchSerial
                 }
             case .release(let id):
                 if let lease = leases.removeValue(forKey: id) { workers[lease.worker]?.jobs.remove(id) }

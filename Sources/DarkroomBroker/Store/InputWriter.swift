@@ -36,11 +36,11 @@ final class InputWriter: Sendable {
         for index in 0..<self.threads {
             finished.enter()
             let thread = Thread { [self] in
-                Thread.current.name = "darkroom-broker-input-\(index)"
+                Thread.current.name = "darkroom-input\(index)"
                 defer { finished.leave() }
                 serve()
             }
-            thread.name = "darkroom-broker-input-\(index)"
+            thread.name = "darkroom-input\(index)"
             thread.start()
         }
     }

@@ -216,12 +216,16 @@ final class BrokerCore {
 
     private var lostReason = ""
 
-    /// Applies the waiting inputs, up to the turn's limits.
+    /// Applies the waiting inputs, up to the turn's limits: messages,
+    /// inline bytes and time, so that one turn's commit stays small and the
+    /// replies it holds back are not held long.
     private func takeInputs(now: Moment) {
         var count = 0
         var bytes = 0
+        let deadline = now.monotonic + UInt64(max(1, config.maxTurnDuration.milliseconds))
         while waitingStart < waiting.count && !turnLost {
             guard count < max(1, config.maxMessagesPerTurn), bytes < config.maxTurnBytes else { break }
+            if count % 64 == 63, BrokerCore.monotonicNow() >= deadline { break }
             let input = waiting[waitingStart]
             waitingStart += 1
             count += 1
