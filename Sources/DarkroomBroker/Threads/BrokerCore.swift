@@ -20,29 +20,29 @@ final class BrokerCore {
     let config: BrokerConfiguration
     let logger: Logger
     let inbox: MailboxInbox<CoreMessage>
-    private let poller = Poller()
-    private let store: JobStore
-    private var state: BrokerState
-    private let writer: InputWriter
-    private let board: StatusBoard
-    private let backlog: Backlog
-    private let ids = ULIDGenerator()
-    private var rates: RateCounter
+    let poller = Poller()
+    let store: JobStore
+    var state: BrokerState
+    let writer: InputWriter
+    let board: StatusBoard
+    let backlog: Backlog
+    let ids = ULIDGenerator()
+    var rates: RateCounter
 
-    private var send: (@Sendable (SwitchboardInstruction) -> Void)?
+    var send: (@Sendable (SwitchboardInstruction) -> Void)?
     /// Deliveries made before the switchboard was attached.
-    private var undelivered: [Delivery] = []
+    var undelivered: [Delivery] = []
 
     /// Inputs waiting for a turn, oldest first.
-    private var waiting: [CoreInput] = []
-    private var waitingStart = 0
+    var waiting: [CoreInput] = []
+    var waitingStart = 0
 
     /// SUBMITs whose input is being written to its file, by job id.
-    private var parked: [ULID: Parked] = [:]
+    var parked: [ULID: Parked] = [:]
     /// The parked job of each submit key, so a resend joins it.
-    private var parkedKeys: [String: ULID] = [:]
+    var parkedKeys: [String: ULID] = [:]
 
-    private struct Parked {
+    struct Parked {
         /// The SUBMIT without its image, which the writer holds.
         var submit: Submit
         var pipeline: String
@@ -52,24 +52,24 @@ final class BrokerCore {
     }
 
     // The turn in progress.
-    private var delivery = Delivery()
+    var delivery = Delivery()
     /// Replies that wait on the turn's commit (an error replaces each if it fails).
-    private var awaiting: [(client: [UInt8], requestID: UInt64, reply: [[UInt8]], isSubmit: Bool)] = []
-    private var reads: [(client: [UInt8], message: FrontendMessage)] = []
-    private var turnEvents: [Event] = []
-    private var turnRates = (accepted: 0, stored: 0, failed: 0)
-    private var turnNotes: [String] = []
+    var awaiting: [(client: [UInt8], requestID: UInt64, reply: [[UInt8]], isSubmit: Bool)] = []
+    var reads: [(client: [UInt8], message: FrontendMessage)] = []
+    var turnEvents: [Event] = []
+    var turnRates = (accepted: 0, stored: 0, failed: 0)
+    var turnNotes: [String] = []
     /// The turn's worker messages, to apply again if the turn is lost.
-    private var turnFacts: [CoreInput] = []
-    private var turnLost = false
+    var turnFacts: [CoreInput] = []
+    var turnLost = false
 
     /// After a turn was lost: when writing may be tried again, and why it failed.
-    private var writeFailure: (retryAt: UInt64, reason: String, backoff: UInt64)?
+    var writeFailure: (retryAt: UInt64, reason: String, backoff: UInt64)?
 
     // Stopping.
-    private var stopDeadline: UInt64?
-    private var finished = false
-    private var nextPrune: UInt64 = 0
+    var stopDeadline: UInt64?
+    var finished = false
+    var nextPrune: UInt64 = 0
 
     init(configuration: BrokerConfiguration, context: Context, board: StatusBoard, backlog: Backlog, logger: Logger) throws {
         config = configuration
@@ -137,13 +137,13 @@ final class BrokerCore {
         shutdown()
     }
 
-    private var canFinish: Bool {
+    var canFinish: Bool {
         state.leases.isEmpty && parked.isEmpty && waitingCount == 0
     }
 
-    private var waitingCount: Int { waiting.count - waitingStart }
+    var waitingCount: Int { waiting.count - waitingStart }
 
-    private func receive(_ messages: [CoreMessage]) {
+    func receive(_ messages: [CoreMessage]) {
         for message in messages {
             switch message {
             case .inputs(let inputs):
@@ -166,7 +166,7 @@ final class BrokerCore {
 
     /// How long to wait for inputs: until the next delayed job, held lease,
     /// retention pass or retry of a failed write is due; at most 250 ms.
-    private func pollTimeout() -> Int {
+    func pollTimeout() -> Int {
         if waitingCount > 0 && writeFailure == nil { return 0 }
         let now = BrokerCore.now()
         var wait: UInt64 = 250
@@ -179,7 +179,7 @@ final class BrokerCore {
 
     // MARK: Turns
 
-    private func turn() {
+    func turn() {
         let now = BrokerCore.now()
         if let failure = writeFailure {
             if now.monotonic < failure.retryAt {
@@ -205,21 +205,21 @@ final class BrokerCore {
                     writeFailure = nil
                 }
             } catch {
-                lose(error.description, memo: memo, now: now)
+                abandonTurn(error.description, memo: memo, now: now)
             }
         } else {
-            lose(lostReason, memo: memo, now: now)
+            abandonTurn(lostReason, memo: memo, now: now)
         }
         finishTurn(now: now)
         if writeFailure == nil { pruneIfDue(now: now) }
     }
 
-    private var lostReason = ""
+    var lostReason = ""
 
     /// Applies the waiting inputs, up to the turn's limits: messages,
     /// inline bytes and time, so that one turn's commit stays small and the
     /// replies it holds back are not held long.
-    private func takeInputs(now: Moment) {
+    func takeInputs(now: Moment) {
         var count = 0
         var bytes = 0
         let deadline = now.monotonic + UInt64(max(1, config.maxTurnDuration.milliseconds))
@@ -241,7 +241,7 @@ final class BrokerCore {
         }
     }
 
-    private func runTimers(now: Moment) {
+    func runTimers(now: Moment) {
         state.promote(now: now)
         if let expired = state.planExpiredHolds(now: now) {
             _ = apply(expired, now: now)
@@ -249,7 +249,7 @@ final class BrokerCore {
     }
 
     /// Hands ready jobs to workers with credit, one JOB per transition.
-    private func dispatch(now: Moment) {
+    func dispatch(now: Moment) {
         while !turnLost, let (transition, lease) = state.planDispatch(now: now) {
             switch apply(transition, now: now) {
             case .applied(let payload):
@@ -270,6 +270,9 @@ final class BrokerCore {
         }
     }
 
+    /// What became of a transition: written and applied (with the JOB
+    /// payload of a lease), undone alone (the turn goes on), undone because
+    /// a job's input cannot be read, or lost with the whole turn.
     enum Applied {
         case applied(JobPayload?)
         case rejected(String)
@@ -280,7 +283,7 @@ final class BrokerCore {
     /// Writes a transition in its own savepoint and, once written, applies
     /// it to the state and collects its events, rates and notes.
     @discardableResult
-    private func apply(_ transition: Transition, now: Moment) -> Applied {
+    func apply(_ transition: Transition, now: Moment) -> Applied {
         guard !transition.isEmpty else { return .applied(nil) }
         let payload: JobPayload?
         do {
@@ -310,7 +313,7 @@ final class BrokerCore {
     /// rebuild the state from the database as it was before the turn, put
     /// the workers' messages back to be applied again, and wait a little
     /// before writing again.
-    private func lose(_ reason: String, memo: BrokerState.Memo, now: Moment) {
+    func abandonTurn(_ reason: String, memo: BrokerState.Memo, now: Moment) {
         store.abandonTurn()
         logger.error("a turn could not be written and is rolled back: \(reason)")
         let refusal = "the broker could not write to its queue: \(reason); try again later"
@@ -343,7 +346,7 @@ final class BrokerCore {
     }
 
     /// While writes are failing, SUBMITs are refused at once with the reason.
-    private func refuseSubmitsWhileFailing(_ reason: String) {
+    func refuseSubmitsWhileFailing(_ reason: String) {
         var kept: [CoreInput] = []
         for input in waiting[waitingStart...] {
             switch input {
@@ -361,13 +364,13 @@ final class BrokerCore {
         waitingStart = 0
     }
 
-    private func answerReadsWhileFailing() {
+    func answerReadsWhileFailing() {
         let now = BrokerCore.now()
         finishTurn(now: now)
     }
 
     /// Publishes the status, hands over what the turn sends, answers reads.
-    private func finishTurn(now: Moment) {
+    func finishTurn(now: Moment) {
         if !awaiting.isEmpty {
             for reply in awaiting { delivery.frontend.append((reply.client, reply.reply)) }
             awaiting.removeAll(keepingCapacity: true)
@@ -394,7 +397,7 @@ final class BrokerCore {
         }
     }
 
-    private func publishStatus(now: Moment) {
+    func publishStatus(now: Moment) {
         var connections: [String: [UInt8]] = [:]
         for (id, worker) in state.workers { connections[id] = worker.identity }
         board.publish(StatusBoard.Snapshot(
@@ -402,265 +405,9 @@ final class BrokerCore {
             connections: connections))
     }
 
-    // MARK: Inputs
-
-    private func handle(_ input: CoreInput, now: Moment) {
-        switch input {
-        case let .submit(submit, pipeline, client):
-            if !handleSubmit(submit, pipeline: pipeline, client: client, now: now) {
-                backlog.remove(submit.image.count)
-            }
-        case let .deadRetry(request, client):
-            handleDead(request.target, requestID: request.requestID, client: client, revive: true, now: now)
-        case let .deadDiscard(request, client):
-            handleDead(request.target, requestID: request.requestID, client: client, revive: false, now: now)
-        case let .read(message, client):
-            reads.append((client, message))
-        case let .backend(message, connection):
-            turnFacts.append(input)
-            handleBackend(message, connection: connection, now: now)
-        case let .silent(connection, silence):
-            turnFacts.append(input)
-            guard let worker = state.workerID(for: connection) else { return }
-            logger.warn("worker \(worker) silent for \(silence) ms; declared dead, requeuing its \(state.workers[worker]?.jobs.count ?? 0) job(s)")
-            lose(worker, reason: "worker \(worker) stopped answering (no message for \(silence) ms)", now: now)
-        case let .written(job, failure):
-            finishParked(job, failure: failure, now: now)
-        }
-    }
-
-    // MARK: Submits
-
-    private func refuse(_ client: [UInt8], _ requestID: UInt64, _ code: ErrorCode, _ reason: String) {
-        logger.debug("refused submit \(requestID): \(code): \(reason)")
-        delivery.frontend.append((client, Rejected(requestID: requestID, code: code, reason: reason).frames()))
-    }
-
-    /// Queues a SUBMIT, or parks it while its input is written to a file.
-    /// Returns true when it was parked (its bytes are still held).
-    private func handleSubmit(_ submit: Submit, pipeline: String, client: [UInt8], now: Moment) -> Bool {
-        if stopDeadline != nil {
-            refuse(client, submit.requestID, .shuttingDown, "the broker is shutting down; submit again when it is back")
-            return false
-        }
-        if let key = submit.submitKey {
-            if let job = parkedKeys[key] {
-                parked[job]?.clients.append((client, submit.requestID))
-                return false
-            }
-            do {
-                if let (job, seq) = try store.acceptedJob(forKey: key) {
-                    // A resend of a SUBMIT already accepted: the same job again.
-                    awaiting.append((client, submit.requestID, Accepted(requestID: submit.requestID, jobID: job, eventSeq: seq).frames(), true))
-                    return false
-                }
-            } catch {
-                logger.error("cannot look up the submit key of request \(submit.requestID): \(error)")
-                refuse(client, submit.requestID, .internal, "the broker could not check the submit key: \(error)")
-                return false
-            }
-        }
-        let depth = state.depth + parked.count
-        if depth >= config.maxQueueDepth {
-            refuse(client, submit.requestID, .queueFull,
-                   "queue is full: \(depth) jobs waiting, the limit is \(config.maxQueueDepth); submit again later")
-            return false
-        }
-        let id = ids.next()
-        let bytes = submit.image.count
-        if bytes > config.inputBlobThreshold {
-            var header = submit
-            header.image = []
-            parked[id] = Parked(submit: header, pipeline: pipeline, bytes: bytes, clients: [(client, submit.requestID)])
-            if let key = submit.submitKey { parkedKeys[key] = id }
-            writer.write(submit.image, for: id)
-            return true
-        }
-        accept(submit, id: id, pipeline: pipeline, inline: submit.image, file: nil, bytes: bytes,
-               clients: [(client, submit.requestID)], now: now)
-        return false
-    }
-
-    /// A parked SUBMIT's file is written: the job is accepted (its row
-    /// names the file), or refused with the reason the file could not be written.
-    private func finishParked(_ id: ULID, failure: DurableFile.Failure?, now: Moment) {
-        guard let job = parked.removeValue(forKey: id) else { return }
-        if let key = job.submit.submitKey { parkedKeys[key] = nil }
-        backlog.remove(job.bytes)
-        if let failure {
-            logger.error("cannot write the input of submit \(job.submit.requestID): \(failure)")
-            let reason = failure.isNoSpace ? "the broker's disk is full (\(failure)); submit again later"
-                                           : "the broker could not store the input: \(failure)"
-            for waiter in job.clients { refuse(waiter.client, waiter.requestID, .internal, reason) }
-            return
-        }
-        accept(job.submit, id: id, pipeline: job.pipeline, inline: nil, file: id.description, bytes: job.bytes,
-               clients: job.clients, now: now)
-    }
-
-    private func accept(_ submit: Submit, id: ULID, pipeline: String, inline: [UInt8]?, file: String?, bytes: Int,
-                        clients: [(client: [UInt8], requestID: UInt64)], now: Moment) {
-        let transition = state.planAccept(id: id, priority: submit.priority, source: submit.sourceName, options: submit.options,
-                                          pipeline: pipeline, inlineInput: inline, inputFile: file, inputBytes: bytes,
-                                          submitKey: submit.submitKey, now: now)
-        switch apply(transition, now: now) {
-        case .applied:
-            let seq = transition.events.first?.seq ?? 0
-            for waiter in clients {
-                awaiting.append((waiter.client, waiter.requestID, Accepted(requestID: waiter.requestID, jobID: id, eventSeq: seq).frames(), true))
-            }
-        case .rejected(let reason), .unreadableInput(_, let reason):
-            logger.error("cannot queue submit \(submit.requestID): \(reason)")
-            for waiter in clients { refuse(waiter.client, waiter.requestID, .internal, "the broker could not store the job: \(reason)") }
-        case .lost:
-            // The turn is lost: `lose` answers every reply awaiting the
-            // commit with the reason, this one included.
-            for waiter in clients {
-                awaiting.append((waiter.client, waiter.requestID, [], true))
-            }
-        }
-    }
-
-    // MARK: Dead-letter set
-
-    private func handleDead(_ target: DeadTarget, requestID: UInt64, client: [UInt8], revive: Bool, now: Moment) {
-        let command = revive ? "DEAD-RETRY" : "DEAD-DISCARD"
-        let jobs: [JobHandle]
-        do {
-            jobs = try store.deadJobs(target)
-        } catch {
-            logger.error("\(command) failed: \(error)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: "\(error)").frames()))
-            return
-        }
-        if case .job(let id) = target, jobs.isEmpty {
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .notFound, reason: "job \(id) is not dead").frames()))
-            return
-        }
-        let transition = revive ? state.planRevive(jobs, now: now) : state.planDiscard(jobs, now: now)
-        switch apply(transition, now: now) {
-        case .applied:
-            awaiting.append((client, requestID, OKReply(requestID: requestID, count: UInt64(jobs.count)).frames(), false))
-        case .rejected(let reason), .unreadableInput(_, let reason):
-            logger.error("\(command) failed: \(reason)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: reason).frames()))
-        case .lost:
-            awaiting.append((client, requestID, [], false))
-        }
-    }
-
-    // MARK: Reads
-
-    private func answer(_ message: FrontendMessage, client: [UInt8]) {
-        switch message {
-        case .replay(let request):
-            let limit = request.limit == 0 ? config.replayBatchLimit : min(Int(request.limit), config.replayBatchLimit)
-            let from = max(request.fromSeq, 1)
-            do {
-                let replayed = try store.events(from: from, limit: max(1, limit))
-                for event in replayed { delivery.frontend.append((client, event.frames())) }
-                let last = replayed.last?.seq ?? (from - 1)
-                delivery.frontend.append((client, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: store.committedSeq).frames()))
-            } catch {
-                logger.error("REPLAY failed: \(error)")
-                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
-            }
-        case .deadList(let request):
-            do {
-                let list = try store.deadList(limit: Int(request.limit), after: request.after)
-                delivery.frontend.append((client, DeadListReply(requestID: request.requestID, list: list).frames()))
-            } catch {
-                logger.error("DEAD-LIST failed: \(error)")
-                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
-            }
-        default:
-            break
-        }
-    }
-
-    // MARK: Workers
-
-    private func handleBackend(_ message: BackendMessage, connection: [UInt8], now: Moment) {
-        if case .ready(let ready) = message {
-            let forgotten = state.register(ready, identity: connection, now: now)
-            delivery.forget += forgotten
-            logger.info("worker \(ready.workerID) ready: host \(ready.host), pid \(ready.pid), \(ready.slots) slot(s)\(forgotten.isEmpty ? "" : " (a new connection)")")
-            return
-        }
-        if let worker = state.unsettledWorker(for: connection) {
-            var holding: [Holding.Entry] = []
-            if case .holding(let held) = message { holding = held.jobs }
-            if case .rejected(let reason) = apply(state.planSettle(worker, holding: holding, now: now), now: now) {
-                logger.error("cannot settle the held jobs of worker \(worker): \(reason)")
-            }
-            if case .holding = message { return }
-        }
-        let worker = state.workerID(for: connection)
-        switch message {
-        case .ready, .job, .error, .heartbeat:
-            break
-        case .holding:
-            guard let worker else { break }
-            logger.warn("worker \(worker) sent HOLDING other than right after READY; ignored")
-            delivery.backend.append((connection, ErrorReply(requestID: 0, code: .unexpectedCommand,
-                                                            reason: "HOLDING must follow READY directly").frames()))
-        case .credit(let credit):
-            if let worker, let warning = state.grant(credit.count, worker: worker) { logger.warn(warning) }
-        case .done(let done):
-            let dead = state.place(of: done.jobID) == nil ? (try? store.deadJob(done.jobID)) ?? nil : nil
-            if let transition = state.planDone(done, from: connection, dead: dead, now: now) {
-                if case .rejected(let reason) = apply(transition, now: now) {
-                    logger.error("DONE for job \(done.jobID) could not be recorded: \(reason)")
-                }
-            } else {
-                logger.debug("ignored DONE for job \(done.jobID) attempt \(done.attempt): the job is finished or unknown")
-            }
-        case .fail(let fail):
-            if let worker, fail.failure.code == FailureDetail.Code.workerShutdown, state.workers[worker]?.stopping == false {
-                logger.info("worker \(worker) is stopping; it gets no more jobs")
-                state.markStopping(worker)
-            }
-            if let transition = state.planFail(fail, from: connection, now: now) {
-                if case .rejected(let reason) = apply(transition, now: now) {
-                    logger.error("FAIL for job \(fail.jobID) could not be recorded: \(reason)")
-                }
-            } else {
-                logger.debug("ignored stale FAIL for job \(fail.jobID) attempt \(fail.attempt)")
-            }
-        case .disconnect:
-            guard let worker else { return }
-            logger.info("worker \(worker) disconnected")
-            lose(worker, reason: "worker \(worker) disconnected", now: now)
-            return
-        }
-        if worker == nil {
-            switch message {
-            case .credit, .done, .fail, .heartbeat, .holding:
-                // A connection the broker does not know (from before a
-                // restart, or declared dead): its results count, then it
-                // is asked to start afresh.
-                delivery.backend.append((connection, BackendMessage.disconnect.frames()))
-            default:
-                break
-            }
-        }
-    }
-
-    /// A worker is gone: its jobs are requeued (counted). If that cannot be
-    /// written, the jobs are held and requeued by the next turn's timers.
-    private func lose(_ worker: String, reason: String, now: Moment) {
-        switch apply(state.planLost(worker, reason: reason, now: now), now: now) {
-        case .applied, .lost:
-            break
-        case .rejected(let failure), .unreadableInput(_, let failure):
-            logger.error("cannot requeue the jobs of worker \(worker): \(failure); they are held and retried")
-            state.retire(worker, deadline: now.monotonic)
-        }
-    }
-
     // MARK: Retention
 
-    private func pruneIfDue(now: Moment) {
+    func pruneIfDue(now: Moment) {
         guard let retention = config.retention, stopDeadline == nil, now.monotonic >= nextPrune else { return }
         let interval = UInt64(max(1, config.pruneInterval.milliseconds))
         let age = UInt64(max(0, retention.milliseconds))
@@ -684,7 +431,7 @@ final class BrokerCore {
 
     // MARK: Stopping
 
-    private func shutdown() {
+    func shutdown() {
         // Inputs being written are finished and accepted: their producers
         // were promised nothing yet, but the bytes are on disk.
         writer.close()
