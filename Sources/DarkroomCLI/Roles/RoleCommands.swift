@@ -8,6 +8,8 @@ import DarkroomZMQ
 import Synchronization
 import Foundation
 
+// The service modules know nothing of the group that runs them; the
+// command line, which puts them together, declares that they fit it.
 extension Broker: RunnableService {}
 extension StoreNode: RunnableService {}
 extension Worker: RunnableService {}
@@ -90,7 +92,7 @@ extension RoleOptions {
 
     /// The ZAP handler for `security`, as the first service to start (and
     /// so the last to stop), with a note on what it allows.
-    static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceRunner.Entry] {
+    static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceGroup.Entry] {
         guard let security else { return [] }
         for path in security.allowlist.skipped {
             logger.info("allowlist: \(path) names no role; it admits nothing")
@@ -325,7 +327,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers, connected
     /// to them in-process. Returns the started services and the TCP
     /// endpoints the broker and the store actually bound.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler. The embedded workers need no key: they reach the broker
         // and the store over inproc endpoints of this context, which never
@@ -348,7 +350,7 @@ enum UpCommand {
         bound.backend = broker.boundEndpoints["backend"] ?? requested.backend
         bound.events = broker.boundEndpoints["events"] ?? requested.events
         bound.store = store.boundEndpoints["store"] ?? requested.store
-        var workerEntries: [ServiceRunner.Entry] = []
+        var workerEntries: [ServiceGroup.Entry] = []
         for i in 1...workers {
             let config = WorkerConfiguration(
                 backendEndpoint: local.backend, storeEndpoint: local.store, concurrency: concurrency,
