@@ -107,6 +107,7 @@ extension RoleOptions {
     static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
                       ready: String, args: ParsedArguments) throws -> Int32 {
         let zap = authenticator(security, context: context, logger: logger)
+        ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start(zap + [.init(name: name, service: service)], logger: logger)
         logger.info(ready)
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args))
@@ -254,6 +255,7 @@ enum WorkerCommand {
         let logger = Logger("worker \(config.workerID)")
         let context = try Context()
         let worker = Worker(config, context: context, logger: logger)
+        ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start([.init(name: "worker", service: worker)], logger: logger)
         logger.info("worker ready: \(config.effectiveProcessingThreads) thread(s), \(config.slots) slots (concurrency \(config.concurrency) + prefetch), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
@@ -377,6 +379,7 @@ enum UpCommand {
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
         let context = try Context(ioThreads: UpCommand.ioThreads)
+        ServiceRunner.holdTerminationSignals()
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")

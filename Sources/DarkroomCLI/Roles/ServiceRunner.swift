@@ -7,6 +7,21 @@ import Synchronization
 /// SIGTERM or SIGINT, or until one of them ends on its own. A second signal
 /// exits at once.
 enum ServiceRunner {
+    /// Holds SIGTERM and SIGINT pending in this thread and in every thread
+    /// started from it afterwards, the services' threads among them. Called
+    /// before the services start: a signal that comes while they start, or
+    /// just after a supervisor saw the ready line, then waits for
+    /// `runUntilSignalled` instead of being lost in the moment before its
+    /// signal sources listen. (Dispatch reads them through a signalfd, made
+    /// for blocked signals; ZeroMQ's threads block every signal anyway.)
+    static func holdTerminationSignals() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+    }
+
     /// Starts every service in order; if one fails to start, stops those already
     /// started and reports which one failed and why.
     static func start(_ entries: [ServiceGroup.Entry], logger: Logger) throws -> [ServiceGroup.Entry] {
@@ -25,14 +40,17 @@ enum ServiceRunner {
 
     /// Blocks until a termination signal or until a service ends without
     /// being asked to, then stops the others. Returns the exit status: 0
-    /// after a signal, 1 when a service ended on its own.
+    /// after a signal, 1 when a service ended on its own. Expects
+    /// `holdTerminationSignals` before the services started.
     static func runUntilSignalled(_ entries: [ServiceGroup.Entry], logger: Logger, grace: Duration) -> Int32 {
         let group = ServiceGroup(entries, grace: grace, logger: logger)
         let count = Atomic<Int>(0)
         let queue = DispatchQueue(label: "darkroom.signals")
+        // No SIG_IGN here: it would discard a signal already held pending.
+        // Held signals cannot end the process; Dispatch takes them from here.
+        holdTerminationSignals()
         var sources: [DispatchSourceSignal] = []
         for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler {
                 let n = count.wrappingAdd(1, ordering: .relaxed).newValue
