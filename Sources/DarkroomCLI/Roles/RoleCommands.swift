@@ -8,6 +8,8 @@ import DarkroomZMQ
 import Synchronization
 import Foundation
 
+// The service modules know nothing of the group that runs them; the
+// command line, which puts them together, declares that they fit it.
 extension Broker: RunnableService {}
 extension StoreNode: RunnableService {}
 extension Worker: RunnableService {}
@@ -90,7 +92,7 @@ extension RoleOptions {
 
     /// The ZAP handler for `security`, as the first service to start (and
     /// so the last to stop), with a note on what it allows.
-    static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceRunner.Entry] {
+    static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceGroup.Entry] {
         guard let security else { return [] }
         for path in security.allowlist.skipped {
             logger.info("allowlist: \(path) names no role; it admits nothing")
@@ -105,6 +107,7 @@ extension RoleOptions {
     static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
                       ready: String, args: ParsedArguments) throws -> Int32 {
         let zap = authenticator(security, context: context, logger: logger)
+        ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start(zap + [.init(name: name, service: service)], logger: logger)
         logger.info(ready)
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args))
@@ -252,6 +255,7 @@ enum WorkerCommand {
         let logger = Logger("worker \(config.workerID)")
         let context = try Context()
         let worker = Worker(config, context: context, logger: logger)
+        ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start([.init(name: "worker", service: worker)], logger: logger)
         logger.info("worker ready: \(config.effectiveProcessingThreads) thread(s), \(config.slots) slots (concurrency \(config.concurrency) + prefetch), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
@@ -325,7 +329,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers, connected
     /// to them in-process. Returns the started services and the TCP
     /// endpoints the broker and the store actually bound.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceRunner.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler. The embedded workers need no key: they reach the broker
         // and the store over inproc endpoints of this context, which never
@@ -348,7 +352,7 @@ enum UpCommand {
         bound.backend = broker.boundEndpoints["backend"] ?? requested.backend
         bound.events = broker.boundEndpoints["events"] ?? requested.events
         bound.store = store.boundEndpoints["store"] ?? requested.store
-        var workerEntries: [ServiceRunner.Entry] = []
+        var workerEntries: [ServiceGroup.Entry] = []
         for i in 1...workers {
             let config = WorkerConfiguration(
                 backendEndpoint: local.backend, storeEndpoint: local.store, concurrency: concurrency,
@@ -375,6 +379,7 @@ enum UpCommand {
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
         let context = try Context(ioThreads: UpCommand.ioThreads)
+        ServiceRunner.holdTerminationSignals()
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")

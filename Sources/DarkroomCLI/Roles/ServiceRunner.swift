@@ -3,26 +3,29 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// What the runner needs from a role's service (broker, store, worker).
-protocol RunnableService: Sendable {
-    func start() throws
-    func stop(grace: Duration)
-    func wait()
-}
-
-/// Runs long-lived services in the foreground until SIGTERM or SIGINT, then
-/// stops them in reverse order of starting, each within a grace period (the
-/// swift-service-lifecycle model). A second signal exits at once.
+/// Starts a process's services and runs them as one `ServiceGroup` until
+/// SIGTERM or SIGINT, or until one of them ends on its own. A second signal
+/// exits at once.
 enum ServiceRunner {
-    struct Entry {
-        var name: String
-        var service: any RunnableService
+    /// Holds SIGTERM and SIGINT pending in this thread and in every thread
+    /// started from it afterwards, the services' threads among them. Called
+    /// before the services start: a signal that comes while they start, or
+    /// just after a supervisor saw the ready line, then waits for
+    /// `runUntilSignalled` instead of being lost in the moment before its
+    /// signal sources listen. (Dispatch reads them through a signalfd, made
+    /// for blocked signals; ZeroMQ's threads block every signal anyway.)
+    static func holdTerminationSignals() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
     /// Starts every service in order; if one fails to start, stops those already
     /// started and reports which one failed and why.
-    static func start(_ entries: [Entry], logger: Logger) throws -> [Entry] {
-        var started: [Entry] = []
+    static func start(_ entries: [ServiceGroup.Entry], logger: Logger) throws -> [ServiceGroup.Entry] {
+        var started: [ServiceGroup.Entry] = []
         for entry in entries {
             do {
                 try entry.service.start()
@@ -35,20 +38,27 @@ enum ServiceRunner {
         return started
     }
 
-    /// Blocks until a termination signal, then stops the services.
-    static func runUntilSignalled(_ entries: [Entry], logger: Logger, grace: Duration) -> Int32 {
-        let signalled = DispatchSemaphore(value: 0)
+    /// Blocks until a termination signal or until a service ends without
+    /// being asked to, then stops the others. Returns the exit status: 0
+    /// after a signal, 1 when a service ended on its own. Expects
+    /// `holdTerminationSignals` before the services started.
+    static func runUntilSignalled(_ entries: [ServiceGroup.Entry], logger: Logger, grace: Duration) -> Int32 {
+        let group = ServiceGroup(entries, grace: grace, logger: logger)
         let count = Atomic<Int>(0)
         let queue = DispatchQueue(label: "darkroom.signals")
+        // No SIG_IGN here: it would discard a signal already held pending.
+        // Held signals cannot end the process; Dispatch takes them from here.
+        holdTerminationSignals()
         var sources: [DispatchSourceSignal] = []
         for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler {
                 let n = count.wrappingAdd(1, ordering: .relaxed).newValue
+                let name = sig == SIGTERM ? "SIGTERM" : "SIGINT"
                 if n == 1 {
-                    logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); shutting down (send it again to exit at once)")
-                    signalled.signal()
+                    if !group.requestStop(announcing: "received \(name); shutting down (send it again to exit at once)") {
+                        logger.info("received \(name) while already shutting down (send it again to exit at once)")
+                    }
                 } else {
                     logger.warn("second signal: exiting now")
                     exit(1)
@@ -57,27 +67,8 @@ enum ServiceRunner {
             source.resume()
             sources.append(source)
         }
-        // Also return if every service stops on its own (e.g. a fatal error).
-        let allDone = DispatchSemaphore(value: 0)
-        let watcher = Thread {
-            for entry in entries { entry.service.wait() }
-            allDone.signal()
-        }
-        watcher.start()
-        while true {
-            if signalled.wait(timeout: .now() + .milliseconds(200)) == .success { break }
-            if allDone.wait(timeout: .now()) == .success {
-                logger.warn("every service has stopped; exiting")
-                return 1
-            }
-        }
-        for entry in entries.reversed() {
-            logger.info("stopping the \(entry.name)")
-            entry.service.stop(grace: grace)
-        }
-        for entry in entries { entry.service.wait() }
+        let outcome = group.run()
         withExtendedLifetime(sources) {}
-        logger.info("stopped cleanly")
-        return 0
+        return outcome.exitStatus
     }
 }
