@@ -102,16 +102,20 @@ struct BrokerState {
         fileprivate var workerIDs: [[UInt8]: String]
         fileprivate var held: [ULID: HeldLease]
         fileprivate var dispatchSerial: UInt64
+        /// The database knows only the highest rowid still in use, which is
+        /// lower once the newest job has been stored and its row deleted.
+        fileprivate var lastRowID: Int64
     }
 
     func memo() -> Memo {
-        Memo(workers: workers, workerIDs: workerIDs, held: held, dispatchSerial: dispatchSerial)
+        Memo(workers: workers, workerIDs: workerIDs, held: held, dispatchSerial: dispatchSerial, lastRowID: lastRowID)
     }
 
     /// The state as it was when `memo` was taken, given what the database
     /// holds after the turn's rollback.
     mutating func restore(_ memo: Memo, loaded: Loaded, now: Moment) {
         load(loaded, now: now)
+        lastRowID = max(lastRowID, memo.lastRowID)
         workers = memo.workers.mapValues { entry in
             var entry = entry
             entry.jobs = []
