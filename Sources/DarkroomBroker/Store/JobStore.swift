@@ -30,10 +30,11 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// (`BEGIN IMMEDIATE`); each transition is written in its own savepoint
 /// (`persist`), so a transition either writes all of its rows and events or
 /// none; `commit` ends the turn. If SQLite rolls the whole transaction back
-/// by itself (it may on SQLITE_FULL, IOERR, BUSY or NOMEM), or the commit
-/// fails, the turn is lost: `persist` or `commit` throws `turnLost`, the
-/// store is back at the last commit, and the caller rebuilds its state
-/// from `load()`.
+/// by itself (it may on SQLITE_FULL, IOERR, BUSY or NOMEM, in any statement
+/// of the turn, a read included), or the commit fails, the turn is lost:
+/// `persist` or `commit` throws `turnLost`, nothing of the turn is written
+/// (not even what would follow outside the transaction), the store is back
+/// at the last commit, and the caller rebuilds its state from `load()`.
 ///
 /// Tables (schema version 2):
 /// - `jobs`: one row per queued, leased or dead job (a stored job's row is
@@ -279,6 +280,15 @@ final class JobStore {
     /// (opened by the turn's first write). Returns the payload of the job
     /// it leases, if any.
     func persist(_ t: Transition) throws(JobStoreError) -> JobPayload? {
+        if turnOpen && !db.isInTransaction {
+            // SQLite ended the turn's transaction by itself after an error
+            // in an earlier statement, a read included. Outside it, this
+            // transition's statements would commit on their own while the
+            // rest of the turn is gone.
+            removeNewFiles(of: t)
+            abandonTurn()
+            throw .turnLost("SQLite rolled back the turn's transaction after an earlier error")
+        }
         do {
             if !turnOpen {
                 try db.execute("BEGIN IMMEDIATE")
@@ -286,7 +296,8 @@ final class JobStore {
                 turnSeq = committedSeq
             }
         } catch {
-            turnOpen = db.isInTransaction
+            removeNewFiles(of: t)
+            abandonTurn()
             throw .turnLost("cannot begin a transaction: \(error)")
         }
         var payload: JobPayload?
@@ -326,6 +337,10 @@ final class JobStore {
     /// COMMIT. Input files of jobs the turn finished are removed afterwards.
     func commit() throws(JobStoreError) {
         guard turnOpen else { return }
+        guard db.isInTransaction else {
+            abandonTurn()
+            throw .turnLost("SQLite rolled back the turn's transaction after an earlier error")
+        }
         do {
             if !turnNewFiles.isEmpty { try inputs.syncDirectory() }
             try db.execute("COMMIT")
@@ -355,6 +370,14 @@ final class JobStore {
         turnSeq = committedSeq
         warm.removeAll()
         warmBytes = 0
+    }
+
+    /// Removes the input files a transition that was never written names:
+    /// they were written for it, and no row will name them.
+    private func removeNewFiles(of t: Transition) {
+        for case let .insert(job, _, _) in t.writes {
+            if let file = job.handle.inputFile { inputs.remove(file) }
+        }
     }
 
     private enum LeaseFailure: Error {
