@@ -527,6 +527,19 @@ struct BrokerState {
     }
 }
 
+extension BrokerState: Equatable {
+    /// Two states are equal when they hold the same jobs in the same
+    /// places, the same workers under the same connections, and the same
+    /// counters, so that they make the same decisions. The source of the
+    /// backoff's jitter is not compared.
+    static func == (lhs: BrokerState, rhs: BrokerState) -> Bool {
+        lhs.policy == rhs.policy && lhs.reclaimWindow == rhs.reclaimWindow && lhs.reconnectWindow == rhs.reconnectWindow
+            && lhs.ready == rhs.ready && lhs.leases == rhs.leases && lhs.held == rhs.held
+            && lhs.workers == rhs.workers && lhs.workerIDs == rhs.workerIDs && lhs.deadCount == rhs.deadCount
+            && lhs.eventSeq == rhs.eventSeq && lhs.lastRowID == rhs.lastRowID && lhs.dispatchSerial == rhs.dispatchSerial
+    }
+}
+
 extension Transition {
     /// Appends an event with the next seq after `base` and the events already in this transition.
     @discardableResult
