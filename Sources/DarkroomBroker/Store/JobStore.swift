@@ -21,6 +21,27 @@ enum JobStoreError: Error, CustomStringConvertible {
         case .turnLost(let reason): reason
         }
     }
+
+    /// `text` on one line. The reasons go into DRK1 replies, whose text
+    /// fields hold no control characters, and the SQL that SQLite's errors
+    /// quote spans several lines: each line break, with the indentation
+    /// after it, becomes one space.
+    static func line(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        var afterBreak = false
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                if !afterBreak { out.append(" ") }
+                afterBreak = true
+            } else if afterBreak && scalar == " " {
+                continue
+            } else {
+                afterBreak = false
+                out.append(scalar)
+            }
+        }
+        return String(out)
+    }
 }
 
 /// The broker's durable queue: one SQLite database (WAL, synchronous=FULL)
@@ -298,7 +319,7 @@ final class JobStore {
         } catch {
             removeNewFiles(of: t)
             abandonTurn()
-            throw .turnLost("cannot begin a transaction: \(error)")
+            throw .turnLost(JobStoreError.line("cannot begin a transaction: \(error)"))
         }
         var payload: JobPayload?
         var warmed: [ULID] = []
@@ -315,16 +336,16 @@ final class JobStore {
             for file in files.new { inputs.remove(file) }
             if let failure = error as? TransactionError {
                 abandonTurn()
-                throw .turnLost("\(failure)")
+                throw .turnLost(JobStoreError.line("\(failure)"))
             }
             if !db.isInTransaction {
                 abandonTurn()
-                throw .turnLost("\(error)")
+                throw .turnLost(JobStoreError.line("\(error)"))
             }
             if case let .unreadable(id, reason) = error as? LeaseFailure {
-                throw .unreadableInput(id, reason)
+                throw .unreadableInput(id, JobStoreError.line(reason))
             }
-            throw .rejected("\(error)")
+            throw .rejected(JobStoreError.line("\(error)"))
         }
         if let last = t.events.last { turnSeq = last.seq }
         turnNewFiles += files.new
@@ -346,7 +367,7 @@ final class JobStore {
             try db.execute("COMMIT")
         } catch {
             abandonTurn()
-            throw .turnLost("the turn could not be committed: \(error)")
+            throw .turnLost(JobStoreError.line("the turn could not be committed: \(error)"))
         }
         turnOpen = false
         committedSeq = turnSeq
