@@ -119,9 +119,18 @@ final class JobStore {
     /// The largest input file the store reads back.
     let maxInputBytes: Int
 
+    /// The cap on the database's size in pages (SQLite's own, which may be
+    /// above the one asked for when the database was already larger), and
+    /// the page size; nil without a cap.
+    private let pageLimit: (pages: Int, size: Int)?
+    /// Pages an accept must leave free under the cap (see `roomRefusal`).
+    var reservedPages: Int { pageLimit.map { max(16, $0.pages / 100) } ?? 0 }
+
     /// Opens (creating if needed) the queue in `directory`, brings its
     /// schema up to date, and refuses a database written by a newer broker.
-    /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`).
+    /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`);
+    /// under the cap, accepts that would not leave room to dispatch and store
+    /// the jobs already queued are refused (`rejected`).
     init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20) throws {
         self.warmLimit = warmLimit
         self.maxInputBytes = maxInputBytes
@@ -134,7 +143,12 @@ final class JobStore {
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs)])
-        if let maxPages { _ = try db.pragma("max_page_count = \(max(1, maxPages))") }
+        if let maxPages {
+            let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
+            pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
+        } else {
+            pageLimit = nil
+        }
         committedSeq = try db.query("SELECT COALESCE(MAX(seq), 0) AS head FROM events") { try $0.integer("head", as: UInt64.self) }.first ?? 0
 
         insertJob = try db.prepare("""
@@ -321,6 +335,10 @@ final class JobStore {
             abandonTurn()
             throw .turnLost(JobStoreError.line("cannot begin a transaction: \(error)"))
         }
+        if let refusal = roomRefusal(t) {
+            removeNewFiles(of: t)
+            throw .rejected(refusal)
+        }
         var payload: JobPayload?
         var warmed: [ULID] = []
         var files: (new: [String], released: [String]) = ([], [])
@@ -391,6 +409,40 @@ final class JobStore {
         turnSeq = committedSeq
         warm.removeAll()
         warmBytes = 0
+    }
+
+    /// Under a cap on the database's size, refuses a transition that
+    /// accepts jobs unless, by a generous estimate, they fit and still
+    /// leave `reservedPages` free. Without this, the insert that finds the
+    /// database full makes SQLite roll back the turn's whole transaction
+    /// (a one-row insert has no statement journal to undo alone), taking
+    /// the turn's leases and DONEs with it; and a database filled to the
+    /// last page by accepts leaves no room for the leases and events that
+    /// would dispatch its jobs and, once they are stored, free it. Refused
+    /// here, the accept alone is undone and the turn goes on. Nil when the
+    /// transition may be written.
+    private func roomRefusal(_ t: Transition) -> String? {
+        guard let limit = pageLimit else { return nil }
+        var needed = 0
+        var bytes = 0
+        let usable = max(512, limit.size - 64)
+        for case let .insert(job, _, _) in t.writes {
+            // The input's overflow pages, the rows the job adds (job,
+            // accepted event, submit key, index entries) at a generous
+            // size, and a page split or two in the trees they join.
+            let inline = job.inlineInput?.count ?? 0
+            let rows = job.pipeline.utf8.count + 2 * job.handle.source.utf8.count + 1_024
+            needed += (inline + rows + usable - 1) / usable + 2
+            bytes += inline
+        }
+        guard needed > 0 else { return nil }
+        guard let used = try? db.query("PRAGMA page_count", map: { try $0.int("page_count") }).first,
+              let unused = try? db.query("PRAGMA freelist_count", map: { try $0.int("freelist_count") }).first else { return nil }
+        let free = limit.pages - used + unused
+        guard needed + reservedPages > free else { return nil }
+        return "the queue database is full: \(free) of its \(limit.pages) pages of \(limit.size) bytes are free, "
+            + "\(reservedPages) of them kept for dispatching and storing jobs, and a job with \(bytes) bytes of input needs about \(needed); "
+            + "submit again once jobs have been stored"
     }
 
     /// Removes the input files a transition that was never written names:
