@@ -361,7 +361,11 @@ final class StoreBench {
         #expect(try bench.count("jobs") == 0)
     }
 
-    @Test func aFullDatabaseRefusesWholeTransitionsOrLosesWholeTurnsAndNeverHalfWritesEither() throws {
+    /// With `capped`, the store knows its cap and refuses accepts that do
+    /// not fit; without, the cap is set behind its back, as a full disk
+    /// would stop it, and SQLite rolls back the turn that hits it.
+    @Test(arguments: [true, false])
+    func aFullDatabaseRefusesWholeTransitionsOrLosesWholeTurnsAndNeverHalfWritesEither(capped: Bool) throws {
         let bench = try StoreBench()
         try bench.accept()
         try bench.commit()
@@ -369,7 +373,12 @@ final class StoreBench {
         let pages = try unwrap(Int(try bench.store.db.pragma("page_count") ?? ""))
         // Room for a few dozen 20 KB inputs. Each turn writes three, until
         // one does not fit.
-        try bench.reopen(maxPages: pages + (600 << 10) / pageSize)
+        let cap = pages + (600 << 10) / pageSize
+        if capped {
+            try bench.reopen(maxPages: cap)
+        } else {
+            _ = try bench.store.db.pragma("max_page_count = \(cap)")
+        }
 
         var committedIDs: Set<String> = try bench.jobIDs()
         var refused = 0
@@ -435,7 +444,26 @@ final class StoreBench {
             #expect(try bench.eventSeqs() == Array(1...bench.store.committedSeq))
         }
         #expect(refused + lost >= 4, "the database never filled up")
+        if capped {
+            #expect(lost == 0, "an accept that does not fit is refused before it is written")
+        } else {
+            #expect(lost > 0)
+        }
         #expect(try bench.summary == bench.expected)
+
+        if capped {
+            // Refusing accepts kept room to dispatch jobs and store them.
+            bench.driver.register("w1", slots: 4, credit: 4)
+            for _ in 0..<4 {
+                let (lease, payload) = try unwrap(try bench.dispatch())
+                #expect(payload != nil)
+                let now = bench.driver.now
+                try bench.write(try unwrap(bench.driver.plan {
+                    $0.planDone(Done(jobID: lease.job.id, attempt: 1, recordID: lease.job.id), from: StateDriver.identity("w1"),
+                                dead: nil, now: now) }))
+            }
+            try bench.commit()
+        }
 
         // Space comes back as jobs finish, and accepts are written again.
         let now = bench.driver.now
