@@ -102,16 +102,20 @@ struct BrokerState {
         fileprivate var workerIDs: [[UInt8]: String]
         fileprivate var held: [ULID: HeldLease]
         fileprivate var dispatchSerial: UInt64
+        /// The database knows only the highest rowid still in use, which is
+        /// lower once the newest job has been stored and its row deleted.
+        fileprivate var lastRowID: Int64
     }
 
     func memo() -> Memo {
-        Memo(workers: workers, workerIDs: workerIDs, held: held, dispatchSerial: dispatchSerial)
+        Memo(workers: workers, workerIDs: workerIDs, held: held, dispatchSerial: dispatchSerial, lastRowID: lastRowID)
     }
 
     /// The state as it was when `memo` was taken, given what the database
     /// holds after the turn's rollback.
     mutating func restore(_ memo: Memo, loaded: Loaded, now: Moment) {
         load(loaded, now: now)
+        lastRowID = max(lastRowID, memo.lastRowID)
         workers = memo.workers.mapValues { entry in
             var entry = entry
             entry.jobs = []
@@ -517,6 +521,19 @@ struct BrokerState {
                                inFlight: UInt64(leases.count + held.count), dead: UInt64(deadCount),
                                limit: UInt64(max(0, limit))),
             workers: list, rates: rates)
+    }
+}
+
+extension BrokerState: Equatable {
+    /// Two states are equal when they hold the same jobs in the same
+    /// places, the same workers under the same connections, and the same
+    /// counters, so that they make the same decisions. The source of the
+    /// backoff's jitter is not compared.
+    static func == (lhs: BrokerState, rhs: BrokerState) -> Bool {
+        lhs.policy == rhs.policy && lhs.reclaimWindow == rhs.reclaimWindow && lhs.reconnectWindow == rhs.reconnectWindow
+            && lhs.ready == rhs.ready && lhs.leases == rhs.leases && lhs.held == rhs.held
+            && lhs.workers == rhs.workers && lhs.workerIDs == rhs.workerIDs && lhs.deadCount == rhs.deadCount
+            && lhs.eventSeq == rhs.eventSeq && lhs.lastRowID == rhs.lastRowID && lhs.dispatchSerial == rhs.dispatchSerial
     }
 }
 

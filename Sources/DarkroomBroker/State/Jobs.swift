@@ -55,7 +55,7 @@ struct HeldLease: Sendable, Equatable {
 }
 
 /// A job being accepted, with what its rows need.
-struct NewJob: Sendable {
+struct NewJob: Sendable, Equatable {
     var handle: JobHandle
     var options: JobOptions
     /// The canonical pipeline text.

@@ -174,3 +174,18 @@ struct ReadyQueue {
         return member.generation == entry.generation && member.delayed == delayed
     }
 }
+
+extension ReadyQueue: Equatable {
+    /// Two queues are equal when they hold the same jobs, each ready, or
+    /// delayed until the same time: they hand out the same jobs in the same
+    /// order. How the heaps are laid out, the entries they still hold for
+    /// jobs that left, and the generation numbers do not count.
+    static func == (lhs: ReadyQueue, rhs: ReadyQueue) -> Bool {
+        guard lhs.members.count == rhs.members.count, lhs.delayedCount == rhs.delayedCount else { return false }
+        for (id, member) in lhs.members {
+            guard let other = rhs.members[id], other.job == member.job, other.delayed == member.delayed,
+                  !member.delayed || other.notBefore == member.notBefore else { return false }
+        }
+        return true
+    }
+}

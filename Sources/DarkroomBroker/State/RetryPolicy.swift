@@ -1,5 +1,5 @@
 /// How often and how soon a job that failed retryably runs again.
-struct RetryPolicy: Sendable {
+struct RetryPolicy: Sendable, Equatable {
     /// Counted dispatches before a retryable failure makes the job dead.
     var maxAttempts: Int
     /// Backoff after the first counted failure (ms); doubles with each.

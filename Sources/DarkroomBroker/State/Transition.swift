@@ -23,7 +23,7 @@ struct Transition: Sendable {
 
 /// A row change in the queue database. Events are written separately
 /// (`Transition.events`).
-enum QueueWrite: Sendable {
+enum QueueWrite: Sendable, Equatable {
     /// Insert a queued job, its inline input (if any) and its submit key
     /// (named by the seq of its `accepted` event).
     case insert(NewJob, acceptedSeq: UInt64, at: UInt64)
@@ -42,7 +42,7 @@ enum QueueWrite: Sendable {
 }
 
 /// A change to the in-memory state, applied after the writes succeeded.
-enum StateChange: Sendable {
+enum StateChange: Sendable, Equatable {
     /// A job joins the ready queue (now, or at `notBefore`).
     case enqueue(JobHandle, notBefore: UInt64)
     /// A job leaves the ready queue (dispatched or finished).

@@ -21,6 +21,27 @@ enum JobStoreError: Error, CustomStringConvertible {
         case .turnLost(let reason): reason
         }
     }
+
+    /// `text` on one line. The reasons go into DRK1 replies, whose text
+    /// fields hold no control characters, and the SQL that SQLite's errors
+    /// quote spans several lines: each line break, with the indentation
+    /// after it, becomes one space.
+    static func line(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        var afterBreak = false
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                if !afterBreak { out.append(" ") }
+                afterBreak = true
+            } else if afterBreak && scalar == " " {
+                continue
+            } else {
+                afterBreak = false
+                out.append(scalar)
+            }
+        }
+        return String(out)
+    }
 }
 
 /// The broker's durable queue: one SQLite database (WAL, synchronous=FULL)
@@ -30,10 +51,11 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// (`BEGIN IMMEDIATE`); each transition is written in its own savepoint
 /// (`persist`), so a transition either writes all of its rows and events or
 /// none; `commit` ends the turn. If SQLite rolls the whole transaction back
-/// by itself (it may on SQLITE_FULL, IOERR, BUSY or NOMEM), or the commit
-/// fails, the turn is lost: `persist` or `commit` throws `turnLost`, the
-/// store is back at the last commit, and the caller rebuilds its state
-/// from `load()`.
+/// by itself (it may on SQLITE_FULL, IOERR, BUSY or NOMEM, in any statement
+/// of the turn, a read included), or the commit fails, the turn is lost:
+/// `persist` or `commit` throws `turnLost`, nothing of the turn is written
+/// (not even what would follow outside the transaction), the store is back
+/// at the last commit, and the caller rebuilds its state from `load()`.
 ///
 /// Tables (schema version 2):
 /// - `jobs`: one row per queued, leased or dead job (a stored job's row is
@@ -97,9 +119,18 @@ final class JobStore {
     /// The largest input file the store reads back.
     let maxInputBytes: Int
 
+    /// The cap on the database's size in pages (SQLite's own, which may be
+    /// above the one asked for when the database was already larger), and
+    /// the page size; nil without a cap.
+    private let pageLimit: (pages: Int, size: Int)?
+    /// Pages an accept must leave free under the cap (see `roomRefusal`).
+    var reservedPages: Int { pageLimit.map { max(16, $0.pages / 100) } ?? 0 }
+
     /// Opens (creating if needed) the queue in `directory`, brings its
     /// schema up to date, and refuses a database written by a newer broker.
-    /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`).
+    /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`);
+    /// under the cap, accepts that would not leave room to dispatch and store
+    /// the jobs already queued are refused (`rejected`).
     init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20) throws {
         self.warmLimit = warmLimit
         self.maxInputBytes = maxInputBytes
@@ -112,7 +143,12 @@ final class JobStore {
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs)])
-        if let maxPages { _ = try db.pragma("max_page_count = \(max(1, maxPages))") }
+        if let maxPages {
+            let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
+            pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
+        } else {
+            pageLimit = nil
+        }
         committedSeq = try db.query("SELECT COALESCE(MAX(seq), 0) AS head FROM events") { try $0.integer("head", as: UInt64.self) }.first ?? 0
 
         insertJob = try db.prepare("""
@@ -279,6 +315,15 @@ final class JobStore {
     /// (opened by the turn's first write). Returns the payload of the job
     /// it leases, if any.
     func persist(_ t: Transition) throws(JobStoreError) -> JobPayload? {
+        if turnOpen && !db.isInTransaction {
+            // SQLite ended the turn's transaction by itself after an error
+            // in an earlier statement, a read included. Outside it, this
+            // transition's statements would commit on their own while the
+            // rest of the turn is gone.
+            removeNewFiles(of: t)
+            abandonTurn()
+            throw .turnLost("SQLite rolled back the turn's transaction after an earlier error")
+        }
         do {
             if !turnOpen {
                 try db.execute("BEGIN IMMEDIATE")
@@ -286,8 +331,13 @@ final class JobStore {
                 turnSeq = committedSeq
             }
         } catch {
-            turnOpen = db.isInTransaction
-            throw .turnLost("cannot begin a transaction: \(error)")
+            removeNewFiles(of: t)
+            abandonTurn()
+            throw .turnLost(JobStoreError.line("cannot begin a transaction: \(error)"))
+        }
+        if let refusal = roomRefusal(t) {
+            removeNewFiles(of: t)
+            throw .rejected(refusal)
         }
         var payload: JobPayload?
         var warmed: [ULID] = []
@@ -304,16 +354,16 @@ final class JobStore {
             for file in files.new { inputs.remove(file) }
             if let failure = error as? TransactionError {
                 abandonTurn()
-                throw .turnLost("\(failure)")
+                throw .turnLost(JobStoreError.line("\(failure)"))
             }
             if !db.isInTransaction {
                 abandonTurn()
-                throw .turnLost("\(error)")
+                throw .turnLost(JobStoreError.line("\(error)"))
             }
             if case let .unreadable(id, reason) = error as? LeaseFailure {
-                throw .unreadableInput(id, reason)
+                throw .unreadableInput(id, JobStoreError.line(reason))
             }
-            throw .rejected("\(error)")
+            throw .rejected(JobStoreError.line("\(error)"))
         }
         if let last = t.events.last { turnSeq = last.seq }
         turnNewFiles += files.new
@@ -326,12 +376,16 @@ final class JobStore {
     /// COMMIT. Input files of jobs the turn finished are removed afterwards.
     func commit() throws(JobStoreError) {
         guard turnOpen else { return }
+        guard db.isInTransaction else {
+            abandonTurn()
+            throw .turnLost("SQLite rolled back the turn's transaction after an earlier error")
+        }
         do {
             if !turnNewFiles.isEmpty { try inputs.syncDirectory() }
             try db.execute("COMMIT")
         } catch {
             abandonTurn()
-            throw .turnLost("the turn could not be committed: \(error)")
+            throw .turnLost(JobStoreError.line("the turn could not be committed: \(error)"))
         }
         turnOpen = false
         committedSeq = turnSeq
@@ -355,6 +409,48 @@ final class JobStore {
         turnSeq = committedSeq
         warm.removeAll()
         warmBytes = 0
+    }
+
+    /// Under a cap on the database's size, refuses a transition that
+    /// accepts jobs unless, by a generous estimate, they fit and still
+    /// leave `reservedPages` free. Without this, the insert that finds the
+    /// database full makes SQLite roll back the turn's whole transaction
+    /// (a one-row insert has no statement journal to undo alone), taking
+    /// the turn's leases and DONEs with it; and a database filled to the
+    /// last page by accepts leaves no room for the leases and events that
+    /// would dispatch its jobs and, once they are stored, free it. Refused
+    /// here, the accept alone is undone and the turn goes on. Nil when the
+    /// transition may be written.
+    private func roomRefusal(_ t: Transition) -> String? {
+        guard let limit = pageLimit else { return nil }
+        var needed = 0
+        var bytes = 0
+        let usable = max(512, limit.size - 64)
+        for case let .insert(job, _, _) in t.writes {
+            // The input's overflow pages, the rows the job adds (job,
+            // accepted event, submit key, index entries) at a generous
+            // size, and a page split or two in the trees they join.
+            let inline = job.inlineInput?.count ?? 0
+            let rows = job.pipeline.utf8.count + 2 * job.handle.source.utf8.count + 1_024
+            needed += (inline + rows + usable - 1) / usable + 2
+            bytes += inline
+        }
+        guard needed > 0 else { return nil }
+        guard let used = try? db.query("PRAGMA page_count", map: { try $0.int("page_count") }).first,
+              let unused = try? db.query("PRAGMA freelist_count", map: { try $0.int("freelist_count") }).first else { return nil }
+        let free = limit.pages - used + unused
+        guard needed + reservedPages > free else { return nil }
+        return "the queue database is full: \(free) of its \(limit.pages) pages of \(limit.size) bytes are free, "
+            + "\(reservedPages) of them kept for dispatching and storing jobs, and a job with \(bytes) bytes of input needs about \(needed); "
+            + "submit again once jobs have been stored"
+    }
+
+    /// Removes the input files a transition that was never written names:
+    /// they were written for it, and no row will name them.
+    private func removeNewFiles(of t: Transition) {
+        for case let .insert(job, _, _) in t.writes {
+            if let file = job.handle.inputFile { inputs.remove(file) }
+        }
     }
 
     private enum LeaseFailure: Error {
