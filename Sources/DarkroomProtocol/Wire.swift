@@ -64,6 +64,35 @@ public enum Wire {
         public static let maxImageSide: UInt32 = 65_535
     }
 
+    /// `text` as a DRK1 line (section 2.4) of at most `maxBytes` bytes of
+    /// UTF-8: each run of control characters (a line break with the
+    /// indentation after it, as in the SQL an error quotes) becomes one
+    /// space, and the text is cut at a character boundary. For reasons and
+    /// other text made from errors, whose content the sender does not choose.
+    public static func line(_ text: String, maxBytes: Int = Limit.reasonBytes) -> String {
+        var out = String.UnicodeScalarView()
+        var used = 0
+        var afterBreak = false
+        for scalar in text.unicodeScalars {
+            let clean: Unicode.Scalar
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                if afterBreak { continue }
+                afterBreak = true
+                clean = " "
+            } else if afterBreak && scalar == " " {
+                continue
+            } else {
+                afterBreak = false
+                clean = scalar
+            }
+            let size = UTF8.width(clean)
+            if used + size > maxBytes { break }
+            out.append(clean)
+            used += size
+        }
+        return String(out)
+    }
+
     /// Reads frames 0 and 1 of a message that starts at `offset` and returns
     /// its command. Throws `bad-version` if frame 0 is not "DRK1",
     /// `unknown-command` for a command byte DRK1 does not define, and

@@ -244,7 +244,7 @@ final class StoreService {
 
     private func failure(_ request: Pending, _ failure: StoreFailure) -> [[UInt8]] {
         let reason = String(failure.reason.utf8.prefix(Wire.Limit.reasonBytes)) ?? failure.code.name
-        return [request.peer] + ErrorReply(requestID: request.message.requestID, code: failure.code, reason: oneLine(reason)).frames()
+        return [request.peer] + ErrorReply(requestID: request.message.requestID, code: failure.code, reason: Wire.line(reason)).frames()
     }
 
     private func send(_ reply: [[UInt8]]) {
@@ -321,7 +321,3 @@ func hex(_ bytes: [UInt8]) -> String {
     return text
 }
 
-/// `text` with control characters replaced, so it is a valid DRK1 line.
-func oneLine(_ text: String) -> String {
-    String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
-}

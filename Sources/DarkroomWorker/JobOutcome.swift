@@ -36,26 +36,9 @@ enum FailureMapping {
     static func detail(stepIndex: Int32 = 0, step: String = "", code: String, reason: String) -> FailureDetail {
         FailureDetail(
             stepIndex: stepIndex,
-            step: WireText.line(step, maxBytes: Wire.Limit.stepBytes),
-            code: WireText.line(code, maxBytes: Wire.Limit.errorCodeBytes),
-            reason: WireText.line(reason, maxBytes: Wire.Limit.reasonBytes)
+            step: Wire.line(step, maxBytes: Wire.Limit.stepBytes),
+            code: Wire.line(code, maxBytes: Wire.Limit.errorCodeBytes),
+            reason: Wire.line(reason, maxBytes: Wire.Limit.reasonBytes)
         )
-    }
-}
-
-/// Text that must fit a DRK1 `line` field: no control characters, and no more
-/// than a given number of UTF-8 bytes, cut at a character boundary.
-enum WireText {
-    static func line(_ text: String, maxBytes: Int) -> String {
-        var out = ""
-        var used = 0
-        for scalar in text.unicodeScalars {
-            let clean: Unicode.Scalar = (scalar.value < 0x20 || scalar.value == 0x7F) ? " " : scalar
-            let size = UTF8.width(clean)
-            if used + size > maxBytes { break }
-            out.unicodeScalars.append(clean)
-            used += size
-        }
-        return out
     }
 }

@@ -113,7 +113,7 @@ public struct WorkerConfiguration: Sendable {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
         let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-        let name = WireText.line(String(decoding: bytes, as: UTF8.self), maxBytes: Wire.Limit.hostBytes)
+        let name = Wire.line(String(decoding: bytes, as: UTF8.self), maxBytes: Wire.Limit.hostBytes)
         return name.isEmpty ? "localhost" : name
     }
 
@@ -148,7 +148,7 @@ public struct WorkerConfiguration: Sendable {
               !workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {
             throw WorkerError("worker id must be 1…\(Wire.Limit.workerIDBytes) bytes of printable ASCII without spaces, got '\(workerID)'")
         }
-        guard (1...Wire.Limit.hostBytes).contains(host.utf8.count), WireText.line(host, maxBytes: Wire.Limit.hostBytes) == host else {
+        guard (1...Wire.Limit.hostBytes).contains(host.utf8.count), Wire.line(host, maxBytes: Wire.Limit.hostBytes) == host else {
             throw WorkerError("host must be one line of 1…\(Wire.Limit.hostBytes) bytes, got '\(host)'")
         }
         for (name, value) in [("heartbeat interval", heartbeatInterval), ("reconnect delay", reconnectInitial),

@@ -210,7 +210,7 @@ import Testing
         #expect(events.filter { $0.kind == .stored }.map(\.jobID) == [running.jobID])
     }
 
-    @Test(.disabled("the core puts a read's SQLite error, which quotes SQL spanning lines, into ERROR unchanged (BrokerCore.answer)"))
+    @Test
     func aReadThatFailsIsAnsweredWithAnErrorTheClientCanDecode() throws {
         let harness = try Harness()
         let client = try harness.client()
@@ -230,7 +230,7 @@ import Testing
         #expect(try client.replay(from: 1).0.map(\.seq) == [1])
     }
 
-    @Test(.disabled("after a lost turn the core polls with a zero timeout, turn after turn, until a turn writes something"))
+    @Test
     func anIdleBrokerDoesNotSpinAfterALostTurn() throws {
         let threadsBefore = Set(try threadCPU().keys)
         let harness = try Harness()

@@ -22,26 +22,6 @@ enum JobStoreError: Error, CustomStringConvertible {
         }
     }
 
-    /// `text` on one line. The reasons go into DRK1 replies, whose text
-    /// fields hold no control characters, and the SQL that SQLite's errors
-    /// quote spans several lines: each line break, with the indentation
-    /// after it, becomes one space.
-    static func line(_ text: String) -> String {
-        var out = String.UnicodeScalarView()
-        var afterBreak = false
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                if !afterBreak { out.append(" ") }
-                afterBreak = true
-            } else if afterBreak && scalar == " " {
-                continue
-            } else {
-                afterBreak = false
-                out.append(scalar)
-            }
-        }
-        return String(out)
-    }
 }
 
 /// The broker's durable queue: one SQLite database (WAL, synchronous=FULL)
@@ -333,7 +313,7 @@ final class JobStore {
         } catch {
             removeNewFiles(of: t)
             abandonTurn()
-            throw .turnLost(JobStoreError.line("cannot begin a transaction: \(error)"))
+            throw .turnLost(Wire.line("cannot begin a transaction: \(error)"))
         }
         if let refusal = roomRefusal(t) {
             removeNewFiles(of: t)
@@ -354,16 +334,16 @@ final class JobStore {
             for file in files.new { inputs.remove(file) }
             if let failure = error as? TransactionError {
                 abandonTurn()
-                throw .turnLost(JobStoreError.line("\(failure)"))
+                throw .turnLost(Wire.line("\(failure)"))
             }
             if !db.isInTransaction {
                 abandonTurn()
-                throw .turnLost(JobStoreError.line("\(error)"))
+                throw .turnLost(Wire.line("\(error)"))
             }
             if case let .unreadable(id, reason) = error as? LeaseFailure {
-                throw .unreadableInput(id, JobStoreError.line(reason))
+                throw .unreadableInput(id, Wire.line(reason))
             }
-            throw .rejected(JobStoreError.line("\(error)"))
+            throw .rejected(Wire.line("\(error)"))
         }
         if let last = t.events.last { turnSeq = last.seq }
         turnNewFiles += files.new
@@ -385,7 +365,7 @@ final class JobStore {
             try db.execute("COMMIT")
         } catch {
             abandonTurn()
-            throw .turnLost(JobStoreError.line("the turn could not be committed: \(error)"))
+            throw .turnLost(Wire.line("the turn could not be committed: \(error)"))
         }
         turnOpen = false
         committedSeq = turnSeq

@@ -38,7 +38,7 @@ extension BrokerCore {
 
     func refuse(_ client: [UInt8], _ requestID: UInt64, _ code: ErrorCode, _ reason: String) {
         logger.debug("refused submit \(requestID): \(code): \(reason)")
-        delivery.frontend.append((client, Rejected(requestID: requestID, code: code, reason: reason).frames()))
+        delivery.frontend.append((client, Rejected(requestID: requestID, code: code, reason: Wire.line(reason)).frames()))
     }
 
     /// Queues a SUBMIT, or parks it while its input is written to a file.
@@ -135,11 +135,11 @@ extension BrokerCore {
             jobs = try store.deadJobs(target)
         } catch {
             logger.error("\(command) failed: \(error)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: "\(error)").frames()))
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             return
         }
         if case .job(let id) = target, jobs.isEmpty {
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .notFound, reason: "job \(id) is not dead").frames()))
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .notFound, reason: Wire.line("job \(id) is not dead")).frames()))
             return
         }
         let transition = revive ? state.planRevive(jobs, now: now) : state.planDiscard(jobs, now: now)
@@ -148,7 +148,7 @@ extension BrokerCore {
             awaiting.append((client, requestID, OKReply(requestID: requestID, count: UInt64(jobs.count)).frames(), false))
         case .rejected(let reason), .unreadableInput(_, let reason):
             logger.error("\(command) failed: \(reason)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: reason).frames()))
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: Wire.line(reason)).frames()))
         case .lost:
             awaiting.append((client, requestID, [], false))
         }
@@ -168,7 +168,7 @@ extension BrokerCore {
                 delivery.frontend.append((client, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: store.committedSeq).frames()))
             } catch {
                 logger.error("REPLAY failed: \(error)")
-                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
+                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             }
         case .deadList(let request):
             do {
@@ -176,7 +176,7 @@ extension BrokerCore {
                 delivery.frontend.append((client, DeadListReply(requestID: request.requestID, list: list).frames()))
             } catch {
                 logger.error("DEAD-LIST failed: \(error)")
-                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: "\(error)").frames()))
+                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             }
         default:
             break

@@ -63,8 +63,15 @@ final class BrokerCore {
     var turnFacts: [CoreInput] = []
     var turnLost = false
 
-    /// After a turn was lost: when writing may be tried again, and why it failed.
-    var writeFailure: (retryAt: UInt64, reason: String, backoff: UInt64)?
+    /// After a turn was lost: when writing may be tried again, and why it
+    /// failed. Until then SUBMITs are refused at once with the reason. The
+    /// first turn after it takes only the workers' messages (and
+    /// dispatches), so that a disk that is still full cannot keep jobs from
+    /// finishing: once such a turn commits, everything is taken again.
+    var writeFailure: (retryAt: UInt64, reason: String)?
+    /// The wait after the last lost turn (ms); doubles while turns keep
+    /// being lost, and starts again once one that wrote is committed.
+    var failureBackoff: UInt64 = 0
 
     // Stopping.
     var stopDeadline: UInt64?
@@ -167,8 +174,8 @@ final class BrokerCore {
     /// How long to wait for inputs: until the next delayed job, held lease,
     /// retention pass or retry of a failed write is due; at most 250 ms.
     func pollTimeout() -> Int {
-        if waitingCount > 0 && writeFailure == nil { return 0 }
         let now = BrokerCore.now()
+        if waitingCount > 0 && (writeFailure.map { now.monotonic >= $0.retryAt } ?? true) { return 0 }
         var wait: UInt64 = 250
         if let next = state.ready.nextDelayedTime { wait = min(wait, next > now.wall ? next - now.wall : 0) }
         if let next = state.nextHoldDeadline { wait = min(wait, next > now.monotonic ? next - now.monotonic : 0) }
@@ -188,8 +195,9 @@ final class BrokerCore {
                 return
             }
         }
+        let recovering = writeFailure != nil
         let memo = state.memo()
-        takeInputs(now: now)
+        takeInputs(now: now, workersOnly: recovering)
         if !turnLost && stopDeadline == nil {
             runTimers(now: now)
             dispatch(now: now)
@@ -200,10 +208,11 @@ final class BrokerCore {
             let wrote = store.turnHasWrites
             do {
                 try store.commit()
-                if wrote, writeFailure != nil {
-                    logger.info("the queue is written again")
+                if recovering {
+                    logger.info("the queue is written again; taking submits again")
                     writeFailure = nil
                 }
+                if wrote { failureBackoff = 0 }
             } catch {
                 abandonTurn(error.description, memo: memo, now: now)
             }
@@ -219,7 +228,23 @@ final class BrokerCore {
     /// Applies the waiting inputs, up to the turn's limits: messages,
     /// inline bytes and time, so that one turn's commit stays small and the
     /// replies it holds back are not held long.
-    func takeInputs(now: Moment) {
+    /// With `workersOnly`, only the workers' messages are taken; the rest
+    /// wait for the next turn.
+    func takeInputs(now: Moment, workersOnly: Bool = false) {
+        if workersOnly {
+            var others: [CoreInput] = []
+            for input in waiting[waitingStart...] {
+                switch input {
+                case .backend, .silent:
+                    if !turnLost { handle(input, now: now) } else { others.append(input) }
+                default:
+                    others.append(input)
+                }
+            }
+            waiting = others
+            waitingStart = 0
+            return
+        }
         var count = 0
         var bytes = 0
         let deadline = now.monotonic + UInt64(max(1, config.maxTurnDuration.milliseconds))
@@ -319,8 +344,8 @@ final class BrokerCore {
         let refusal = "the broker could not write to its queue: \(reason); try again later"
         for reply in awaiting {
             let frames = reply.isSubmit
-                ? Rejected(requestID: reply.requestID, code: .internal, reason: refusal).frames()
-                : ErrorReply(requestID: reply.requestID, code: .internal, reason: refusal).frames()
+                ? Rejected(requestID: reply.requestID, code: .internal, reason: Wire.line(refusal)).frames()
+                : ErrorReply(requestID: reply.requestID, code: .internal, reason: Wire.line(refusal)).frames()
             delivery.frontend.append((reply.client, frames))
         }
         awaiting.removeAll()
@@ -340,8 +365,8 @@ final class BrokerCore {
         turnFacts.removeAll()
         waiting.replaceSubrange(0..<waitingStart, with: facts)
         waitingStart = 0
-        let backoff = min(5_000, max(100, (writeFailure?.backoff ?? 50) * 2))
-        writeFailure = (now.monotonic + backoff, reason, backoff)
+        failureBackoff = min(5_000, max(100, failureBackoff * 2))
+        writeFailure = (now.monotonic + failureBackoff, reason)
         turnLost = false
     }
 
@@ -352,8 +377,8 @@ final class BrokerCore {
             switch input {
             case let .submit(submit, _, client):
                 backlog.remove(submit.image.count)
-                delivery.frontend.append((client, Rejected(requestID: submit.requestID, code: .internal,
-                                                           reason: "the broker cannot write to its queue: \(reason); try again later").frames()))
+                let refusal = "the broker cannot write to its queue: \(reason); try again later"
+                delivery.frontend.append((client, Rejected(requestID: submit.requestID, code: .internal, reason: Wire.line(refusal)).frames()))
             case let .read(message, client):
                 reads.append((client, message))
             default:
