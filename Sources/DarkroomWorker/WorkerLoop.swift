@@ -64,12 +64,13 @@ final class WorkerLoop {
     /// in doubt when the last one was dropped.
     private var unsentReports: [UnsentReport] = []
     /// DONE and FAIL sent on this connection since the broker last sent
-    /// anything on it. A DEALER queues what it sends while its connection is
-    /// down (the broker restarting), and closing the socket discards the
-    /// queue; until the broker is heard from again the reports may not have
-    /// left, so a dropped connection hands them on to the next one. A repeat
-    /// is harmless: the broker ignores a DONE for a finished job and a FAIL
-    /// for an attempt that is not current.
+    /// anything on it other than DISCONNECT. A DEALER queues what it sends
+    /// while its connection is down (the broker restarting), and closing the
+    /// socket discards the queue; a broker killed at once loses what it had
+    /// read but not yet committed. Until the broker is heard from again the
+    /// reports may not have counted, so a dropped connection hands them on
+    /// to the next one. A repeat is harmless: the broker ignores a DONE for
+    /// a finished job and a FAIL for an attempt that is not current.
     private var reportsInDoubt: [UnsentReport] = []
     /// The longest stretch, on any connection so far, in which nothing came
     /// from the broker (see `WorkerStatus.longestBrokerSilence`).
@@ -456,18 +457,26 @@ final class WorkerLoop {
         let now = clock.now
         noteBrokerSilence(until: now)
         lastHeard = now
-        // Whatever it is, it came over a live connection, which has carried
-        // every report queued before it.
-        reportsInDoubt.removeAll(keepingCapacity: true)
         let message: BackendMessage
         do {
             message = try BackendMessage.decode(frames)
         } catch {
+            reportsInDoubt.removeAll(keepingCapacity: true)
             logger.warn("broker: dropped \(commandName(frames)): \(error)")
             if !isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
             return
         }
-        if message != .disconnect { backoff = configuration.reconnectInitial }
+        // Anything but DISCONNECT came over a live connection, which has
+        // carried every report queued before it. A DISCONNECT comes from a
+        // broker that does not know this connection: one that restarted,
+        // whose predecessor may have died with the last reports unread (the
+        // DEALER reconnects underneath, so the DISCONNECT arrives over a new
+        // TCP connection). Those stay in doubt, to be listed in the next
+        // HOLDING and sent again; a repeat is harmless.
+        if message != .disconnect {
+            reportsInDoubt.removeAll(keepingCapacity: true)
+            backoff = configuration.reconnectInitial
+        }
         switch message {
         case .job(let job):
             accept(job)
