@@ -75,11 +75,56 @@ struct FaultTests {
 
         let events = EventLog(try h.allEvents())
         try Self.expectStoredOnce(jobs, h, events)
-        // The workers stayed up: a broker that comes back costs no job an attempt.
+        // The workers stayed up: a broker that comes back costs no job an
+        // attempt. Nothing failed, and every requeue was uncounted.
         #expect(events.of("failed").isEmpty, "\(EventLog.describe(events.of("failed")))")
-        let rerun = Set(events.of("stored").filter { $0["attempt"] as? Int != 1 }.compactMap { $0["job"] as? String })
-        #expect(rerun.isEmpty, "stored on a later attempt:\n\(Self.story(of: rerun, h, events: events, logs: ["broker"] + workers))")
-        print("broker SIGKILL ×5: \(h.logLines("broker", containing: "reclaimed").count) reclaims; \(events.of("retrying").count) uncounted requeues")
+        let requeues = events.of("retrying")
+        #expect(requeues.allSatisfy { ($0["error"] as? [String: Any])?["code"] as? String == "worker.reconnected" },
+                "\(EventLog.describe(requeues))")
+        // Every job is stored on attempt 1, but for one case the logs must
+        // show: a JOB lost in flight (see `lostDispatches`).
+        let (lost, unexplained) = Self.lostDispatches(events, h)
+        #expect(unexplained.isEmpty, "stored on a later attempt:\n\(Self.story(of: unexplained, h, events: events, logs: ["broker"] + workers))")
+        print("broker SIGKILL ×5: \(h.logLines("broker", containing: "reclaimed").count) reclaims; \(requeues.count) uncounted requeue(s)")
+        for line in lost { print("broker SIGKILL ×5: \(line)") }
+    }
+
+    /// Sorts the jobs stored on a later attempt than 1 by why. A broker
+    /// restart leaves one way for that to happen without anything failing:
+    /// the broker committed a JOB (its `started` event) and was killed
+    /// before the JOB left it. The worker never got it, so its HOLDING could
+    /// not list it, and the restarted broker requeued the job on the next
+    /// attempt, uncounted (`worker.reconnected`), as DRK1 section 6.3 says.
+    /// A job is put down to that only when every earlier attempt was
+    /// requeued so and its worker's log never names it (a worker logs every
+    /// job it ends, hands back or turns away). Returns a line for each such
+    /// job, and the jobs it cannot explain.
+    static func lostDispatches(_ events: EventLog, _ h: SystemHarness) -> (lost: [String], unexplained: Set<String>) {
+        var lost: [String] = []
+        var unexplained: Set<String> = []
+        for stored in events.of("stored") where stored["attempt"] as? Int != 1 {
+            guard let job = stored["job"] as? String else { continue }
+            let history = events.job(job)
+            var explained = true
+            var notes: [String] = []
+            for (index, start) in history.enumerated() where start["kind"] as? String == "started" && start["seq"] as? Int != nil {
+                guard let attempt = start["attempt"] as? Int, attempt != stored["attempt"] as? Int else { continue }
+                let worker = start["worker"] as? String ?? ""
+                let next = history[(index + 1)...].first { $0["kind"] as? String != "started" }
+                let uncounted = next?["kind"] as? String == "retrying"
+                    && (next?["error"] as? [String: Any])?["code"] as? String == "worker.reconnected"
+                let seen = !h.logLines(worker, containing: "job \(job) attempt \(attempt) ").isEmpty
+                    || !h.logLines(worker, containing: "job \(job) attempt \(attempt):").isEmpty
+                if !uncounted || seen { explained = false }
+                notes.append("the JOB for attempt \(attempt) to \(worker) (event \(start["seq"] ?? "?")) never reached it")
+            }
+            if explained {
+                lost.append("job \(job) stored on attempt \(stored["attempt"] ?? "?"): \(notes.joined(separator: "; ")); requeued uncounted")
+            } else {
+                unexplained.insert(job)
+            }
+        }
+        return (lost, unexplained)
     }
 
     @Test("the broker stopped with SIGTERM (grace 0) during a long job: the job is reclaimed and completes on attempt 1")
