@@ -19,6 +19,7 @@ extension FaultTests {
             tmpfs.unmount()
         }
         try h.startBroker(data: tmpfs.directory)
+        try h.startStore()
         let ballast = tmpfs.directory + "/ballast"
         let free = tmpfs.freeBytes
         try Data(count: max(0, free - 2 << 20)).write(to: URL(fileURLWithPath: ballast))
@@ -65,7 +66,6 @@ extension FaultTests {
         let again = try Self.submit(h, input, ops: "grayscale")
         #expect(again.count == 10)
         accepted.formUnion(again)
-        try h.startStore()
         try h.startWorker("disk-w1", concurrency: 2)
         try h.waitForEvents("every accepted job is stored", timeout: .seconds(120)) { Set(EventLog($0).storedCounts.keys) == accepted }
         try Self.expectStoredOnce(accepted, h, EventLog(try h.allEvents()))

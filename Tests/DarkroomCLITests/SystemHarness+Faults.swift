@@ -148,10 +148,12 @@ enum Fixtures {
                     state ^= state << 13
                     state ^= state >> 7
                     state ^= state << 17
-                    let base = [(x * 160) / width + 40, (y * 160) / height + 40, ((x + y) * 80) / (width + height) + 80]
-                    for c in 0..<3 {
+                    let red = (x * 160) / width + 40
+                    let green = (y * 160) / height + 40
+                    let blue = ((x + y) * 80) / (width + height) + 80
+                    for (c, base) in [red, green, blue].enumerated() {
                         let jitter = Int((state >> UInt64(c * 16)) % span) - Int(span / 2)
-                        buffer[i + c] = UInt8(clamping: base[c] + jitter)
+                        buffer[i + c] = UInt8(clamping: base + jitter)
                     }
                     i += 4
                 }
@@ -208,7 +210,7 @@ final class PingProbe: Sendable {
                     context.close()
                 }
                 try dealer.setLinger(milliseconds: 0)
-                try dealer.setReceiveTimeout(milliseconds: Int(timeout.components.seconds * 1_000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+                try dealer.setReceiveTimeout(milliseconds: Int(timeout.inSeconds * 1_000))
                 try dealer.connect(endpoint)
                 let clock = ContinuousClock()
                 var id: UInt64 = 0
@@ -220,11 +222,10 @@ final class PingProbe: Sendable {
                     while !answered, let frames = try dealer.receive() {
                         if case .pong(let pong)? = try? FrontendMessage.decode(frames), pong.requestID == id { answered = true }
                     }
-                    let elapsed = clock.now - sent
-                    let ms = Double(elapsed.components.seconds) * 1_000 + Double(elapsed.components.attoseconds) / 1e15
-                    state.withLock { answered ? $0.roundTrips.append(ms) : ($0.lost += 1) }
+                    let milliseconds = (clock.now - sent).inSeconds * 1_000
+                    state.withLock { answered ? $0.roundTrips.append(milliseconds) : ($0.lost += 1) }
                     let next = sent + interval
-                    if clock.now < next { Thread.sleep(forTimeInterval: Double((next - clock.now).components.attoseconds) / 1e18) }
+                    if clock.now < next { Thread.sleep(forTimeInterval: (next - clock.now).inSeconds) }
                 }
             } catch {
                 state.withLock { $0.failure = "\(error)" }
@@ -241,6 +242,13 @@ final class PingProbe: Sendable {
         let final = state.withLock { $0 }
         if let failure = final.failure { throw HarnessError("the PING probe failed: \(failure)") }
         return Summary(roundTrips: final.roundTrips, lost: final.lost)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, with its fraction.
+    fileprivate var inSeconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 
