@@ -12,8 +12,8 @@ extension FaultTests {
     @Test("a full disk under the broker: submits refused with the reason, nothing accepted is lost, accepted again once there is space",
           .enabled(if: Tmpfs.canMount, "needs to mount an 8 MB tmpfs, which takes root (CAP_SYS_ADMIN); mounting is not permitted here"))
     func fullDisk() throws {
-        let tmpfs = try Tmpfs(size: "8m")
         let h = try SystemHarness()
+        let tmpfs = try Tmpfs(size: "8m")
         defer {
             h.signal("broker", SIGKILL)
             tmpfs.unmount()

@@ -51,7 +51,7 @@ final class SystemHarness {
 
     /// Starts a role as a background process whose output goes to a log
     /// file. A role started again under the same name (a restart) appends
-    /// to the same log, which so tells the whole story of that role.
+    /// to the same log, which then tells the whole story of that role.
     @discardableResult
     func start(_ name: String, _ arguments: [String]) throws -> Process {
         let log = dir.url.appendingPathComponent("\(name).log")
