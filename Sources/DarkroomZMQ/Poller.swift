@@ -38,6 +38,12 @@ public final class Poller {
         return targets.count - 1
     }
 
+    /// Changes what item `index` waits for; an empty set leaves it out of
+    /// the wait (a socket the owner does not want to read for now).
+    public func setEvents(_ events: PollEvents, for index: Int) {
+        targets[index].events = events
+    }
+
     /// Adds a file descriptor (for example a pipe or an eventfd) and returns its item number.
     @discardableResult
     public func add(fileDescriptor: Int32, events: PollEvents = .readable) -> Int {

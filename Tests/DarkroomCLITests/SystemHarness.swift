@@ -49,12 +49,17 @@ final class SystemHarness {
     var storeFlags: [String] { ["--store", store] }
     var brokerFlags: [String] { ["--broker", frontend] }
 
-    /// Starts a role as a background process whose output goes to a log file.
+    /// Starts a role as a background process whose output goes to a log
+    /// file. A role started again under the same name (a restart) appends
+    /// to the same log, which then tells the whole story of that role.
     @discardableResult
     func start(_ name: String, _ arguments: [String]) throws -> Process {
         let log = dir.url.appendingPathComponent("\(name).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        if !FileManager.default.fileExists(atPath: log.path) {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        }
         let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
         let process = Process()
         process.executableURL = DarkroomProcess.executable
         process.arguments = arguments
@@ -66,8 +71,10 @@ final class SystemHarness {
         return process
     }
 
-    func startBroker(_ extra: [String] = []) throws {
-        try start("broker", ["broker", "--data", dir.path("data"), "--frontend", frontend, "--backend", backend, "--events", events] + extra)
+    /// Starts the broker on `data` (default: the harness's data directory)
+    /// and waits until it answers.
+    func startBroker(_ extra: [String] = [], data: String? = nil) throws {
+        try start("broker", ["broker", "--data", data ?? dir.path("data"), "--frontend", frontend, "--backend", backend, "--events", events] + extra)
         try waitUntil("the broker answers") { try self.run(["status", "--check", "--only", "broker", "--broker", self.frontend, "--timeout", "1"]).status == 0 }
     }
 
@@ -76,8 +83,8 @@ final class SystemHarness {
         try waitUntil("the store answers") { try self.run(["status", "--check", "--only", "store", "--store", self.store, "--timeout", "1"]).status == 0 }
     }
 
-    func startWorker(_ name: String, concurrency: Int = 1) throws {
-        try start(name, ["worker", "--broker", backend, "--store", store, "--concurrency", String(concurrency), "--id", name, "--grace", "5"])
+    func startWorker(_ name: String, concurrency: Int = 1, grace: Int = 5, _ extra: [String] = []) throws {
+        try start(name, ["worker", "--broker", backend, "--store", store, "--concurrency", String(concurrency), "--id", name, "--grace", String(grace)] + extra)
     }
 
     func log(_ name: String) -> String {
@@ -93,6 +100,8 @@ final class SystemHarness {
     @discardableResult
     func signal(_ name: String, _ sig: Int32) -> Int32 {
         guard let process = processes[name] else { return -1 }
+        // An exited process's id may already belong to another.
+        guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, sig)
         process.waitUntilExit()
         return process.terminationStatus

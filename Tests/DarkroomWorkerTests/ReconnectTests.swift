@@ -70,6 +70,36 @@ struct ReconnectTests {
         ])
     }
 
+    @Test func reportSentJustBeforeTheBrokerDiedIsListedAgainAfterDisconnect() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        let store = try TestStore(context)
+        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 3, heartbeat: .seconds(1))
+        defer { worker.stop(grace: .zero) }
+        let session = try #require(try broker.handshake())
+        let job = Fixture.job()
+        try broker.send(.job(job), to: session.identity)
+        let (storeIdentity, request) = try #require(try store.nextStore())
+        let record = try store.answer(request, from: storeIdentity)
+
+        // The DONE reaches the broker, which is killed before it commits it.
+        let done = try #require(try broker.next())
+        #expect(done.message == .done(Done(jobID: job.jobID, attempt: 1, recordID: record)))
+        // The broker that takes its place knows no connection, and the first
+        // thing the worker hears from it is DISCONNECT (played here on the
+        // same socket).
+        try broker.send(.disconnect, to: session.identity)
+
+        // The DONE may have died with the old broker: it is listed in HOLDING
+        // and sent again on the new connection.
+        let reopened = try #require(try broker.awaitSession())
+        #expect(reopened.opening == [
+            .holding(Holding(jobs: [Holding.Entry(jobID: job.jobID, attempt: 1)])),
+            .done(Done(jobID: job.jobID, attempt: 1, recordID: record)),
+            .credit(Credit(count: 3)),
+        ])
+    }
+
     @Test func longestBrokerSilenceIsTheLongestGapBetweenMessages() throws {
         let context = try Context()
         let broker = try TestBroker(context)

@@ -115,7 +115,10 @@ final class Switchboard {
     func run() {
         var reason = "stopped"
         while !finished {
+            // Above the backlog limit the frontend is not read, nor waited
+            // for: its messages wait in the producers' sockets.
             let readFrontend = backlog.current < config.maxBacklogBytes
+            poller.setEvents(readFrontend ? .readable : [], for: frontendIndex)
             do {
                 let result = try poller.poll(timeoutMilliseconds: pollTimeout())
                 let now = BrokerCore.monotonicNow()
@@ -269,11 +272,21 @@ final class Switchboard {
 
     // MARK: Frontend
 
+    /// Most message bytes one lap reads from the frontend. Copying a large
+    /// SUBMIT out of ZeroMQ costs about a millisecond per megabyte (fresh
+    /// pages included), so a lap that read up to the backlog limit (256 MB)
+    /// kept the backend unread and the workers' heartbeats unsent for
+    /// several hundred milliseconds. The rest waits for the next lap, which
+    /// comes at once: the frontend is still readable.
+    static let lapBytes = 32 << 20
+
     private func readFrontendMessages() {
+        var bytes = 0
         for _ in 0..<max(1, config.maxMessagesPerTurn) {
             guard let (frames, role) = receive(frontend) else { return }
+            for frame in frames { bytes += frame.count }
             handleFrontend(frames, role: role)
-            if backlog.current >= config.maxBacklogBytes { return }
+            if backlog.current >= config.maxBacklogBytes || bytes >= Switchboard.lapBytes { return }
         }
     }
 
