@@ -123,7 +123,9 @@ enum BrokerCommand {
         Binds the frontend (producers and clients), the backend (workers) and the
         events PUB endpoint. Jobs are committed to SQLite in DIR/broker before a
         producer gets its job id. SIGTERM stops dispatching, lets workers finish
-        within the grace period, commits and exits.
+        within the grace period, commits and exits. Jobs still running then (or
+        when the broker is killed) are held for their workers when it starts
+        again: a worker that reconnects keeps its jobs, and no attempt is charged.
         """,
         options: [
             RoleOptions.data,
