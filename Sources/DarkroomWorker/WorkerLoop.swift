@@ -74,8 +74,9 @@ final class WorkerLoop {
     /// and sends them again. A repeat is harmless: the broker ignores a
     /// DONE for a finished job and a FAIL for an attempt that is not current.
     private var reportsInDoubt: [(sent: ContinuousClock.Instant, report: UnsentReport)] = []
-    /// How long a sent report stays in doubt: well beyond the time a broker
-    /// takes to commit what it read, even on a slow disk.
+    /// How long a sent report stays in doubt while the broker is heard
+    /// from: well beyond the time a broker takes to commit what it read,
+    /// even on a slow disk.
     static let reportRetention: Duration = .seconds(10)
     /// The longest stretch, on any connection so far, in which nothing came
     /// from the broker (see `WorkerStatus.longestBrokerSilence`).
@@ -406,7 +407,9 @@ final class WorkerLoop {
         // The silence that ended the connection counts: a broker that went
         // quiet for the whole liveness period was the quietest of all.
         if backend != nil { noteBrokerSilence(until: clock.now) }
-        forgetSettledReports(now: clock.now)
+        // Counted from when the broker was last heard from, not from now: a
+        // broker that was down for a minute committed nothing meanwhile.
+        forgetSettledReports(now: lastHeard)
         unsentReports = reportsInDoubt.map(\.report) + unsentReports
         reportsInDoubt = []
         backend?.close()
@@ -418,8 +421,8 @@ final class WorkerLoop {
         backoff = min(backoff * 2, configuration.reconnectMaximum)
     }
 
-    /// Drops reports sent longer than `reportRetention` ago: the broker has
-    /// long since committed them.
+    /// Drops reports sent longer than `reportRetention` before `now`, the
+    /// last time the broker was heard from: it has long since committed them.
     private func forgetSettledReports(now: ContinuousClock.Instant) {
         guard let first = reportsInDoubt.first, now - first.sent > WorkerLoop.reportRetention else { return }
         let kept = reportsInDoubt.firstIndex { now - $0.sent <= WorkerLoop.reportRetention } ?? reportsInDoubt.count

@@ -63,18 +63,7 @@ struct FaultTests {
         let jobs = try Self.submit(h, try h.writeImages(30, size: Size(width: 320, height: 240)))
         try #require(jobs.count == 30)
 
-        // Each kill comes once a few more jobs are stored, while others run.
-        var stored = 0
-        for kill in 1...5 {
-            let before = stored
-            try h.waitUntil("two more jobs are stored before kill \(kill)", timeout: .seconds(120)) {
-                stored = try h.records().count
-                return stored >= before + 2
-            }
-            try #require(stored < jobs.count, "the batch ended before kill \(kill)")
-            #expect(h.signal("broker", SIGKILL) == SIGKILL)
-            try h.startBroker()
-        }
+        try Self.kill("broker", fiveTimesWhile: jobs, h) { try h.startBroker() }
         try Self.waitForRecords(h, atLeast: jobs.count, timeout: .seconds(180))
         try h.waitForEvents("the broker has seen every job stored") { Set(EventLog($0).storedCounts.keys) == jobs }
 
@@ -92,6 +81,23 @@ struct FaultTests {
         #expect(unexplained.isEmpty, "stored on a later attempt:\n\(Self.story(of: unexplained, h, events: events, logs: ["broker"] + workers))")
         print("broker SIGKILL ×5: \(h.logLines("broker", containing: "reclaimed").count) reclaims; \(requeues.count) uncounted requeue(s)")
         for line in lost { print("broker SIGKILL ×5: \(line)") }
+    }
+
+    /// Kills `role` with SIGKILL five times while the batch runs, each time
+    /// once two more jobs are stored and before all are, and starts it again
+    /// on the same data with `restart`.
+    static func kill(_ role: String, fiveTimesWhile jobs: Set<String>, _ h: SystemHarness, restart: () throws -> Void) throws {
+        var stored = 0
+        for kill in 1...5 {
+            let before = stored
+            try h.waitUntil("two more jobs are stored before kill \(kill)", timeout: .seconds(120)) {
+                stored = try h.records().count
+                return stored >= before + 2
+            }
+            try #require(stored < jobs.count, "the batch ended before kill \(kill)")
+            #expect(h.signal(role, SIGKILL) == SIGKILL)
+            try restart()
+        }
     }
 
     /// Sorts the jobs stored on a later attempt than 1 by why. A broker
@@ -175,17 +181,7 @@ struct FaultTests {
         let jobs = try Self.submit(h, try h.writeImages(30, size: Size(width: 320, height: 240)))
         try #require(jobs.count == 30)
 
-        var stored = 0
-        for kill in 1...5 {
-            let before = stored
-            try h.waitUntil("two more jobs are stored before kill \(kill)", timeout: .seconds(120)) {
-                stored = try h.records().count
-                return stored >= before + 2
-            }
-            try #require(stored < jobs.count, "the batch ended before kill \(kill)")
-            #expect(h.signal("store", SIGKILL) == SIGKILL)
-            try h.startStore()
-        }
+        try Self.kill("store", fiveTimesWhile: jobs, h) { try h.startStore() }
         try Self.waitForRecords(h, atLeast: jobs.count, timeout: .seconds(180))
         try h.waitForEvents("the broker has seen every job stored") { Set(EventLog($0).storedCounts.keys) == jobs }
 
