@@ -451,7 +451,10 @@ import Testing
         var driver = StateDriver(loaded: loaded, firstID: 10)
 
         driver.register("fresh")
-        #expect(driver.state.unsettledWorker(for: StateDriver.identity("fresh")) == nil, "a worker with nothing held is settled")
+        // Every worker's first message after READY settles it, nothing held or not.
+        #expect(driver.state.unsettledWorker(for: StateDriver.identity("fresh")) == "fresh")
+        driver.settle("fresh", holding: [])
+        #expect(driver.state.unsettledWorker(for: StateDriver.identity("fresh")) == nil)
         driver.register("w1", slots: 3)
         #expect(driver.state.unsettledWorker(for: StateDriver.identity("w1")) == "w1")
 

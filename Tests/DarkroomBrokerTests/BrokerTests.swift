@@ -609,6 +609,25 @@ import Testing
         #expect(try client.status().queue.dead == 0)
     }
 
+    @Test func holdingRightAfterReadyIsAcceptedEvenWithNothingHeldButNotLater() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let accepted = try client.submitAccepted()
+        // A worker whose held jobs were all finished meanwhile (their DONEs
+        // came on its old connection) still sends HOLDING after READY.
+        let worker = try harness.worker("w-holding")
+        try worker.send(.ready(Ready(workerID: "w-holding", host: "test-host", pid: 4242, slots: 2)))
+        try worker.send(.holding(Holding(jobs: [.init(jobID: ULIDGenerator.shared.next(), attempt: 1)])))
+        try worker.send(.credit(Credit(count: 1)))
+        let job = try worker.job()
+        #expect(job.jobID == accepted.jobID)
+        #expect(job.attempt == 1)
+        // A HOLDING anywhere else is refused.
+        try worker.send(.holding(Holding(jobs: [])))
+        guard case .error(let refusal) = try worker.next(within: 5) else { throw TestFailure("expected ERROR") }
+        #expect(refusal.code == .unexpectedCommand)
+    }
+
     @Test func aWorkerOnANewConnectionKeepsTheJobsItSaysItHolds() throws {
         let harness = try Harness()
         let client = try harness.client()

@@ -94,6 +94,13 @@ struct StateDriver {
         return forgotten
     }
 
+    /// The first message after `worker`'s READY: HOLDING with `holding`
+    /// (empty: any other message), which settles its held jobs.
+    mutating func settle(_ worker: String, holding: [Holding.Entry], sourceLocation: SourceLocation = #_sourceLocation) {
+        let now = self.now
+        apply(plan({ $0.planSettle(worker, holding: holding, now: now) }, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+    }
+
     /// Plans and applies the next dispatch, if any.
     @discardableResult
     mutating func dispatch(sourceLocation: SourceLocation = #_sourceLocation) -> Lease? {

@@ -14,10 +14,12 @@ struct WorkerEntry: Sendable, Equatable {
     var jobs: Set<ULID> = []
     /// It handed a job back because it is stopping: it gets no more JOBs.
     var stopping = false
-    /// Whether the jobs it held on an earlier connection (or before the
-    /// broker restarted) are settled. Until then the first message after
-    /// its READY settles them (section 6.2 of the protocol).
-    var settled: Bool
+    /// Whether the first message after its READY has come. That message
+    /// settles the jobs the worker held on an earlier connection (or before
+    /// the broker restarted): HOLDING lists those it keeps, anything else
+    /// means none (section 6.2 of the protocol). HOLDING is valid only as
+    /// that message.
+    var settled = false
     /// When it was last sent a JOB (a serial number), so that workers with
     /// equal credit take turns.
     var lastDispatch: UInt64 = 0
@@ -154,7 +156,8 @@ struct BrokerState {
 
     func workerID(for identity: [UInt8]) -> String? { workerIDs[identity] }
 
-    /// The registered worker on this connection whose held jobs are still to be settled.
+    /// The registered worker on this connection whose first message after
+    /// READY is still to come (and with it the settling of its held jobs).
     func unsettledWorker(for identity: [UInt8]) -> String? {
         guard let id = workerIDs[identity], let worker = workers[id], !worker.settled else { return nil }
         return id
@@ -182,9 +185,8 @@ struct BrokerState {
             retire(existing.id, deadline: now.monotonic + reconnectWindow)
             if existing.identity != identity { forgotten.append(existing.identity) }
         }
-        let holds = held.values.contains { $0.lease.worker == ready.workerID }
         workers[ready.workerID] = WorkerEntry(id: ready.workerID, identity: identity, host: ready.host, pid: ready.pid,
-                                              slots: ready.slots, settled: !holds)
+                                              slots: ready.slots)
         workerIDs[identity] = ready.workerID
         return forgotten
     }

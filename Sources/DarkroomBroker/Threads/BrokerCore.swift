@@ -310,19 +310,14 @@ final class BrokerCore {
     @discardableResult
     func apply(_ transition: Transition, now: Moment) -> Applied {
         guard !transition.isEmpty else { return .applied(nil) }
-        let payload: JobPayload?
-        do {
-            payload = try store.persist(transition)
-        } catch {
-            switch error {
-            case .rejected(let reason):
-                return .rejected(reason)
-            case .unreadableInput(let id, let reason):
-                return .unreadableInput(id, reason)
-            case .turnLost(let reason):
-                turnLost = true
-                lostReason = reason
-                return .lost
+        var payload: JobPayload?
+        // A transition that only changes memory (a worker keeping its held
+        // jobs) opens no savepoint.
+        if !transition.writes.isEmpty || !transition.events.isEmpty {
+            do {
+                payload = try store.persist(transition)
+            } catch {
+                return failed(error)
             }
         }
         state.apply(transition, now: now)
@@ -332,6 +327,19 @@ final class BrokerCore {
         turnRates.failed += transition.failed
         turnNotes += transition.notes
         return .applied(payload)
+    }
+
+    private func failed(_ error: JobStoreError) -> Applied {
+        switch error {
+        case .rejected(let reason):
+            return .rejected(reason)
+        case .unreadableInput(let id, let reason):
+            return .unreadableInput(id, reason)
+        case .turnLost(let reason):
+            turnLost = true
+            lostReason = reason
+            return .lost
+        }
     }
 
     /// The turn could not commit: answer its requests with the reason,
