@@ -17,12 +17,20 @@ public struct CurveClientKeys: Sendable, Hashable {
 /// A DEALER socket connected to one DRK1 server (the broker frontend or the
 /// storage node), with request ids, deadlines and reply matching. Owned by
 /// the thread of the client that holds it.
+///
+/// It also watches the socket's security handshakes (`SocketMonitor`): a
+/// server that refuses this client's key answers nothing at all, so every
+/// wait here also ends, with `.refused` and what to check, as soon as the
+/// handshake events prove a refusal, instead of running out the timeout.
 final class Channel {
     let socket: Socket
     let endpoint: String
     let role: ServerRole
     let timeout: Duration
     private let poller = Poller()
+    private let sendPoller = Poller()
+    private let monitor: SocketMonitor
+    private var handshake: HandshakeGuard
     private var lastRequestID: UInt64 = 0
 
     init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?,
@@ -51,15 +59,48 @@ final class Channel {
         } catch {
             throw ClientError.zmq(error, "cannot configure the socket for \(role)")
         }
+        handshake = HandshakeGuard(usesCurve: curve != nil)
+        do {
+            // Before connecting, so that the first handshake is seen.
+            monitor = try SocketMonitor(watching: socket)
+        } catch {
+            throw ClientError.zmq(error, "cannot watch the socket for \(role)")
+        }
         do {
             try socket.connect(endpoint)
         } catch {
             throw ClientError(.connection, "cannot connect to \(role) at \(endpoint): \(error)")
         }
         poller.add(socket)
+        poller.add(monitor.socket)
+        sendPoller.add(socket, events: .writable)
+        sendPoller.add(monitor.socket)
     }
 
-    deinit { socket.close() }
+    deinit {
+        monitor.close()
+        socket.close()
+    }
+
+    /// The monitor's socket, for owners that wait on this channel in a poller of their own.
+    var monitorSocket: Socket { monitor.socket }
+
+    /// Reads the handshake events that came in; throws `.refused` when they
+    /// prove that the server turns this client away.
+    func checkHandshake() throws(ClientError) {
+        while true {
+            let next: (event: SocketMonitor.Event, endpoint: String)?
+            do {
+                next = try monitor.next()
+            } catch {
+                throw ClientError.zmq(error, "cannot read the handshake events of the socket for \(role)")
+            }
+            guard let (event, _) = next else { return }
+            if let refusal = handshake.observe(event) {
+                throw ClientError.refused(refusal, by: role, at: endpoint)
+            }
+        }
+    }
 
     /// A request id not used before on this channel (never 0, which DRK1
     /// reserves for errors that could not be matched).
@@ -69,14 +110,29 @@ final class Channel {
         return lastRequestID
     }
 
-    /// Sends one message, waiting up to the timeout for a connection.
+    /// Sends one message, waiting up to the timeout for a connection (the
+    /// socket queues messages only on a finished handshake); a refused
+    /// handshake ends the wait at once.
     func send(_ frames: [[UInt8]], what: String) throws(ClientError) {
-        do {
-            try socket.send(frames)
-        } catch let error as ZMQError where error.isWouldBlock {
-            throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
-        } catch {
-            throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            do {
+                try socket.send(frames, dontWait: true)
+                return
+            } catch let error as ZMQError where error.isWouldBlock {
+                try checkHandshake()
+                let remaining = deadline - ContinuousClock.now
+                if remaining <= .zero {
+                    throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+                }
+                do {
+                    _ = try sendPoller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
+                } catch {
+                    throw ClientError.zmq(error, "cannot wait for \(role)")
+                }
+            } catch {
+                throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
+            }
         }
     }
 
@@ -94,8 +150,10 @@ final class Channel {
         }
     }
 
-    /// Receives a message if one is waiting.
+    /// Receives a message if one is waiting (after looking at the handshake
+    /// events: a refused key throws `.refused`).
     func receiveNow() throws(ClientError) -> [[UInt8]]? {
+        try checkHandshake()
         do {
             return try socket.receive(dontWait: true)
         } catch {

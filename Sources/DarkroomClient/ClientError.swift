@@ -23,6 +23,10 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidArgument
         /// A local input could not be read (an image file).
         case input
+        /// The server turned this client away during the security handshake
+        /// (a CURVE key it does not allow, CURVE missing or not expected, a
+        /// wrong server key). Retrying the same way cannot help.
+        case refused
     }
 
     public let kind: Kind
@@ -48,7 +52,7 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         switch kind {
         case .timeout, .connection: true
         case .server(let code): code.isRetryable
-        case .protocolViolation, .integrity, .invalidArgument, .input: false
+        case .protocolViolation, .integrity, .invalidArgument, .input, .refused: false
         }
     }
 }
@@ -79,6 +83,24 @@ extension ClientError {
     static func noAnswer(from role: ServerRole, at endpoint: String, within timeout: Duration, detail: String = "") -> ClientError {
         let extra = detail.isEmpty ? "" : "; \(detail)"
         return ClientError(.timeout, "no answer from \(role) at \(endpoint) within \(format(timeout)) (\(role.startHint))\(extra)")
+    }
+
+    /// The server at `endpoint` refused the handshake; says what to check.
+    static func refused(_ refusal: HandshakeRefusal, by role: ServerRole, at endpoint: String) -> ClientError {
+        let serverKey = role == .store ? "--store-key" : "--server-key"
+        let message: String
+        switch refusal {
+        case .keyRefused:
+            message = "\(role) at \(endpoint) refused this client's key: its public key is not in the server's --allow directory, "
+                + "or its role may not use this endpoint (producer: submit, watch, status, ls, get; worker: jobs and stores; admin: everything)"
+        case .curveRequired:
+            message = "\(role) at \(endpoint) requires CURVE keys: pass --curve-key (this client's secret key file) and \(serverKey) (the server's public key)"
+        case .curveNotUsed:
+            message = "\(role) at \(endpoint) does not use CURVE: leave out --curve-key and \(serverKey), or start the server with --curve-key and --allow"
+        case .serverKeyMismatch:
+            message = "\(role) at \(endpoint) closed the CURVE handshake: \(serverKey) is not that server's public key"
+        }
+        return ClientError(.refused, message)
     }
 
     static func zmq(_ error: any Error, _ doing: String) -> ClientError {

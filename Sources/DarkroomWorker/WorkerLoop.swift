@@ -45,6 +45,30 @@ final class WorkerLoop {
     let inbox: MailboxInbox<WorkerEvent>
     private let store: Socket
     private var backend: Socket?
+    /// The handshake events of the two connections: a server that refuses
+    /// this worker's key says so only there (see `SocketMonitor`).
+    private let storeMonitor: SocketMonitor
+    private var storeHandshake: HandshakeGuard
+    private var backendMonitor: SocketMonitor?
+    private var backendHandshake: HandshakeGuard
+    /// The storage node refused this worker's key: no credit is granted
+    /// (a job could not be stored) until it accepts it.
+    private var storeRefusal: HandshakeRefusal?
+    /// The first connection to the storage node has finished its handshake
+    /// (at once for an in-process one, which has none). Until then the
+    /// worker grants no credit: it takes jobs only once it can store them,
+    /// so a worker that starts before its storage node, or that the node
+    /// refuses, leaves the jobs to others.
+    private var storeReached: Bool
+    /// Trouble with the broker connection (silence, a refused key, sends
+    /// that fail) and with the storage node, logged when it starts and ends.
+    private var brokerTrouble = ConnectionTrouble()
+    private var sendTrouble = ConnectionTrouble()
+    /// The wait before trying again a broker that refused this worker's
+    /// key: a refusal does not go away in a second, so it grows to a minute.
+    private var refusalBackoff: Duration = WorkerLoop.firstRefusalBackoff
+    static let firstRefusalBackoff: Duration = .seconds(5)
+    static let longestRefusalBackoff: Duration = .seconds(60)
     private var poller = Poller()
     private var pool: JobPool
     private let clock = ContinuousClock()
@@ -154,6 +178,11 @@ final class WorkerLoop {
         if let curve = configuration.curve {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
         }
+        storeReached = configuration.storeEndpoint.hasPrefix("inproc://")
+        storeHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
+        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
+        // Before connecting, so that the first handshake is seen.
+        storeMonitor = try SocketMonitor(watching: store)
         try store.connect(configuration.storeEndpoint)
         if configuration.backendEndpoint.hasPrefix("inproc://") {
             backendContext = context
@@ -189,7 +218,9 @@ final class WorkerLoop {
                 let result = try poller.poll(timeoutMilliseconds: pollTimeout())
                 if result.isReadable(0) { try drainInbox() }
                 if result.isReadable(1) { try drainStore() }
-                if result.isReadable(2) { try drainBackend() }
+                if result.isReadable(2) { try watchStoreHandshakes() }
+                if result.isReadable(3) { try drainBackend() }
+                if result.isReadable(4) { try watchBrokerHandshakes() }
                 try runTimers()
                 // Publish before the CREDIT goes out, so that whoever sees the
                 // CREDIT (or the DONE before it) also sees the status that led to it.
@@ -205,6 +236,8 @@ final class WorkerLoop {
             }
         }
         pool.shutdown()
+        backendMonitor?.close()
+        storeMonitor.close()
         if let backend {
             noteBrokerSilence(until: clock.now)
             try? backend.setLinger(milliseconds: Int(WorkerLoop.lastWordsLinger.milliseconds))
@@ -286,7 +319,9 @@ final class WorkerLoop {
         let now = clock.now
         if backend != nil {
             if now - lastHeard >= liveness {
-                logger.warn("broker silent for \(liveness); reconnecting in \(backoff)")
+                if brokerTrouble.failed(at: now) {
+                    logger.warn("broker at \(configuration.backendEndpoint) silent for \(liveness); reconnecting until it answers (one line when it does)")
+                }
                 dropBackend()
             } else if now - lastSent >= configuration.heartbeatInterval {
                 sendToBroker(BackendMessage.heartbeat.frames())
@@ -299,8 +334,10 @@ final class WorkerLoop {
             } catch {
                 // Out of sockets or file descriptors: try again later rather
                 // than give up on the jobs still held.
-                logger.error("could not open a new broker connection: \(error); retrying in \(backoff)")
-                self.reconnectAt = now + backoff
+                if brokerTrouble.failed(at: now) {
+                    logger.error("could not open a new broker connection: \(error); retrying until it works (one line when it does)")
+                }
+                self.reconnectAt = now + jittered(backoff)
                 backoff = min(backoff * 2, configuration.reconnectMaximum)
             }
         }
@@ -356,8 +393,11 @@ final class WorkerLoop {
         if let curve = configuration.curve {
             try socket.setCurveClient(serverKey: curve.brokerPublicKey, keyPair: curve.keyPair)
         }
+        let monitor = try SocketMonitor(watching: socket)
         try socket.connect(configuration.backendEndpoint)
         backend = socket
+        backendMonitor = monitor
+        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
         snapshot.sessions += 1
         snapshot.connected = true
         status.publish(snapshot)  // before READY: a peer that sees READY sees the new session
@@ -402,8 +442,10 @@ final class WorkerLoop {
         return order.prefix(Holding.maxEntries).map { Holding.Entry(jobID: $0, attempt: attempts[$0] ?? 1) }
     }
 
-    /// Forgets the broker connection and schedules a new one after the backoff.
-    private func dropBackend() {
+    /// Forgets the broker connection and schedules a new one after the
+    /// backoff (with jitter, so that workers cut off together do not all
+    /// come back in the same millisecond), or after `delay`.
+    private func dropBackend(after delay: Duration? = nil) {
         // The silence that ended the connection counts: a broker that went
         // quiet for the whole liveness period was the quietest of all.
         if backend != nil { noteBrokerSilence(until: clock.now) }
@@ -412,13 +454,15 @@ final class WorkerLoop {
         forgetSettledReports(now: lastHeard)
         unsentReports = reportsInDoubt.map(\.report) + unsentReports
         reportsInDoubt = []
+        backendMonitor?.close()
+        backendMonitor = nil
         backend?.close()
         backend = nil
         credit = 0
         freedThisTurn = 0
         rebuildPoller()
-        reconnectAt = clock.now + backoff
-        backoff = min(backoff * 2, configuration.reconnectMaximum)
+        reconnectAt = clock.now + jittered(delay ?? backoff)
+        if delay == nil { backoff = min(backoff * 2, configuration.reconnectMaximum) }
     }
 
     /// Drops reports sent longer than `reportRetention` before `now`, the
@@ -440,20 +484,89 @@ final class WorkerLoop {
         }
     }
 
+    /// Items: 0 the inbox, 1 the store, 2 the store's handshakes, 3 the
+    /// broker connection, 4 its handshakes (3 and 4 only while connected).
     private func rebuildPoller() {
         poller = Poller()
         poller.add(inbox)
         poller.add(store)
-        if let backend { poller.add(backend) }
+        poller.add(storeMonitor.socket)
+        if let backend, let backendMonitor {
+            poller.add(backend)
+            poller.add(backendMonitor.socket)
+        }
     }
 
+    /// `duration` times a random factor in 0.8...1.2.
+    private func jittered(_ duration: Duration) -> Duration {
+        duration * Double.random(in: 0.8...1.2)
+    }
+
+    /// A broker that refuses this worker's key is tried again after a wait
+    /// that grows to a minute, with one log line for the whole refusal.
+    private func watchBrokerHandshakes() throws {
+        while let monitor = backendMonitor, let (event, _) = try monitor.next() {
+            guard let refusal = backendHandshake.observe(event) else { continue }
+            let now = clock.now
+            if brokerTrouble.failed(at: now) {
+                logger.error("the broker at \(configuration.backendEndpoint) refused this worker: \(WorkerLoop.explain(refusal, server: "broker", keyOption: "--server-key")); trying again every minute at most (one line when it is accepted)")
+            }
+            dropBackend(after: refusalBackoff)
+            refusalBackoff = min(refusalBackoff * 2, WorkerLoop.longestRefusalBackoff)
+            return
+        }
+    }
+
+    /// While the storage node refuses this worker's key, the worker takes
+    /// no jobs: it could not store them.
+    private func watchStoreHandshakes() throws {
+        while let (event, _) = try storeMonitor.next() {
+            let refusal = storeHandshake.observe(event)
+            if event == .handshakeSucceeded, storeRefusal != nil || !storeReached {
+                if storeRefusal != nil {
+                    logger.info("the storage node at \(configuration.storeEndpoint) accepts this worker again; taking jobs")
+                }
+                storeRefusal = nil
+                storeReached = true
+                if !stopping { grant(freeSlots - credit) }
+                continue
+            }
+            guard let refusal, storeRefusal == nil else { continue }
+            storeRefusal = refusal
+            logger.error("the storage node at \(configuration.storeEndpoint) refused this worker: \(WorkerLoop.explain(refusal, server: "storage node", keyOption: "--store-key")); taking no jobs until it accepts it")
+        }
+    }
+
+    /// What a refusal means, and what to check.
+    static func explain(_ refusal: HandshakeRefusal, server: String, keyOption: String) -> String {
+        switch refusal {
+        case .keyRefused:
+            "the \(server) does not allow this worker's key (its public key must be in the \(server)'s --allow directory with the role worker)"
+        case .curveRequired:
+            "the \(server) requires CURVE keys (pass --curve-key and \(keyOption))"
+        case .curveNotUsed:
+            "the \(server) does not use CURVE (leave out --curve-key and \(keyOption), or start it with --curve-key and --allow)"
+        case .serverKeyMismatch:
+            "\(keyOption) is not the \(server)'s public key (it closed the CURVE handshake)"
+        }
+    }
+
+    /// Sends to the broker. A send that fails still counts as sent for the
+    /// heartbeat's timing, or the loop would try again at once, and again,
+    /// as fast as it can; failures are logged once until one succeeds.
     private func sendToBroker(_ frames: [[UInt8]]) {
         guard let backend else { return }
+        let now = clock.now
+        lastSent = now
         do {
             try backend.send(frames, dontWait: true)
-            lastSent = clock.now
+            if let (lasted, tries) = sendTrouble.ended(at: now) {
+                logger.info("sends to the broker work again after \(WorkerLoop.seconds(lasted)) (\(tries) failed)")
+            }
         } catch {
-            logger.warn("could not send \(commandName(frames)) to the broker: \(error)")
+            if sendTrouble.failed(at: now) {
+                logger.warn("could not send \(commandName(frames)) to the broker: \(error); counting further failures quietly")
+            }
         }
     }
 
@@ -466,7 +579,7 @@ final class WorkerLoop {
     }
 
     private func grant(_ count: Int) {
-        guard count > 0, backend != nil else { return }
+        guard count > 0, backend != nil, storeReached, storeRefusal == nil else { return }
         credit += count
         sendToBroker(BackendMessage.credit(Credit(count: UInt32(count))).frames())
     }
@@ -476,6 +589,10 @@ final class WorkerLoop {
         noteBrokerSilence(until: now)
         lastHeard = now
         forgetSettledReports(now: now)
+        refusalBackoff = WorkerLoop.firstRefusalBackoff
+        if let (lasted, tries) = brokerTrouble.ended(at: now) {
+            logger.info("broker at \(configuration.backendEndpoint) answering again after \(WorkerLoop.seconds(lasted)) (\(tries) connection(s) tried)")
+        }
         let message: BackendMessage
         do {
             message = try BackendMessage.decode(frames)

@@ -138,7 +138,7 @@ import DarkroomZMQ
 
 @Suite(.enabled(if: Curve.isAvailable, "libzmq built without CURVE"))
 struct CurveClientTests {
-    @Test func clientsSpeakCurveWithTheServerKeyAndGetNoAnswerWithAnother() throws {
+    @Test func clientsSpeakCurveWithTheServerKeyAndAreToldAtOnceWhenTheyHaveAnother() throws {
         let context = try Context()
         let serverKeys = try CurveKeyPair.generate()
         let server = try TestServer(context: context, curveSecret: serverKeys.secretKey) { io, identity, frames in
@@ -152,9 +152,20 @@ struct CurveClientTests {
         let admin = try Admin(endpoint: server.endpoint, context: context, timeout: .seconds(20), curve: keys)
         _ = try admin.ping()
 
+        // A client made for another server key: the server closes every
+        // handshake, and the client says so well before its timeout.
         let impostor = CurveClientKeys(serverKey: try CurveKeyPair.generate().publicKey, keyPair: try CurveKeyPair.generate())
-        let lost = try Admin(endpoint: server.endpoint, context: context, timeout: .milliseconds(300), curve: impostor)
+        let lost = try Admin(endpoint: server.endpoint, context: context, timeout: .seconds(20), curve: impostor)
+        let start = ContinuousClock.now
         let error = #expect(throws: ClientError.self) { try lost.ping() }
-        #expect(error?.kind == .timeout)
+        #expect(error?.kind == .refused)
+        #expect(error?.message.contains("--server-key is not that server's public key") == true, "\(String(describing: error))")
+        #expect(ContinuousClock.now - start < .seconds(5))
+
+        // A client without keys against this CURVE server.
+        let plain = try Admin(endpoint: server.endpoint, context: context, timeout: .seconds(20))
+        let plainError = #expect(throws: ClientError.self) { try plain.ping() }
+        #expect(plainError?.kind == .refused)
+        #expect(plainError?.message.contains("requires CURVE keys") == true, "\(String(describing: plainError))")
     }
 }

@@ -93,7 +93,7 @@ struct TestStore {
     let router: BoundRouter
     var endpoint: String { router.endpoint }
 
-    init(_ context: Context) throws { router = try BoundRouter(context) }
+    init(_ context: Context, endpoint: String = "tcp://127.0.0.1:*") throws { router = try BoundRouter(context, endpoint: endpoint) }
 
     /// The next STORE and who sent it, or nil after `seconds`.
     func nextStore(seconds: Double = 20) throws -> (identity: [UInt8], request: StoreRequest)? {

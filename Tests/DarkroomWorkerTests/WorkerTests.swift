@@ -180,12 +180,13 @@ struct WorkerTests {
     @Test func unreachableStoreFailsRetryable() throws {
         let context = try Context()
         let broker = try TestBroker(context)
-        // A port that was just bound and released: nothing listens there.
+        // The storage node is there when the worker starts (a worker takes
+        // jobs only once it has reached it), then goes away.
         let gone = try TestStore(context)
-        gone.router.socket.close()
         let worker = try makeWorker(context, broker: broker, store: gone, storeTimeout: .milliseconds(600), storeRetry: .milliseconds(200))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
+        gone.router.socket.close()
 
         let job = Fixture.job()
         try broker.send(.job(job), to: session.identity)
@@ -198,6 +199,29 @@ struct WorkerTests {
         #expect(fail.failure.code == "store.unreachable")
         #expect(fail.failure.reason.contains("storage node unreachable"))
         #expect(try broker.next()?.message == .credit(Credit(count: 1)))
+    }
+
+    @Test func aWorkerTakesNoJobsUntilItHasReachedItsStorageNode() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        // A port that was just bound and released: nothing listens there yet.
+        let absent = try TestStore(context)
+        let endpoint = absent.endpoint
+        absent.router.socket.close()
+        let worker = try makeWorker(context, broker: broker, store: absent, concurrency: 2)
+        defer { worker.stop(grace: .zero) }
+        // READY, and no CREDIT while the storage node cannot be reached.
+        let ready = try #require(try broker.next())
+        guard case .ready = ready.message else {
+            Issue.record("expected READY, got \(ready.message)")
+            return
+        }
+        #expect(try broker.next(seconds: 1)?.message == nil)
+        // Once it is there, the worker grants its slots.
+        let store = try TestStore(context, endpoint: endpoint)
+        defer { _ = store }
+        let credit = try #require(try broker.next(seconds: 10))
+        #expect(credit.message == .credit(Credit(count: 2)))
     }
 
     @Test func storeErrorFailsByItsClass() throws {

@@ -1,0 +1,153 @@
+import DarkroomZMQ
+import Foundation
+import Testing
+
+/// Clients and workers whose CURVE keys a server refuses: they are told at
+/// once, with what to check, instead of waiting out their timeout as if the
+/// server were down; and a refused worker stays quiet and idle.
+@Suite("Refused keys", .serialized, .enabled(if: Curve.isAvailable, "libzmq built without CURVE"))
+struct RefusedKeyTests {
+    /// A broker and a storage node with keys: an admin and a producer key
+    /// allowed by both, a worker key allowed by the broker only, and keys
+    /// no server knows.
+    final class KeyedSystem {
+        let h: SystemHarness
+        var keys: String { h.dir.path("keys") }
+
+        init() throws {
+            h = try SystemHarness()
+            for (name, role, dir) in [("admin", "admin", "allow"), ("producer", "producer", "allow"), ("worker", "worker", "allow-broker"),
+                                      ("stranger", "producer", "elsewhere"), ("other-server", nil, "elsewhere")] as [(String, String?, String)] {
+                var args = ["keygen", name, "--dir", h.dir.path(dir)]
+                if let role { args += ["--role", role] }
+                let made = try h.run(args)
+                try #require(made.status == 0, "\(made.stderr)")
+            }
+            let server = try h.run(["keygen", "server", "--dir", keys])
+            try #require(server.status == 0, "\(server.stderr)")
+            // The broker allows the admin, the producer and the worker; the
+            // storage node the admin and the producer only.
+            try FileManager.default.createDirectory(atPath: h.dir.path("allow-all"), withIntermediateDirectories: true)
+            for file in ["admin.key", "producer.key"] {
+                try FileManager.default.copyItem(atPath: h.dir.path("allow/\(file)"), toPath: h.dir.path("allow-all/\(file)"))
+            }
+            try FileManager.default.copyItem(atPath: h.dir.path("allow-broker/worker.key"), toPath: h.dir.path("allow-all/worker.key"))
+            let secret = h.dir.path("keys/server.key_secret")
+            try h.start("broker", ["broker", "--data", h.dir.path("data"), "--frontend", h.frontend, "--backend", h.backend,
+                                   "--events", h.events, "--curve-key", secret, "--allow", h.dir.path("allow-all")])
+            try h.start("store", ["store", "--data", h.dir.path("data"), "--bind", h.store, "--curve-key", secret, "--allow", h.dir.path("allow")])
+            try h.waitUntil("both servers answer the admin key") {
+                try h.run(["status", "--check"] + self.statusFlags + self.keyFlags("allow/admin.key_secret")).status == 0
+            }
+        }
+
+        /// Where `status` finds both servers.
+        var statusFlags: [String] { h.brokerFlags + h.storeFlags }
+
+        func keyFlags(_ secret: String, serverKey: String = "keys/server.key") -> [String] {
+            ["--curve-key", h.dir.path(secret), "--server-key", h.dir.path(serverKey), "--store-key", h.dir.path(serverKey)]
+        }
+
+        /// Runs a client command and how long it took.
+        func timed(_ args: [String]) throws -> (DarkroomProcess.Output, Duration) {
+            let start = ContinuousClock.now
+            let output = try h.run(args)
+            return (output, ContinuousClock.now - start)
+        }
+    }
+
+    @Test("submit, status and watch are told at once that the broker refuses their key, and why")
+    func refusedClientsAreToldAtOnce() throws {
+        let system = try KeyedSystem()
+        let input = try system.h.writeImages(1)
+        let cases: [(name: String, keys: [String], says: String)] = [
+            ("unknown key", system.keyFlags("elsewhere/stranger.key_secret"), "refused this client's key"),
+            ("worker key on the frontend", system.keyFlags("allow-broker/worker.key_secret"), "refused this client's key"),
+            ("no keys", [], "requires CURVE keys"),
+            ("another server's key", system.keyFlags("allow/producer.key_secret", serverKey: "elsewhere/other-server.key"),
+             "--server-key is not that server's public key"),
+        ]
+        let commands: [(name: String, args: [String])] = [
+            ("submit", ["submit", input.path, "--ops", "invert"] + system.h.clientFlags),
+            ("status", ["status"] + system.statusFlags),
+            ("status --check", ["status", "--check", "--only", "broker"] + system.statusFlags),
+            ("watch", ["watch", "--from", "1"] + system.h.clientFlags),
+        ]
+        for command in commands {
+            for refusal in cases {
+                // A timeout far longer than the refusal may take: waiting it
+                // out would show.
+                let (output, took) = try system.timed(command.args + ["--timeout", "30"] + refusal.keys)
+                print("refused keys: \(command.name), \(refusal.name): exit \(output.status) after \(took)")
+                #expect(output.status == 1, "\(command.name), \(refusal.name): exit \(output.status)\n\(output.stderr)")
+                #expect(output.stderr.contains(refusal.says), "\(command.name), \(refusal.name): \(output.stderr)")
+                #expect(!output.stderr.contains("no answer"), "\(command.name), \(refusal.name): \(output.stderr)")
+                #expect(took < .seconds(5), "\(command.name), \(refusal.name) took \(took)")
+            }
+        }
+        // The right key still works.
+        let (good, _) = try system.timed(["submit", input.path, "--ops", "invert"] + system.h.clientFlags + system.keyFlags("allow/producer.key_secret"))
+        #expect(good.status == 0, "\(good.stderr)")
+    }
+
+    @Test("a worker whose key the broker refuses says so once, backs off, and stays idle")
+    func aRefusedWorkerStaysQuietAndIdle() throws {
+        let system = try KeyedSystem()
+        let worker = try system.h.start("refused", ["worker", "--broker", system.h.backend, "--store", system.h.store, "--id", "refused"]
+                                                      + system.keyFlags("elsewhere/stranger.key_secret"))
+        try system.h.waitUntil("the worker says the broker refused it") {
+            system.h.log("refused").contains("the broker at \(system.h.backend) refused this worker")
+        }
+        let before = try Self.cpuTicks(worker.processIdentifier)
+        let linesBefore = Self.lines(system.h.log("refused"))
+        let watched: Double = 20
+        Thread.sleep(forTimeInterval: watched)
+        let used = Double(try Self.cpuTicks(worker.processIdentifier) - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let lines = Self.lines(system.h.log("refused")) - linesBefore
+        print("refused worker: \(used) s of CPU over \(watched) s (\(used / watched * 100)% of a core); \(lines) log line(s)")
+        #expect(used / watched < 0.05, "CPU \(used) s over \(watched) s")
+        #expect(lines * 60 / Int(watched) < 10, "\(lines) lines in \(watched) s:\n\(system.h.log("refused"))")
+        #expect(system.h.log("refused").components(separatedBy: "the broker at \(system.h.backend) refused this worker").count - 1 == 1)
+        // The broker never saw it as a worker.
+        let status = try system.h.run(["status", "--json"] + system.statusFlags + system.keyFlags("allow/admin.key_secret"))
+        #expect(!status.stdout.contains("\"refused\""), "\(status.stdout)")
+    }
+
+    @Test("a worker the broker takes but the storage node refuses says so once and takes no jobs")
+    func aWorkerTheStoreRefusesTakesNoJobs() throws {
+        let system = try KeyedSystem()
+        try system.h.start("half", ["worker", "--broker", system.h.backend, "--store", system.h.store, "--id", "half"]
+                                    + system.keyFlags("allow-broker/worker.key_secret"))
+        try system.h.waitUntil("the worker says the storage node refused it") {
+            system.h.log("half").contains("the storage node at \(system.h.store) refused this worker")
+        }
+        let input = try system.h.writeImages(1)
+        let submit = try system.h.run(["submit", input.path, "--ops", "invert", "--json"] + system.h.clientFlags + system.keyFlags("allow/producer.key_secret"))
+        #expect(submit.status == 0, "\(submit.stderr)")
+        Thread.sleep(forTimeInterval: 2)
+        let status = try system.h.run(["status", "--json"] + system.statusFlags + system.keyFlags("allow/admin.key_secret"))
+        let object = try #require(SystemHarness.jsonLines(status.stdout).first)
+        let workers = try #require(object["workers"] as? [[String: Any]])
+        let half = try #require(workers.first { $0["id"] as? String == "half" }, "\(status.stdout)")
+        #expect(half["credit"] as? Int == 0, "\(half)")
+        #expect(half["busy"] as? Int == 0, "\(half)")
+        let queue = try #require(object["queue"] as? [String: Any])
+        #expect((queue["ready"] as? [Int])?.reduce(0, +) == 1, "the job waits: \(queue)")
+        #expect(system.h.log("half").components(separatedBy: "refused this worker").count - 1 == 1)
+    }
+
+    /// User plus system CPU time of a process, in clock ticks.
+    static func cpuTicks(_ pid: Int32) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command name (which is in parentheses): utime is
+        // the 14th field of the line, stime the 15th.
+        guard let close = stat.lastIndex(of: ")") else { throw HarnessError("unreadable /proc/\(pid)/stat") }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else {
+            throw HarnessError("unreadable /proc/\(pid)/stat")
+        }
+        return user + system
+    }
+
+    static func lines(_ text: String) -> Int { text.split(separator: "\n").count }
+}
