@@ -1,24 +1,53 @@
 import DarkroomProtocol
 
-/// The topic prefixes subscribed to on the events socket. An XPUB socket
-/// passes up one message per change: byte 1 then the prefix when the first
-/// subscriber takes it, byte 0 then the prefix when the last one drops it
-/// (or disconnects).
+/// The subscriptions of the events socket. The socket is an XPUB in manual
+/// mode: every subscribe and unsubscribe comes up here, and only the
+/// topics DRK1 defines (`ev`, `eb`, and the empty prefix, which takes both)
+/// are applied; any other subscription is dropped at no cost, so a peer
+/// cannot make the broker keep and match arbitrary prefixes. (The socket's
+/// `ZMQ_MAXMSGSIZE` of `maxMessageBytes` keeps a huge one from even being
+/// read: ZeroMQ drops the peer that sends it.)
 struct EventSubscriptions {
-    private(set) var prefixes: Set<[UInt8]> = []
+    /// The largest subscription message the events socket reads: the kind
+    /// byte and the longest topic DRK1 defines, with room to spare.
+    static let maxMessageBytes: Int64 = 64
 
-    mutating func apply(_ message: [UInt8]) {
-        guard let kind = message.first else { return }
-        let prefix = Array(message.dropFirst())
+    /// The topics a subscriber may take.
+    static let topics: Set<[UInt8]> = [[], Wire.eventTopic, Wire.eventBatchTopic]
+
+    /// Applied subscriptions per topic (one per subscriber that took it).
+    private(set) var counts: [[UInt8]: Int] = [:]
+
+    /// What to do with one message the XPUB passed up.
+    enum Decision: Equatable {
+        case subscribe([UInt8])
+        case unsubscribe([UInt8])
+        case drop
+    }
+
+    /// Counts a subscribe or unsubscribe of a DRK1 topic and says to apply
+    /// it; anything else is dropped.
+    mutating func take(_ message: [UInt8]) -> Decision {
+        guard let kind = message.first else { return .drop }
+        let topic = Array(message.dropFirst())
+        guard Self.topics.contains(topic) else { return .drop }
         switch kind {
-        case 1: prefixes.insert(prefix)
-        case 0: prefixes.remove(prefix)
-        default: break
+        case 1:
+            counts[topic, default: 0] += 1
+            return .subscribe(topic)
+        case 0:
+            // An unsubscribe comes only for a topic that was applied (the
+            // subscriber's own, or all of its own when it disconnects).
+            guard let count = counts[topic], count > 0 else { return .drop }
+            counts[topic] = count == 1 ? nil : count - 1
+            return .unsubscribe(topic)
+        default:
+            return .drop
         }
     }
 
     /// Whether some subscriber receives messages published under `topic`.
     func wants(_ topic: [UInt8]) -> Bool {
-        prefixes.contains { topic.starts(with: $0) }
+        counts.keys.contains { topic.starts(with: $0) }
     }
 }

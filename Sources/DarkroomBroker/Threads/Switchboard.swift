@@ -81,6 +81,8 @@ final class Switchboard {
             try backend.setSendHighWaterMark(10_000)
             try backend.setRouterHandover(true)
             try events.setSendHighWaterMark(100_000)
+            try events.setXPubManual(true)
+            try events.setMaxMessageSize(EventSubscriptions.maxMessageBytes)
             if let curve = configuration.curve {
                 try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)
                 try backend.setCurveServer(curve, zapDomain: ServerCurve.Domain.backend)
@@ -427,7 +429,15 @@ final class Switchboard {
                 return
             }
             guard let frame = message?.first else { return }
-            subscriptions.apply(frame)
+            do {
+                switch subscriptions.take(frame) {
+                case .subscribe(let topic): try events.subscribe(topic)
+                case .unsubscribe(let topic): try events.unsubscribe(topic)
+                case .drop: logger.debug("events socket: ignored a subscription to a topic DRK1 does not define")
+                }
+            } catch {
+                logger.warn("events socket: \(error)")
+            }
         }
     }
 
