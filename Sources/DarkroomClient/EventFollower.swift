@@ -107,7 +107,8 @@ public final class EventFollower {
     /// abandoned REPLAY (the handler stopped in the middle of one, or the
     /// broker went silent during one).
     private var replayAbandoned = false
-    /// When the broker last answered on the frontend or published an event.
+    /// When the broker last answered on the frontend or published an event,
+    /// before the current outage if there is one.
     private var lastHeard = ContinuousClock.now
     /// Set while a retrying `follow` has told `onBrokerContact` the broker is
     /// lost and has not heard from it since.
@@ -408,7 +409,7 @@ public final class EventFollower {
             }
             guard let frames else { break }
             count += 1
-            lastHeard = ContinuousClock.now
+            noteAlive()
             // A malformed live message is dropped; its seqs show up as a
             // gap and are fetched again with REPLAY.
             guard let message = try? EventMessage.decode(frames) else { continue }
@@ -437,12 +438,8 @@ public final class EventFollower {
             while end == nil {
                 _ = try drainLive(&state, handler)
                 while end == nil, !state.stopped, let frames = try channel.receiveNow() {
-                    if !heardFromBroker {
-                        heardFromBroker = true
-                        // Told before the replayed events are delivered.
-                        heard(resumeSeq: from)
-                    }
-                    lastHeard = ContinuousClock.now
+                    heardFromBroker = true
+                    noteAlive()
                     let message: FrontendMessage
                     do {
                         message = try FrontendMessage.decode(frames)
@@ -455,9 +452,14 @@ public final class EventFollower {
                     }
                     switch message {
                     case .event(let event):
-                        if firstReplayed == nil { firstReplayed = event.seq }
+                        if firstReplayed == nil {
+                            firstReplayed = event.seq
+                            // Told before the replayed events are delivered.
+                            heard(resumeSeq: from)
+                        }
                         state.offer(event, handler)
                     case .replayEnd(let m) where m.requestID == id:
+                        if firstReplayed == nil { heard(resumeSeq: from) }
                         end = m
                     case .error(let m) where m.requestID == id || m.requestID == 0:
                         replayAbandoned = false
@@ -506,8 +508,9 @@ public final class EventFollower {
 
     // MARK: - Helpers
 
-    /// Notes an answer from the broker: the end of an outage, if one was
-    /// told, after which delivery goes on at `resumeSeq`.
+    /// Notes an answer from the broker (events or the end of a REPLAY, a
+    /// STATUS; not a refusal): the end of an outage, if one was told, after
+    /// which delivery goes on at `resumeSeq`.
     private func heard(resumeSeq: UInt64) {
         let now = ContinuousClock.now
         if contactLost {
@@ -515,6 +518,13 @@ public final class EventFollower {
             onBrokerContact?(.regained(silence: now - lastHeard, resumeSeq: resumeSeq))
         }
         lastHeard = now
+    }
+
+    /// Notes a sign of life that is not an answer (a published event, a
+    /// refusal, a stray message): while in contact it moves `lastHeard`; during an
+    /// outage it leaves it at the start of the silence, which `heard` reports.
+    private func noteAlive() {
+        if !contactLost { lastHeard = ContinuousClock.now }
     }
 
     /// The broker's newest event seq, from STATUS.
