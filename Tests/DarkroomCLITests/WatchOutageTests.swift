@@ -25,15 +25,17 @@ extension FaultTests {
         try h.start(name, ["watch", "--json", "--timeout", String(watchTimeout)] + extra, separateStderr: true)
     }
 
-    /// Waits until each watch has said `count` times that the broker is back.
-    static func waitForBack(_ watches: [String], count: Int, _ h: SystemHarness) throws {
-        let deadline = ContinuousClock.now + .seconds(30)
+    /// Waits until each watch has said `count` times that the broker is
+    /// back; records an issue if one has not within 20 s, and goes on, so
+    /// that the output is still checked.
+    static func waitForBack(_ watches: [String], count: Int, _ h: SystemHarness) {
+        let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
             if watches.allSatisfy({ WatchNotices(h.errors($0)).back.count >= count }) { return }
             Thread.sleep(forTimeInterval: 0.1)
         }
         let stderr = watches.map { "[\($0)] \(h.errors($0))" }.joined(separator: "\n")
-        throw HarnessError("the watches did not say \(count) time(s) that the broker is back:\n\(stderr)\n--- broker log ---\n\(h.log("broker").suffix(2000))")
+        Issue.record("the watches did not say \(count) time(s) that the broker is back:\n\(stderr)\n--- broker log ---\n\(h.log("broker").suffix(2000))")
     }
 
     /// Stops the producer, waits until every watch has printed the broker's
@@ -84,14 +86,14 @@ extension FaultTests {
         h.pause("broker")
         Thread.sleep(forTimeInterval: 6)
         h.resume("broker")
-        try Self.waitForBack(watches, count: 1, h)
+        Self.waitForBack(watches, count: 1, h)
         Thread.sleep(forTimeInterval: 1.5)
 
         // Killed, down for 4 s, started again on the same data.
         #expect(h.signal("broker", SIGKILL) == SIGKILL)
         Thread.sleep(forTimeInterval: 4)
         try h.startBroker()
-        try Self.waitForBack(watches, count: 2, h)
+        Self.waitForBack(watches, count: 2, h)
         Thread.sleep(forTimeInterval: 1.5)
 
         let (checks, head) = try Self.finish(watches, stream, h)
@@ -155,7 +157,7 @@ extension FaultTests {
         events.restore()
 
         let watches = ["watch-live", "watch-all", "watch-late"]
-        try Self.waitForBack(watches, count: 1, h)
+        Self.waitForBack(watches, count: 1, h)
         let submit = try #require(h.processes["submit-wait"])
         try h.waitUntil("submit --wait ends", timeout: .seconds(60)) { !submit.isRunning }
         #expect(submit.terminationStatus == 0, "submit --wait: \(h.errors("submit-wait"))")
