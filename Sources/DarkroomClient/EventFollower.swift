@@ -185,9 +185,6 @@ public final class EventFollower {
     /// The broker frontend used for REPLAY.
     public var frontendEndpoint: String { channel.endpoint }
 
-    /// How long the broker may take to answer one REPLAY or STATUS.
-    public var timeout: Duration { channel.timeout }
-
     /// How long the broker has been silent, while a retrying `follow` counts
     /// it as lost; nil while in contact.
     public var silence: Duration? { contactLost ? ContinuousClock.now - lastHeard : nil }
