@@ -14,7 +14,7 @@ extension FaultTests {
     /// The watches' timeout: each outage below lasts longer.
     static let watchTimeout = 2
 
-    /// A producer that keeps submitting three small JPEGs to `flags`'s broker.
+    /// A producer that keeps submitting three small JPEGs to the harness's broker.
     static func jobStream(_ h: SystemHarness) throws -> SubmitStream {
         let folder = try h.writeImages(3, name: "stream", size: Size(width: 64, height: 48))
         return SubmitStream(["submit", folder.path, "--ops", quickOps, "--thumb", "16x16", "--timeout", "2"] + h.clientFlags)
