@@ -17,6 +17,11 @@
 // - Each client object owns its ZeroMQ sockets, so it belongs to the thread
 //   that made it and is not Sendable. Make one per thread; they may share a
 //   `Context`.
+// - EventFollower keeps a cursor (the next seq to deliver) that moves per
+//   event, never per call, so a call that throws midway loses nothing and
+//   `.resume` repeats nothing. `watch` and `waitForJobs` ride out outages:
+//   they ask a silent broker again with backoff and jitter (RetryBackoff)
+//   from the cursor, and give up only on failures that cannot go away.
 // - Request ids count up from 1 per socket; replies are matched by id, so a
 //   late answer to a timed-out request is never taken for another's.
 // - The producer resends unanswered SUBMITs once (same request id) after a

@@ -1,10 +1,25 @@
+import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
+import Foundation
 
 /// What the event handler wants next.
 public enum FollowDecision: Sendable, Hashable {
     case `continue`
     case stop
+}
+
+/// Where a `follow` call starts.
+public enum FollowStart: Sendable, Hashable {
+    /// From this seq, inclusive (1 is the first event ever).
+    case seq(UInt64)
+    /// Only events newer than the broker's head when the call starts.
+    case latest
+    /// Where this follower stands (`nextSeq`): right after the last event
+    /// it delivered, or skipped as pruned, in any earlier call, including
+    /// one that threw midway. A follower that has no position yet (no call
+    /// ever learned where to start) starts from `latest`.
+    case resume
 }
 
 /// How a `follow` call ended.
@@ -17,14 +32,30 @@ public struct FollowResult: Sendable, Equatable {
     }
 
     public var ending: Ending
-    /// The seq of the last event delivered by this call; `from − 1` (the
-    /// broker's head at the start, for "latest") when none was.
+    /// The seq of the last event delivered or skipped; when this call
+    /// delivered none, the seq before where it started (the broker's head
+    /// at the start, for `latest`), and 0 when it never learned where to
+    /// start (the broker did not answer for the whole duration).
     public var lastSeq: UInt64
     /// Events delivered by this call.
     public var delivered: Int
     /// Ranges of seqs the broker no longer had when asked (pruned by its
     /// retention); they were skipped. Empty unless following from far back.
     public var pruned: [ClosedRange<UInt64>]
+}
+
+/// What a follower that retries (`follow(from:for:retry:handler:)`) tells
+/// about its contact with the broker: once when it loses it, once when it
+/// has it again, however many attempts lie between.
+public enum BrokerContact: Sendable, Equatable {
+    /// The broker stopped answering (or answered with a refusal that may go
+    /// away). `error` is the first failure; delivery will go on at
+    /// `resumeSeq` once the broker is back (nil: at the broker's head then,
+    /// because the follower never learned where to start).
+    case lost(ClientError, resumeSeq: UInt64?)
+    /// The broker answered again, `silence` after it was last heard from
+    /// (an answer or a published event); delivery goes on at `resumeSeq`.
+    case regained(silence: Duration, resumeSeq: UInt64)
 }
 
 /// How a job ended, for `waitForJobs`.
@@ -46,12 +77,26 @@ public enum JobOutcome: Sendable, Equatable {
 /// `idleCheck`, it asks the broker with a REPLAY whether anything was
 /// missed, so a lost last event is still delivered.
 ///
+/// The cursor: the follower keeps where it stands, `nextSeq`, across calls,
+/// and moves it with each event as the event is handed to the handler (and
+/// past each range the broker pruned), not when a call returns. A call that
+/// throws halfway through a REPLAY has still moved it past every event it
+/// delivered, so `follow(from: .resume)` goes on with the next one: no event
+/// is delivered twice and none is skipped, however often the broker goes
+/// away.
+///
+/// Outages: when the broker stays silent for `timeout` during a REPLAY (or
+/// the STATUS that finds its head), `follow` throws `.timeout`, unless it was
+/// given a `retry` backoff: then it waits and asks again, from the cursor,
+/// for as long as its duration allows, and tells `onBrokerContact` once when
+/// it loses the broker and once when it hears from it again. Only failures
+/// that may go away are retried (`ClientError.isRetryable`: timeouts, lost
+/// connections, 2xx and 5xx refusals); any other ends the call at once.
+///
 /// Blocking: `follow` runs the handler on the calling thread until the
-/// handler stops it or the duration passes. When the broker stays silent
-/// for `timeout` during a REPLAY, `follow` throws `.timeout`; resume with
-/// `follow(from: lastDeliveredSeq + 1)`. Threading: an `EventFollower` owns
-/// ZeroMQ sockets, so it belongs to the thread that created it and is not
-/// `Sendable`; make one per thread.
+/// handler stops it or the duration passes. Threading: an `EventFollower`
+/// owns ZeroMQ sockets, so it belongs to the thread that created it and is
+/// not `Sendable`; make one per thread.
 public final class EventFollower {
     private let context: Context
     private let curve: CurveClientKeys?
@@ -59,8 +104,15 @@ public final class EventFollower {
     private let subscriber: Socket
     private var poller = Poller()
     /// Whether the frontend socket may still receive the rest of an
-    /// abandoned REPLAY (the handler stopped in the middle of one).
+    /// abandoned REPLAY (the handler stopped in the middle of one, or the
+    /// broker went silent during one).
     private var replayAbandoned = false
+    /// When the broker last answered on the frontend or published an event,
+    /// before the current outage if there is one.
+    private var lastHeard = ContinuousClock.now
+    /// Set while a retrying `follow` has told `onBrokerContact` the broker is
+    /// lost and has not heard from it since.
+    private var contactLost = false
     /// How long to wait, with nothing arriving, before asking the broker
     /// whether events were missed.
     public var idleCheck: Duration = .seconds(1)
@@ -70,11 +122,21 @@ public final class EventFollower {
     public var replayPageLimit: UInt32 = 500
     /// Messages the frontend socket may queue: replay pages arrive in bursts.
     static let replayQueueDepth = 100_000
-    /// The seq of the last event delivered, by any `follow` call.
+    /// The cursor: the next seq this follower delivers, one past the last
+    /// event it delivered or skipped as pruned, by any `follow` call. Set as
+    /// soon as a call knows where it starts (at once for `.seq`, after the
+    /// broker's STATUS for `.latest`) and moved per event, so it is right
+    /// even after a call that threw. nil until then. `.resume` goes on here.
+    public private(set) var nextSeq: UInt64?
+    /// The seq of the last event delivered, by any `follow` call; updated as
+    /// each event is handed to the handler.
     public private(set) var lastDeliveredSeq: UInt64?
     /// Called (on the calling thread, before the events that follow) with
     /// each range of seqs the broker no longer has: pruned by its retention.
     public var onPruned: ((ClosedRange<UInt64>) -> Void)?
+    /// Called (on the calling thread) by a retrying `follow` when it loses
+    /// the broker and when it hears from it again: once each per outage.
+    public var onBrokerContact: ((BrokerContact) -> Void)?
 
     /// Subscribes (in the background) to the broker's events socket and
     /// connects to its frontend.
@@ -123,8 +185,57 @@ public final class EventFollower {
     /// The broker frontend used for REPLAY.
     public var frontendEndpoint: String { channel.endpoint }
 
+    /// How long the broker has been silent, while a retrying `follow` counts
+    /// it as lost; nil while in contact.
+    public var silence: Duration? { contactLost ? ContinuousClock.now - lastHeard : nil }
+
     /// Delivers events to `handler` in seq order, each exactly once, until
     /// it returns `.stop` or `duration` passes.
+    ///
+    /// - Parameters:
+    ///   - start: where to start; `.resume` goes on from the cursor.
+    ///   - duration: how long to follow, outages included; nil follows until
+    ///     the handler stops.
+    ///   - retry: nil: a broker silent for `timeout` ends the call with
+    ///     `.timeout` (call again with `.resume` to go on). A backoff: the
+    ///     call waits and asks again, from the cursor, until the broker
+    ///     answers or `duration` passes; failures that cannot go away
+    ///     (`isRetryable` false) still end it at once.
+    public func follow(from start: FollowStart, for duration: Duration? = nil, retry: RetryBackoff? = nil,
+                       handler: (Event) -> FollowDecision) throws(ClientError) -> FollowResult {
+        let deadline = duration.map { ContinuousClock.now + $0 }
+        let tally = Tally()
+        var start = start
+        var failures = 0
+        while true {
+            do {
+                let ending = try followOnce(from: start, until: deadline, tally: tally, handler)
+                return FollowResult(ending: ending, lastSeq: (nextSeq ?? 1) - 1, delivered: tally.delivered, pruned: tally.pruned)
+            } catch {
+                guard let retry, error.isRetryable else { throw error }
+                // Everything delivered so far moved the cursor: go on from it.
+                start = .resume
+                failures = contactLost ? failures + 1 : 1
+                if !contactLost {
+                    contactLost = true
+                    onBrokerContact?(.lost(error, resumeSeq: nextSeq))
+                }
+                var pause = retry.delay(afterFailures: failures)
+                if let deadline {
+                    let left = deadline - ContinuousClock.now
+                    if left <= .zero {
+                        return FollowResult(ending: .durationElapsed, lastSeq: (nextSeq ?? 1) - 1, delivered: tally.delivered, pruned: tally.pruned)
+                    }
+                    pause = min(pause, left)
+                }
+                Thread.sleep(forTimeInterval: pause.fractionalSeconds)
+            }
+        }
+    }
+
+    /// Delivers events to `handler` in seq order, each exactly once, until
+    /// it returns `.stop` or `duration` passes; throws `.timeout` when the
+    /// broker stays silent for `timeout` (see `follow(from:for:retry:handler:)`).
     ///
     /// - Parameters:
     ///   - seq: the first seq wanted (inclusive; 1 is the first event ever).
@@ -132,48 +243,7 @@ public final class EventFollower {
     ///   - duration: how long to follow; nil follows until the handler stops.
     public func follow(from seq: UInt64?, for duration: Duration? = nil,
                        handler: (Event) -> FollowDecision) throws(ClientError) -> FollowResult {
-        if replayAbandoned { try reopenFrontend() }
-        let deadline = duration.map { ContinuousClock.now + $0 }
-        var state: State
-        if let seq {
-            state = State(next: max(1, seq))
-        } else {
-            let head = try brokerHead()
-            state = State(next: head + 1)
-        }
-
-        var ending: FollowResult.Ending = .stopped
-        try catchUp(&state, handler)
-        var lastActivity = ContinuousClock.now
-        while !state.stopped {
-            let now = ContinuousClock.now
-            if let deadline, now >= deadline {
-                ending = .durationElapsed
-                break
-            }
-            var wait = lastActivity + idleCheck - now
-            if let deadline { wait = min(wait, deadline - now) }
-            if wait > .zero {
-                do {
-                    _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(wait)))
-                } catch {
-                    throw ClientError.zmq(error, "cannot wait for the broker's events")
-                }
-            }
-            if try drainLive(&state, handler) > 0 { lastActivity = ContinuousClock.now }
-            // Stray frontend messages: events of an earlier REPLAY are still
-            // events, the rest is not for us.
-            while !state.stopped, let frames = try channel.receiveNow() {
-                if case .event(let event)? = try? FrontendMessage.decode(frames) { state.offer(event, handler) }
-            }
-            if state.stopped { break }
-            if state.hasGap || ContinuousClock.now - lastActivity >= idleCheck {
-                try catchUp(&state, handler)
-                lastActivity = ContinuousClock.now
-            }
-        }
-        if let last = state.lastDelivered { lastDeliveredSeq = last }
-        return FollowResult(ending: ending, lastSeq: state.next - 1, delivered: state.delivered, pruned: state.pruned)
+        try follow(from: seq.map(FollowStart.seq) ?? .latest, for: duration, retry: nil, handler: handler)
     }
 
     /// Follows events from `seq` until every job in `ids` is stored or dead.
@@ -181,13 +251,25 @@ public final class EventFollower {
     /// smallest `eventSeq` of their ACCEPTED replies as `seq`: every later
     /// event of theirs is replayed, whenever this is called.
     ///
-    /// - Parameter timeout: the most time to wait; when it passes, throws
-    ///   `.timeout` naming how many jobs are unfinished. nil waits for ever.
-    public func waitForJobs(_ ids: Set<ULID>, from seq: UInt64, timeout: Duration? = nil,
+    /// A broker that stops answering does not end the wait: with `retry`
+    /// (the default) it asks again with backoff, from the last event it
+    /// delivered, so no job's ending is lost to an outage, and tells
+    /// `onBrokerContact` as `follow` does. Only `timeout`, or a failure that
+    /// cannot go away, ends it early.
+    ///
+    /// - Parameters:
+    ///   - timeout: the most time to wait, outages included; when it passes,
+    ///     throws `.timeout` naming how many jobs are unfinished. nil waits
+    ///     for ever.
+    ///   - retry: how to wait between attempts to reach a silent broker; nil
+    ///     ends the wait with `.timeout` the first time the broker is silent
+    ///     for the follower's `timeout` (calling again from the same `seq`
+    ///     then finds every job's ending again).
+    public func waitForJobs(_ ids: Set<ULID>, from seq: UInt64, timeout: Duration? = nil, retry: RetryBackoff? = .standard,
                             onEvent: (Event) -> Void = { _ in }) throws(ClientError) -> [ULID: JobOutcome] {
         var outcomes: [ULID: JobOutcome] = [:]
         if ids.isEmpty { return outcomes }
-        let result = try follow(from: seq, for: timeout) { event in
+        let result = try follow(from: .seq(seq), for: timeout, retry: retry) { event in
             guard ids.contains(event.jobID) else { return .continue }
             onEvent(event)
             switch event.kind {
@@ -198,22 +280,87 @@ public final class EventFollower {
             return outcomes.count == ids.count ? .stop : .continue
         }
         if result.ending == .durationElapsed, outcomes.count < ids.count, let timeout {
-            throw ClientError(.timeout, "\(ids.count - outcomes.count) of \(ids.count) job(s) still unfinished after \(format(timeout)) (no stored or dead event yet)")
+            let silent = silence.map { "; the broker at \(channel.endpoint) has not answered for \(format($0))" } ?? ""
+            throw ClientError(.timeout, "\(ids.count - outcomes.count) of \(ids.count) job(s) still unfinished after \(format(timeout)) (no stored or dead event yet)\(silent)")
         }
         return outcomes
     }
 
+    // MARK: - One attempt
+
+    /// What one `follow` call delivered, over all its attempts.
+    private final class Tally {
+        var delivered = 0
+        var pruned: [ClosedRange<UInt64>] = []
+    }
+
+    /// Follows from `start` until the handler stops or `deadline` passes;
+    /// throws the first failure. Moves the cursor per event as it goes.
+    private func followOnce(from start: FollowStart, until deadline: ContinuousClock.Instant?, tally: Tally,
+                            _ handler: (Event) -> FollowDecision) throws(ClientError) -> FollowResult.Ending {
+        if replayAbandoned { try reopenFrontend() }
+        let first: UInt64
+        if case .seq(let seq) = start {
+            first = max(1, seq)
+        } else if start == .resume, let cursor = nextSeq {
+            first = cursor
+        } else {
+            first = try brokerHead() + 1
+        }
+        nextSeq = first
+        var state = State(next: first)
+        defer { nextSeq = state.next }
+        // The cursor moves as each event is handed over (and past each
+        // pruned range), so it is right however this call ends.
+        let deliver: (Event) -> FollowDecision = { event in
+            self.nextSeq = event.seq + 1
+            self.lastDeliveredSeq = event.seq
+            tally.delivered += 1
+            return handler(event)
+        }
+        let prune: (ClosedRange<UInt64>) -> Void = { range in
+            self.nextSeq = range.upperBound + 1
+            tally.pruned.append(range)
+            self.onPruned?(range)
+        }
+
+        try catchUp(&state, deliver, prune)
+        var lastActivity = ContinuousClock.now
+        while !state.stopped {
+            let now = ContinuousClock.now
+            if let deadline, now >= deadline { return .durationElapsed }
+            var wait = lastActivity + idleCheck - now
+            if let deadline { wait = min(wait, deadline - now) }
+            if wait > .zero {
+                do {
+                    _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(wait)))
+                } catch {
+                    throw ClientError.zmq(error, "cannot wait for the broker's events")
+                }
+            }
+            if try drainLive(&state, deliver) > 0 { lastActivity = ContinuousClock.now }
+            // Stray frontend messages: events of an earlier REPLAY are still
+            // events, the rest is not for us.
+            while !state.stopped, let frames = try channel.receiveNow() {
+                if case .event(let event)? = try? FrontendMessage.decode(frames) { state.offer(event, deliver) }
+            }
+            if state.stopped { break }
+            if state.hasGap || ContinuousClock.now - lastActivity >= idleCheck {
+                try catchUp(&state, deliver, prune)
+                lastActivity = ContinuousClock.now
+            }
+        }
+        return .stopped
+    }
+
     // MARK: - Ordering
 
-    /// Delivery state of one `follow` call.
+    /// Delivery state of one attempt.
     private struct State {
         /// The next seq to deliver.
         var next: UInt64
         /// Events received ahead of `next`, by seq.
         var buffer: [UInt64: Event] = [:]
-        var delivered = 0
-        var lastDelivered: UInt64?
-        var pruned: [ClosedRange<UInt64>] = []
         var stopped = false
 
         init(next: UInt64) { self.next = next }
@@ -232,18 +379,15 @@ public final class EventFollower {
         mutating func deliverReady(_ handler: (Event) -> FollowDecision) {
             while !stopped, let event = buffer.removeValue(forKey: next) {
                 next += 1
-                delivered += 1
-                lastDelivered = event.seq
                 if handler(event) == .stop { stopped = true }
             }
         }
 
         /// Gives up on seqs before `seq` (the broker no longer has them),
         /// telling `announce` which before delivering what follows.
-        mutating func skip(to seq: UInt64, _ handler: (Event) -> FollowDecision, announce: ((ClosedRange<UInt64>) -> Void)? = nil) {
+        mutating func skip(to seq: UInt64, _ handler: (Event) -> FollowDecision, announce: (ClosedRange<UInt64>) -> Void) {
             guard seq > next else { return }
-            pruned.append(next...(seq - 1))
-            announce?(next...(seq - 1))
+            announce(next...(seq - 1))
             buffer = buffer.filter { $0.key >= seq }
             next = seq
             deliverReady(handler)
@@ -262,6 +406,7 @@ public final class EventFollower {
             }
             guard let frames else { break }
             count += 1
+            noteAlive()
             // A malformed live message is dropped; its seqs show up as a
             // gap and are fetched again with REPLAY.
             guard let message = try? EventMessage.decode(frames) else { continue }
@@ -272,7 +417,8 @@ public final class EventFollower {
 
     /// REPLAYs from `state.next` until caught up with the broker's head,
     /// taking live events meanwhile.
-    private func catchUp(_ state: inout State, _ handler: (Event) -> FollowDecision) throws(ClientError) {
+    private func catchUp(_ state: inout State, _ handler: (Event) -> FollowDecision,
+                         _ prune: (ClosedRange<UInt64>) -> Void) throws(ClientError) {
         // A broker whose frontend queue overflows drops messages, REPLAY-END
         // included; a REPLAY that went unanswered while the broker was
         // visibly alive is asked once more before giving up.
@@ -290,6 +436,7 @@ public final class EventFollower {
                 _ = try drainLive(&state, handler)
                 while end == nil, !state.stopped, let frames = try channel.receiveNow() {
                     heardFromBroker = true
+                    noteAlive()
                     let message: FrontendMessage
                     do {
                         message = try FrontendMessage.decode(frames)
@@ -302,9 +449,14 @@ public final class EventFollower {
                     }
                     switch message {
                     case .event(let event):
-                        if firstReplayed == nil { firstReplayed = event.seq }
+                        if firstReplayed == nil {
+                            firstReplayed = event.seq
+                            // Told before the replayed events are delivered.
+                            heard(resumeSeq: from)
+                        }
                         state.offer(event, handler)
                     case .replayEnd(let m) where m.requestID == id:
+                        if firstReplayed == nil { heard(resumeSeq: from) }
                         end = m
                     case .error(let m) where m.requestID == id || m.requestID == 0:
                         replayAbandoned = false
@@ -340,9 +492,9 @@ public final class EventFollower {
             if state.next == from {
                 // Nothing at `from` came back.
                 if end.lastSeq >= from, let first = firstReplayed, first > from {
-                    state.skip(to: first, handler, announce: onPruned)  // pruned before the first it sent
+                    state.skip(to: first, handler, announce: prune)  // pruned before the first it sent
                 } else if end.lastSeq < from, end.headSeq >= from {
-                    state.skip(to: end.headSeq + 1, handler, announce: onPruned)  // it has none of them any more
+                    state.skip(to: end.headSeq + 1, handler, announce: prune)  // it has none of them any more
                 }
             }
             if state.stopped { return }
@@ -353,12 +505,33 @@ public final class EventFollower {
 
     // MARK: - Helpers
 
+    /// Notes an answer from the broker (events or the end of a REPLAY, a
+    /// STATUS; not a refusal): the end of an outage, if one was told, after
+    /// which delivery goes on at `resumeSeq`.
+    private func heard(resumeSeq: UInt64) {
+        let now = ContinuousClock.now
+        if contactLost {
+            contactLost = false
+            onBrokerContact?(.regained(silence: now - lastHeard, resumeSeq: resumeSeq))
+        }
+        lastHeard = now
+    }
+
+    /// Notes a sign of life that is not an answer (a published event, a
+    /// refusal, a stray message): while in contact it moves `lastHeard`; during an
+    /// outage it leaves it at the start of the silence, which `heard` reports.
+    private func noteAlive() {
+        if !contactLost { lastHeard = ContinuousClock.now }
+    }
+
     /// The broker's newest event seq, from STATUS.
     private func brokerHead() throws(ClientError) -> UInt64 {
         let reply = try channel.call("STATUS", build: { StatusRequest(requestID: $0).frames() },
                                      decode: FrontendMessage.decode, requestID: \.replyRequestID)
         switch reply {
-        case .statusReply(let r): return r.status.eventSeq
+        case .statusReply(let r):
+            heard(resumeSeq: r.status.eventSeq + 1)
+            return r.status.eventSeq
         case .error(let e): throw ClientError.server(e, from: .broker, doing: "STATUS")
         default:
             throw ClientError(.protocolViolation, "the broker at \(channel.endpoint) answered STATUS with \(reply.command.name)")

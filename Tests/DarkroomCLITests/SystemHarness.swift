@@ -52,19 +52,25 @@ final class SystemHarness {
     /// Starts a role as a background process whose output goes to a log
     /// file. A role started again under the same name (a restart) appends
     /// to the same log, which then tells the whole story of that role.
+    /// With `separateStderr`, stderr goes to `NAME.err` instead (read it
+    /// with `errors(NAME)`), for a client whose stdout is its result.
     @discardableResult
-    func start(_ name: String, _ arguments: [String]) throws -> Process {
-        let log = dir.url.appendingPathComponent("\(name).log")
-        if !FileManager.default.fileExists(atPath: log.path) {
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+    func start(_ name: String, _ arguments: [String], separateStderr: Bool = false) throws -> Process {
+        func appending(_ file: String) throws -> FileHandle {
+            let url = dir.url.appendingPathComponent(file)
+            if !FileManager.default.fileExists(atPath: url.path) {
+                _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+            }
+            let handle = try FileHandle(forWritingTo: url)
+            handle.seekToEndOfFile()
+            return handle
         }
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
+        let handle = try appending("\(name).log")
         let process = Process()
         process.executableURL = DarkroomProcess.executable
         process.arguments = arguments
         process.standardOutput = handle
-        process.standardError = handle
+        process.standardError = separateStderr ? try appending("\(name).err") : handle
         process.standardInput = FileHandle.nullDevice
         try process.run()
         processes[name] = process

@@ -5,14 +5,24 @@ import DarkroomZMQ
 import Foundation
 
 /// `darkroom watch`: follows the event stream without gaps.
+///
+/// One cursor, the follower's, says which event is printed next; it moves
+/// as each event is printed and survives every timeout, reconnect and
+/// replay, so each seq is printed once and in order whatever the broker or
+/// the network does. A broker that does not answer is asked again with
+/// backoff for as long as --duration allows, and said so once on stderr
+/// per outage, and once more when it is back.
 enum WatchCommand {
     static let spec = CommandSpec(
         name: "watch",
         abstract: "Follow job events (accepted, started, stored, retrying, failed, dead).",
         discussion: """
         Prints events as they happen. With --from SEQ it first replays every event
-        from that sequence number, then continues live; missed events (a dropped
-        connection, a full buffer) are fetched again, so none is ever skipped.
+        from that sequence number, then continues live; without it, it starts after
+        the broker's newest event. Missed events (a dropped connection, a full
+        buffer) are fetched again, so none is ever skipped or printed twice. When
+        the broker stops answering, watch says so on stderr and keeps asking (with
+        backoff) until it is back, then replays from the first event not printed.
         """,
         options: [
             .value("from", "SEQ", help: "Replay from this event sequence number (1 = everything).", default: "only new events"),
@@ -27,14 +37,13 @@ enum WatchCommand {
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        var from: UInt64?
+        var start = FollowStart.latest
         if let text = args.value("from") {
             guard let seq = UInt64(text), seq >= 1 else { throw UsageError("--from must be a sequence number of 1 or more, not \"\(text)\"") }
-            from = seq
+            start = .seq(seq)
         }
         let limit = args.value("count") == nil ? nil : try args.int("count", default: 0, range: 1...Int.max)
         let duration: Duration? = args.value("duration") == nil ? nil : .seconds(try args.int("duration", default: 0, range: 1...1_000_000))
-        let deadline = duration.map { ContinuousClock.now + $0 }
         let json = args.flag("json")
         let context = try Context()
         do {
@@ -42,29 +51,34 @@ enum WatchCommand {
             follower.onPruned = { range in
                 Console.err("watch: events \(range.lowerBound)-\(range.upperBound) are no longer kept (the broker's --retention pruned them); going on from \(range.upperBound + 1)")
             }
-            var seen = 0
-            while true {
-                do {
-                    let remaining = deadline.map { $0 - ContinuousClock.now }
-                    if let remaining, remaining <= .zero { return 0 }
-                    _ = try follower.follow(from: from, for: remaining) { event in
-                        Console.out(json ? Format.eventJSON(event) : Format.eventLine(event))
-                        seen += 1
-                        if let limit, seen >= limit { return .stop }
-                        return .continue
-                    }
-                    return 0
-                } catch {
-                    // The broker went away; keep following from where we were.
-                    guard error.kind == .timeout else { throw error }
-                    Console.err("watch: \(error.message); retrying")
-                    from = follower.lastDeliveredSeq.map { $0 + 1 } ?? from
-                    Thread.sleep(forTimeInterval: 1)
+            let endpoint = follower.frontendEndpoint
+            follower.onBrokerContact = { contact in
+                switch contact {
+                case let .lost(error, resumeSeq):
+                    let problem = error.kind == .timeout ? "not answering" : "failing (\(error.message))"
+                    let next = resumeSeq.map { "events are replayed from seq \($0) once it is back" } ?? "watch starts after its newest event once it is back"
+                    Console.err("watch: broker at \(endpoint) \(problem); still trying (\(next))")
+                case let .regained(silence, resumeSeq):
+                    Console.err("watch: broker back after \(seconds(silence)); replaying from seq \(resumeSeq)")
                 }
             }
+            var seen = 0
+            _ = try follower.follow(from: start, for: duration, retry: .standard) { event in
+                Console.out(json ? Format.eventJSON(event) : Format.eventLine(event))
+                seen += 1
+                if let limit, seen >= limit { return .stop }
+                return .continue
+            }
+            return 0
         } catch {
             throw error.runtime
         }
+    }
+
+    /// "12 s", "2.5 s": how long the broker was silent, as people read it.
+    static func seconds(_ duration: Duration) -> String {
+        let tenths = Int((duration.fractionalSeconds * 10).rounded())
+        return tenths >= 100 || tenths % 10 == 0 ? "\((tenths + 5) / 10) s" : "\(tenths / 10).\(tenths % 10) s"
     }
 }
 

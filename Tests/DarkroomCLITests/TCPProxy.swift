@@ -1,0 +1,243 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP forwarder on 127.0.0.1 that a test puts between a client and one
+/// server port, to break the network for real: `cut()` closes every
+/// connection through it and refuses new ones (the port stops listening),
+/// `restore()` listens again on the same port. With `delay`, each chunk is
+/// held that long before it is passed on, for tests of a slow link.
+///
+/// One thread accepts (it alone opens and closes the listening socket);
+/// each connection has a thread per direction that reads a chunk and writes
+/// it on. A connection's two sockets are closed by the last of its two
+/// threads to finish, under the lock, and everything else only calls
+/// `shutdown` on them under the same lock, so no descriptor is used after
+/// it was closed (and perhaps reused by another socket).
+final class TCPProxy: Sendable {
+    /// The port clients connect to.
+    let port: Int
+    /// The server port connections are forwarded to.
+    let targetPort: Int
+    let delay: Duration
+
+    private struct Connection {
+        var client: Int32
+        var upstream: Int32
+        /// Pump threads still running (2, then 1, then the sockets close).
+        var pumps = 2
+    }
+
+    private struct State {
+        /// What the test asked for: listening or not.
+        var wantOpen = true
+        var stopping = false
+        /// What the accepting thread has done about it.
+        var isOpen = false
+        var acceptorDone = false
+        var connections: [Int: Connection] = [:]
+        var nextID = 0
+        /// Connections accepted and forwarded, over the proxy's life.
+        var accepted = 0
+    }
+
+    private let state = Mutex(State())
+
+    var endpoint: String { "tcp://127.0.0.1:\(port)" }
+
+    /// Connections accepted and forwarded so far.
+    var accepted: Int { state.withLock { $0.accepted } }
+
+    /// Connections open now.
+    var openConnections: Int { state.withLock { $0.connections.count } }
+
+    /// Starts forwarding a fresh port of 127.0.0.1 to `targetPort`.
+    init(to targetPort: Int, delay: Duration = .zero) throws {
+        self.targetPort = targetPort
+        self.delay = delay
+        let listener = try TCPProxy.listen(port: 0)
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        guard named == 0 else {
+            close(listener)
+            throw HarnessError("proxy: getsockname failed: errno \(errno)")
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        state.withLock { $0.isOpen = true }
+        let thread = Thread { [self] in acceptLoop(listener) }
+        thread.name = "tcp-proxy-\(port)"
+        thread.start()
+    }
+
+    /// Closes every connection through the proxy and stops listening, so
+    /// new connections are refused; returns once both are done.
+    func cut() {
+        state.withLock { s in
+            s.wantOpen = false
+            for connection in s.connections.values {
+                shutdown(connection.client, Int32(SHUT_RDWR))
+                shutdown(connection.upstream, Int32(SHUT_RDWR))
+            }
+        }
+        waitFor { !$0.isOpen && $0.connections.isEmpty }
+    }
+
+    /// Listens again on the same port; returns once it does.
+    func restore() {
+        state.withLock { $0.wantOpen = true }
+        waitFor { $0.isOpen }
+    }
+
+    /// Closes everything for good.
+    func stop() {
+        state.withLock { s in
+            s.stopping = true
+            for connection in s.connections.values {
+                shutdown(connection.client, Int32(SHUT_RDWR))
+                shutdown(connection.upstream, Int32(SHUT_RDWR))
+            }
+        }
+        waitFor { $0.acceptorDone && $0.connections.isEmpty }
+    }
+
+    private func waitFor(_ condition: (State) -> Bool) {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !state.withLock({ condition($0) }), ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+    }
+
+    // MARK: - Threads
+
+    private func acceptLoop(_ first: Int32) {
+        var listener: Int32 = first
+        while true {
+            let (wantOpen, stopping) = state.withLock { ($0.wantOpen, $0.stopping) }
+            if stopping || (!wantOpen && listener >= 0) {
+                if listener >= 0 { close(listener) }
+                listener = -1
+                state.withLock { $0.isOpen = false }
+                if stopping { break }
+            }
+            if wantOpen && listener < 0 {
+                // The port was ours a moment ago; SO_REUSEADDR lets it be
+                // bound again while old connections linger in TIME_WAIT.
+                if let fresh = try? TCPProxy.listen(port: port) {
+                    listener = fresh
+                    state.withLock { $0.isOpen = true }
+                } else {
+                    Thread.sleep(forTimeInterval: 0.02)
+                    continue
+                }
+            }
+            guard listener >= 0 else {
+                Thread.sleep(forTimeInterval: 0.01)
+                continue
+            }
+            var item = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&item, 1, 20) > 0 else { continue }
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { continue }
+            forward(client)
+        }
+        state.withLock { $0.acceptorDone = true }
+    }
+
+    /// Connects `client` to the target and starts its two pumps, unless the
+    /// proxy was cut meanwhile or the target refuses.
+    private func forward(_ client: Int32) {
+        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard upstream >= 0 else {
+            close(client)
+            return
+        }
+        var address = TCPProxy.loopback(port: targetPort)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        for fd in [client, upstream] {
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+        let id: Int? = state.withLock { s in
+            guard connected == 0, s.wantOpen, !s.stopping else { return nil }
+            s.nextID += 1
+            s.accepted += 1
+            s.connections[s.nextID] = Connection(client: client, upstream: upstream)
+            return s.nextID
+        }
+        guard let id else {
+            close(client)
+            close(upstream)
+            return
+        }
+        for (from, to) in [(client, upstream), (upstream, client)] {
+            let thread = Thread { [self] in pump(id, from: from, to: to) }
+            thread.name = "tcp-proxy-\(port)-\(id)"
+            thread.start()
+        }
+    }
+
+    /// Copies from one socket to the other until either end closes or the
+    /// proxy is cut, then ends the whole connection.
+    private func pump(_ id: Int, from: Int32, to: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        copying: while true {
+            let count = buffer.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18) }
+            var sent = 0
+            while sent < count {
+                let n = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { break copying }
+                sent += n
+            }
+        }
+        state.withLock { s in
+            guard var connection = s.connections[id] else { return }
+            shutdown(connection.client, Int32(SHUT_RDWR))
+            shutdown(connection.upstream, Int32(SHUT_RDWR))
+            connection.pumps -= 1
+            if connection.pumps == 0 {
+                close(connection.client)
+                close(connection.upstream)
+                s.connections[id] = nil
+            } else {
+                s.connections[id] = connection
+            }
+        }
+    }
+
+    // MARK: - Sockets
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return address
+    }
+
+    /// A listening socket on 127.0.0.1:`port` (0: a free one).
+    private static func listen(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("proxy: socket failed: errno \(errno)") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = loopback(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+            let code = errno
+            close(fd)
+            throw HarnessError("proxy: cannot listen on 127.0.0.1:\(port): errno \(code)")
+        }
+        return fd
+    }
+}
