@@ -52,6 +52,7 @@ final class Channel {
             try socket.setImmediate(true)
             try socket.setSendTimeout(milliseconds: milliseconds(timeout))
             try socket.setReconnectInterval(100, maximum: 1000)
+            try socket.setConnectTimeout(milliseconds: 2_000)
             if let receiveHighWaterMark { try socket.setReceiveHighWaterMark(receiveHighWaterMark) }
             if let curve {
                 try socket.setCurveClient(serverKey: curve.serverKey, keyPair: curve.keyPair)

@@ -102,6 +102,10 @@ public final class EventFollower {
     private let curve: CurveClientKeys?
     private var channel: Channel
     private let subscriber: Socket
+    /// The events socket's handshakes: a key the broker refuses there is
+    /// told at once, as on the frontend (`Channel`).
+    private let subscriberMonitor: SocketMonitor
+    private var subscriberHandshake: HandshakeGuard
     private var poller = Poller()
     /// Whether the frontend socket may still receive the rest of an
     /// abandoned REPLAY (the handler stopped in the middle of one, or the
@@ -162,6 +166,11 @@ public final class EventFollower {
             // Events are small; a deep queue makes drops (and replays) rare.
             try subscriber.setReceiveHighWaterMark(100_000)
             try subscriber.setReconnectInterval(100, maximum: 1000)
+            // ZMTP heartbeats: a connection whose link died quietly (no FIN,
+            // no RST) is dropped after 3 s and made again, instead of
+            // waiting for events that can no longer come.
+            try subscriber.setHeartbeat(interval: 1_000, timeToLive: 3_000, timeout: 3_000)
+            try subscriber.setConnectTimeout(milliseconds: 2_000)
             if let curve {
                 try subscriber.setCurveClient(serverKey: curve.serverKey, keyPair: curve.keyPair)
             }
@@ -171,6 +180,12 @@ public final class EventFollower {
         } catch {
             throw ClientError.zmq(error, "cannot configure the socket for the broker's events")
         }
+        subscriberHandshake = HandshakeGuard(usesCurve: curve != nil)
+        do {
+            subscriberMonitor = try SocketMonitor(watching: subscriber)
+        } catch {
+            throw ClientError.zmq(error, "cannot watch the socket for the broker's events")
+        }
         do {
             try subscriber.connect(events)
         } catch {
@@ -178,9 +193,14 @@ public final class EventFollower {
         }
         poller.add(subscriber)
         poller.add(channel.socket)
+        poller.add(channel.monitorSocket)
+        poller.add(subscriberMonitor.socket)
     }
 
-    deinit { subscriber.close() }
+    deinit {
+        subscriberMonitor.close()
+        subscriber.close()
+    }
 
     /// The broker frontend used for REPLAY.
     public var frontendEndpoint: String { channel.endpoint }
@@ -394,8 +414,26 @@ public final class EventFollower {
         }
     }
 
+    /// Throws `.refused` once the events socket's handshakes prove the
+    /// broker turns this client away there.
+    private func checkSubscriberHandshake() throws(ClientError) {
+        while true {
+            let next: (event: SocketMonitor.Event, endpoint: String)?
+            do {
+                next = try subscriberMonitor.next()
+            } catch {
+                throw ClientError.zmq(error, "cannot read the handshake events of the socket for the broker's events")
+            }
+            guard let (event, endpoint) = next else { return }
+            if let refusal = subscriberHandshake.observe(event) {
+                throw ClientError.refused(refusal, by: .broker, at: endpoint.isEmpty ? "its events endpoint" : endpoint)
+            }
+        }
+    }
+
     /// Reads every waiting live event; returns how many arrived.
     private func drainLive(_ state: inout State, _ handler: (Event) -> FollowDecision) throws(ClientError) -> Int {
+        try checkSubscriberHandshake()
         var count = 0
         while !state.stopped {
             let frames: [[UInt8]]?
@@ -546,6 +584,8 @@ public final class EventFollower {
         poller = Poller()
         poller.add(subscriber)
         poller.add(fresh.socket)
+        poller.add(fresh.monitorSocket)
+        poller.add(subscriberMonitor.socket)
         replayAbandoned = false
     }
 }

@@ -138,6 +138,11 @@ extension Socket {
         if let timeout { try setInt(ZMQ_HEARTBEAT_TIMEOUT, timeout) }
     }
 
+    /// How long a TCP connect may take before it is given up and tried
+    /// again (`ZMQ_CONNECT_TIMEOUT`): without it, a connect to a host whose
+    /// packets are dropped waits out the kernel's SYN retries, tens of seconds.
+    public func setConnectTimeout(milliseconds: Int) throws { try setInt(ZMQ_CONNECT_TIMEOUT, milliseconds) }
+
     /// TCP keepalive (`ZMQ_TCP_KEEPALIVE`, `_IDLE`, `_INTVL`, `_CNT`); times in seconds, nil keeps the OS default.
     public func setTCPKeepalive(_ on: Bool, idle: Int? = nil, interval: Int? = nil, count: Int? = nil) throws {
         try setInt(ZMQ_TCP_KEEPALIVE, on ? 1 : 0)
