@@ -167,7 +167,7 @@ final class Channel {
     @discardableResult
     func rejectMalformed(_ frames: [[UInt8]], _ error: ProtocolError) -> UInt64 {
         let reply = Wire.errorReply(to: frames, for: error)
-        let isError = frames.count > 1 && frames[1] == [Command.error.rawValue]
+        let isError = Wire.isError(frames)
         if !isError {
             _ = try? socket.send(reply.frames(), dontWait: true)
         }

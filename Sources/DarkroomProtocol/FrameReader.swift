@@ -156,6 +156,11 @@ public struct MessageReader: Sendable {
         guard let text = String(validating: frame, as: UTF8.self) else {
             throw error(frame: i, field, "is not valid UTF-8")
         }
+        // DRK1 text carries no byte-order mark (section 2.4): one would be
+        // echoed in events, and refused there by every strict receiver.
+        guard !frame.starts(with: [0xEF, 0xBB, 0xBF]) else {
+            throw error(frame: i, field, "starts with a byte-order mark (U+FEFF)")
+        }
         if singleLine, let bad = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw error(frame: i, field, "contains control character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4))")
         }

@@ -64,6 +64,26 @@ public enum Wire {
         public static let maxImageSide: UInt32 = 65_535
     }
 
+    /// Whether `frames` is a DRK1 ERROR (frame 0 "DRK1", frame 1 the ERROR
+    /// byte), which a receiver never answers with another ERROR (section
+    /// 9.2). A message with another protocol id is not one, whatever its
+    /// frame 1: it gets ERROR `bad-version` like any other.
+    public static func isError(_ frames: [[UInt8]]) -> Bool {
+        frames.count > 1 && frames[0] == protocolID && frames[1] == [Command.error.rawValue]
+    }
+
+    /// A ROUTER identity (or any bytes) as logs name a peer: `0x` and the
+    /// first eight bytes in hex.
+    public static func peerName(_ identity: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef")
+        var text = "0x"
+        for byte in identity.prefix(8) {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 15)])
+        }
+        return text
+    }
+
     /// `text` as a DRK1 line (section 2.4) of at most `maxBytes` bytes of
     /// UTF-8: each run of control characters (a line break with the
     /// indentation after it, as in the SQL an error quotes) becomes one

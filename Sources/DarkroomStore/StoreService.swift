@@ -96,7 +96,7 @@ final class StoreService {
         var pending: [Pending] = []
         var bytes = 0
         while pending.count < configuration.maxRequestsPerTurn, bytes < configuration.maxBytesPerTurn,
-              let (message, role) = try socket.receiveWithUserID(dontWait: true) {
+              let (message, role) = try receiveWithinLimit() {
             bytes += message.reduce(0) { $0 + $1.count }
             if let request = classify(message, role: role, replies: &replies) {
                 pending.append(request)
@@ -132,7 +132,7 @@ final class StoreService {
             replies.append([peer] + Pong(requestID: ping.requestID).frames())
         case .error(let error):
             // Never answer an ERROR with an ERROR.
-            logger.warn("store peer \(hex(peer)) sent ERROR \(error.code): \(error.reason)")
+            logger.warn("store peer \(Wire.peerName(peer)) sent ERROR \(error.code): \(error.reason)")
         case .stored, .listReply, .getReply, .statsReply, .pong, .ok:
             let error = ProtocolError(.unexpectedCommand, "\(decoded.command.name) is a reply; the storage node only takes requests")
             reject(frames, from: peer, error, replies: &replies)
@@ -143,9 +143,9 @@ final class StoreService {
     /// Logs a bad message in one line and answers it with ERROR, unless it is
     /// itself an ERROR.
     private func reject(_ frames: [[UInt8]], from peer: [UInt8], _ error: ProtocolError, replies: inout [[[UInt8]]]) {
-        let command = frames.count > 1 && frames[1].count == 1 ? "0x" + hex(frames[1]) : "none"
-        logger.warn("store dropped a message from peer \(hex(peer)), command \(command): \(error.code): \(error.reason)")
-        if frames.count > 1, frames[0] == Wire.protocolID, frames[1] == [Command.error.rawValue] { return }
+        let command = frames.count > 1 && frames[1].count == 1 ? Wire.peerName(frames[1]) : "none"
+        logger.warn("store dropped a message from peer \(Wire.peerName(peer)), command \(command): \(error.code): \(error.reason)")
+        if Wire.isError(frames) { return }
         replies.append([peer] + Wire.errorReply(to: frames, for: error).frames())
     }
 
@@ -251,11 +251,24 @@ final class StoreService {
         do {
             try socket.send(reply, dontWait: true)
         } catch {
-            let peer = reply.first.map(hex) ?? "?"
+            let peer = reply.first.map { Wire.peerName($0) } ?? "?"
             if let error = error as? ZMQError, error.isHostUnreachable {
                 logger.debug("store reply to peer \(peer) dropped: the peer disconnected")
             } else {
                 logger.warn("store reply to peer \(peer) dropped: \(error)")
+            }
+        }
+    }
+
+    /// The next waiting request; messages over DRK1's size limit in all
+    /// their frames are dropped (and logged) on the way, unanswered.
+    private func receiveWithinLimit() throws -> (frames: [[UInt8]], userID: String?)? {
+        while true {
+            do {
+                return try socket.receiveWithUserID(dontWait: true, maxBytes: Int(configuration.maxMessageSize))
+            } catch let oversized as Socket.Oversized {
+                let peer = oversized.firstFrame.map { Wire.peerName($0) } ?? "a peer"
+                logger.warn("dropped \(oversized) from \(peer): messages here hold at most \(configuration.maxMessageSize) bytes")
             }
         }
     }
@@ -269,7 +282,7 @@ final class StoreService {
         while refused < 10_000, let message = try? socket.receive(dontWait: true) {
             guard let peer = message.first else { continue }
             let frames = Array(message.dropFirst())
-            if frames.count > 1, frames[0] == Wire.protocolID, frames[1] == [Command.error.rawValue] { continue }
+            if Wire.isError(frames) { continue }
             let error = ProtocolError(.shuttingDown, "the storage node is stopping; retry later")
             send([peer] + Wire.errorReply(to: frames, for: error).frames())
             refused += 1
@@ -310,14 +323,4 @@ extension StoreMessage {
     }
 }
 
-/// Bytes as lower-case hex, for logging peer identities.
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef")
-    var text = ""
-    for byte in bytes.prefix(32) {
-        text.append(digits[Int(byte >> 4)])
-        text.append(digits[Int(byte & 15)])
-    }
-    return text
-}
 

@@ -598,7 +598,7 @@ final class WorkerLoop {
             message = try BackendMessage.decode(frames)
         } catch {
             logger.warn("broker: dropped \(commandName(frames)): \(error)")
-            if !isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
+            if !Wire.isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
             return
         }
         if message != .disconnect { backoff = configuration.reconnectInitial }
@@ -723,7 +723,7 @@ final class WorkerLoop {
             message = try StoreMessage.decode(frames)
         } catch {
             logger.warn("store: dropped \(commandName(frames)): \(error)")
-            if !isError(frames) { try? store.send(Wire.errorReply(to: frames, for: error).frames(), dontWait: true) }
+            if !Wire.isError(frames) { try? store.send(Wire.errorReply(to: frames, for: error).frames(), dontWait: true) }
             return
         }
         switch message {
@@ -809,10 +809,6 @@ final class WorkerLoop {
     }
 
     // MARK: Helpers
-
-    private func isError(_ frames: [[UInt8]]) -> Bool {
-        frames.count > 1 && frames[1] == [Command.error.rawValue]
-    }
 
     private func commandName(_ frames: [[UInt8]]) -> String {
         guard frames.first == Wire.protocolID else { return "non-\(Wire.version) message of \(frames.count) frame(s)" }

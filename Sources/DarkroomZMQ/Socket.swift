@@ -144,43 +144,72 @@ public final class Socket {
     /// in on (the "User-Id" metadata libzmq attaches to the frames of a
     /// connection a ZAP handler accepted), or nil when the connection was
     /// not authenticated.
-    public func receiveWithUserID(dontWait: Bool = false) throws -> (frames: [[UInt8]], userID: String?)? {
-        try receiveMessage(dontWait: dontWait, userID: true)
+    ///
+    /// With `maxBytes`, a message whose frames hold more than that many
+    /// bytes in all is read to its end without being copied and reported
+    /// as `Oversized`: `ZMQ_MAXMSGSIZE` bounds each frame, not the message,
+    /// so a peer could otherwise send a message of many frames just under it.
+    public func receiveWithUserID(dontWait: Bool = false, maxBytes: Int? = nil) throws -> (frames: [[UInt8]], userID: String?)? {
+        try receiveMessage(dontWait: dontWait, userID: true, maxBytes: maxBytes)
+    }
+
+    /// A message over the `maxBytes` given to `receiveWithUserID`, dropped:
+    /// its size and frame count, and its first frame (a ROUTER's identity,
+    /// to name the peer) when that frame was within the limit.
+    public struct Oversized: Error, Sendable, CustomStringConvertible {
+        public let bytes: Int
+        public let frames: Int
+        public let firstFrame: [UInt8]?
+        public var description: String { "a message of \(bytes) bytes in \(frames) frames, over the limit" }
     }
 
     /// Reads one message; with `userID`, also its connection's ZAP user id,
     /// from the first frame that came over the wire: a ROUTER's identity
     /// frame is made locally and carries no metadata, so at most the first
     /// two frames are asked.
-    private func receiveMessage(dontWait: Bool, userID wantUserID: Bool) throws -> (frames: [[UInt8]], userID: String?)? {
+    private func receiveMessage(dontWait: Bool, userID wantUserID: Bool, maxBytes: Int? = nil) throws -> (frames: [[UInt8]], userID: String?)? {
         let handle = try openHandle("zmq_msg_recv")
         var userID: String?
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }
+        var total = 0
+        var count = 0
+        var oversized = false
         while true {
             // Only the first frame may be absent; later frames of a message
             // have already arrived, so they are read without DONTWAIT.
-            let flags: Int32 = (dontWait && frames.isEmpty) ? ZMQ_DONTWAIT : 0
+            let flags: Int32 = (dontWait && count == 0) ? ZMQ_DONTWAIT : 0
             do throws(ZMQError) {
                 try zmqCall("zmq_msg_recv") { zmq_msg_recv(&message, handle, flags) }
             } catch {
-                if error.isWouldBlock && frames.isEmpty { return nil }
+                if error.isWouldBlock && count == 0 { return nil }
                 throw error
             }
-            if wantUserID, userID == nil, frames.count < 2, let value = zmq_msg_gets(&message, "User-Id") {
-                userID = String(cString: value)
-            }
+            count += 1
             let size = zmq_msg_size(&message)
-            if size == 0 {
-                frames.append([])
-            } else if let data = zmq_msg_data(&message) {
-                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
-            } else {
-                frames.append([])
+            total += size
+            if let maxBytes, total > maxBytes { oversized = true }
+            if !oversized {
+                if wantUserID, userID == nil, frames.count < 2, let value = zmq_msg_gets(&message, "User-Id") {
+                    userID = String(cString: value)
+                }
+                if size == 0 {
+                    frames.append([])
+                } else if let data = zmq_msg_data(&message) {
+                    frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+                } else {
+                    frames.append([])
+                }
+            } else if !frames.isEmpty && frames.count > 1 {
+                // Keep only the first frame, to name the peer; the rest goes.
+                frames.removeLast(frames.count - 1)
             }
-            if zmq_msg_more(&message) == 0 { return (frames, userID) }
+            if zmq_msg_more(&message) == 0 {
+                if oversized { throw Oversized(bytes: total, frames: count, firstFrame: frames.first) }
+                return (frames, userID)
+            }
         }
     }
 }

@@ -735,6 +735,45 @@ import Testing
         #expect(pong == .pong(Pong(requestID: client.nextID - 1)))
     }
 
+    @Test func theEventsSocketTakesOnlyDRK1TopicsAndNoHugeSubscription() throws {
+        let harness = try Harness()
+        let batches = try harness.subscriber(Wire.eventBatchTopic)
+        let foreign = try harness.subscriber(Array("zz".utf8))
+        let prefix = try harness.subscriber(Array("e".utf8))
+        // A long subscription: the socket reads at most 64 bytes of one.
+        // (libzmq's own SUB keeps a subscription as a trie one level per
+        // byte, freed recursively: a client of megabytes overflows its
+        // own stack, so a test in this process stays at a few kilobytes.)
+        let huge = try harness.subscriber([UInt8](repeating: 0x65, count: 4_096))
+        Thread.sleep(forTimeInterval: 0.3)
+        let client = try harness.client()
+        _ = try client.submitAccepted()
+        let events = try collectEvents(batches, count: 1)
+        #expect(events.map(\.kind) == [.accepted])
+        // The others got nothing: their topics are not DRK1's.
+        for socket in [foreign, prefix, huge] {
+            #expect(try socket.receive() == nil)
+        }
+        #expect(try client.request { Ping(requestID: $0).frames() } == .pong(Pong(requestID: client.nextID - 1)))
+    }
+
+    @Test func aMessageOverTheLimitInAllItsFramesIsDroppedUnansweredAndABadVersionIsAlwaysAnswered() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        // Two frames of 33 MiB each: each under ZMQ_MAXMSGSIZE, together over 65 MiB.
+        let half = [UInt8](repeating: 0xAB, count: 33 << 20)
+        var frames = Submit(requestID: 77, priority: 1, options: .default, pipeline: "crop:square", sourceName: "big", image: half).frames()
+        frames.append(half)
+        try client.send(frames)
+        // The next answer is the PING's.
+        #expect(try client.request { Ping(requestID: $0).frames() } == .pong(Pong(requestID: client.nextID - 1)))
+        #expect(try client.status().queue.depth == 0)
+        // Another protocol id is answered bad-version even with the ERROR byte in frame 1.
+        try client.send([Array("DRK2".utf8), [Command.error.rawValue], [0, 0, 0, 0, 0, 0, 0, 0]])
+        guard case .error(let reply) = try client.receive() else { throw TestFailure("expected ERROR") }
+        #expect(reply.code == .badVersion)
+    }
+
     @Test func statusReportsWorkersAndQueue() throws {
         let harness = try Harness()
         let client = try harness.client()

@@ -27,6 +27,8 @@ import Testing
 
         // Wrong protocol version: bad-version, request id 0, naming the version.
         expectError(try client.request([Array("DRK2".utf8), ping, u64Frame(3)]), .badVersion, requestID: 0, mentioning: "DRK1")
+        // Whatever frame 1 holds: with another protocol id it is not an ERROR.
+        expectError(try client.request([Array("DRK2".utf8), [Command.error.rawValue], u64Frame(3)]), .badVersion, requestID: 0)
         expectError(try client.request([[]]), .badVersion, requestID: 0)
         // Unknown command byte.
         expectError(try client.request([Wire.protocolID, [0x7E], u64Frame(4)]), .unknownCommand, requestID: 0, mentioning: "0x7e")
@@ -88,6 +90,22 @@ import Testing
         let stored = try client.store(job: ULIDGenerator.shared.next(), full: fixture(1000, seed: 91), thumb: [1])
         #expect(stored.created)
         #expect(try client.stats().records == 1)
+    }
+
+    @Test func aMessageOverTheLimitInAllItsFramesIsDroppedUnanswered() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath, maxMessageSize: 64 * 1024)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+        // Each frame is under the limit, the message is not.
+        let split = StoreRequest(requestID: 21, jobID: ULIDGenerator.shared.next(), sourceName: "split.jpg", pipeline: "invert",
+                                 fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
+                                 full: fixture(40 * 1024, seed: 92), thumbnail: fixture(40 * 1024, seed: 93))
+        try client.sendRaw(split.frames())
+        // The next answer is the PING's: the split message got none.
+        #expect(try client.ping())
+        #expect(try client.stats().records == 0)
     }
 
     @Test func startupRemovesTemporaryAndUnreferencedFilesButKeepsCommittedOnes() throws {

@@ -93,6 +93,8 @@ def read_line(frame, what, max_bytes):
         raise ProtocolTrouble(f"{what} is not valid UTF-8") from None
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise ProtocolTrouble(f"{what} contains a control character")
+    if text.startswith("\ufeff"):
+        raise ProtocolTrouble(f"{what} starts with a byte-order mark")
     return text
 
 

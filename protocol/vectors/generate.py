@@ -283,6 +283,11 @@ bad("submit-priority", "frontend", "SUBMIT with priority 10",
 bad("submit-utf8", "frontend", "SUBMIT whose pipeline is not UTF-8",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), b"scale:\xff\xfe", text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 5 (pipeline) is not valid UTF-8")
+bad("submit-bom", "frontend", "SUBMIT whose source name starts with a byte-order mark",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), "\ufeffa.jpg".encode("utf-8"), IMAGE), 101,
+    "SUBMIT: frame 6 (source name) starts with a byte-order mark (U+FEFF)")
+bad("bad-version-error-byte", "frontend", "frame 0 is DRK2 and frame 1 is 0x01: answered bad-version like any other message",
+    [b"DRK2", u8(ERROR), u64(0), u16(101), text("x")], 100, "expected protocol DRK1, got 'DRK2'")
 bad("submit-newline", "frontend", "SUBMIT whose pipeline spans two lines",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), b"grayscale\ninvert", text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 5 (pipeline) contains control character U+000A")

@@ -231,11 +231,11 @@ final class Switchboard {
             peers[connection] = nil
         case .job:
             let reason = "JOB is sent by the broker, not to it"
-            logger.warn("backend: \(peerName(connection)) command 0x22: \(reason)")
+            logger.warn("backend: \(Wire.peerName(connection)) command 0x22: \(reason)")
             sendBackend(connection, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames(), now: now)
             return
         case .error(let error):
-            logger.warn("backend: \(peerName(connection)) sent ERROR \(error.code): \(error.reason)")
+            logger.warn("backend: \(Wire.peerName(connection)) sent ERROR \(error.code): \(error.reason)")
             return
         default:
             break
@@ -267,7 +267,7 @@ final class Switchboard {
         do {
             try backend.send([connection] + frames, dontWait: true)
         } catch {
-            logger.warn("message to worker \(peerName(connection)) not sent: \(error)")
+            logger.warn("message to worker \(Wire.peerName(connection)) not sent: \(error)")
         }
         peers[connection]?.lastSent = now
     }
@@ -306,7 +306,7 @@ final class Switchboard {
         }
         if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
             let reason = Permissions.refusal(role: role, message.command)
-            logger.warn("frontend: client \(peerName(client)) refused: \(reason)")
+            logger.warn("frontend: client \(Wire.peerName(client)) refused: \(reason)")
             if case .submit(let submit) = message {
                 sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
             } else {
@@ -340,10 +340,10 @@ final class Switchboard {
         case .deadDiscard(let request):
             forward.append(.deadDiscard(request, client: client))
         case .error(let error):
-            logger.warn("frontend: client \(peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
+            logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
         case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .pong, .ok:
             let reason = "\(message.command.name) is sent by the broker, not to it"
-            logger.warn("frontend: client \(peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
+            logger.warn("frontend: client \(Wire.peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
             sendFrontend(client, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames())
         }
     }
@@ -384,7 +384,7 @@ final class Switchboard {
         do {
             try frontend.send([client] + frames, dontWait: true)
         } catch {
-            logger.warn("reply to client \(peerName(client)) not sent: \(error)")
+            logger.warn("reply to client \(Wire.peerName(client)) not sent: \(error)")
         }
     }
 
@@ -446,28 +446,31 @@ final class Switchboard {
     /// The next waiting message and its client's role (the ZAP user id;
     /// nil without keys), or nil when none is waiting.
     private func receive(_ socket: Socket) -> (frames: [[UInt8]], role: String?)? {
-        do {
-            return try socket.receiveWithUserID(dontWait: true).map { (frames: $0.frames, role: $0.userID) }
-        } catch {
-            logger.warn("receive failed: \(error)")
-            return nil
+        // Messages over DRK1's size limit in all their frames are dropped
+        // (and logged) on the way, unanswered.
+        for _ in 0..<1_000 {
+            do {
+                return try socket.receiveWithUserID(dontWait: true, maxBytes: Int(Wire.maxMessageSize))
+                    .map { (frames: $0.frames, role: $0.userID) }
+            } catch let oversized as Socket.Oversized {
+                let peer = oversized.firstFrame.map { Wire.peerName($0) } ?? "a peer"
+                logger.warn("dropped \(oversized) from \(peer): DRK1 messages hold at most \(Wire.maxMessageSize) bytes")
+            } catch {
+                logger.warn("receive failed: \(error)")
+                return nil
+            }
         }
+        return nil
     }
 
     /// Logs a message that did not decode and answers it with ERROR (never an ERROR with an ERROR).
     private func rejectMalformed(_ body: [[UInt8]], _ error: ProtocolError, socket: String, identity: [UInt8], send: ([[UInt8]]) -> Void) {
         let commandByte = body.count > 1 && body[1].count == 1 ? "0x" + String(body[1][0], radix: 16) : "none"
-        logger.warn("\(socket): bad message from \(peerName(identity)), command \(commandByte): \(error.code): \(error.reason)")
-        if body.count > 1, body[1] == [Command.error.rawValue] { return }
+        logger.warn("\(socket): bad message from \(Wire.peerName(identity)), command \(commandByte): \(error.code): \(error.reason)")
+        if Wire.isError(body) { return }
         send(Wire.errorReply(to: body, for: error).frames())
     }
 
-    private func peerName(_ identity: [UInt8]) -> String {
-        "0x" + identity.prefix(8).map { byte in
-            let hex = String(byte, radix: 16)
-            return hex.count == 1 ? "0" + hex : hex
-        }.joined()
-    }
 }
 
 extension Switchboard: ServiceLoop {}
