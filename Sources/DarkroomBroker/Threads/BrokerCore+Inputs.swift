@@ -164,7 +164,8 @@ extension BrokerCore {
             do {
                 let replayed = try store.events(from: from, limit: max(1, limit))
                 for event in replayed { delivery.frontend.append((client, event.frames())) }
-                let last = replayed.last?.seq ?? (from - 1)
+                // With none sent: the seq before `from`, never past the head.
+                let last = replayed.last?.seq ?? min(from - 1, store.committedSeq)
                 delivery.frontend.append((client, ReplayEnd(requestID: request.requestID, lastSeq: last, headSeq: store.committedSeq).frames()))
             } catch {
                 logger.error("REPLAY failed: \(error)")
