@@ -25,7 +25,7 @@ public final class Admin {
     public var endpoint: String { channel.endpoint }
 
     private func call(_ what: String, _ build: (UInt64) -> [[UInt8]]) throws(ClientError) -> FrontendMessage {
-        let reply = try channel.call(what, build: build, decode: FrontendMessage.decode, requestID: \.replyRequestID)
+        let reply = try channel.call(what, build: build, decode: FrontendMessage.decode, requestID: \.requestID)
         if case .error(let e) = reply { throw ClientError.server(e, from: .broker, doing: what) }
         return reply
     }

@@ -219,37 +219,3 @@ func milliseconds(_ duration: Duration) -> Int {
     let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
     return Int(ms)
 }
-
-extension FrontendMessage {
-    /// The request id of a reply on the frontend; nil for EVENT (REPLAY
-    /// answers carry none) and for requests.
-    var replyRequestID: UInt64? {
-        switch self {
-        case .accepted(let m): m.requestID
-        case .rejected(let m): m.requestID
-        case .statusReply(let m): m.requestID
-        case .replayEnd(let m): m.requestID
-        case .deadListReply(let m): m.requestID
-        case .ok(let m): m.requestID
-        case .pong(let m): m.requestID
-        case .error(let m): m.requestID
-        case .submit, .status, .replay, .event, .deadList, .deadRetry, .deadDiscard, .ping: nil
-        }
-    }
-}
-
-extension StoreMessage {
-    /// The request id of a reply from the storage node; nil for requests.
-    var replyRequestID: UInt64? {
-        switch self {
-        case .stored(let m): m.requestID
-        case .listReply(let m): m.requestID
-        case .getReply(let m): m.requestID
-        case .statsReply(let m): m.requestID
-        case .ok(let m): m.requestID
-        case .pong(let m): m.requestID
-        case .error(let m): m.requestID
-        default: nil
-        }
-    }
-}

@@ -565,7 +565,7 @@ public final class EventFollower {
     /// The broker's newest event seq, from STATUS.
     private func brokerHead() throws(ClientError) -> UInt64 {
         let reply = try channel.call("STATUS", build: { StatusRequest(requestID: $0).frames() },
-                                     decode: FrontendMessage.decode, requestID: \.replyRequestID)
+                                     decode: FrontendMessage.decode, requestID: \.requestID)
         switch reply {
         case .statusReply(let r):
             heard(resumeSeq: r.status.eventSeq + 1)

@@ -278,7 +278,7 @@ public final class Producer {
             default:
                 return  // an answer to something else, or stray: not ours to act on
             }
-            guard let id = message.replyRequestID, let pending = outstanding.removeValue(forKey: id) else {
+            guard let id = message.requestID, let pending = outstanding.removeValue(forKey: id) else {
                 return  // a second answer to a resent SUBMIT, or a stale one
             }
             bytesInFlight -= pending.bytes

@@ -26,7 +26,7 @@ public final class StoreClient {
     public var endpoint: String { channel.endpoint }
 
     private func call(_ what: String, _ build: (UInt64) -> [[UInt8]]) throws(ClientError) -> StoreMessage {
-        let reply = try channel.call(what, build: build, decode: StoreMessage.decode, requestID: \.replyRequestID)
+        let reply = try channel.call(what, build: build, decode: StoreMessage.decode, requestID: \.requestID)
         if case .error(let e) = reply { throw ClientError.server(e, from: .store, doing: what) }
         return reply
     }

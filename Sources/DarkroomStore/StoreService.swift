@@ -244,7 +244,7 @@ final class StoreService {
 
     private func failure(_ request: Pending, _ failure: StoreFailure) -> [[UInt8]] {
         let reason = String(failure.reason.utf8.prefix(Wire.Limit.reasonBytes)) ?? failure.code.name
-        return [request.peer] + ErrorReply(requestID: request.message.requestID, code: failure.code, reason: Wire.line(reason)).frames()
+        return [request.peer] + ErrorReply(requestID: request.message.requestID ?? 0, code: failure.code, reason: Wire.line(reason)).frames()
     }
 
     private func send(_ reply: [[UInt8]]) {
@@ -302,25 +302,4 @@ extension StoreMessage {
         default: false
         }
     }
-
-    /// The request id the message carries, or 0.
-    var requestID: UInt64 {
-        switch self {
-        case .store(let m): m.requestID
-        case .stored(let m): m.requestID
-        case .list(let m): m.requestID
-        case .listReply(let m): m.requestID
-        case .get(let m): m.requestID
-        case .getReply(let m): m.requestID
-        case .delete(let m): m.requestID
-        case .stats(let m): m.requestID
-        case .statsReply(let m): m.requestID
-        case .ping(let m): m.requestID
-        case .pong(let m): m.requestID
-        case .ok(let m): m.requestID
-        case .error(let m): m.requestID
-        }
-    }
 }
-
-

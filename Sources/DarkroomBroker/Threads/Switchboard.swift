@@ -310,7 +310,7 @@ final class Switchboard {
             if case .submit(let submit) = message {
                 sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
             } else {
-                sendFrontend(client, ErrorReply(requestID: message.requestIDForError ?? 0, code: .forbidden, reason: reason).frames())
+                sendFrontend(client, ErrorReply(requestID: message.requestID ?? 0, code: .forbidden, reason: reason).frames())
             }
             return
         }
@@ -474,19 +474,3 @@ final class Switchboard {
 }
 
 extension Switchboard: ServiceLoop {}
-
-extension FrontendMessage {
-    /// The request id to put in an ERROR or REJECTED answering this message.
-    var requestIDForError: UInt64? {
-        switch self {
-        case .submit(let m): m.requestID
-        case .status(let m): m.requestID
-        case .replay(let m): m.requestID
-        case .deadList(let m): m.requestID
-        case .deadRetry(let m): m.requestID
-        case .deadDiscard(let m): m.requestID
-        case .ping(let m): m.requestID
-        default: nil
-        }
-    }
-}
