@@ -184,10 +184,62 @@ public struct KeyFile: Sendable, Hashable {
 
     /// A warning when the secret key file at `path` can be read by users
     /// other than its owner; nil when it is private (or cannot be checked).
+    ///
+    /// The mode checked is the file's own, reached through any symbolic
+    /// links: Kubernetes mounts a Secret as links (`server.key_secret` to
+    /// `..data/server.key_secret`, `..data` to a timestamped directory), and
+    /// a link's own mode (always 0777) says nothing about who can read the
+    /// key. See `exposure(mode:owner:group:user:groups:)` for what counts.
     public static func exposureWarning(secretPath path: String) -> String? {
-        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int,
-              mode & 0o077 != 0 else { return nil }
-        return "\(path) is readable by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it"
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        guard let problem = exposure(mode: info.st_mode, owner: info.st_uid, group: info.st_gid,
+                                     user: geteuid(), groups: processGroups()) else { return nil }
+        var shown = path
+        var link = stat()
+        if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, let target = realpath(path, nil) {
+            shown += " (a link to \(String(cString: target)))"
+            free(target)
+        }
+        return "\(shown) \(problem)"
+    }
+
+    /// What is wrong with a secret key file's permissions, or nil when only
+    /// this process (and root) can read it.
+    ///
+    /// Any permission for other users is exposure. Permissions for the
+    /// file's group are exposure too, with one exception: a file owned by
+    /// another user and readable (only readable) by a group this process is
+    /// in. There the group is how the owner lets this process in, not an
+    /// extra: Kubernetes makes a Secret volume with `defaultMode: 0400` and
+    /// a pod `fsGroup` into mode 0440, owned by root and group fsGroup, so a
+    /// non-root container can read it; a host may give a key to a service's
+    /// group (0640 root:darkroom). Who else is in that group cannot be seen
+    /// from here; the owner chose it. A file this process owns needs no
+    /// group bit, so there one is exposure.
+    static func exposure(mode: mode_t, owner: uid_t, group: gid_t, user: uid_t, groups: Set<gid_t>) -> String? {
+        // The group's read bit is no exposure when it is how this process
+        // gets in; its other bits still are.
+        let throughGroup = owner != user && groups.contains(group)
+        // Group and other permissions folded into one rwx triple.
+        let exposed = (mode & (throughGroup ? 0o030 : 0o070)) >> 3 | mode & 0o007
+        guard exposed != 0 else { return nil }
+        let what = exposed & 0o4 != 0 ? "is readable by other users"
+            : exposed & 0o2 != 0 ? "can be changed by other users" : "is open to other users"
+        let fix = owner == user ? "chmod 600 it" : "make it mode 400, or 440 for a group this process is in (for a Kubernetes Secret volume, defaultMode: 0400)"
+        return "\(what) (mode \(String(mode & 0o777, radix: 8))); \(fix)"
+    }
+
+    /// The effective group and the supplementary groups of this process.
+    static func processGroups() -> Set<gid_t> {
+        var groups: Set<gid_t> = [getegid()]
+        let count = getgroups(0, nil)
+        if count > 0 {
+            var list = [gid_t](repeating: 0, count: Int(count))
+            let filled = getgroups(count, &list)
+            if filled > 0 { groups.formUnion(list.prefix(Int(filled))) }
+        }
+        return groups
     }
 
     /// Writes `NAME.key` and `NAME.key_secret` (mode 0600) into `directory`,
@@ -241,11 +293,20 @@ public struct KeyFile: Sendable, Hashable {
     }
 
     static func readText(_ path: String) throws(SecurityError) -> String {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw SecurityError("cannot read the key file \(path): no such file")
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let code = errno
+            // A link whose target is gone (a Secret that was never mounted,
+            // a key moved away) would otherwise read as "no such file"
+            // while `ls` shows the name.
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) {
+                let why = code == ENOENT ? "which does not exist" : "which cannot be followed (\(String(cString: strerror(code))))"
+                throw SecurityError("cannot read the key file \(path): it is a symbolic link to \(target), \(why)")
+            }
+            let reason = code == ENOENT ? "no such file" : String(cString: strerror(code))
+            throw SecurityError("cannot read the key file \(path): \(reason)")
         }
-        guard !isDirectory.boolValue else {
+        guard info.st_mode & S_IFMT != S_IFDIR else {
             throw SecurityError("\(path) is a directory, not a key file")
         }
         let data: Data
@@ -275,3 +336,4 @@ public struct KeyFile: Sendable, Hashable {
         }
     }
 }
+
