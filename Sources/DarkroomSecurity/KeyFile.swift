@@ -87,16 +87,25 @@ public struct KeyFile: Sendable, Hashable {
     }
 
     /// Parses a key file's text; `source` names the file in errors.
+    ///
+    /// An error names the file, the line and the field, never text read from
+    /// the file: a secret key file's lines are its secret, and before the
+    /// whole file is parsed there is no telling which line holds it (a key
+    /// with its `secret-key =` lost, a key split at one of the `=` that Z85
+    /// uses). So a malformed line is described, not quoted, and a bad key is
+    /// told by its length or alphabet. Only the field names this format
+    /// defines are repeated back.
     public init(parsing text: String, source: String) throws(SecurityError) {
         var publicKey: CurveKey?
         var secretKey: CurveKey?
         var metadata: [String: String] = [:]
+        var fieldLines: [String: Int] = [:]
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(rawLine).trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
             let place = "\(source) line \(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
-                throw SecurityError("\(place): expected 'field = value', got \"\(line.prefix(60))\"")
+                throw SecurityError("\(place): expected 'field = value' or a '#' comment")
             }
             let field = String(line[..<equals]).trimmingSpaces().lowercased()
             var value = String(line[line.index(after: equals)...]).trimmingSpaces()
@@ -104,27 +113,25 @@ public struct KeyFile: Sendable, Hashable {
                 value = String(value.dropFirst().dropLast())
             }
             guard !field.isEmpty, field.unicodeScalars.allSatisfy({ KeyFile.fieldCharacters.contains($0) }) else {
-                throw SecurityError("\(place): '\(field.prefix(40))' is not a field name (letters, digits, '-' and '_')")
+                throw SecurityError("\(place): the text before '=' is not a field name (letters, digits, '-' and '_')")
             }
+            if let first = fieldLines[field] {
+                let named = KeyFile.definedFields.contains(field) ? field : "the field"
+                throw SecurityError("\(place): \(named) is given twice (first on line \(first))")
+            }
+            fieldLines[field] = index + 1
             switch field {
             case "public-key", "secret-key":
                 let key: CurveKey
                 do {
                     key = try CurveKey(z85: value)
                 } catch {
-                    throw SecurityError("\(place): \(field) is not a CURVE key (40 characters of Z85)")
+                    throw SecurityError("\(place): \(field) is not a CURVE key: \(KeyFile.keyProblem(value))")
                 }
-                if field == "public-key" {
-                    guard publicKey == nil else { throw SecurityError("\(place): public-key is given twice") }
-                    publicKey = key
-                } else {
-                    guard secretKey == nil else { throw SecurityError("\(place): secret-key is given twice") }
-                    secretKey = key
-                }
+                if field == "public-key" { publicKey = key } else { secretKey = key }
             default:
-                guard metadata[field] == nil else { throw SecurityError("\(place): \(field) is given twice") }
                 if field == "role", Role(name: value) == nil {
-                    throw SecurityError("\(place): role '\(value)' is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw SecurityError("\(place): role is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 metadata[field] = value
             }
@@ -150,6 +157,26 @@ public struct KeyFile: Sendable, Hashable {
         self.secretKey = secretKey
         self.metadata = metadata
     }
+
+    /// Why `value` is not a key, in words that give away none of it: its
+    /// length, or that a character is outside the Z85 alphabet (not which).
+    static func keyProblem(_ value: String) -> String {
+        let count = value.unicodeScalars.count
+        if count != 40 {
+            return "it has \(count) character\(count == 1 ? "" : "s") where a key has 40 (Z85, in double quotes)"
+        }
+        if !value.unicodeScalars.allSatisfy({ $0.isASCII && z85Characters.contains(UInt8($0.value)) }) {
+            return "it has a character outside the Z85 alphabet"
+        }
+        return "it is not valid Z85"
+    }
+
+    /// The fields this format defines; an error may repeat these names back.
+    private static let definedFields: Set<String> = ["public-key", "secret-key", "name", "role"]
+
+    private static let z85Characters = Set(
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".utf8
+    )
 
     private static let fieldCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789-_".unicodeScalars)
 
@@ -337,3 +364,24 @@ public struct KeyFile: Sendable, Hashable {
     }
 }
 
+/// A key file prints its public key, name and role, never its secret key:
+/// `CurveKey` prints its Z85 text, so the synthesized forms (in string
+/// interpolation, `dump`, a failed test expectation) would print the
+/// secret. Other metadata is left out too: a secret key file whose
+/// `secret-key` field was mistyped keeps the key as metadata.
+extension KeyFile: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        var parts = ["public-key \(publicKey.z85)", secretKey == nil ? "no secret key" : "secret key withheld"]
+        if let name { parts.append("name \(name)") }
+        if let role { parts.append("role \(role)") }
+        return "KeyFile(\(parts.joined(separator: ", ")))"
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["publicKey": publicKey.z85, "secretKey": secretKey == nil ? "none" : "withheld",
+                                "name": name ?? "", "role": role?.rawValue ?? ""],
+               displayStyle: .struct)
+    }
+}
