@@ -87,16 +87,25 @@ public struct KeyFile: Sendable, Hashable {
     }
 
     /// Parses a key file's text; `source` names the file in errors.
+    ///
+    /// An error names the file, the line and the field, never text read from
+    /// the file: a secret key file's lines are its secret, and before the
+    /// whole file is parsed there is no telling which line holds it (a key
+    /// with its `secret-key =` lost, a key split at one of the `=` that Z85
+    /// uses). So a malformed line is described, not quoted, and a bad key is
+    /// told by its length or alphabet. Only the field names this format
+    /// defines are repeated back.
     public init(parsing text: String, source: String) throws(SecurityError) {
         var publicKey: CurveKey?
         var secretKey: CurveKey?
         var metadata: [String: String] = [:]
+        var fieldLines: [String: Int] = [:]
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(rawLine).trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
             let place = "\(source) line \(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
-                throw SecurityError("\(place): expected 'field = value', got \"\(line.prefix(60))\"")
+                throw SecurityError("\(place): expected 'field = value' or a '#' comment")
             }
             let field = String(line[..<equals]).trimmingSpaces().lowercased()
             var value = String(line[line.index(after: equals)...]).trimmingSpaces()
@@ -104,27 +113,25 @@ public struct KeyFile: Sendable, Hashable {
                 value = String(value.dropFirst().dropLast())
             }
             guard !field.isEmpty, field.unicodeScalars.allSatisfy({ KeyFile.fieldCharacters.contains($0) }) else {
-                throw SecurityError("\(place): '\(field.prefix(40))' is not a field name (letters, digits, '-' and '_')")
+                throw SecurityError("\(place): the text before '=' is not a field name (letters, digits, '-' and '_')")
             }
+            if let first = fieldLines[field] {
+                let named = KeyFile.definedFields.contains(field) ? field : "the field"
+                throw SecurityError("\(place): \(named) is given twice (first on line \(first))")
+            }
+            fieldLines[field] = index + 1
             switch field {
             case "public-key", "secret-key":
                 let key: CurveKey
                 do {
                     key = try CurveKey(z85: value)
                 } catch {
-                    throw SecurityError("\(place): \(field) is not a CURVE key (40 characters of Z85)")
+                    throw SecurityError("\(place): \(field) is not a CURVE key: \(KeyFile.keyProblem(value))")
                 }
-                if field == "public-key" {
-                    guard publicKey == nil else { throw SecurityError("\(place): public-key is given twice") }
-                    publicKey = key
-                } else {
-                    guard secretKey == nil else { throw SecurityError("\(place): secret-key is given twice") }
-                    secretKey = key
-                }
+                if field == "public-key" { publicKey = key } else { secretKey = key }
             default:
-                guard metadata[field] == nil else { throw SecurityError("\(place): \(field) is given twice") }
                 if field == "role", Role(name: value) == nil {
-                    throw SecurityError("\(place): role '\(value)' is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw SecurityError("\(place): role is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 metadata[field] = value
             }
@@ -150,6 +157,26 @@ public struct KeyFile: Sendable, Hashable {
         self.secretKey = secretKey
         self.metadata = metadata
     }
+
+    /// Why `value` is not a key, in words that give away none of it: its
+    /// length, or that a character is outside the Z85 alphabet (not which).
+    static func keyProblem(_ value: String) -> String {
+        let count = value.unicodeScalars.count
+        if count != 40 {
+            return "it has \(count) character\(count == 1 ? "" : "s") where a key has 40 (Z85, in double quotes)"
+        }
+        if !value.unicodeScalars.allSatisfy({ $0.isASCII && z85Characters.contains(UInt8($0.value)) }) {
+            return "it has a character outside the Z85 alphabet"
+        }
+        return "it is not valid Z85"
+    }
+
+    /// The fields this format defines; an error may repeat these names back.
+    private static let definedFields: Set<String> = ["public-key", "secret-key", "name", "role"]
+
+    private static let z85Characters = Set(
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".utf8
+    )
 
     private static let fieldCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789-_".unicodeScalars)
 
@@ -184,10 +211,62 @@ public struct KeyFile: Sendable, Hashable {
 
     /// A warning when the secret key file at `path` can be read by users
     /// other than its owner; nil when it is private (or cannot be checked).
+    ///
+    /// The mode checked is the file's own, reached through any symbolic
+    /// links: Kubernetes mounts a Secret as links (`server.key_secret` to
+    /// `..data/server.key_secret`, `..data` to a timestamped directory), and
+    /// a link's own mode (always 0777) says nothing about who can read the
+    /// key. See `exposure(mode:owner:group:user:groups:)` for what counts.
     public static func exposureWarning(secretPath path: String) -> String? {
-        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int,
-              mode & 0o077 != 0 else { return nil }
-        return "\(path) is readable by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it"
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        guard let problem = exposure(mode: info.st_mode, owner: info.st_uid, group: info.st_gid,
+                                     user: geteuid(), groups: processGroups()) else { return nil }
+        var shown = path
+        var link = stat()
+        if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, let target = realpath(path, nil) {
+            shown += " (a link to \(String(cString: target)))"
+            free(target)
+        }
+        return "\(shown) \(problem)"
+    }
+
+    /// What is wrong with a secret key file's permissions, or nil when only
+    /// this process (and root) can read it.
+    ///
+    /// Any permission for other users is exposure. Permissions for the
+    /// file's group are exposure too, with one exception: a file owned by
+    /// another user and readable (only readable) by a group this process is
+    /// in. There the group is how the owner lets this process in, not an
+    /// extra: Kubernetes makes a Secret volume with `defaultMode: 0400` and
+    /// a pod `fsGroup` into mode 0440, owned by root and group fsGroup, so a
+    /// non-root container can read it; a host may give a key to a service's
+    /// group (0640 root:darkroom). Who else is in that group cannot be seen
+    /// from here; the owner chose it. A file this process owns needs no
+    /// group bit, so there one is exposure.
+    static func exposure(mode: mode_t, owner: uid_t, group: gid_t, user: uid_t, groups: Set<gid_t>) -> String? {
+        // The group's read bit is no exposure when it is how this process
+        // gets in; its other bits still are.
+        let throughGroup = owner != user && groups.contains(group)
+        // Group and other permissions folded into one rwx triple.
+        let exposed = (mode & (throughGroup ? 0o030 : 0o070)) >> 3 | mode & 0o007
+        guard exposed != 0 else { return nil }
+        let what = exposed & 0o4 != 0 ? "is readable by other users"
+            : exposed & 0o2 != 0 ? "can be changed by other users" : "is open to other users"
+        let fix = owner == user ? "chmod 600 it" : "make it mode 400, or 440 for a group this process is in (for a Kubernetes Secret volume, defaultMode: 0400)"
+        return "\(what) (mode \(String(mode & 0o777, radix: 8))); \(fix)"
+    }
+
+    /// The effective group and the supplementary groups of this process.
+    static func processGroups() -> Set<gid_t> {
+        var groups: Set<gid_t> = [getegid()]
+        let count = getgroups(0, nil)
+        if count > 0 {
+            var list = [gid_t](repeating: 0, count: Int(count))
+            let filled = getgroups(count, &list)
+            if filled > 0 { groups.formUnion(list.prefix(Int(filled))) }
+        }
+        return groups
     }
 
     /// Writes `NAME.key` and `NAME.key_secret` (mode 0600) into `directory`,
@@ -241,11 +320,20 @@ public struct KeyFile: Sendable, Hashable {
     }
 
     static func readText(_ path: String) throws(SecurityError) -> String {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw SecurityError("cannot read the key file \(path): no such file")
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let code = errno
+            // A link whose target is gone (a Secret that was never mounted,
+            // a key moved away) would otherwise read as "no such file"
+            // while `ls` shows the name.
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) {
+                let why = code == ENOENT ? "which does not exist" : "which cannot be followed (\(String(cString: strerror(code))))"
+                throw SecurityError("cannot read the key file \(path): it is a symbolic link to \(target), \(why)")
+            }
+            let reason = code == ENOENT ? "no such file" : String(cString: strerror(code))
+            throw SecurityError("cannot read the key file \(path): \(reason)")
         }
-        guard !isDirectory.boolValue else {
+        guard info.st_mode & S_IFMT != S_IFDIR else {
             throw SecurityError("\(path) is a directory, not a key file")
         }
         let data: Data
@@ -273,5 +361,27 @@ public struct KeyFile: Sendable, Hashable {
         case NSFileReadNoPermissionError, NSFileWriteNoPermissionError: return "permission denied"
         default: return ns.localizedDescription
         }
+    }
+}
+
+/// A key file prints its public key, name and role, never its secret key:
+/// `CurveKey` prints its Z85 text, so the synthesized forms (in string
+/// interpolation, `dump`, a failed test expectation) would print the
+/// secret. Other metadata is left out too: a secret key file whose
+/// `secret-key` field was mistyped keeps the key as metadata.
+extension KeyFile: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        var parts = ["public-key \(publicKey.z85)", secretKey == nil ? "no secret key" : "secret key withheld"]
+        if let name { parts.append("name \(name)") }
+        if let role { parts.append("role \(role)") }
+        return "KeyFile(\(parts.joined(separator: ", ")))"
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["publicKey": publicKey.z85, "secretKey": secretKey == nil ? "none" : "withheld",
+                                "name": name ?? "", "role": role?.rawValue ?? ""],
+               displayStyle: .struct)
     }
 }

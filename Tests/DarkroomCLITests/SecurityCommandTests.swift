@@ -51,4 +51,45 @@ import Testing
         let clientWithoutServer = try DarkroomProcess.run(["status", "--curve-key", dir.path("allow/alice.key_secret")])
         #expect(clientWithoutServer.status == 64 && clientWithoutServer.stderr.contains("--server-key"))
     }
+
+    /// A server started on a key mounted the Kubernetes way (links into
+    /// `..data`) is quiet about a private key and warns about an exposed
+    /// one; a malformed key file is refused without a piece of its secret
+    /// on the terminal.
+    @Test func keyFilesBehindLinksAndMalformedKeysOnTheCommandLine() throws {
+        let dir = try TemporaryDirectory()
+        #expect(try DarkroomProcess.run(["keygen", "server", "--dir", dir.path("made")]).status == 0)
+        #expect(try DarkroomProcess.run(["keygen", "alice", "--role", "producer", "--dir", dir.path("allow")]).status == 0)
+        let stamped = dir.path("keys/..2026_11_29_12_34_56.1")
+        try FileManager.default.createDirectory(atPath: stamped, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: dir.path("made/server.key_secret"), toPath: stamped + "/server.key_secret")
+        try FileManager.default.createSymbolicLink(atPath: dir.path("keys/..data"), withDestinationPath: "..2026_11_29_12_34_56.1")
+        try FileManager.default.createSymbolicLink(atPath: dir.path("keys/server.key_secret"), withDestinationPath: "..data/server.key_secret")
+
+        // The broker gets past its keys and fails on a data directory that
+        // cannot exist.
+        let args = ["broker", "--curve-key", dir.path("keys/server.key_secret"), "--allow", dir.path("allow"), "--data", "/dev/null/darkroom"]
+        let quiet = try DarkroomProcess.run(args)
+        #expect(quiet.status == 1, "\(quiet.stderr)")
+        #expect(!quiet.stderr.contains("Warning"), "\(quiet.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: stamped + "/server.key_secret")
+        let warned = try DarkroomProcess.run(args)
+        #expect(warned.stderr.contains("Warning: ") && warned.stderr.contains("is readable by other users (mode 644)"), "\(warned.stderr)")
+
+        // The secret on a line of its own, and cut short: neither is shown.
+        let secretText = try String(contentsOfFile: stamped + "/server.key_secret", encoding: .utf8)
+        let secretLine = try #require(secretText.split(separator: "\n").first { $0.hasPrefix("secret-key") })
+        let secret = String(secretLine.split(separator: "\"")[1])
+        for (name, text) in [("bare", "\(secret)\n"), ("short", "secret-key = \"\(secret.dropLast())\"\n")] {
+            let path = dir.path("\(name).key_secret")
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            for command in [["broker", "--curve-key", path, "--allow", dir.path("allow")],
+                            ["status", "--curve-key", path, "--server-key", dir.path("made/server.key")]] {
+                let run = try DarkroomProcess.run(command)
+                #expect(run.status == 64, "\(name) \(command[0]): \(run.stderr)")
+                #expect(run.stderr.contains("\(name).key_secret line 1"), "\(name) \(command[0]): \(run.stderr)")
+                #expect(!run.stderr.contains(secret.prefix(20)) && !run.stderr.contains(secret.suffix(20)), "\(name) \(command[0]): \(run.stderr)")
+            }
+        }
+    }
 }

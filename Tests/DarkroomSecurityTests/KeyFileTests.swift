@@ -39,7 +39,7 @@ import Testing
         ("public-key = \"short\"\n", "not a CURVE key"),
         ("name = x\n", "no public-key line"),
         ("just some words\n", "expected 'field = value'"),
-        ("public-key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\nrole = janitor\n", "role 'janitor' is not one of"),
+        ("public-key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\nrole = janitor\n", "role is not one of"),
         ("public-key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\nrole = worker\nrole = admin\n", "role is given twice"),
     ])
     func malformedFilesAreRefusedWithTheirReason(text: String, reason: String) throws {

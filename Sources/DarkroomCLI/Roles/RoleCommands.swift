@@ -25,10 +25,7 @@ enum RoleOptions {
     /// to; with CURVE keys every address is allowed.
     static func checkBind(_ endpoint: String, insecure: Bool, curve: Bool = false, role: String) throws {
         if curve { return }
-        guard endpoint.hasPrefix("tcp://") else { return }
-        let host = endpoint.dropFirst("tcp://".count).split(separator: ":").dropLast().joined(separator: ":")
-        let loopback = host.hasPrefix("127.") || host == "localhost" || host == "[::1]" || host == "::1"
-        if !loopback && !insecure {
+        if !isLoopback(endpoint) && !insecure {
             throw UsageError("the \(role) would listen on \(endpoint), which is not loopback, without CURVE encryption; pass --curve-key and --allow to encrypt it, or --insecure to allow it")
         }
     }
@@ -161,6 +158,7 @@ enum BrokerCommand {
         let security = try RoleOptions.security(args)
         let config = try configuration(args, curve: security?.curve)
         let logger = Logger("broker")
+        RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(config.frontendEndpoint), .backend(config.backendEndpoint), .events(config.eventsEndpoint)], logger: logger)
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
         return try RoleOptions.serve("broker", broker, security: security, context: context, logger: logger,
@@ -199,6 +197,7 @@ enum StoreCommand {
         let security = try RoleOptions.security(args)
         let config = try configuration(args, curve: security?.curve)
         let logger = Logger("store")
+        RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.store(config.endpoint)], logger: logger)
         let context = try Context()
         let store = StoreNode(config, context: context, logger: logger)
         return try RoleOptions.serve("storage node", store, security: security, context: context, logger: logger,
@@ -380,6 +379,7 @@ enum UpCommand {
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
+        RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(requested.frontend), .backend(requested.backend), .events(requested.events), .store(requested.store)], logger: logger)
         let context = try Context(ioThreads: UpCommand.ioThreads)
         ServiceRunner.holdTerminationSignals()
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
