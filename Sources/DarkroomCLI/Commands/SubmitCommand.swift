@@ -114,7 +114,7 @@ enum SubmitCommand {
                 case let .rejected(code, reason):
                     refused += 1
                     report(json: json, path: request.sourceName, problem: "refused by the broker (\(code)): \(reason)")
-                case let .failed(error):
+                case let .failed(error), let .unanswered(_, error):
                     refused += 1
                     report(json: json, path: request.sourceName, problem: error.message)
                 }
