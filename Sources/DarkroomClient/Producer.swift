@@ -230,8 +230,8 @@ public final class Producer {
     /// for this long, the jobs still waiting are reported as unanswered.
     /// Measured from the last final answer, not from the start, so a long
     /// batch that makes progress is never cut short, while a broker that is
-    /// gone ends the call this long after it last answered. Never shorter
-    /// than `timeout`: with a deadline of `timeout` or less, nothing is resent.
+    /// gone ends the call this long after it last answered. A deadline no
+    /// longer than `timeout` leaves no time for a resend.
     public var deadline: Duration
     /// The waits between resend rounds beyond the first, between attempts
     /// to reach a broker that is not listening, and before a job refused
@@ -334,7 +334,7 @@ public final class Producer {
             throw ClientError(.invalidArgument, "the submit window must be at least 1, got \(window)")
         }
         let timeout = channel.timeout
-        let patience = max(deadline, timeout)
+        let patience = max(.zero, deadline)
         // A copy is taken for lost when the broker answers others but not
         // it for this long: long enough that a broker busy writing a window
         // of large images is not sent them twice.
