@@ -606,11 +606,15 @@ public final class Producer {
             if let frames = try receive(until: wake) {
                 try handle(frames)
                 try drain()
-                continue
+                if pending.isEmpty { continue }
             }
 
+            // The clocks are checked whether or not answers came: a broker
+            // that keeps refusing for now, or answers others while a copy is
+            // lost, never lets the wait above run out.
             let now = ContinuousClock.now
-            if now >= giveUpAt {
+            anyAwaited = pending.values.contains { $0.awaited }
+            if now >= lastProgress + patience {
                 let endpoint = channel.endpoint
                 endAll { sends in
                     ClientError.noAnswer(from: .broker, at: endpoint, within: patience,
