@@ -24,9 +24,12 @@
 //   from the cursor, and give up only on failures that cannot go away.
 // - Request ids count up from 1 per socket; replies are matched by id, so a
 //   late answer to a timed-out request is never taken for another's.
-// - The producer resends unanswered SUBMITs once (same request id) after a
-//   silence of `timeout`; DRK1 has no submit deduplication, so a resend can
-//   queue a job twice. `resubmits: 0` turns this off.
+// - The producer gives every SUBMIT a submit key and resends it with the
+//   same request id and key, so the broker queues it once however often it
+//   goes. It resends after a silence of `timeout`, then with a growing,
+//   jittered backoff, through a broker that is down, unreachable or
+//   refusing for now, until `deadline` passes without a final answer; only
+//   a failure no retry can mend (`isRetryable` false) ends it sooner.
 // - The default submit priority is 5, the middle of 0…9, so jobs can be
 //   submitted both below and above the default.
 // - A malformed reply is answered with ERROR (never to an ERROR), as DRK1

@@ -222,6 +222,7 @@ public final class EventFollower {
     ///     answers or `duration` passes; failures that cannot go away
     ///     (`isRetryable` false) still end it at once.
     public func follow(from start: FollowStart, for duration: Duration? = nil, retry: RetryBackoff? = nil,
+                       giveUpAfterSilence silenceLimit: Duration? = nil,
                        handler: (Event) -> FollowDecision) throws(ClientError) -> FollowResult {
         let deadline = duration.map { ContinuousClock.now + $0 }
         let tally = Tally()
@@ -233,6 +234,7 @@ public final class EventFollower {
                 return FollowResult(ending: ending, lastSeq: (nextSeq ?? 1) - 1, delivered: tally.delivered, pruned: tally.pruned)
             } catch {
                 guard let retry, error.isRetryable else { throw error }
+                if let silenceLimit, let silence, silence >= silenceLimit { throw error }
                 // Everything delivered so far moved the cursor: go on from it.
                 start = .resume
                 failures = contactLost ? failures + 1 : 1
@@ -286,10 +288,11 @@ public final class EventFollower {
     ///     for the follower's `timeout` (calling again from the same `seq`
     ///     then finds every job's ending again).
     public func waitForJobs(_ ids: Set<ULID>, from seq: UInt64, timeout: Duration? = nil, retry: RetryBackoff? = .standard,
+                            giveUpAfterSilence silenceLimit: Duration? = nil,
                             onEvent: (Event) -> Void = { _ in }) throws(ClientError) -> [ULID: JobOutcome] {
         var outcomes: [ULID: JobOutcome] = [:]
         if ids.isEmpty { return outcomes }
-        let result = try follow(from: .seq(seq), for: timeout, retry: retry) { event in
+        let result = try follow(from: .seq(seq), for: timeout, retry: retry, giveUpAfterSilence: silenceLimit) { event in
             guard ids.contains(event.jobID) else { return .continue }
             onEvent(event)
             switch event.kind {

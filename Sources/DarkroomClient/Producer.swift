@@ -1,4 +1,5 @@
 import Foundation
+import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
 
@@ -134,12 +135,20 @@ public enum SubmitResult: Sendable, Equatable {
     /// sequence number of its `accepted` event: follow events from there.
     case accepted(jobID: ULID, eventSeq: UInt64)
     /// The broker refused the job (REJECTED, or ERROR for a request it found
-    /// malformed or forbidden). `code.isRetryable` says whether to try later
-    /// (queue-full, shutting-down).
+    /// malformed or forbidden). A refusal is final at once unless its code
+    /// is retryable (`code.isRetryable`: queue-full, shutting-down,
+    /// internal); such a job is sent again and only ends here, with the
+    /// broker's last answer, when the deadline passes.
     case rejected(code: ErrorCode, reason: String)
-    /// The job was not sent, or its fate is unknown: the image could not be
-    /// read, a field was invalid, or the broker never answered.
+    /// The job was never sent, and is not queued: its image could not be
+    /// read, or a field was one DRK1 cannot carry.
     case failed(ClientError)
+    /// No answer came before the deadline, or before a failure that ended
+    /// `submit`. `sends` copies of the SUBMIT went out: with none, the job
+    /// is not queued; with one or more it may or may not be, and sending it
+    /// again with the same submit key (the request handed to `onReply`
+    /// carries it) finds out without queueing it twice.
+    case unanswered(sends: Int, error: ClientError)
 
     public var jobID: ULID? {
         if case .accepted(let id, _) = self { return id }
@@ -147,29 +156,87 @@ public enum SubmitResult: Sendable, Equatable {
     }
 }
 
-/// Counts for one `submit` call.
+/// Counts for one `submit` call: every job lands in exactly one of the
+/// first four.
 public struct SubmitSummary: Sendable, Equatable {
     public var accepted = 0
+    /// Refused by the broker (REJECTED or ERROR, with its code).
     public var rejected = 0
+    /// Not sent: the input could not be read or carried.
     public var failed = 0
+    /// Never answered before the deadline (or a failure that ended the call).
+    public var unanswered = 0
     /// The smallest `eventSeq` among accepted jobs: following events from
     /// here sees every accepted job's later events.
     public var firstEventSeq: UInt64?
-    /// SUBMITs sent again after the broker went quiet.
+    /// SUBMITs sent again: after a silence, a lost connection or a
+    /// retryable refusal.
     public var resent = 0
 
     public init() {}
 }
 
-/// Submits jobs to the broker frontend, many at a time.
+/// What `submit` says about the broker while it keeps trying: once when
+/// an outage begins and once when it ends, however many rounds of resends
+/// happen in between, so a caller can tell a person without flooding them.
+public enum SubmitNotice: Sendable, Equatable {
+    /// The broker stopped answering: silent for `timeout` while SUBMITs
+    /// waited, or not even reachable (a SUBMIT could not be queued).
+    /// `waiting` jobs are being resent until it answers or the deadline
+    /// passes, `giveUpIn` from now.
+    case brokerSilent(waiting: Int, giveUpIn: Duration)
+    /// The broker refuses submits for now with a retryable code (queue-full,
+    /// shutting-down, internal, such as a full disk). The `waiting` jobs
+    /// are sent again with backoff until it accepts or the deadline passes.
+    case brokerRefusing(code: ErrorCode, reason: String, waiting: Int, giveUpIn: Duration)
+    /// The broker answers for good again (accepts, or refuses for good), `after`
+    /// its last answer before the outage.
+    case brokerBack(after: Duration)
+}
+
+/// Exponential backoff with jitter: the n-th wait is `initial × 2^(n−1)`,
+/// capped at `maximum`, then drawn at random from the upper half of that,
+/// so producers that lost the same broker do not all come back in step.
+public struct Backoff: Sendable, Equatable {
+    public var initial: Duration
+    public var maximum: Duration
+
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(10)) {
+        self.initial = max(.milliseconds(1), initial)
+        self.maximum = max(self.initial, maximum)
+    }
+
+    /// The wait before try `n` (1 is the first retry), where `unit` is a
+    /// random number in 0...1: 0 gives half the capped wait, 1 all of it.
+    public func delay(_ n: Int, unit: Double) -> Duration {
+        let exponent = max(0, min(n - 1, 30))
+        let full = min(maximum, initial * (1 << exponent))
+        return full * (0.5 + 0.5 * max(0, min(1, unit)))
+    }
+
+    func delay(_ n: Int) -> Duration { delay(n, unit: .random(in: 0...1)) }
+}
+
+/// Submits jobs to the broker frontend, many at a time, and keeps trying
+/// through outages.
 ///
-/// Blocking: `submit` returns when every job has its answer. Threading: a
+/// Blocking: `submit` returns when every job has its final result. Threading: a
 /// `Producer` owns a ZeroMQ socket, so it belongs to the thread that created
 /// it and is not `Sendable`; make one per thread.
 public final class Producer {
     let channel: Channel
-    /// How many times a SUBMIT is sent again when the broker goes quiet.
-    public var resubmits: Int
+    /// How long `submit` keeps trying while no job gets a final answer:
+    /// when the broker has accepted nothing (and refused nothing for good)
+    /// for this long, the jobs still waiting are reported as unanswered.
+    /// Measured from the last final answer, not from the start, so a long
+    /// batch that makes progress is never cut short, while a broker that is
+    /// gone ends the call this long after it last answered. A deadline no
+    /// longer than `timeout` leaves no time for a resend.
+    public var deadline: Duration
+    /// The waits between resend rounds beyond the first, between attempts
+    /// to reach a broker that is not listening, and before a job refused
+    /// for now is sent again.
+    public var backoff: Backoff
     /// The most image bytes in flight at once (at least one job is always
     /// allowed), so a window of large images does not fill memory.
     public var windowBytes: Int
@@ -178,61 +245,122 @@ public final class Producer {
     /// - Parameters:
     ///   - endpoint: the broker frontend, `Wire.Endpoint.frontend` by default.
     ///   - timeout: how long the broker may stay silent while SUBMITs are
-    ///     outstanding before they are resent, then given up.
-    ///   - resubmits: how many times to resend after a silence (see `submit`).
+    ///     outstanding before they are sent again; also how long a send waits
+    ///     for a connection.
+    ///   - deadline: how long to keep trying while the broker answers nothing
+    ///     for good (see `deadline`). Five minutes by default: a broker
+    ///     restarted by its supervisor is back within seconds, a host reboot
+    ///     within a minute or two, and a broker that is really gone still
+    ///     ends the call in bounded time.
+    ///   - backoff: the waits between retries (see `backoff`).
     ///   - curve: keys when the broker requires CURVE.
     public init(endpoint: String = Wire.Endpoint.frontend, context: Context, timeout: Duration = .seconds(5),
-                resubmits: Int = 1, windowBytes: Int = 256 << 20, curve: CurveClientKeys? = nil) throws(ClientError) {
+                deadline: Duration = .seconds(300), backoff: Backoff = Backoff(), windowBytes: Int = 256 << 20,
+                curve: CurveClientKeys? = nil) throws(ClientError) {
         channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: timeout, curve: curve)
-        self.resubmits = max(0, resubmits)
+        self.deadline = deadline
+        self.backoff = backoff
         self.windowBytes = max(1, windowBytes)
     }
 
     /// The broker frontend this producer talks to.
     public var endpoint: String { channel.endpoint }
 
+    /// How long the broker may be silent before unanswered SUBMITs are resent.
+    public var timeout: Duration { channel.timeout }
+
+    /// One job taken from the caller's sequence and not yet finished.
     private struct Pending {
         var request: SubmitRequest
         var bytes: Int
+        /// Copies handed to ZeroMQ so far.
+        var sends = 0
+        /// When the last copy was handed to ZeroMQ.
+        var lastSent: ContinuousClock.Instant?
+        /// When to send (again); nil while a copy awaits its answer.
+        var due: ContinuousClock.Instant?
+        /// The broker's last refusal-for-now, with how many there were.
+        var refusal: (code: ErrorCode, reason: String)?
+        var refusals = 0
+
+        var awaited: Bool { due == nil && lastSent != nil }
     }
 
     /// Submits jobs, keeping up to `window` SUBMITs unanswered at once
-    /// (pipelining), and calls `onReply` once for each job as its answer
-    /// arrives. Answers are matched by request id, so they may come in any
-    /// order; `onReply` runs on the calling thread.
+    /// (pipelining), and calls `onReply` exactly once for each job of
+    /// `jobs`, with its final result. Answers are matched by request id,
+    /// so they may come in any order; `onReply` and `onNotice` run on the
+    /// calling thread.
     ///
     /// A job whose image cannot be read, or whose fields DRK1 cannot carry,
-    /// gets `.failed` without being sent; the others go on.
+    /// gets `.failed` without being sent; the others go on. A job without a
+    /// submit key gets a fresh ULID as its key before it is first sent, and
+    /// every resend carries the same request id and key: the broker queues
+    /// one job per key and answers a repeat with the first job, so no resend
+    /// ever queues a job twice.
     ///
-    /// When the broker sends nothing for `timeout` while SUBMITs are
-    /// outstanding, they are sent again with the same request ids and
-    /// submit keys (up to `resubmits` times); the first answer for an id
-    /// counts. A job without a submit key gets a fresh ULID as its key
-    /// before it is first sent, so a resent job that the broker had in fact
-    /// received is answered with the same job, not queued twice. After the last resend, every
-    /// outstanding job gets `.failed` (kind `.timeout`), and `submit` throws
-    /// the timeout. The same happens when a SUBMIT cannot even be queued
-    /// within `timeout` (no broker listening). Jobs not yet taken from
-    /// `jobs` are not reported.
+    /// Nothing short of the deadline ends the call, whatever the broker does:
+    /// - silent for `timeout` while SUBMITs await answers: they are sent
+    ///   again, and again after each further silence of `timeout` plus a
+    ///   growing, jittered `backoff`;
+    /// - not reachable (a SUBMIT cannot be queued within `timeout`, as with
+    ///   no broker listening): sending pauses for a `backoff` wait and then
+    ///   starts again with every job still waiting;
+    /// - answering others but not one SUBMIT for four times `timeout`
+    ///   (its copy was lost with a connection that dropped and came back):
+    ///   that one is sent again;
+    /// - refusing with a retryable code (queue-full, shutting-down,
+    ///   internal): that job is sent again after a `backoff` wait that grows
+    ///   with each refusal. Any other refusal is final.
+    /// `onNotice` hears once when such an outage begins and once when the
+    /// broker answers for good again. When `deadline` passes with no final
+    /// answer, every job still waiting, and every job not yet taken from
+    /// `jobs`, gets `.unanswered` (or its last refusal), and the call returns.
     ///
+    /// - Throws: only for a failure no retry can mend (a `ClientError`
+    ///   whose `isRetryable` is false, such as an ERROR the broker could not
+    ///   match to any request), after reporting every job not yet finished
+    ///   as `.unanswered` with that error; and for a window below 1, before
+    ///   anything is sent.
     /// - Returns: counts, and the first accepted event seq for `EventFollower`.
     @discardableResult
     public func submit(
         _ jobs: some Sequence<SubmitRequest>,
         window: Int = 256,
+        onNotice: (SubmitNotice) -> Void = { _ in },
         onReply: (SubmitRequest, SubmitResult) -> Void
     ) throws(ClientError) -> SubmitSummary {
         guard window >= 1 else {
             throw ClientError(.invalidArgument, "the submit window must be at least 1, got \(window)")
         }
+        let timeout = channel.timeout
+        let patience = max(.zero, deadline)
+        // A copy is taken for lost when the broker answers others but not
+        // it for this long: long enough that a broker busy writing a window
+        // of large images is not sent them twice.
+        let staleAfter = timeout * 4
+        let start = ContinuousClock.now
+
         var summary = SubmitSummary()
-        var outstanding: [UInt64: Pending] = [:]
-        var order: [UInt64] = []  // send order, for reporting abandoned jobs in order
+        var pending: [UInt64: Pending] = [:]
+        var order: [UInt64] = []  // send order: resends and reports go in it
         var bytesInFlight = 0
-        var silentSince = ContinuousClock.now
-        var resendsLeft = resubmits
         var iterator = jobs.makeIterator()
         var exhausted = false
+        /// The last final answer; the deadline counts from here.
+        var lastProgress = start
+        /// The last message of any kind from the broker.
+        var lastHeard = start
+        /// Since when awaited SUBMITs have had no answer.
+        var silentSince = start
+        /// Rounds of silence (or of failed sends) since the broker last spoke.
+        var silentRounds = 0
+        var silenceLimit = timeout
+        /// After a SUBMIT could not be queued, nothing is sent before this.
+        var sendsPausedUntil: ContinuousClock.Instant?
+        /// When the current outage began (the broker's last answer before
+        /// it); nil when there is none.
+        var outageSince: ContinuousClock.Instant?
 
         func report(_ request: SubmitRequest, _ result: SubmitResult) {
             switch result {
@@ -241,15 +369,80 @@ public final class Producer {
                 summary.firstEventSeq = min(summary.firstEventSeq ?? seq, seq)
             case .rejected: summary.rejected += 1
             case .failed: summary.failed += 1
+            case .unanswered: summary.unanswered += 1
             }
             onReply(request, result)
         }
 
-        func abandon(_ error: ClientError) -> ClientError {
-            for id in order {
-                if let pending = outstanding.removeValue(forKey: id) { report(pending.request, .failed(error)) }
+        func finish(_ id: UInt64, _ result: SubmitResult) {
+            guard let job = pending.removeValue(forKey: id) else { return }
+            bytesInFlight -= job.bytes
+            report(job.request, result)
+        }
+
+        func giveUpIn() -> Duration { max(.zero, lastProgress + patience - ContinuousClock.now) }
+
+        /// A final answer: the deadline starts again, and an outage is over.
+        func progressed() {
+            let now = ContinuousClock.now
+            lastProgress = now
+            if let since = outageSince {
+                outageSince = nil
+                onNotice(.brokerBack(after: now - since))
             }
+        }
+
+        func heard() {
+            let now = ContinuousClock.now
+            lastHeard = now
+            silentSince = now
+            silentRounds = 0
+            silenceLimit = timeout
+            sendsPausedUntil = nil
+        }
+
+        func outage(_ notice: SubmitNotice) {
+            guard outageSince == nil else { return }
+            outageSince = lastHeard
+            onNotice(notice)
+        }
+
+        /// Ends every job not yet finished, in order, then the ones never taken.
+        func endAll(_ error: (Int) -> ClientError) {
+            for id in order {
+                guard let job = pending[id] else { continue }
+                if let refusal = job.refusal {
+                    finish(id, .rejected(code: refusal.code, reason: refusal.reason))
+                } else {
+                    finish(id, .unanswered(sends: job.sends, error: error(job.sends)))
+                }
+            }
+            order.removeAll()
+            while let request = iterator.next() {
+                var request = request
+                if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
+                report(request, .unanswered(sends: 0, error: error(0)))
+            }
+            exhausted = true
+        }
+
+        func fatal(_ error: ClientError) -> ClientError {
+            endAll { _ in error }
             return error
+        }
+
+        func refused(_ id: UInt64, _ code: ErrorCode, _ reason: String) {
+            guard var job = pending[id] else { return }
+            guard code.isRetryable else {
+                finish(id, .rejected(code: code, reason: reason))
+                progressed()
+                return
+            }
+            job.refusal = (code, reason)
+            job.refusals += 1
+            job.due = ContinuousClock.now + backoff.delay(job.refusals)
+            pending[id] = job
+            outage(.brokerRefusing(code: code, reason: reason, waiting: pending.count, giveUpIn: giveUpIn()))
         }
 
         func handle(_ frames: [[UInt8]]) throws(ClientError) {
@@ -257,107 +450,195 @@ public final class Producer {
             do {
                 message = try FrontendMessage.decode(frames)
             } catch {
+                heard()
                 let id = channel.rejectMalformed(frames, error)
-                if let pending = outstanding.removeValue(forKey: id) {
-                    bytesInFlight -= pending.bytes
-                    silentSince = ContinuousClock.now
-                    report(pending.request, .failed(ClientError(.protocolViolation,
+                if let job = pending[id] {
+                    // Whether the job was queued cannot be told from an answer
+                    // that does not decode.
+                    finish(id, .unanswered(sends: job.sends, error: ClientError(.protocolViolation,
                         "the broker at \(channel.endpoint) sent a malformed answer to SUBMIT: \(error.reason)")))
+                    progressed()
                 }
                 return
             }
-            let result: SubmitResult
+            heard()
             switch message {
-            case .accepted(let m): result = .accepted(jobID: m.jobID, eventSeq: m.eventSeq)
-            case .rejected(let m): result = .rejected(code: m.code, reason: m.reason)
+            case .accepted(let m):
+                guard pending[m.requestID] != nil else { return }  // a second answer to a resent SUBMIT
+                finish(m.requestID, .accepted(jobID: m.jobID, eventSeq: m.eventSeq))
+                progressed()
+            case .rejected(let m):
+                refused(m.requestID, m.code, m.reason)
             case .error(let m) where m.requestID == 0:
-                // The broker could not even tell which request it was: every
-                // outstanding SUBMIT is in doubt.
-                throw abandon(ClientError.server(m, from: .broker, doing: "a SUBMIT"))
-            case .error(let m): result = .rejected(code: m.code, reason: m.reason)
+                // The broker could not tell which request it was. When its
+                // code says a retry may help, the SUBMITs it concerns stay
+                // unanswered and are resent like any other.
+                let error = ClientError.server(m, from: .broker, doing: "a SUBMIT")
+                if !error.isRetryable { throw fatal(error) }
+            case .error(let m):
+                refused(m.requestID, m.code, m.reason)
             default:
                 return  // an answer to something else, or stray: not ours to act on
             }
-            guard let id = message.requestID, let pending = outstanding.removeValue(forKey: id) else {
-                return  // a second answer to a resent SUBMIT, or a stale one
+        }
+
+        /// Takes every answer already waiting.
+        func drain() throws(ClientError) {
+            while let frames = try receive(until: nil) { try handle(frames) }
+        }
+
+        /// Receives one message (waiting until `deadline`, or not at all
+        /// when nil). A failure a retry may mend is waited out, not thrown.
+        func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> [[UInt8]]? {
+            do {
+                if let deadline { return try channel.receive(until: deadline) }
+                return try channel.receiveNow()
+            } catch {
+                guard error.isRetryable else { throw fatal(error) }
+                let pause = min(.milliseconds(100), max(.zero, (deadline ?? .now) - .now))
+                if pause > .zero { Thread.sleep(forTimeInterval: pause.fractionalSeconds) }
+                return nil
             }
-            bytesInFlight -= pending.bytes
-            silentSince = ContinuousClock.now
-            report(pending.request, result)
+        }
+
+        /// Sends one copy of a job (`built`, or read again from its source).
+        /// Returns false when it could not be queued (no connection): the
+        /// job is then due again after a pause.
+        func send(_ id: UInt64, built: Submit? = nil) throws(ClientError) -> Bool {
+            guard var job = pending[id] else { return true }
+            let submit: Submit
+            if let built {
+                submit = built
+            } else {
+                do {
+                    (submit, _) = try job.request.message(requestID: id)
+                } catch {
+                    // The input went away since it was first read; a copy
+                    // sent before may have been queued.
+                    finish(id, job.sends == 0 ? .failed(error) : .unanswered(sends: job.sends, error: error))
+                    return true
+                }
+            }
+            let noneAwaited = !pending.values.contains { $0.awaited }
+            do {
+                try channel.send(submit.frames(), what: "SUBMIT")
+            } catch {
+                guard error.isRetryable else { throw fatal(error) }
+                // Not even queued: the broker is not reachable. Whatever went
+                // out before may have been lost with the connection, so every
+                // job goes again once sending starts again.
+                let now = ContinuousClock.now
+                silentRounds += 1
+                sendsPausedUntil = now + backoff.delay(silentRounds)
+                for key in order where pending[key]?.awaited == true { pending[key]?.due = now }
+                pending[id]?.due = now
+                outage(.brokerSilent(waiting: pending.count, giveUpIn: giveUpIn()))
+                return false
+            }
+            let now = ContinuousClock.now
+            if noneAwaited { silentSince = now }
+            if job.sends > 0 { summary.resent += 1 }
+            job.sends += 1
+            job.lastSent = now
+            job.due = nil
+            pending[id] = job
+            return true
         }
 
         while true {
-            // Fill the window.
-            while !exhausted, outstanding.count < window, outstanding.isEmpty || bytesInFlight < windowBytes {
-                guard var request = iterator.next() else {
-                    exhausted = true
-                    break
+            if let pause = sendsPausedUntil, ContinuousClock.now >= pause { sendsPausedUntil = nil }
+            if sendsPausedUntil == nil {
+                // Jobs due again first, in the order they were first sent.
+                var reachable = true
+                let now = ContinuousClock.now
+                for id in order {
+                    guard let due = pending[id]?.due, due <= now else { continue }
+                    if !(try send(id)) { reachable = false; break }
+                    try drain()
                 }
-                if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
-                let id = channel.nextRequestID()
-                let submit: Submit
-                let size: Int
-                do {
-                    (submit, size) = try request.message(requestID: id)
-                } catch {
-                    report(request, .failed(error))
-                    continue
-                }
-                do {
-                    try channel.send(submit.frames(), what: "SUBMIT")
-                } catch {
-                    report(request, .failed(error))  // not queued: ZeroMQ refused it
-                    throw abandon(error)
-                }
-                if outstanding.isEmpty { silentSince = ContinuousClock.now }
-                outstanding[id] = Pending(request: request, bytes: size)
-                order.append(id)
-                bytesInFlight += size
-                // Take answers that are already here before sending more.
-                while let frames = try channel.receiveNow() {
-                    try handle(frames)
+                // Then fill the window.
+                while reachable, !exhausted, pending.count < window, pending.isEmpty || bytesInFlight < windowBytes {
+                    guard var request = iterator.next() else {
+                        exhausted = true
+                        break
+                    }
+                    if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
+                    let id = channel.nextRequestID()
+                    let submit: Submit
+                    let size: Int
+                    do {
+                        (submit, size) = try request.message(requestID: id)
+                    } catch {
+                        report(request, .failed(error))
+                        continue
+                    }
+                    pending[id] = Pending(request: request, bytes: size, due: .now)
+                    order.append(id)
+                    bytesInFlight += size
+                    if !(try send(id, built: submit)) { reachable = false }
+                    // Take answers that are already here before sending more.
+                    try drain()
                 }
             }
-            if outstanding.isEmpty {
+            if pending.isEmpty {
                 if exhausted { return summary }
                 continue
             }
-            if order.count > 4 * outstanding.count + 64 {
-                order.removeAll { outstanding[$0] == nil }
+            if order.count > 4 * pending.count + 64 {
+                order.removeAll { pending[$0] == nil }
             }
 
-            // Wait for answers, at most until the broker has been silent for `timeout`.
-            if let frames = try channel.receive(until: silentSince + channel.timeout) {
+            // Wait for answers, at most until something is due: the deadline,
+            // the end of a silence or a pause, a job's backoff, a lost copy.
+            let giveUpAt = lastProgress + patience
+            var wake = giveUpAt
+            var anyAwaited = false
+            for job in pending.values {
+                if job.awaited, let sent = job.lastSent {
+                    anyAwaited = true
+                    if lastHeard > sent { wake = min(wake, sent + staleAfter) }
+                } else if let due = job.due, sendsPausedUntil == nil {
+                    wake = min(wake, due)
+                }
+            }
+            if anyAwaited { wake = min(wake, silentSince + silenceLimit) }
+            if let pause = sendsPausedUntil { wake = min(wake, pause) }
+            if let frames = try receive(until: wake) {
                 try handle(frames)
-                while let more = try channel.receiveNow() {
-                    try handle(more)
-                }
-                continue
+                try drain()
+                if pending.isEmpty { continue }
             }
-            guard resendsLeft > 0 else {
-                let error = ClientError.noAnswer(
-                    from: .broker, at: channel.endpoint, within: channel.timeout,
-                    detail: "\(outstanding.count) submit(s) unanswered; their jobs may or may not be queued")
-                throw abandon(error)
-            }
-            resendsLeft -= 1
-            order.removeAll { outstanding[$0] == nil }
-            for id in order {
-                guard let pending = outstanding[id] else { continue }
-                do {
-                    let (submit, _) = try pending.request.message(requestID: id)
-                    try channel.send(submit.frames(), what: "SUBMIT")
-                    summary.resent += 1
-                } catch {
-                    if error.kind == .timeout { throw abandon(error) }
-                    outstanding[id] = nil
-                    bytesInFlight -= pending.bytes
-                    report(pending.request, .failed(error))
-                }
-            }
-            silentSince = ContinuousClock.now
-        }
 
+            // The clocks are checked whether or not answers came: a broker
+            // that keeps refusing for now, or answers others while a copy is
+            // lost, never lets the wait above run out.
+            let now = ContinuousClock.now
+            anyAwaited = pending.values.contains { $0.awaited }
+            if now >= lastProgress + patience {
+                let endpoint = channel.endpoint
+                endAll { sends in
+                    ClientError.noAnswer(from: .broker, at: endpoint, within: patience,
+                                         detail: sends == 0 ? "never sent; the job is not queued"
+                                                            : "sent \(sends) time(s); the job may or may not be queued")
+                }
+                return summary
+            }
+            if anyAwaited, now >= silentSince + silenceLimit {
+                // Silent for the whole limit: every awaited SUBMIT goes again,
+                // and the next round waits longer.
+                silentRounds += 1
+                silenceLimit = timeout + backoff.delay(silentRounds)
+                silentSince = now
+                for id in order where pending[id]?.awaited == true { pending[id]?.due = now }
+                outage(.brokerSilent(waiting: pending.count, giveUpIn: giveUpIn()))
+            } else {
+                // The broker answers others: a copy unanswered for long was lost.
+                for id in order {
+                    guard let job = pending[id], job.awaited, let sent = job.lastSent, lastHeard > sent, now >= sent + staleAfter else { continue }
+                    pending[id]?.due = now
+                }
+            }
+        }
     }
 
     /// Submits one job and waits for its answer.

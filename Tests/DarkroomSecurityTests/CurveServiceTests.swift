@@ -174,7 +174,7 @@ struct CurveServiceTests {
         // A worker key is not a producer: the frontend refuses it.
         let denied = system.authenticator.decisions.denied
         let wrongRole = try Producer(endpoint: try system.endpoint("frontend"), context: system.context,
-                                     timeout: .seconds(2), curve: try system.keys(system.worker))
+                                     timeout: .seconds(2), deadline: .seconds(2), curve: try system.keys(system.worker))
         let outcome = try? wrongRole.submit(SubmitRequest(sourceName: "c.jpg", image: .bytes(jpegLike()), pipeline: "crop:square"))
         #expect(outcome?.jobID == nil)
         #expect(system.eventually { system.authenticator.decisions.denied > denied })

@@ -6,9 +6,17 @@ import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
 
-/// `darkroom submit`: sends jobs to the broker, many in flight at once, and
-/// optionally follows them to the end.
+/// `darkroom submit`: sends jobs to the broker, many in flight at once,
+/// keeps resending through a broker outage until a deadline, and optionally
+/// follows every accepted job to its end.
 enum SubmitCommand {
+    /// The default --deadline, in seconds. A broker restarted by its
+    /// supervisor (systemd's RestartSec is 2 s) answers again within
+    /// seconds, and one that starts on a large queue or after a host reboot
+    /// within a minute or two; five minutes rides out a restart or two of
+    /// either kind, and still ends a submit to a broker that is gone.
+    static let defaultDeadline = 300
+
     static let spec = CommandSpec(
         name: "submit",
         abstract: "Submit JPEGs as jobs to the broker.",
@@ -16,9 +24,31 @@ enum SubmitCommand {
         Checks the pipeline and every file locally first (a bad pipeline or an
         unreadable, non-JPEG or over-limit file is reported and nothing is sent),
         then submits with many jobs in flight and prints one job id per file.
-        With --wait it follows events until every job is stored or dead: a
-        progress bar on a terminal, one line per finished job otherwise. Exit 0
-        when every job was stored, 1 when any ended dead or was refused.
+        With --wait it follows every accepted job until it is stored or dead,
+        whatever happened to the others: a progress bar on a terminal, one
+        line per finished job otherwise.
+
+        Every job carries a submit key, so a resend never queues it twice.
+        When the broker is silent for --timeout, unanswered submits are sent
+        again, with growing waits between rounds; while it is unreachable or
+        refuses for now (queue full, shutting down, disk full), they are
+        retried the same way. This goes on until --deadline passes with no
+        submit accepted (or refused for good); only then are the rest
+        reported as never answered (or refused, with the broker's last
+        reason). An outage is reported once on stderr when it begins and
+        once when the broker is back.
+
+        Exit status: 0 when every input was stored (with --wait) or
+        accepted (without); 2 when some input was never answered by the
+        deadline (if it was sent, its job may or may not be queued) or,
+        with --wait, was accepted but not seen to finish; otherwise 1
+        when some were refused by the broker, ended dead or failed the
+        local checks; 64 for a usage error. The last line on stderr
+        counts the inputs by outcome, and each one not stored or
+        accepted is named with why. With --json every input gets one
+        final object whose "status" is stored or dead (with --wait),
+        accepted (without), or refused, unanswered, unfinished or
+        invalid; with --wait an "accepted" object comes first.
 
         Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
         globs such as 'photos/*.jpg'.
@@ -36,7 +66,10 @@ enum SubmitCommand {
             ClientOptions.json,
             ClientOptions.broker,
             ClientOptions.events,
-            ClientOptions.timeout,
+            .value("timeout", "SECONDS", help: "How long the broker may be silent before unanswered submits are sent again.", default: "5"),
+            .value("deadline", "SECONDS",
+                   help: "How long to keep resending while no submit is accepted (an outage); then the rest are reported as never answered.",
+                   default: String(defaultDeadline)),
             ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
     )
@@ -44,6 +77,17 @@ enum SubmitCommand {
     struct Checked {
         var path: String
         var problem: String?
+    }
+
+    /// Where one input ended up.
+    enum Status {
+        case invalid(String)
+        case accepted(ULID)
+        case refused(ErrorCode, String)
+        case unanswered(sends: Int, String)
+        case stored(ULID)
+        case dead(ULID)
+        case unfinished(ULID, String)
     }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
@@ -62,22 +106,24 @@ enum SubmitCommand {
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
         let window = try args.int("window", default: 256, range: 1...100_000)
+        let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
         let wait = args.flag("wait")
 
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
         let paths = InputFiles.expand(Globs.expand(args.positionals))
-        var valid: [String] = []
-        var invalid = 0
-        for input in paths {
+        var statuses: [Status?] = Array(repeating: nil, count: paths.count)
+        var valid: [Int] = []
+        for (index, input) in paths.enumerated() {
             if let problem = input.problem ?? check(input.path, pipeline: pipeline) {
-                invalid += 1
+                statuses[index] = .invalid(problem)
                 report(json: json, path: input.path, problem: problem)
             } else {
-                valid.append(input.path)
+                valid.append(index)
             }
         }
+        let invalid = paths.count - valid.count
         if invalid > 0 && !args.flag("skip-invalid") {
             throw RuntimeError("\(invalid) of \(paths.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
         }
@@ -85,93 +131,244 @@ enum SubmitCommand {
 
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
+        let endpoint = ClientOptions.brokerEndpoint(args)
         let producer: Producer
         do {
-            producer = try Producer(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: try ClientOptions.brokerCurve(args))
+            producer = try Producer(endpoint: endpoint, context: context, timeout: timeout, deadline: deadline,
+                                    curve: try ClientOptions.brokerCurve(args))
         } catch {
             throw error.runtime
         }
+        // The CLI names each job's submit key itself, to find the input an
+        // answer belongs to even when a path is given twice.
         let canonical = pipeline.canonical
-        let requests = valid.map { SubmitRequest.file($0, pipeline: canonical, options: options, priority: priority) }
-        var accepted: [ULID: String] = [:]
-        var refused = 0
+        var inputOfKey: [String: Int] = [:]
+        let requests = valid.map { index in
+            var request = SubmitRequest.file(paths[index].path, pipeline: canonical, options: options, priority: priority)
+            let key = ULIDGenerator.shared.next().description
+            request.submitKey = key
+            inputOfKey[key] = index
+            return request
+        }
+        var accepted: [ULID: Int] = [:]
         let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid.count) : nil
-        let summary: SubmitSummary
+        var resent = 0
+        var firstSeq: UInt64?
         do {
-            summary = try producer.submit(requests, window: window) { request, result in
+            resent = try producer.submit(requests, window: window, onNotice: { notice in
+                // The producer counts the jobs it holds; the inputs not yet
+                // taken wait as well.
+                let waiting = statuses.filter { $0 == nil }.count
+                progress?.clearLine()
+                Console.err(noticeText(notice, endpoint: endpoint, waiting: waiting))
+            }) { request, result in
+                guard let index = request.submitKey.flatMap({ inputOfKey[$0] }) else { return }
+                let path = paths[index].path
                 switch result {
-                case let .accepted(jobID, _):
-                    accepted[jobID] = request.sourceName
+                case let .accepted(jobID, seq):
+                    accepted[jobID] = index
+                    firstSeq = min(firstSeq ?? seq, seq)
+                    statuses[index] = .accepted(jobID)
                     if json {
                         var o = JSONObject()
-                        o.set("input", request.sourceName)
+                        o.set("input", path)
                         o.set("job", jobID.description)
                         o.set("status", "accepted")
                         Console.out(o.text)
                     } else if progress == nil {
-                        Console.out("\(jobID) \(request.sourceName)")
+                        Console.out("\(jobID) \(path)")
                     }
                 case let .rejected(code, reason):
-                    refused += 1
-                    report(json: json, path: request.sourceName, problem: "refused by the broker (\(code)): \(reason)")
+                    statuses[index] = .refused(code, reason)
+                    progress?.clearLine()
+                    if json {
+                        var o = JSONObject()
+                        o.set("input", path)
+                        o.set("status", "refused")
+                        o.set("code", code.name)
+                        o.set("reason", "refused by the broker (\(code)): \(reason)")
+                        Console.out(o.text)
+                    } else {
+                        Console.err("\(path): refused by the broker (\(code)): \(reason)")
+                    }
                 case let .failed(error):
-                    refused += 1
-                    report(json: json, path: request.sourceName, problem: error.message)
+                    statuses[index] = .invalid(error.message)
+                    progress?.clearLine()
+                    report(json: json, path: path, problem: error.message)
+                case let .unanswered(sends, error):
+                    statuses[index] = .unanswered(sends: sends, error.message)
+                    progress?.clearLine()
+                    if json {
+                        var o = JSONObject()
+                        o.set("input", path)
+                        o.set("status", "unanswered")
+                        o.set("sent", sends)
+                        o.set("reason", error.message)
+                        Console.out(o.text)
+                    } else {
+                        let fate = sends == 0 ? "never sent; not queued" : "sent \(sends) time(s); may or may not be queued"
+                        Console.err("\(path): never answered (\(fate))")
+                    }
                 }
                 progress?.submitted(accepted.count)
-            }
+            }.resent
         } catch {
-            progress?.finish()
-            throw error.runtime
+            // Every input not answered was reported with this error; the
+            // accepted ones are still followed below.
+            progress?.clearLine()
+            Console.err("Error: \(error.message)")
         }
-        if !wait {
-            if !json { Console.err("\(accepted.count) job(s) submitted, \(refused) refused") }
-            return refused == 0 ? 0 : 1
-        }
-        guard let from = summary.firstEventSeq, !accepted.isEmpty else { return 1 }
 
-        let follower: EventFollower
-        do {
-            follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: timeout, curve: try ClientOptions.brokerCurve(args))
-        } catch {
-            throw error.runtime
-        }
-        var stored = 0
-        var dead = 0
-        let outcomes: [ULID: JobOutcome]
-        do {
-            outcomes = try follower.waitForJobs(Set(accepted.keys), from: from) { event in
-                switch event.kind {
-                case .stored:
-                    stored += 1
-                    if json { Console.out(Format.eventJSON(event)) } else if progress == nil {
-                        Console.out("stored \(event.jobID) \(event.sourceName) record \(event.recordID?.description ?? "?")")
-                    }
-                case .dead:
-                    dead += 1
-                    if json { Console.out(Format.eventJSON(event)) } else {
-                        let reason = event.failure.map(Format.failureText) ?? "no reason given"
-                        progress?.clearLine()
-                        Console.err("dead   \(event.jobID) \(event.sourceName): \(reason)")
-                    }
-                case .retrying where !json:
+        if wait, let from = firstSeq {
+            var stored = 0
+            var dead = 0
+            do {
+                let follower = try EventFollower(frontend: endpoint, events: ClientOptions.eventsEndpoint(args), context: context,
+                                                 timeout: timeout, curve: try ClientOptions.brokerCurve(args))
+                // A broker silent for the whole deadline while its jobs run
+                // ends the wait as it ends the resending: the jobs not seen
+                // to finish are reported, and the exit status says so.
+                follower.onBrokerContact = { contact in
                     progress?.clearLine()
-                    if progress == nil { Console.err("retry  \(event.jobID) \(event.sourceName) (attempt \(event.attempt))") }
-                default:
-                    break
+                    switch contact {
+                    case .lost:
+                        Console.err("submit: broker at \(endpoint) not answering; still following \(accepted.count) job(s) for up to \(spoken(deadline))")
+                    case .regained(let silence, _):
+                        Console.err("submit: broker back after \(spoken(silence))")
+                    }
                 }
-                progress?.update(done: stored, failed: dead)
+                _ = try follower.waitForJobs(Set(accepted.keys), from: from, giveUpAfterSilence: deadline) { event in
+                    guard let index = accepted[event.jobID] else { return }
+                    let path = paths[index].path
+                    switch event.kind {
+                    case .stored:
+                        stored += 1
+                        statuses[index] = .stored(event.jobID)
+                        if json { Console.out(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
+                            Console.out("stored \(event.jobID) \(path) record \(event.recordID?.description ?? "?")")
+                        }
+                    case .dead:
+                        dead += 1
+                        statuses[index] = .dead(event.jobID)
+                        if json { Console.out(resultJSON(input: path, status: "dead", event: event)) } else {
+                            let reason = event.failure.map(Format.failureText) ?? "no reason given"
+                            progress?.clearLine()
+                            Console.err("dead   \(event.jobID) \(path): \(reason)")
+                        }
+                    case .retrying where !json:
+                        progress?.clearLine()
+                        if progress == nil { Console.err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
+                    default:
+                        break
+                    }
+                    progress?.update(done: stored, failed: dead)
+                }
+            } catch {
+                // Following stopped: the jobs not seen to end are reported so.
+                let message = (error as? ClientError)?.message ?? "\(error)"
+                progress?.clearLine()
+                Console.err("Error: following the accepted jobs stopped: \(message)")
+                for (job, index) in accepted.sorted(by: { $0.value < $1.value }) {
+                    guard case .accepted? = statuses[index] else { continue }
+                    statuses[index] = .unfinished(job, message)
+                    if json {
+                        var o = JSONObject()
+                        o.set("input", paths[index].path)
+                        o.set("status", "unfinished")
+                        o.set("job", job.description)
+                        o.set("reason", message)
+                        Console.out(o.text)
+                    } else {
+                        Console.err("\(paths[index].path): accepted as \(job), not seen to finish")
+                    }
+                }
             }
-        } catch {
-            progress?.finish()
-            throw error.runtime
+        }
+        if wait {
+            // Accepted but never seen to end (following ended early): unknown.
+            for index in statuses.indices {
+                if case .accepted(let job)? = statuses[index] { statuses[index] = .unfinished(job, "not seen to finish") }
+            }
         }
         progress?.finish()
-        let storedCount = outcomes.values.filter { if case .stored = $0 { true } else { false } }.count
-        if !json {
-            Console.err("\(storedCount) stored, \(outcomes.count - storedCount) dead, \(refused) refused, of \(valid.count + invalid) input(s)")
+
+        let counts = Counts(statuses)
+        Console.err(counts.line(wait: wait, inputs: paths.count, resent: resent))
+        if counts.unanswered + counts.unfinished > 0 { return 2 }
+        if counts.refused + counts.dead + counts.invalid > 0 { return 1 }
+        return 0
+    }
+
+    /// How many inputs ended in each status.
+    struct Counts {
+        var accepted = 0, stored = 0, dead = 0, refused = 0, unanswered = 0, unfinished = 0, invalid = 0
+
+        init(_ statuses: [Status?]) {
+            for status in statuses {
+                switch status {
+                case .accepted: accepted += 1
+                case .stored: stored += 1
+                case .dead: dead += 1
+                case .refused: refused += 1
+                case .unanswered, nil: unanswered += 1
+                case .unfinished: unfinished += 1
+                case .invalid: invalid += 1
+                }
+            }
         }
-        return storedCount == valid.count + invalid ? 0 : 1
+
+        /// `200 input(s): 149 stored, 0 dead, 0 refused, 51 never answered, 0 invalid; 62 resent`
+        func line(wait: Bool, inputs: Int, resent: Int) -> String {
+            var parts = wait ? ["\(stored) stored", "\(dead) dead"] : ["\(accepted) accepted"]
+            if unfinished > 0 { parts.append("\(unfinished) not seen to finish") }
+            parts += ["\(refused) refused", "\(unanswered) never answered", "\(invalid) invalid"]
+            return "\(inputs) input(s): " + parts.joined(separator: ", ") + (resent > 0 ? "; \(resent) submit(s) resent" : "")
+        }
+    }
+
+    /// One line on stderr for each turn of an outage.
+    static func noticeText(_ notice: SubmitNotice, endpoint: String, waiting: Int) -> String {
+        switch notice {
+        case let .brokerSilent(_, giveUpIn):
+            return "submit: broker at \(endpoint) not answering; resending \(waiting) submit(s) until the deadline (\(spoken(giveUpIn)) from now)"
+        case let .brokerRefusing(code, reason, _, giveUpIn):
+            return "submit: broker at \(endpoint) refuses submits for now (\(code): \(reason)); retrying \(waiting) submit(s) until the deadline (\(spoken(giveUpIn)) from now)"
+        case let .brokerBack(after):
+            return "submit: broker back after \(spoken(after))"
+        }
+    }
+
+    /// A duration as people say it: "14 s", "5 min", "4 min 55 s".
+    static func spoken(_ duration: Duration) -> String {
+        let seconds = Int((duration.fractionalSeconds).rounded())
+        if seconds < 60 { return "\(seconds) s" }
+        let minutes = seconds / 60
+        return seconds % 60 == 0 ? "\(minutes) min" : "\(minutes) min \(seconds % 60) s"
+    }
+
+    /// The final object of an input that ended stored or dead: its status,
+    /// then the event's fields as `watch --json` prints them.
+    static func resultJSON(input: String, status: String, event: Event) -> String {
+        var o = JSONObject()
+        o.set("input", input)
+        o.set("status", status)
+        o.set("seq", Int(event.seq))
+        o.set("time", Int(event.time))
+        o.set("kind", event.kind.description)
+        o.set("job", event.jobID.description)
+        o.set("source", event.sourceName)
+        o.set("attempt", Int(event.attempt))
+        o.set("worker", event.workerID.isEmpty ? nil : event.workerID)
+        o.set("record", event.recordID?.description)
+        if let failure = event.failure {
+            var f = JSONObject()
+            f.set("step", Int(failure.stepIndex))
+            f.set("step_text", failure.step)
+            f.set("code", failure.code)
+            f.set("reason", failure.reason)
+            o.set("error", object: f)
+        }
+        return o.text
     }
 
     /// Reads the file's header and checks it against the limits and the pipeline.

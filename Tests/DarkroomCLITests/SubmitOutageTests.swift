@@ -1,0 +1,212 @@
+import Foundation
+import Testing
+
+/// A client command running in the background, its stdout and stderr in
+/// files of their own, so a test can watch its output while it runs and
+/// break things under it.
+final class BackgroundClient {
+    let process: Process
+    let stdoutURL: URL
+    let stderrURL: URL
+
+    init(_ arguments: [String], name: String, in dir: TemporaryDirectory) throws {
+        stdoutURL = dir.url.appendingPathComponent("\(name).stdout")
+        stderrURL = dir.url.appendingPathComponent("\(name).stderr")
+        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process = Process()
+        process.executableURL = DarkroomProcess.executable
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// Polls (every 5 ms, so a fast batch is caught mid-way) until
+    /// `condition` holds for the output so far.
+    func waitForOutput(_ what: String, timeout: Duration = .seconds(60), _ condition: (String) -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition(stdout) { return }
+            if !process.isRunning { throw HarnessError("the client exited (\(process.terminationStatus)) before \(what)\n\(stderr.suffix(2000))") }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        throw HarnessError("timed out waiting until \(what)\n\(stderr.suffix(2000))")
+    }
+
+    /// Waits for the command to exit and returns what it printed.
+    func finish(timeout: Duration = .seconds(120)) throws -> DarkroomProcess.Output {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now >= deadline {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                throw HarnessError("the client did not exit within \(timeout)\n\(stderr.suffix(2000))")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return DarkroomProcess.Output(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+}
+
+extension FaultTests {
+    /// The statuses an input ends with in `submit --json`; `accepted` is
+    /// final only without --wait.
+    static let finalStatuses: Set<String> = ["stored", "dead", "refused", "unanswered", "unfinished", "invalid"]
+
+    /// How many queued jobs each start of the broker recovered, from its
+    /// log ("recovered 27 queued job(s) and 0 leased job(s), …").
+    static func recoveredCounts(_ h: SystemHarness) -> [Int] {
+        h.logLines("broker", containing: "recovered ").compactMap { line in
+            guard let range = line.range(of: "recovered ") else { return nil }
+            return Int(line[range.upperBound...].split(separator: " ").first ?? "")
+        }
+    }
+
+    /// A broker killed twice while `submit --wait` is still getting its
+    /// inputs accepted, and started again on the same data each time. The
+    /// submit resends what went unanswered with the same submit keys until
+    /// the broker is back, says so once per outage, and then follows every
+    /// job to the end: each input accepted once, stored once, printed once.
+    @Test("submit --wait through two SIGKILLs of the broker while it accepts: every input accepted once, stored once, every result printed")
+    func submitThroughBrokerKills() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        // Inputs of about 0.4 MB, each written to a file of its own by the
+        // broker, two in flight at a time: an accept phase of a few seconds.
+        let photo = try Fixtures.noisyJPEG(width: 800, height: 600, noise: 40, quality: 90)
+        let total = 120
+        let folder = try h.writeCopies(of: photo, total, name: "kill")
+        let inputs = Set((0..<total).map { folder.appendingPathComponent(String(format: "kill-%03d.jpg", $0)).path })
+
+        let started = ContinuousClock.now
+        let submit = try BackgroundClient(["submit", folder.path, "--ops", "scale:64x64,mode=fill | crop:square", "--thumb", "32x32",
+                                           "--wait", "--json", "--window", "2", "--timeout", "1"] + h.clientFlags, name: "submit", in: h.dir)
+        func acceptedSoFar(_ out: String) -> Int { out.components(separatedBy: "\"status\":\"accepted\"").count - 1 }
+        // No worker yet: each restart recovers exactly the jobs committed so far.
+        var answeredAtKill: [Int] = []
+        for (kill, threshold) in [(1, 25), (2, 65)] {
+            try submit.waitForOutput("\(threshold) inputs are accepted before kill \(kill)") { acceptedSoFar($0) >= threshold }
+            let answered = acceptedSoFar(submit.stdout)
+            try #require(answered < total, "the accept phase ended before kill \(kill)")
+            answeredAtKill.append(answered)
+            #expect(h.signal("broker", SIGKILL) == SIGKILL)
+            try h.startBroker()
+        }
+        try h.startWorker("kill-w1")
+        try h.startWorker("kill-w2")
+        let output = try submit.finish()
+        let elapsed = ContinuousClock.now - started
+
+        #expect(output.status == 0, "submit exited \(output.status): \(output.stderr.suffix(3000))")
+        // The kills hit the accept phase: each restart found more jobs than
+        // the last and fewer than all, and at least as many as had been answered.
+        let recovered = Self.recoveredCounts(h)
+        #expect(recovered.count == 2, "\(h.logLines("broker", containing: "recovered "))")
+        if recovered.count == 2 {
+            #expect(0 < recovered[0] && recovered[0] < recovered[1] && recovered[1] < total, "recovered \(recovered)")
+            #expect(recovered[0] >= answeredAtKill[0] && recovered[1] >= answeredAtKill[1], "recovered \(recovered), answered \(answeredAtKill)")
+        }
+        // One line when the broker went, one when it came back, per outage.
+        let stderrLines = output.stderr.split(separator: "\n")
+        #expect(stderrLines.filter { $0.contains("not answering; resending") }.count == 2, "\(output.stderr)")
+        #expect(stderrLines.filter { $0.hasPrefix("submit: broker back after ") }.count == 2, "\(output.stderr)")
+        #expect(output.stderr.contains("\(total) input(s): \(total) stored, 0 dead, 0 refused, 0 never answered, 0 invalid"), "\(output.stderr)")
+
+        // Every input: accepted once, then exactly one final object, stored.
+        let lines = SystemHarness.jsonLines(output.stdout)
+        let accepted = lines.filter { $0["status"] as? String == "accepted" }
+        let finals = lines.filter { Self.finalStatuses.contains($0["status"] as? String ?? "") }
+        #expect(accepted.count == total && Set(accepted.compactMap { $0["input"] as? String }) == inputs)
+        #expect(finals.count == total && Set(finals.compactMap { $0["input"] as? String }) == inputs)
+        #expect(finals.allSatisfy { $0["status"] as? String == "stored" && $0["record"] is String }, "\(finals.filter { $0["status"] as? String != "stored" })")
+        let jobs = Set(accepted.compactMap { $0["job"] as? String })
+        #expect(jobs.count == total)
+        for final in finals {
+            let input = final["input"] as? String
+            #expect(accepted.first { $0["input"] as? String == input }?["job"] as? String == final["job"] as? String)
+        }
+
+        // The broker queued one job per input, and each was stored once.
+        let events = EventLog(try h.allEvents())
+        #expect(events.of("accepted").count == total, "\(events.of("accepted").count) accepted events for \(total) inputs")
+        try Self.expectStoredOnce(jobs, h, events)
+        let lost = zip(recovered, answeredAtKill).map { $0 - $1 }
+        print("submit through 2 broker kills: \(total) inputs of \(photo.count) bytes in \(elapsed); killed at \(answeredAtKill) answered, "
+              + "\(recovered) committed (\(lost) accepted but unanswered, answered on resend); \(output.stderr.split(separator: "\n").filter { $0.hasPrefix("submit:") })")
+    }
+
+    /// A broker killed mid-batch that never comes back: `submit` keeps
+    /// resending until the deadline, then names every input it got no
+    /// answer for and exits 2. The inputs it printed as accepted are queued,
+    /// and the only others the broker holds are ones it named as sent and
+    /// maybe queued.
+    @Test("submit against a broker that never comes back: the deadline ends it, the never-answered inputs are named, exit 2")
+    func submitDeadlineWithoutBroker() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        let photo = try Fixtures.noisyJPEG(width: 800, height: 600, noise: 40, quality: 90)
+        let total = 60
+        let folder = try h.writeCopies(of: photo, total, name: "gone")
+        let inputs = (0..<total).map { folder.appendingPathComponent(String(format: "gone-%03d.jpg", $0)).path }
+
+        let submit = try BackgroundClient(["submit", folder.path, "--ops", "grayscale", "--window", "2", "--timeout", "1", "--deadline", "4"] + h.clientFlags,
+                                          name: "submit", in: h.dir)
+        try submit.waitForOutput("ten inputs are accepted") { $0.split(separator: "\n").count >= 10 }
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        let killed = ContinuousClock.now
+        let output = try submit.finish()
+        let afterKill = ContinuousClock.now - killed
+
+        #expect(output.status == 2, "submit exited \(output.status): \(output.stderr.suffix(3000))")
+        // The deadline counts from the last answer: four seconds, plus at
+        // most one send timeout and the time to start and report.
+        #expect(afterKill >= .milliseconds(3_500) && afterKill < .seconds(7), "ended \(afterKill) after the kill")
+
+        // Every input is named once: accepted on stdout, or never answered on stderr.
+        var acceptedInputs: [String: String] = [:]
+        for line in output.stdoutLines {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            if parts.count == 2 { acceptedInputs[parts[1]] = parts[0] }
+        }
+        let stderrLines = output.stderr.split(separator: "\n").map(String.init)
+        let maybeQueued = inputs.filter { input in
+            stderrLines.contains { $0.hasPrefix("\(input): never answered (sent ") && $0.hasSuffix("; may or may not be queued)") }
+        }
+        let notSent = inputs.filter { stderrLines.contains("\($0): never answered (never sent; not queued)") }
+        #expect(acceptedInputs.count >= 10)
+        #expect(acceptedInputs.count + maybeQueued.count + notSent.count == total,
+                "\(acceptedInputs.count) accepted, \(maybeQueued.count) sent, \(notSent.count) not sent\n\(output.stderr.suffix(3000))")
+        #expect(Set(acceptedInputs.keys).union(maybeQueued).union(notSent) == Set(inputs))
+        #expect(maybeQueued.count <= 2, "a window of 2, yet \(maybeQueued.count) in flight")
+        let unanswered = total - acceptedInputs.count
+        #expect(output.stderr.contains("\(total) input(s): \(acceptedInputs.count) accepted, 0 refused, \(unanswered) never answered, 0 invalid"),
+                "\(output.stderr.suffix(1000))")
+        #expect(stderrLines.filter { $0.contains("not answering; resending \(unanswered) submit(s) until the deadline") }.count == 1, "\(output.stderr)")
+        #expect(!output.stderr.contains("broker back"))
+
+        // Started again, the broker holds every job printed as accepted,
+        // and of the others only ones named as maybe queued.
+        try h.startBroker()
+        let events = EventLog(try h.allEvents())
+        let queued = Dictionary(events.of("accepted").map { ($0["source"] as? String ?? "", $0["job"] as? String ?? "") }, uniquingKeysWith: { a, _ in a })
+        #expect(events.of("accepted").count == queued.count, "an input queued twice")
+        for (input, job) in acceptedInputs { #expect(queued[input] == job, "\(input) printed as \(job), queued as \(queued[input] ?? "nothing")") }
+        let extra = Set(queued.keys).subtracting(acceptedInputs.keys)
+        #expect(extra.isSubset(of: Set(maybeQueued)), "queued yet reported never sent: \(extra.subtracting(maybeQueued))")
+        print("submit against a broker gone for good: \(acceptedInputs.count) accepted, \(maybeQueued.count) sent and unanswered "
+              + "(\(extra.count) of them queued), \(notSent.count) never sent; ended \(afterKill) after the kill")
+    }
+}
