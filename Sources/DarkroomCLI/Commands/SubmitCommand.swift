@@ -43,7 +43,8 @@ enum SubmitCommand {
         deadline (if it was sent, its job may or may not be queued) or,
         with --wait, was accepted but not seen to finish; otherwise 1
         when some were refused by the broker, ended dead or failed the
-        local checks; 64 for a usage error. The last line on stderr
+        local checks, or when the broker refused this client's key or
+        CURVE settings; 64 for a usage error. The last line on stderr
         counts the inputs by outcome, and each one not stored or
         accepted is named with why. With --json every input gets one
         final object whose "status" is stored or dead (with --wait),
@@ -114,6 +115,7 @@ enum SubmitCommand {
         // and the pipeline must fit its size, before anything is sent.
         let paths = InputFiles.expand(Globs.expand(args.positionals))
         var statuses: [Status?] = Array(repeating: nil, count: paths.count)
+        var connectionRefused = false
         var valid: [Int] = []
         for (index, input) in paths.enumerated() {
             if let problem = input.problem ?? check(input.path, pipeline: pipeline) {
@@ -217,6 +219,7 @@ enum SubmitCommand {
             // accepted ones are still followed below.
             progress?.clearLine()
             Console.err("Error: \(error.message)")
+            if error.kind == .refused { connectionRefused = true }
         }
 
         if wait, let from = firstSeq {
@@ -294,6 +297,9 @@ enum SubmitCommand {
 
         let counts = Counts(statuses)
         Console.err(counts.line(wait: wait, inputs: paths.count, resent: resent))
+        // A broker that turns this client away (its key, its CURVE
+        // settings) refused every input it did not answer: that is no outage.
+        if connectionRefused && counts.unfinished == 0 { return 1 }
         if counts.unanswered + counts.unfinished > 0 { return 2 }
         if counts.refused + counts.dead + counts.invalid > 0 { return 1 }
         return 0
