@@ -225,6 +225,16 @@ struct CurveServiceTests {
             return
         }
         #expect(refused.code == .forbidden && refused.requestID == 9)
+        // The role is checked before the images: garbage is forbidden too, not invalid.
+        var garbage = request
+        garbage.requestID = 10
+        garbage.full = jpegLike()
+        try impostor.send(garbage.frames())
+        guard case .error(let refusedGarbage) = try StoreMessage.decode(try #require(try impostor.receive())) else {
+            Issue.record("a producer's STORE of garbage was not refused")
+            return
+        }
+        #expect(refusedGarbage.code == .forbidden && refusedGarbage.requestID == 10)
         #expect(try producerStore.list().isEmpty)
 
         // An admin key may do all of it.
