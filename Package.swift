@@ -48,7 +48,8 @@ let package = Package(
         // Broker: the durable job queue, leases, heartbeats, retries, events.
         .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
         // Storage node: linked full-res and thumbnail records in SQLite, large blobs in files.
-        .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol"]),
+        // It reads the header of each image it is sent (DarkroomImage), never the pixels.
+        .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomImage"]),
         // Client side of DRK1: producer, event follower, admin and store clients.
         .target(name: "DarkroomClient", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
         // CURVE key files, the allowlist of client keys and the ZAP handler.
@@ -74,8 +75,8 @@ let package = Package(
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
-        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore"]),
-        .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
+        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
+        .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
     ]
 )

@@ -1,3 +1,4 @@
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomZMQ
 
@@ -29,6 +30,12 @@ public struct StoreConfiguration: Sendable {
     /// CURVE keys: when set, the socket is a CURVE server in the ZAP domain
     /// "store", and a ZAP handler on the same context decides who may connect.
     public var curve: ServerCurve?
+    /// The limits each stored image's header must be within: by default the
+    /// workers' own (`DecodeLimits.default`), which bound every output they
+    /// make, so only a STORE no worker would send is refused. Set them to the
+    /// workers' when those are raised. `failOnWarning` is always on here: a
+    /// header that ends early is refused, never guessed at.
+    public var imageLimits: DecodeLimits
 
     public init(
         endpoint: String = Wire.Endpoint.store,
@@ -39,7 +46,8 @@ public struct StoreConfiguration: Sendable {
         maxBytesPerTurn: Int = 256 * 1024 * 1024,
         lingerMilliseconds: Int = 200,
         curve: ServerCurve? = nil,
-        localEndpoint: String? = nil
+        localEndpoint: String? = nil,
+        imageLimits: DecodeLimits = .default
     ) {
         self.endpoint = endpoint
         self.localEndpoint = localEndpoint
@@ -50,5 +58,6 @@ public struct StoreConfiguration: Sendable {
         self.maxBytesPerTurn = maxBytesPerTurn
         self.lingerMilliseconds = lingerMilliseconds
         self.curve = curve
+        self.imageLimits = imageLimits
     }
 }

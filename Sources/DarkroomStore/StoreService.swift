@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
@@ -12,6 +13,8 @@ final class StoreService {
     let socket: Socket
     let inbox: MailboxInbox<StoreNode.Control>
     let poller = Poller()
+    /// The header checks every STORE passes before it reaches the database.
+    let imageCheck: ImageCheck
     /// The endpoint actually bound (the port resolved when it was `*`).
     let endpoint: String
 
@@ -29,6 +32,7 @@ final class StoreService {
     init(configuration: StoreConfiguration, context: Context, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        imageCheck = ImageCheck(limits: configuration.imageLimits)
         do {
             records = try RecordStore(
                 directory: configuration.dataDirectory,
@@ -109,8 +113,9 @@ final class StoreService {
     }
 
     /// Decodes one message. Returns the requests that need the database;
-    /// answers PING and bad messages directly into `replies`. `role` is the
-    /// ZAP user id of the peer's connection (its key's role), nil without keys.
+    /// answers PING, bad messages and STOREs whose images fail the header
+    /// checks directly into `replies`. `role` is the ZAP user id of the
+    /// peer's connection (its key's role), nil without keys.
     private func classify(_ message: [[UInt8]], role: String?, replies: inout [[[UInt8]]]) -> Pending? {
         guard let peer = message.first else { return nil }
         let frames = Array(message.dropFirst())
@@ -126,7 +131,17 @@ final class StoreService {
             return nil
         }
         switch decoded {
-        case .store, .list, .get, .delete, .stats:
+        case .store(let request):
+            // Checked here, outside the batch: a refused STORE costs the
+            // database nothing, and is refused whether or not its job
+            // already has a record.
+            if let failure = imageCheck.failure(of: request) {
+                logger.warn("store refused the STORE of job \(request.jobID) from peer \(Wire.peerName(peer)): \(failure.code): \(failure.reason)")
+                replies.append([peer] + ErrorReply(requestID: request.requestID, code: failure.code, reason: Wire.line(failure.reason)).frames())
+                return nil
+            }
+            return Pending(peer: peer, message: decoded)
+        case .list, .get, .delete, .stats:
             return Pending(peer: peer, message: decoded)
         case .ping(let ping):
             replies.append([peer] + Pong(requestID: ping.requestID).frames())

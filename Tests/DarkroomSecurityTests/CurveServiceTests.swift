@@ -1,6 +1,7 @@
 import DarkroomBroker
 import DarkroomClient
 import DarkroomCore
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomSecurity
 import DarkroomStore
@@ -88,6 +89,12 @@ final class SecureSystem {
 /// Bytes that pass the broker's JPEG check (it looks at the SOI marker).
 func jpegLike() -> [UInt8] { [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 7, count: 60) + [0xFF, 0xD9] }
 
+/// A real JPEG of the given size: the storage node reads the header of what
+/// it stores and refuses anything else.
+func realJPEG(_ width: Int, _ height: Int) throws -> [UInt8] {
+    try JPEG.encode(Image(width: width, height: height, red: 90, green: 120, blue: 150))
+}
+
 @Suite(.enabled(if: Curve.isAvailable, "libzmq has no CURVE"))
 struct CurveServiceTests {
     @Test func anAllowlistedProducerSubmitsAndAnUnknownKeyGetsNothing() throws {
@@ -157,7 +164,7 @@ struct CurveServiceTests {
         let job = ULIDGenerator().next()
         let request = StoreRequest(requestID: 1, jobID: job, sourceName: "a.jpg", pipeline: "crop:square",
                                    fullSize: ImageSize(width: 8, height: 8), thumbnailSize: ImageSize(width: 4, height: 4),
-                                   full: jpegLike(), thumbnail: jpegLike())
+                                   full: try realJPEG(8, 8), thumbnail: try realJPEG(4, 4))
         try worker.send(request.frames())
         let reply = try StoreMessage.decode(try #require(try worker.receive()))
         guard case .stored(let stored) = reply else {
@@ -211,13 +218,23 @@ struct CurveServiceTests {
         defer { impostor.close() }
         let request = StoreRequest(requestID: 9, jobID: ULIDGenerator().next(), sourceName: "fake.jpg", pipeline: "crop:square",
                                    fullSize: ImageSize(width: 8, height: 8), thumbnailSize: ImageSize(width: 4, height: 4),
-                                   full: jpegLike(), thumbnail: jpegLike())
+                                   full: try realJPEG(8, 8), thumbnail: try realJPEG(4, 4))
         try impostor.send(request.frames())
         guard case .error(let refused) = try StoreMessage.decode(try #require(try impostor.receive())) else {
             Issue.record("a producer's STORE was not refused")
             return
         }
         #expect(refused.code == .forbidden && refused.requestID == 9)
+        // The role is checked before the images: garbage is forbidden too, not invalid.
+        var garbage = request
+        garbage.requestID = 10
+        garbage.full = jpegLike()
+        try impostor.send(garbage.frames())
+        guard case .error(let refusedGarbage) = try StoreMessage.decode(try #require(try impostor.receive())) else {
+            Issue.record("a producer's STORE of garbage was not refused")
+            return
+        }
+        #expect(refusedGarbage.code == .forbidden && refusedGarbage.requestID == 10)
         #expect(try producerStore.list().isEmpty)
 
         // An admin key may do all of it.

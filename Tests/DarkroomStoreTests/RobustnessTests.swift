@@ -39,19 +39,19 @@ import Testing
         // STORE with a frame missing: malformed, with the request id.
         var store = StoreRequest(requestID: 11, jobID: ULIDGenerator.shared.next(), sourceName: "x.jpg", pipeline: "invert",
                                  fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                                 full: [1], thumbnail: [2]).frames()
+                                 full: jpeg(1, 1, seed: 1), thumbnail: jpeg(1, 1, seed: 2)).frames()
         store.removeLast()
         expectError(try client.request(store), .malformed, requestID: 11)
         // A lower-case job id is malformed on the wire.
         var lower = StoreRequest(requestID: 12, jobID: ULIDGenerator.shared.next(), sourceName: "x.jpg", pipeline: "invert",
                                  fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                                 full: [1], thumbnail: [2]).frames()
+                                 full: jpeg(1, 1, seed: 1), thumbnail: jpeg(1, 1, seed: 2)).frames()
         lower[3] = Array(String(decoding: lower[3], as: UTF8.self).lowercased().utf8)
         expectError(try client.request(lower), .malformed, requestID: 12)
         // A size of 0x0 is out of range.
         var zero = StoreRequest(requestID: 13, jobID: ULIDGenerator.shared.next(), sourceName: "x.jpg", pipeline: "invert",
                                 fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                                full: [1], thumbnail: [2]).frames()
+                                full: jpeg(1, 1, seed: 1), thumbnail: jpeg(1, 1, seed: 2)).frames()
         zero[6] = [UInt8](repeating: 0, count: 8)
         expectError(try client.request(zero), .malformed, requestID: 13)
         // GET with a variant of 2.
@@ -82,12 +82,12 @@ import Testing
         #expect(try offender.ping())
         let huge = StoreRequest(requestID: 1, jobID: ULIDGenerator.shared.next(), sourceName: "big.jpg", pipeline: "invert",
                                 fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                                full: fixture(200 * 1024, seed: 90), thumbnail: [1])
+                                full: jpeg(1, 1, seed: 90, bytes: 200 * 1024), thumbnail: jpeg(1, 1, seed: 91))
         try offender.sendRaw(huge.frames())
 
         let client = try StoreClient(context, node: node)
         #expect(try client.ping())
-        let stored = try client.store(job: ULIDGenerator.shared.next(), full: fixture(1000, seed: 91), thumb: [1])
+        let stored = try client.store(job: ULIDGenerator.shared.next(), full: fullJPEG(seed: 91, bytes: 1000), thumb: thumbJPEG(seed: 91))
         #expect(stored.created)
         #expect(try client.stats().records == 1)
     }
@@ -101,7 +101,7 @@ import Testing
         // Each frame is under the limit, the message is not.
         let split = StoreRequest(requestID: 21, jobID: ULIDGenerator.shared.next(), sourceName: "split.jpg", pipeline: "invert",
                                  fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                                 full: fixture(40 * 1024, seed: 92), thumbnail: fixture(40 * 1024, seed: 93))
+                                 full: jpeg(1, 1, seed: 92, bytes: 40 * 1024), thumbnail: jpeg(1, 1, seed: 93, bytes: 40 * 1024))
         try client.sendRaw(split.frames())
         // The next answer is the PING's: the split message got none.
         #expect(try client.ping())
@@ -111,12 +111,12 @@ import Testing
     @Test func startupRemovesTemporaryAndUnreferencedFilesButKeepsCommittedOnes() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()
-        let full = fixture(3000, seed: 100)
+        let full = fullJPEG(seed: 100, bytes: 3000)
         let job = ULIDGenerator.shared.next()
         let first = try startNode(context, directory: directory.storePath, threshold: 1024)
         do {
             let client = try StoreClient(context, node: first)
-            _ = try client.store(job: job, full: full, thumb: [1, 2, 3])
+            _ = try client.store(job: job, full: full, thumb: thumbJPEG(seed: 101))
         }
         first.stop()
         first.wait()
@@ -153,8 +153,8 @@ import Testing
         let node = try startNode(context, directory: directory.storePath, threshold: 1024)
         defer { node.stop() }
         let client = try StoreClient(context, node: node)
-        let full = fixture(3000, seed: 110)
-        let stored = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: fixture(100, seed: 111))
+        let full = fullJPEG(seed: 110, bytes: 3000)
+        let stored = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: thumbJPEG(seed: 111, bytes: 500))
 
         // Flip one byte of the external file (same length).
         let file = directory.storePath + "/blobs/" + (try #require(blobFiles(directory.storePath).first))
@@ -165,7 +165,7 @@ import Testing
 
         // Damage the inline thumbnail through SQL.
         let connection = try Connection(path: directory.storePath + "/store.db")
-        try connection.execute("UPDATE thumbnails SET blob = ?1 WHERE full_res_id = ?2", fixture(100, seed: 112), stored.recordID.description)
+        try connection.execute("UPDATE thumbnails SET blob = ?1 WHERE full_res_id = ?2", fixture(500, seed: 112), stored.recordID.description)
         try connection.close()
         expectError(try client.get(stored.recordID, .thumbnail), .internal, requestID: 3, mentioning: "sha256")
 

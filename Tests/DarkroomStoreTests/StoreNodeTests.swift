@@ -17,8 +17,8 @@ import Testing
         let client = try StoreClient(context, node: node)
 
         let job = ULIDGenerator.shared.next()
-        let full = fixture(2048, seed: 1)
-        let thumb = fixture(1024, seed: 2)
+        let full = fullJPEG(seed: 1, bytes: 2048)
+        let thumb = thumbJPEG(seed: 2, bytes: 1024)
         let stored = try client.store(job: job, full: full, thumb: thumb, source: "dir/IMG_1.jpg")
         #expect(stored.created)
 
@@ -33,8 +33,8 @@ import Testing
         #expect(byRecord.record.jobID == job)
         #expect(byRecord.record.source == "dir/IMG_1.jpg")
         #expect(byRecord.record.pipeline == "scale:64x64,mode=fill | crop:square")
-        #expect(byRecord.record.full == ImageInfo(width: 640, height: 480, bytes: 2048, sha256: SHA256.hex(full)))
-        #expect(byRecord.record.thumb == ImageInfo(width: 64, height: 64, bytes: 1024, sha256: SHA256.hex(thumb)))
+        #expect(byRecord.record.full == ImageInfo(width: 64, height: 48, bytes: 2048, sha256: SHA256.hex(full)))
+        #expect(byRecord.record.thumb == ImageInfo(width: 16, height: 16, bytes: 1024, sha256: SHA256.hex(thumb)))
         #expect(byRecord.record.created > 0)
 
         // By job id, the thumbnail.
@@ -67,12 +67,12 @@ import Testing
         let client = try StoreClient(context, node: node)
 
         let job = ULIDGenerator.shared.next()
-        let first = try client.store(job: job, full: fixture(4000, seed: 10), thumb: fixture(100, seed: 11))
+        let first = try client.store(job: job, full: fullJPEG(seed: 10, bytes: 4000), thumb: thumbJPEG(seed: 11))
         #expect(first.created)
         let filesBefore = blobFiles(directory.storePath)
 
         // A rerun with different bytes (say, a non-deterministic encoder) changes nothing.
-        let again = try client.store(job: job, full: fixture(5000, seed: 12), thumb: fixture(200, seed: 13))
+        let again = try client.store(job: job, full: fullJPEG(seed: 12, bytes: 5000), thumb: thumbJPEG(seed: 13))
         #expect(again.recordID == first.recordID)
         #expect(!again.created)
 
@@ -81,7 +81,7 @@ import Testing
         let burst = (0..<2).map { index in
             StoreRequest(requestID: 1000 + UInt64(index), jobID: other, sourceName: "b.jpg", pipeline: "invert",
                          fullSize: ImageSize(width: 1, height: 1), thumbnailSize: ImageSize(width: 1, height: 1),
-                         full: fixture(50, seed: 20 + UInt64(index)), thumbnail: fixture(10, seed: 30))
+                         full: jpeg(1, 1, seed: 20 + UInt64(index)), thumbnail: jpeg(1, 1, seed: 30))
         }
         for request in burst { try client.sendRaw(request.frames()) }
         var replies: [UInt64: Stored] = [:]
@@ -105,7 +105,7 @@ import Testing
             Issue.record("GET did not answer GET-REPLY")
             return
         }
-        #expect(reply.image == fixture(4000, seed: 10))
+        #expect(reply.image == fullJPEG(seed: 10, bytes: 4000))
     }
 
     @Test func blobsOverTheThresholdBecomeFilesNamedBySHA256() throws {
@@ -115,8 +115,8 @@ import Testing
         defer { node.stop() }
         let client = try StoreClient(context, node: node)
 
-        let full = fixture(5000, seed: 40)
-        let thumb = fixture(1024, seed: 41)  // exactly the threshold: stays inline
+        let full = fullJPEG(seed: 40, bytes: 5000)
+        let thumb = thumbJPEG(seed: 41, bytes: 1024)  // exactly the threshold: stays inline
         let first = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: thumb)
         let sha = SHA256.hex(full)
         let name = String(sha.prefix(2)) + "/" + String(sha.dropFirst(2))
@@ -127,18 +127,18 @@ import Testing
         #expect(try count(directory.storePath, "SELECT count(*) FROM thumbnails WHERE blob IS NOT NULL AND blob_path IS NULL") == 1)
 
         // The same full image for another job shares the file.
-        let second = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: fixture(10, seed: 42))
+        let second = try client.store(job: ULIDGenerator.shared.next(), full: full, thumb: thumbJPEG(seed: 42, bytes: 500))
         #expect(second.recordID != first.recordID)
         #expect(blobFiles(directory.storePath) == [name])
         let stats = try client.stats()
         #expect(stats.records == 2)
         #expect(stats.externalFiles == 1)
         #expect(stats.fullBytes == 10_000)
-        #expect(stats.thumbBytes == 1034)
+        #expect(stats.thumbBytes == 1524)
         #expect(stats.databaseBytes > 0)
         // Both full images live in the one shared file; both thumbnails inline.
         #expect(stats.externalBytes == 10_000)
-        #expect(stats.inlineBytes == 1034)
+        #expect(stats.inlineBytes == 1524)
 
         guard case .getReply(let reply) = try client.get(second.recordID, .full) else {
             Issue.record("GET did not answer GET-REPLY")
@@ -154,11 +154,11 @@ import Testing
         defer { node.stop() }
         let client = try StoreClient(context, node: node)
 
-        let shared = fixture(3000, seed: 50)
-        let ownThumb = fixture(2000, seed: 51)
+        let shared = fullJPEG(seed: 50, bytes: 3000)
+        let ownThumb = thumbJPEG(seed: 51, bytes: 2000)
         let jobA = ULIDGenerator.shared.next()
         let a = try client.store(job: jobA, full: shared, thumb: ownThumb)
-        let b = try client.store(job: ULIDGenerator.shared.next(), full: shared, thumb: fixture(10, seed: 52))
+        let b = try client.store(job: ULIDGenerator.shared.next(), full: shared, thumb: thumbJPEG(seed: 52))
         #expect(blobFiles(directory.storePath).count == 2)
 
         // Delete A by its job id: its own thumbnail file goes, the shared file stays.
@@ -201,8 +201,8 @@ import Testing
         #expect(try client.list(limit: 10).isEmpty)
         var ids: [ULID] = []
         for index in 0..<5 {
-            let stored = try client.store(job: ULIDGenerator.shared.next(), full: fixture(100, seed: 60 + UInt64(index)),
-                                          thumb: fixture(20, seed: 70), source: "img\(index).jpg")
+            let stored = try client.store(job: ULIDGenerator.shared.next(), full: fullJPEG(seed: 60 + UInt64(index)),
+                                          thumb: thumbJPEG(seed: 70), source: "img\(index).jpg")
             ids.append(stored.recordID)
         }
         let newestFirst = Array(ids.reversed())
@@ -214,7 +214,7 @@ import Testing
         #expect(secondPage.map(\.id) == Array(newestFirst.suffix(2)))
         #expect(try client.list(limit: 3, before: ids[0]).isEmpty)
         #expect(try client.list(limit: 1000).map(\.id) == newestFirst)
-        #expect(firstPage[0].thumb.sha256 == SHA256.hex(fixture(20, seed: 70)))
+        #expect(firstPage[0].thumb.sha256 == SHA256.hex(thumbJPEG(seed: 70)))
 
         // A limit outside 1…1000 is malformed.
         var frames = ListRequest(requestID: 9, limit: 1).frames()
@@ -242,7 +242,8 @@ import Testing
             jobs[id] = job
             let request = StoreRequest(requestID: id, jobID: job, sourceName: "s\(index).jpg", pipeline: "grayscale",
                                        fullSize: ImageSize(width: 32, height: 32), thumbnailSize: ImageSize(width: 8, height: 8),
-                                       full: fixture(2048, seed: UInt64(index)), thumbnail: fixture(1024, seed: UInt64(index) + 7777))
+                                       full: jpeg(32, 32, seed: UInt64(index), bytes: 2048),
+                                       thumbnail: jpeg(8, 8, seed: UInt64(index) + 7777, bytes: 1024))
             try client.sendRaw(request.frames())
         }
         var records: Set<ULID> = []
@@ -262,8 +263,9 @@ import Testing
     @Test func restartRecoversEverythingCommitted() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()
-        let big = fixture(6000, seed: 80)
-        let small = fixture(300, seed: 81)
+        let big = fullJPEG(seed: 80, bytes: 6000)
+        let small = fullJPEG(seed: 81)
+        let thumb = thumbJPEG(seed: 81)
         let jobBig = ULIDGenerator.shared.next()
         let jobSmall = ULIDGenerator.shared.next()
         let first = try startNode(context, directory: directory.storePath, threshold: 4096)
@@ -271,8 +273,8 @@ import Testing
         let statsBefore: StoreStats
         do {
             let client = try StoreClient(context, node: first)
-            recordBig = try client.store(job: jobBig, full: big, thumb: small).recordID
-            _ = try client.store(job: jobSmall, full: small, thumb: small)
+            recordBig = try client.store(job: jobBig, full: big, thumb: thumb).recordID
+            _ = try client.store(job: jobSmall, full: small, thumb: thumb)
             statsBefore = try client.stats()
         }
         first.stop()
@@ -290,16 +292,16 @@ import Testing
         }
         #expect(bigReply.image == big)
         #expect(smallReply.image == small)
-        #expect(thumbReply.image == small)
+        #expect(thumbReply.image == thumb)
         let statsAfter = try client.stats()
         #expect(statsAfter.records == statsBefore.records)
         #expect(statsAfter.fullBytes == statsBefore.fullBytes)
         #expect(statsAfter.externalFiles == 1)
         // Idempotence survives the restart, and new ids sort after old ones.
-        let again = try client.store(job: jobBig, full: fixture(10, seed: 1), thumb: fixture(10, seed: 2))
+        let again = try client.store(job: jobBig, full: fullJPEG(seed: 1), thumb: thumbJPEG(seed: 2))
         #expect(again.recordID == recordBig)
         #expect(!again.created)
-        let newer = try client.store(job: ULIDGenerator.shared.next(), full: small, thumb: small)
+        let newer = try client.store(job: ULIDGenerator.shared.next(), full: small, thumb: thumb)
         #expect(newer.recordID > recordBig)
         #expect(try client.list(limit: 1).first?.id == newer.recordID)
     }

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomSQLite
 import DarkroomZMQ
@@ -20,14 +21,61 @@ final class TemporaryDirectory {
     var storePath: String { path + "/store" }
 }
 
-/// Deterministic test bytes (not a real JPEG: the storage node keeps bytes,
-/// it does not decode them).
+/// Deterministic test bytes, not an image: for garbage a peer might send.
 func fixture(_ count: Int, seed: UInt64) -> [UInt8] {
     var state = seed &* 6364136223846793005 &+ 1442695040888963407
     return (0..<count).map { _ in
         state = state &* 6364136223846793005 &+ 1442695040888963407
         return UInt8(truncatingIfNeeded: state >> 33)
     }
+}
+
+/// A real JPEG of `width`x`height` (a flat gray picture, one component, so
+/// it stays a few hundred bytes at any test size), distinct for each `seed`:
+/// a comment segment (COM) right after SOI holds the seed. With `bytes`, more
+/// comment segments of seeded bytes make the file exactly that long, for tests
+/// that place blobs either side of the file threshold; it must then be at
+/// least the unpadded length plus 4.
+func jpeg(_ width: Int, _ height: Int, seed: UInt64, bytes: Int? = nil) -> [UInt8] {
+    let picture = GrayImage(width: width, height: height, value: UInt8(truncatingIfNeeded: seed &* 37))
+    guard let encoded = try? JPEG.encode(picture, options: EncodeOptions(quality: 50)) else {
+        Issue.record("cannot encode a \(width)x\(height) test JPEG")
+        return []
+    }
+    var segments = comment(Array("darkroom test image, seed \(seed)".utf8))
+    if let bytes {
+        var padding = bytes - encoded.count - segments.count
+        precondition(padding == 0 || padding >= 4, "a \(width)x\(height) test JPEG cannot be \(bytes) bytes")
+        var filler = fixture(max(padding, 0), seed: seed)[...]
+        while padding > 0 {
+            // A segment holds 4 to 65,537 bytes; never leave 1 to 3 for the last.
+            var length = min(padding, 65_537)
+            if (1...3).contains(padding - length) { length = padding - 4 }
+            segments += comment(Array(filler.prefix(length - 4)))
+            filler = filler.dropFirst(length - 4)
+            padding -= length
+        }
+    }
+    return Array(encoded.prefix(2)) + segments + Array(encoded.dropFirst(2))
+}
+
+/// One COM segment holding `body` (at most 65,533 bytes).
+private func comment(_ body: [UInt8]) -> [UInt8] {
+    let length = body.count + 2
+    return [0xFF, 0xFE, UInt8(length >> 8), UInt8(length & 0xFF)] + body
+}
+
+/// The sizes `StoreClient.store` declares (STORE frames 6 and 7), and real
+/// JPEGs of those sizes.
+let fullSize = ImageSize(width: 64, height: 48)
+let thumbSize = ImageSize(width: 16, height: 16)
+
+func fullJPEG(seed: UInt64, bytes: Int? = nil) -> [UInt8] {
+    jpeg(Int(fullSize.width), Int(fullSize.height), seed: seed, bytes: bytes)
+}
+
+func thumbJPEG(seed: UInt64, bytes: Int? = nil) -> [UInt8] {
+    jpeg(Int(thumbSize.width), Int(thumbSize.height), seed: seed, bytes: bytes)
 }
 
 func u64Frame(_ value: UInt64) -> [UInt8] {
@@ -77,12 +125,13 @@ final class StoreClient {
         return try receive()
     }
 
+    /// STORE of `full` and `thumb`, declared as `fullSize` and `thumbSize`;
+    /// anything but STORED is a test failure.
     func store(job: ULID, full: [UInt8], thumb: [UInt8], source: String = "photo.jpg",
                pipeline: String = "scale:64x64,mode=fill | crop:square") throws -> Stored {
         let request = StoreRequest(
             requestID: requestID(), jobID: job, sourceName: source, pipeline: pipeline,
-            fullSize: ImageSize(width: 640, height: 480), thumbnailSize: ImageSize(width: 64, height: 64),
-            full: full, thumbnail: thumb)
+            fullSize: fullSize, thumbnailSize: thumbSize, full: full, thumbnail: thumb)
         let reply = try self.request(request.frames())
         guard case .stored(let stored) = reply else {
             Issue.record("STORE answered \(reply)")

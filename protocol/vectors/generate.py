@@ -174,7 +174,8 @@ vector("holding", "backend", "HOLDING two jobs: one at attempt 2, one at attempt
         "jobs.1.jobID": JOB_ID_2, "jobs.1.attempt": 1})
 
 # ---------------------------------------------------------------- store
-vector("store", "store", "STORE a 2048x2048 result and its 256x256 thumbnail",
+vector("store", "store", "STORE a 2048x2048 result and its 256x256 thumbnail (the image frames are placeholders: "
+       "vectors fix the layout; a storage node refuses these bytes by the checks of section 11)",
        msg(STORE, u64(77), text(JOB_ID), text("photos/IMG_0001.jpg"), text(PIPELINE), size(2048, 2048), size(256, 256),
            IMAGE, THUMB),
        {"command": "STORE", "requestID": 77, "jobID": JOB_ID, "fullSize": "2048x2048", "thumbnailSize": "256x256",
@@ -183,6 +184,12 @@ vector("stored-new", "store", "STORED, new record", msg(STORED, u64(77), text(JO
        {"command": "STORED", "requestID": 77, "jobID": JOB_ID, "recordID": RECORD_ID, "created": "true"})
 vector("stored-again", "store", "STORED, the job already had a record (idempotent retry)",
        msg(STORED, u64(78), text(JOB_ID), text(RECORD_ID), u8(0)), {"command": "STORED", "created": "false"})
+vector("error-invalid-image", "store", "ERROR answering STORE 77: the full image's header gives another size",
+       msg(ERROR, u64(77), u16(302), text("full: header says 2047x2048, STORE declares 2048x2048")),
+       {"command": "ERROR", "requestID": 77, "code": 302, "reason": "full: header says 2047x2048, STORE declares 2048x2048"})
+vector("error-not-a-jpeg", "store", "ERROR answering STORE 78: the thumbnail is not a JPEG",
+       msg(ERROR, u64(78), u16(302), text("thumbnail: not a JPEG (no SOI marker; starts with 3F 11 A0 07)")),
+       {"command": "ERROR", "requestID": 78, "code": 302})
 vector("list", "store", "LIST 20 newest", msg(LIST, u64(10), u32(20), b""),
        {"command": "LIST", "requestID": 10, "limit": 20, "before": "nil"})
 record = {"id": RECORD_ID, "jobId": JOB_ID, "source": "photos/IMG_0001.jpg", "pipeline": PIPELINE,
