@@ -53,7 +53,7 @@ let package = Package(
         // Client side of DRK1: producer, event follower, admin and store clients.
         .target(name: "DarkroomClient", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
         // CURVE key files, the allowlist of client keys and the ZAP handler.
-        .target(name: "DarkroomSecurity", dependencies: ["DarkroomCore", "DarkroomZMQ"]),
+        .target(name: "DarkroomSecurity", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol"]),
         // Command line.
         .target(
             name: "DarkroomCLI",

@@ -1,3 +1,4 @@
+import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
 
@@ -64,7 +65,7 @@ public struct Allowlist: Sendable, Hashable {
     public func decide(key: CurveKey?, domain: String) -> Decision {
         guard let key else { return .denied(reason: "not a CURVE client") }
         guard let entry = entries[key] else { return .denied(reason: "unknown key") }
-        guard entry.role.mayConnect(toDomain: domain) else {
+        guard entry.role.mayConnect(to: domain) else {
             return .denied(reason: "role \(entry.role) (\(entry.name)) may not use \(domain)")
         }
         return .allowed(entry)

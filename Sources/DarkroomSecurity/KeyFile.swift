@@ -1,3 +1,4 @@
+import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
 

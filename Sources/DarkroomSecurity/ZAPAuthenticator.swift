@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
 import Synchronization
