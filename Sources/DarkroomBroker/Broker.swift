@@ -94,6 +94,13 @@ public final class Broker: Sendable {
         switchboard.wait(timeout: .seconds(2))
     }
 
+    /// Keys were revoked from the allowlist: their requests are already
+    /// refused (`BrokerConfiguration.admission`); this also drops the events
+    /// socket's subscribers, which reconnect and are admitted again, or not.
+    public func keysRevoked() {
+        switchboard.post(.keysRevoked)
+    }
+
     /// Blocks until both threads have exited (returns at once if the broker never started).
     public func wait() {
         core.wait()

@@ -24,6 +24,12 @@ public struct BrokerConfiguration: Sendable {
     /// CURVE servers in the ZAP domains "frontend", "backend" and "events",
     /// and a ZAP handler on the same context decides who may connect.
     public var curve: ServerCurve?
+    /// With keys: whether a connection's key (as its ZAP user id names it)
+    /// is still admitted. Asked for every request and worker message, so a
+    /// key revoked while the broker runs (the allowlist reloaded) is
+    /// refused from its next message on; nil admits every connection ZAP
+    /// admitted.
+    public var admission: (@Sendable (ConnectionIdentity) -> Bool)?
 
     /// Jobs waiting (ready plus delayed) at which SUBMIT gets `queue-full`.
     public var maxQueueDepth: Int = 100_000

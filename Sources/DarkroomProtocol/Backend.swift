@@ -277,6 +277,10 @@ public enum BackendMessage: Sendable, Equatable {
     case disconnect
     case holding(Holding)
     case error(ErrorReply)
+    /// PING on the backend: a health probe with a worker key checks that
+    /// the broker answers there (section 4); workers do not send it.
+    case ping(Ping)
+    case pong(Pong)
 
     var body: any WireMessage {
         switch self {
@@ -289,6 +293,8 @@ public enum BackendMessage: Sendable, Equatable {
         case .disconnect: Disconnect()
         case .holding(let m): m
         case .error(let m): m
+        case .ping(let m): m
+        case .pong(let m): m
         }
     }
 
@@ -309,6 +315,8 @@ public enum BackendMessage: Sendable, Equatable {
         case .disconnect: message = .disconnect
         case .holding: message = .holding(try Holding(from: &r))
         case .error: message = .error(try ErrorReply(from: &r))
+        case .ping: message = .ping(try Ping(from: &r))
+        case .pong: message = .pong(try Pong(from: &r))
         default: throw ProtocolError(.unexpectedCommand, "\(r.command.name) is not valid on the backend")
         }
         try r.finish()

@@ -122,7 +122,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
-        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding,
+        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong,
     ]
     /// Commands published on the broker's events socket (after their topic).
     public static let eventsSocket: Set<Command> = [.event, .events]

@@ -12,15 +12,44 @@ public enum Permissions {
         .ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store,
     ]
 
-    /// Whether a connection whose ZAP user id is `role` may send `command`.
+    /// Whether a connection whose ZAP user id is `userID` may send `command`.
     /// A user id that names no role may send nothing.
-    public static func allows(role: String, _ command: Command) -> Bool {
-        Role(name: role)?.requests.contains(command) ?? false
+    public static func allows(role userID: String, _ command: Command) -> Bool {
+        ConnectionIdentity(userID: userID).role?.requests.contains(command) ?? false
     }
 
     /// The ERROR reason for a refused command.
-    public static func refusal(role: String, _ command: Command) -> String {
+    public static func refusal(role userID: String, _ command: Command) -> String {
         let needed = Role.allCases.filter { $0 != .admin && $0.requests.contains(command) }.map(\.rawValue) + ["admin"]
-        return "\(command) needs a key with the role \(needed.joined(separator: " or ")); this connection's key is a \(role) key"
+        return "\(command) needs a key with the role \(needed.joined(separator: " or ")); this connection's key is a \(ConnectionIdentity(userID: userID).roleName) key"
     }
+}
+
+/// What a server knows about a CURVE connection from its ZAP user id: the
+/// role of the key its ZAP handler admitted, and the key (Z85 text), so a
+/// request from a key revoked since can be refused. The user id is the
+/// role, a space and the key; a user id that is just a role (a handler that
+/// does not give the key) carries no key.
+public struct ConnectionIdentity: Sendable, Hashable {
+    public var role: Role?
+    public var key: String?
+
+    public init(role: Role?, key: String?) {
+        self.role = role
+        self.key = key
+    }
+
+    public init(userID: String) {
+        let parts = userID.split(separator: " ", maxSplits: 1)
+        role = parts.first.flatMap { Role(name: String($0)) }
+        key = parts.count > 1 ? String(parts[1]) : nil
+    }
+
+    /// The ZAP user id that carries this identity.
+    public var userID: String {
+        [role?.rawValue ?? "", key ?? ""].filter { !$0.isEmpty }.joined(separator: " ")
+    }
+
+    /// The role's name for messages, or "unknown".
+    public var roleName: String { role?.rawValue ?? "unknown" }
 }

@@ -12,11 +12,17 @@ import Synchronization
 /// `inproc://zeromq.zap.01` on the servers' context; there is one per
 /// context, started before the servers it guards (libzmq admits every CURVE
 /// client when no handler is bound). Accepted connections carry the key's
-/// role as their ZAP user id. Each denial is logged on one line with the
-/// key's prefix, the domain and the reason; repeats of the same denial
-/// (a refused client keeps reconnecting) are summarised at most every 30 s.
+/// role and the key itself as their ZAP user id (`ConnectionIdentity`), so
+/// the servers check each request against the role and drop a revoked
+/// key's requests. Each denial is logged on one line with the key's prefix,
+/// the domain and the reason; repeats of the same denial (a refused client
+/// keeps reconnecting) are summarised at most every 30 s.
+///
+/// Every `directoryCheck` it looks whether the allowlist directory's files
+/// changed and reloads them (as SIGHUP does), so a key added to or removed
+/// from a mounted Secret takes effect without a restart.
 public final class ZAPAuthenticator: Sendable {
-    fileprivate let allowlist: Allowlist
+    fileprivate let allowlist: LiveAllowlist
     fileprivate let context: Context
     fileprivate let logger: Logger
 
@@ -26,10 +32,17 @@ public final class ZAPAuthenticator: Sendable {
     private let allowedCount = Atomic<Int>(0)
     private let deniedCount = Atomic<Int>(0)
 
-    public init(allowlist: Allowlist, context: Context, logger: Logger = Logger("zap")) {
+    /// How often the allowlist directory is looked at for changes.
+    public static let directoryCheck: Duration = .seconds(2)
+
+    public init(allowlist: LiveAllowlist, context: Context, logger: Logger = Logger("zap")) {
         self.allowlist = allowlist
         self.context = context
         self.logger = logger
+    }
+
+    fileprivate func log(_ change: LiveAllowlist.Change, reason: String) {
+        logger.info("allowlist reloaded (\(reason)): \(change.summary); \(allowlist.current.count) key(s) allowed")
     }
 
     /// Connections admitted and refused so far.
@@ -87,7 +100,8 @@ public final class ZAPAuthenticator: Sendable {
         case .allowed(let entry):
             allowedCount.add(1, ordering: .relaxed)
             logger.debug("ZAP allowed \(entry.name) (\(entry.role)) on \(request.domain) from \(request.address)")
-            return request.reply(status: 200, text: "OK", userID: entry.role.rawValue)
+            let identity = ConnectionIdentity(role: entry.role, key: key?.z85)
+            return request.reply(status: 200, text: "OK", userID: identity.userID)
         case .denied(let reason):
             deniedCount.add(1, ordering: .relaxed)
             let prefix = key.map { String($0.z85.prefix(8)) + "…" } ?? request.mechanism
@@ -137,7 +151,7 @@ private final class ZAPLoop: ServiceLoop {
 
     func run() {
         let logger = handler.logger
-        logger.info("ZAP handler running: \(handler.allowlist.count) key(s) allowed")
+        logger.info("ZAP handler running: \(handler.allowlist.current.count) key(s) allowed")
         defer {
             inbox.close()
             socket.close()
@@ -146,10 +160,12 @@ private final class ZAPLoop: ServiceLoop {
         let socketItem = poller.add(socket)
         let inboxItem = poller.add(inbox)
         var repeats: [String: ZAPAuthenticator.Repeats] = [:]
+        var nextCheck = ContinuousClock.now + ZAPAuthenticator.directoryCheck
         while true {
             let ready: PollResult
             do {
-                ready = try poller.poll(timeoutMilliseconds: -1)
+                let wait = max(.zero, nextCheck - ContinuousClock.now)
+                ready = try poller.poll(timeoutMilliseconds: Int(wait.milliseconds) + 1)
             } catch {
                 if (error as? ZMQError)?.isTerminated != true { logger.error("ZAP poll failed: \(error)") }
                 return
@@ -157,6 +173,16 @@ private final class ZAPLoop: ServiceLoop {
             if ready.isReadable(inboxItem) {
                 let controls = (try? inbox.drain()) ?? [.stop]
                 if controls.contains(.stop) { return }
+            }
+            if ContinuousClock.now >= nextCheck {
+                nextCheck = ContinuousClock.now + ZAPAuthenticator.directoryCheck
+                do {
+                    if let change = try handler.allowlist.reloadIfChanged() {
+                        handler.log(change, reason: "the files in \(handler.allowlist.directory) changed")
+                    }
+                } catch {
+                    logger.error("allowlist not reloaded (the files in \(handler.allowlist.directory) changed): \(error); the keys loaded before stay in force")
+                }
             }
             guard ready.isReadable(socketItem) else { continue }
             do {

@@ -30,6 +30,11 @@ public struct StoreConfiguration: Sendable {
     /// CURVE keys: when set, the socket is a CURVE server in the ZAP domain
     /// "store", and a ZAP handler on the same context decides who may connect.
     public var curve: ServerCurve?
+    /// With keys: whether a connection's key (as its ZAP user id names it)
+    /// is still admitted, asked for every request, so a key revoked while
+    /// the node runs is refused from its next request on. Nil admits every
+    /// connection ZAP admitted.
+    public var admission: (@Sendable (ConnectionIdentity) -> Bool)?
     /// The limits each stored image's header must be within: by default the
     /// workers' own (`DecodeLimits.default`), which bound every output they
     /// make, so only a STORE no worker would send is refused. Set them to the

@@ -126,6 +126,10 @@ final class StoreService {
             reject(frames, from: peer, error, replies: &replies)
             return nil
         }
+        if let role, let admission = configuration.admission, !admission(ConnectionIdentity(userID: role)) {
+            reject(frames, from: peer, ProtocolError(.forbidden, "this connection's key has been revoked"), replies: &replies)
+            return nil
+        }
         if let role, Permissions.requests.contains(decoded.command), !Permissions.allows(role: role, decoded.command) {
             reject(frames, from: peer, ProtocolError(.forbidden, Permissions.refusal(role: role, decoded.command)), replies: &replies)
             return nil

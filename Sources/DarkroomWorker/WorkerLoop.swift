@@ -614,6 +614,10 @@ final class WorkerLoop {
             // out a silence, only the backoff that stops a DISCONNECT loop.
         case .error(let reply):
             logger.warn("broker answered ERROR \(reply.code): \(reply.reason)")
+        case .pong:
+            break
+        case .ping(let ping):
+            sendToBroker(Pong(requestID: ping.requestID).frames())
         case .ready, .credit, .done, .fail, .holding:
             logger.warn("broker: dropped \(message.command), which only a worker sends")
             sendToBroker(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is sent by workers, not to them").frames())

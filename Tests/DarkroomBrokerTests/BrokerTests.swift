@@ -740,7 +740,7 @@ import Testing
         let batches = try harness.subscriber(Wire.eventBatchTopic)
         let foreign = try harness.subscriber(Array("zz".utf8))
         let prefix = try harness.subscriber(Array("e".utf8))
-        // A long subscription: the socket reads at most 64 bytes of one.
+        // A long subscription: the socket reads at most 4 KiB of one.
         // (libzmq's own SUB keeps a subscription as a trie one level per
         // byte, freed recursively: a client of megabytes overflows its
         // own stack, so a test in this process stays at a few kilobytes.)

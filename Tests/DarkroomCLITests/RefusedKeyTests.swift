@@ -136,6 +136,91 @@ struct RefusedKeyTests {
         #expect(system.h.log("half").components(separatedBy: "refused this worker").count - 1 == 1)
     }
 
+    @Test("probes pass with each role's own key: a server's own key pair, a worker's key for what a worker reaches")
+    func probesWithOwnKeys() throws {
+        let system = try KeyedSystem()
+        let h = system.h
+        // The broker and the storage node, each checked with the servers' own key pair.
+        let own = ["--curve-key", h.dir.path("keys/server.key_secret"), "--server-key", h.dir.path("keys/server.key"),
+                   "--store-key", h.dir.path("keys/server.key"), "--timeout", "2"]
+        let broker = try h.run(["status", "--check", "--only", "broker", "--broker", h.frontend] + own)
+        #expect(broker.status == 0, "\(broker.stderr)")
+        let store = try h.run(["status", "--check", "--only", "store", "--store", h.store] + own)
+        #expect(store.status == 0, "\(store.stderr)")
+        // What a worker reaches, with the worker's key (the broker allows it;
+        // this storage node does not, and the probe says so).
+        let worker = try h.run(["status", "--check", "--only", "worker", "--broker", h.backend, "--store", h.store, "--timeout", "2"]
+                                + system.keyFlags("allow-broker/worker.key_secret"))
+        #expect(worker.status == 1)
+        #expect(worker.stderr.contains("store:") && worker.stderr.contains("refused this client's key"), "\(worker.stderr)")
+        #expect(!worker.stderr.contains("broker backend:"), "\(worker.stderr)")
+        // A producer key may not use the backend.
+        let producer = try h.run(["status", "--check", "--only", "worker", "--broker", h.backend, "--store", h.store, "--timeout", "2"]
+                                  + system.keyFlags("allow/producer.key_secret"))
+        #expect(producer.status == 1 && producer.stderr.contains("broker backend:"), "\(producer.stderr)")
+    }
+
+    @Test("a key removed from the allowlist is refused by broker and store after SIGHUP, with no restart and no job lost")
+    func revokedWithoutRestart() throws {
+        let system = try KeyedSystem()
+        let h = system.h
+        let producer = system.keyFlags("allow/producer.key_secret")
+        let admin = system.keyFlags("allow/admin.key_secret")
+        try h.start("worker", ["worker", "--broker", h.backend, "--store", h.store, "--id", "steady"] + system.keyFlags("allow-broker/worker.key_secret"))
+        // The worker's key must be allowed by the store too for it to take jobs.
+        try FileManager.default.copyItem(atPath: h.dir.path("allow-broker/worker.key"), toPath: h.dir.path("allow/worker.key"))
+        let store = try #require(h.processes["store"])
+        kill(store.processIdentifier, SIGHUP)
+        let input = try h.writeImages(3)
+        let before = try h.run(["submit", input.path, "--ops", "invert", "--wait"] + h.clientFlags + producer)
+        #expect(before.status == 0, "\(before.stderr)")
+        // A watch that stays connected with the producer key.
+        try h.start("watch", ["watch", "--json"] + h.clientFlags + producer)
+        Thread.sleep(forTimeInterval: 1)
+
+        // Revoke the producer: remove its public key from both allowlists, then SIGHUP.
+        try FileManager.default.removeItem(atPath: h.dir.path("allow-all/producer.key"))
+        try FileManager.default.removeItem(atPath: h.dir.path("allow/producer.key"))
+        let revokedAt = ContinuousClock.now
+        for name in ["broker", "store"] { kill(try #require(h.processes[name]).processIdentifier, SIGHUP) }
+        try h.waitUntil("both servers reloaded", timeout: .seconds(5)) {
+            h.log("broker").contains("revoked 1 key(s)") && h.log("store").contains("revoked 1 key(s)")
+        }
+        let reloaded = ContinuousClock.now - revokedAt
+        print("revocation: both servers reloaded \(reloaded) after SIGHUP")
+        #expect(reloaded < .seconds(1))
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--timeout", "30"] + h.clientFlags + producer)
+        #expect(submit.status == 1 && submit.stderr.contains("refused this client's key"), "\(submit.stderr)")
+        let list = try h.run(["ls", "--timeout", "30"] + h.storeFlags + producer)
+        #expect(list.status == 1 && list.stderr.contains("refused this client's key"), "\(list.stderr)")
+        // The watch that was connected is cut off and says why.
+        try h.waitUntil("the watch ends", timeout: .seconds(10)) { h.processes["watch"]?.isRunning == false }
+        #expect(h.log("watch").contains("refused"), "\(h.log("watch"))")
+
+        // Nothing restarted, and the admin's jobs still go through.
+        #expect(h.processes["broker"]?.isRunning == true && h.processes["store"]?.isRunning == true)
+        let after = try h.run(["submit", input.path, "--ops", "invert", "--wait"] + h.clientFlags + admin)
+        #expect(after.status == 0, "\(after.stderr)")
+        let records = try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags + admin)
+        #expect(SystemHarness.jsonLines(records.stdout).count == 6)
+        #expect(h.log("broker").contains("SIGHUP") && !h.log("broker").contains("exit"))
+    }
+
+    @Test("a key added to the allowlist directory is admitted within seconds, without a signal")
+    func addedByWatchingTheDirectory() throws {
+        let system = try KeyedSystem()
+        let h = system.h
+        let made = try h.run(["keygen", "late", "--role", "producer", "--dir", h.dir.path("later")])
+        try #require(made.status == 0)
+        let late = system.keyFlags("later/late.key_secret")
+        #expect(try h.run(["status", "--check", "--only", "broker", "--timeout", "5"] + system.statusFlags + late).status == 1)
+        try FileManager.default.copyItem(atPath: h.dir.path("later/late.key"), toPath: h.dir.path("allow-all/late.key"))
+        try h.waitUntil("the broker admits the new key", timeout: .seconds(10)) {
+            try h.run(["status", "--check", "--only", "broker", "--timeout", "5"] + system.statusFlags + late).status == 0
+        }
+        #expect(h.log("broker").contains("added late"), "\(h.log("broker"))")
+    }
+
     /// User plus system CPU time of a process, in clock ticks.
     static func cpuTicks(_ pid: Int32) throws -> Int {
         let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)

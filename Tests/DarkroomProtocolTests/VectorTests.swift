@@ -213,6 +213,8 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("count", h.jobs.count)
             for (i, entry) in h.jobs.enumerated() { set("jobs.\(i).jobID", entry.jobID); set("jobs.\(i).attempt", entry.attempt) }
         case .heartbeat, .disconnect: break
+        case .ping(let p): set("requestID", p.requestID)
+        case .pong(let p): set("requestID", p.requestID)
         case .error(let e): set("requestID", e.requestID); set("code", e.code.rawValue); set("reason", e.reason)
         }
     case .store(let m):

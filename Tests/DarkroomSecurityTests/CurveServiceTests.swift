@@ -30,7 +30,7 @@ final class SecureSystem {
         worker = try KeyFile.generate(name: "w1", role: .worker)
         admin = try KeyFile.generate(name: "ops", role: .admin)
         for file in [server, producer, worker, admin] { try file.save(directory: dir.path("keys")) }
-        let allowlist = try Allowlist(directory: dir.path("keys"))
+        let allowlist = try LiveAllowlist(directory: dir.path("keys"), serverKey: server.publicKey)
         let serverCurve = ServerCurve(keyPair: try #require(server.keyPair))
 
         authenticator = ZAPAuthenticator(allowlist: allowlist, context: context, logger: Logger("zap", minimum: .error))
@@ -252,10 +252,14 @@ struct CurveServiceTests {
 
     @Test func aSecondHandlerOnTheSameContextIsAClearError() throws {
         let context = try Context()
-        let first = ZAPAuthenticator(allowlist: Allowlist(), context: context, logger: Logger("zap", minimum: .error))
+        let dir = try TemporaryDirectory()
+        let server = try KeyFile.generate(name: "server", role: nil)
+        try server.save(directory: dir.path("keys"))
+        let allowlist = try LiveAllowlist(directory: dir.path("keys"), serverKey: server.publicKey)
+        let first = ZAPAuthenticator(allowlist: allowlist, context: context, logger: Logger("zap", minimum: .error))
         try first.start()
         defer { first.stop(); first.wait() }
-        let second = ZAPAuthenticator(allowlist: Allowlist(), context: context, logger: Logger("zap", minimum: .error))
+        let second = ZAPAuthenticator(allowlist: allowlist, context: context, logger: Logger("zap", minimum: .error))
         let error = try #require(throws: SecurityError.self) { try second.start() }
         #expect(error.message.contains("another one"))
     }

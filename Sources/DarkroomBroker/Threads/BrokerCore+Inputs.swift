@@ -203,7 +203,7 @@ extension BrokerCore {
         }
         let worker = state.workerID(for: connection)
         switch message {
-        case .ready, .job, .error, .heartbeat:
+        case .ready, .job, .error, .heartbeat, .ping, .pong:
             break
         case .holding:
             guard let worker else { break }

@@ -8,9 +8,13 @@ import DarkroomProtocol
 /// `ZMQ_MAXMSGSIZE` of `maxMessageBytes` keeps a huge one from even being
 /// read: ZeroMQ drops the peer that sends it.)
 struct EventSubscriptions {
-    /// The largest subscription message the events socket reads: the kind
-    /// byte and the longest topic DRK1 defines, with room to spare.
-    static let maxMessageBytes: Int64 = 64
+    /// The largest frame the events socket reads. ZeroMQ applies the limit
+    /// to the CURVE handshake's commands too (HELLO is 200 bytes, INITIATE
+    /// carries the client's metadata, and an encrypted subscription grows
+    /// by the MESSAGE command's overhead), so it is set well above the
+    /// longest DRK1 topic: a few KiB is nothing to the broker, a huge
+    /// subscription is still never read.
+    static let maxMessageBytes: Int64 = 4096
 
     /// The topics a subscriber may take.
     static let topics: Set<[UInt8]> = [[], Wire.eventTopic, Wire.eventBatchTopic]

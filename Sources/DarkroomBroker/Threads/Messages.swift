@@ -51,6 +51,10 @@ struct Delivery: Sendable {
 /// The switchboard's mailbox.
 enum SwitchboardInstruction: Sendable {
     case deliver(Delivery)
+    /// Keys were revoked: drop the events socket's connections (it cannot
+    /// close one subscriber's alone); subscribers reconnect and the ZAP
+    /// handler admits them again, or not.
+    case keysRevoked
     /// The core has ended: send what is queued and close.
     case finish
 }

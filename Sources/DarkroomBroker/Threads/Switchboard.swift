@@ -3,6 +3,9 @@ import DarkroomPipeline
 import DarkroomProtocol
 import DarkroomZMQ
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The broker's sockets, on a thread that never waits for a disk: the
 /// frontend and backend ROUTERs and the events XPUB.
@@ -186,6 +189,8 @@ final class Switchboard {
                 deliver(delivery)
             case .finish:
                 finished = true
+            case .keysRevoked:
+                reopenEvents()
             }
         }
     }
@@ -204,14 +209,25 @@ final class Switchboard {
     /// Returns whether it was read empty.
     private func readBackend(now: UInt64) -> Bool {
         for _ in 0..<10_000 {
-            guard let (frames, _) = receive(backend) else { return true }
-            handleBackend(frames, now: now)
+            guard let (frames, userID) = receive(backend) else { return true }
+            handleBackend(frames, userID: userID, now: now)
         }
         return false
     }
 
-    private func handleBackend(_ frames: [[UInt8]], now: UInt64) {
+    private func handleBackend(_ frames: [[UInt8]], userID: String?, now: UInt64) {
         guard let connection = frames.first else { return }
+        if let userID, !admitted(userID) {
+            // A worker whose key was revoked: it is dropped, its jobs go
+            // back, and it is told DISCONNECT; its next connection is
+            // refused by the ZAP handler.
+            if peers.removeValue(forKey: connection) != nil {
+                logger.warn("backend: worker connection \(Wire.peerName(connection)) uses a revoked key; disconnected")
+                forward.append(.backend(.disconnect, connection: connection))
+                sendBackend(connection, BackendMessage.disconnect.frames(), now: now)
+            }
+            return
+        }
         let body = Array(frames.dropFirst())
         let message: BackendMessage
         do {
@@ -236,6 +252,13 @@ final class Switchboard {
             return
         case .error(let error):
             logger.warn("backend: \(Wire.peerName(connection)) sent ERROR \(error.code): \(error.reason)")
+            return
+        case .ping(let ping):
+            // A health probe (a worker key checking what a worker reaches):
+            // answered here, whoever sends it; it registers nothing.
+            sendBackend(connection, Pong(requestID: ping.requestID).frames(), now: now)
+            return
+        case .pong:
             return
         default:
             break
@@ -302,6 +325,16 @@ final class Switchboard {
             message = try FrontendMessage.decode(body)
         } catch {
             rejectMalformed(body, error, socket: "frontend", identity: client) { sendFrontend(client, $0) }
+            return
+        }
+        if let role, !admitted(role) {
+            let reason = "this connection's key has been revoked"
+            logger.warn("frontend: client \(Wire.peerName(client)) refused: \(reason)")
+            if case .submit(let submit) = message {
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
+            } else if message.command != .error {
+                sendFrontend(client, ErrorReply(requestID: message.requestID ?? 0, code: .forbidden, reason: reason).frames())
+            }
             return
         }
         if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
@@ -417,6 +450,36 @@ final class Switchboard {
         } catch {
             let seqs = first == last ? "event \(first)" : "events \(first)…\(last)"
             logger.debug("\(seqs) not published (\(error)); subscribers can replay them")
+        }
+    }
+
+    /// Whether the connection whose ZAP user id is `userID` still has an
+    /// admitted key.
+    private func admitted(_ userID: String) -> Bool {
+        config.admission?(ConnectionIdentity(userID: userID)) ?? true
+    }
+
+    /// Drops every subscriber by binding the events socket anew on the same
+    /// endpoint: an XPUB cannot close one subscriber's connection, and a
+    /// revoked key's subscriber must not go on receiving. The others
+    /// reconnect by themselves and miss nothing they cannot replay.
+    private func reopenEvents() {
+        let endpoint = boundEndpoints["events"] ?? config.eventsEndpoint
+        do {
+            try events.unbind(endpoint)
+            for attempt in 1...50 {
+                do {
+                    try events.bind(endpoint)
+                    break
+                } catch ZMQError.Code.addressInUse where attempt < 50 {
+                    // The old binding leaves on the I/O thread, a moment later.
+                    usleep(20_000)
+                }
+            }
+            subscriptions = EventSubscriptions()
+            logger.info("events socket bound again on \(endpoint) after keys were revoked; subscribers reconnect and are checked again")
+        } catch {
+            logger.error("events socket: could not bind again after keys were revoked: \(error)")
         }
     }
 

@@ -90,12 +90,16 @@ enum StatusCommand {
         discussion: """
         With --check, prints nothing on success and exits 0 when the broker and
         the storage node answer (only the one named by --only, if given), 1
-        otherwise: an exec probe for readiness and liveness.
+        otherwise: an exec probe for readiness and liveness. --only worker
+        checks what a worker reaches, with a worker's key: the broker's
+        backend (--broker names it then, by default tcp://127.0.0.1:7701) and
+        the storage node. A server can check itself with its own key pair:
+        --curve-key its secret key file, --server-key its public one.
         """,
         options: [
             ClientOptions.json,
             .flag("check", help: "Exit 0 if the services answer, 1 if not."),
-            .value("only", "broker|store", help: "With --check, check only this service."),
+            .value("only", "broker|store|worker", help: "With --check, check only this service; worker: the broker's backend and the storage node, as a worker reaches them."),
             ClientOptions.broker,
             ClientOptions.store,
             ClientOptions.timeout,
@@ -110,9 +114,17 @@ enum StatusCommand {
         let storeCurve = try ClientOptions.storeCurve(args)
         if args.flag("check") {
             let only = args.value("only")
-            if let only, only != "broker", only != "store" { throw UsageError("--only must be broker or store, not \"\(only)\"") }
+            if let only, only != "broker", only != "store", only != "worker" {
+                throw UsageError("--only must be broker, store or worker, not \"\(only)\"")
+            }
             var ok = true
-            if only != "store" {
+            if only == "worker" {
+                let backend = args.value("broker") ?? Wire.Endpoint.backend
+                do { try BackendProbe(endpoint: backend, context: context, timeout: timeout, curve: brokerCurve).ping() } catch {
+                    Console.err("broker backend: \(error.message)")
+                    ok = false
+                }
+            } else if only != "store" {
                 do { _ = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: brokerCurve).ping() } catch {
                     Console.err("broker: \(error.message)")
                     ok = false

@@ -64,7 +64,27 @@ extension RoleOptions {
 
     struct Security {
         var curve: ServerCurve
-        var allowlist: Allowlist
+        /// The allowlist, reloaded on SIGHUP and when its directory changes.
+        var allowlist: LiveAllowlist
+
+        /// What SIGHUP does: reload the allowlist and log what changed.
+        func hangUpHandler(logger: Logger) -> @Sendable () -> Void {
+            let allowlist = self.allowlist
+            return {
+                let (ok, line) = allowlist.reloadNow(because: "SIGHUP")
+                if ok { logger.info(line) } else { logger.error(line) }
+            }
+        }
+
+        /// Asks the live allowlist about a connection's key: whether the
+        /// key it was admitted with is still admitted with that role.
+        var admission: @Sendable (ConnectionIdentity) -> Bool {
+            let allowlist = self.allowlist
+            return { identity in
+                guard let key = identity.key else { return true }
+                return allowlist.admits(keyText: key, role: identity.role)
+            }
+        }
     }
 
     /// The server's CURVE key and allowlist, or nil when neither is given.
@@ -80,7 +100,7 @@ extension RoleOptions {
             guard Curve.isAvailable else { throw RuntimeError("this libzmq was built without CURVE support") }
             let pair = try ClientOptions.secretKeyPair(key, option: "curve-key")
             do {
-                return Security(curve: ServerCurve(keyPair: pair), allowlist: try Allowlist(directory: dir))
+                return Security(curve: ServerCurve(keyPair: pair), allowlist: try LiveAllowlist(directory: dir, serverKey: pair.publicKey))
             } catch {
                 throw UsageError("--allow: \(error.message)")
             }
@@ -91,10 +111,11 @@ extension RoleOptions {
     /// so the last to stop), with a note on what it allows.
     static func authenticator(_ security: Security?, context: Context, logger: Logger) -> [ServiceGroup.Entry] {
         guard let security else { return [] }
-        for path in security.allowlist.skipped {
+        for path in security.allowlist.current.skipped {
             logger.info("allowlist: \(path) names no role; it admits nothing")
         }
-        if security.allowlist.count == 0 { logger.warn("the allowlist holds no client key: no client can connect") }
+        // The server's own key is always in it.
+        if security.allowlist.current.count <= 1 { logger.warn("the allowlist holds no client key: no client can connect") }
         return [.init(name: "ZAP handler", service: ZAPAuthenticator(allowlist: security.allowlist, context: context, logger: Logger("zap")))]
     }
 
@@ -107,7 +128,8 @@ extension RoleOptions {
         ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start(zap + [.init(name: name, service: service)], logger: logger)
         logger.info(ready)
-        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args))
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args),
+                                               onHangUp: security?.hangUpHandler(logger: logger))
     }
 }
 
@@ -156,11 +178,13 @@ enum BrokerCommand {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let security = try RoleOptions.security(args)
-        let config = try configuration(args, curve: security?.curve)
+        var config = try configuration(args, curve: security?.curve)
+        config.admission = security?.admission
         let logger = Logger("broker")
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(config.frontendEndpoint), .backend(config.backendEndpoint), .events(config.eventsEndpoint)], logger: logger)
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
+        security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
         return try RoleOptions.serve("broker", broker, security: security, context: context, logger: logger,
                                      ready: "broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)",
                                      args: args)
@@ -195,7 +219,8 @@ enum StoreCommand {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let security = try RoleOptions.security(args)
-        let config = try configuration(args, curve: security?.curve)
+        var config = try configuration(args, curve: security?.curve)
+        config.admission = security?.admission
         let logger = Logger("store")
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.store(config.endpoint)], logger: logger)
         let context = try Context()
@@ -338,14 +363,17 @@ enum UpCommand {
         let local = localEndpoints()
         var brokerConfig = BrokerConfiguration(dataDirectory: data + "/broker")
         brokerConfig.curve = security?.curve
+        brokerConfig.admission = security?.admission
         brokerConfig.frontendEndpoint = requested.frontend
         brokerConfig.backendEndpoint = requested.backend
         brokerConfig.eventsEndpoint = requested.events
         brokerConfig.localBackendEndpoint = local.backend
         brokerConfig.retention = retention
         let broker = Broker(brokerConfig, context: context, logger: Logger("broker", minimum: logLevel))
-        let store = StoreNode(StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve, localEndpoint: local.store),
-                              context: context, logger: Logger("store", minimum: logLevel))
+        var storeConfig = StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve, localEndpoint: local.store)
+        storeConfig.admission = security?.admission
+        let store = StoreNode(storeConfig, context: context, logger: Logger("store", minimum: logLevel))
+        security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
         let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
         var started = try ServiceRunner.start(zap + [.init(name: "broker", service: broker), .init(name: "storage node", service: store)], logger: Logger("up", minimum: logLevel))
         var bound = requested
@@ -385,7 +413,7 @@ enum UpCommand {
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
-        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace)
+        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace, onHangUp: security?.hangUpHandler(logger: logger))
     }
 }
 

@@ -19,6 +19,9 @@ enum ServiceRunner {
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)
         sigaddset(&signals, SIGINT)
+        // SIGHUP too: its default action ends the process, and a server
+        // asked to reload its allowlist must not die of it.
+        sigaddset(&signals, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
@@ -42,7 +45,11 @@ enum ServiceRunner {
     /// being asked to, then stops the others. Returns the exit status: 0
     /// after a signal, 1 when a service ended on its own. Expects
     /// `holdTerminationSignals` before the services started.
-    static func runUntilSignalled(_ entries: [ServiceGroup.Entry], logger: Logger, grace: Duration) -> Int32 {
+    ///
+    /// SIGHUP calls `onHangUp` (a server reloads its allowlist); without one
+    /// it is logged and otherwise ignored.
+    static func runUntilSignalled(_ entries: [ServiceGroup.Entry], logger: Logger, grace: Duration,
+                                  onHangUp: (@Sendable () -> Void)? = nil) -> Int32 {
         let group = ServiceGroup(entries, grace: grace, logger: logger)
         let count = Atomic<Int>(0)
         let queue = DispatchQueue(label: "darkroom.signals")
@@ -67,6 +74,16 @@ enum ServiceRunner {
             source.resume()
             sources.append(source)
         }
+        let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+        hangUp.setEventHandler {
+            if let onHangUp {
+                onHangUp()
+            } else {
+                logger.info("received SIGHUP: nothing to reload (no --allow directory); going on")
+            }
+        }
+        hangUp.resume()
+        sources.append(hangUp)
         let outcome = group.run()
         withExtendedLifetime(sources) {}
         return outcome.exitStatus
