@@ -8,7 +8,7 @@ public enum Permissions {
     /// and events are never requests, so no role sends them.
     public static let allowed: [String: Set<Command>] = [
         "producer": [.ping, .submit, .status, .replay, .deadList, .list, .get, .stats],
-        "worker": [.ping, .ready, .holding, .done, .fail, .heartbeat, .disconnect, .store],
+        "worker": [.ping, .ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store],
     ]
 
     /// The commands that are requests, which the servers check; anything
