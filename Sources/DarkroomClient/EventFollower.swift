@@ -480,7 +480,7 @@ public final class EventFollower {
                     noteAlive()
                     let message: FrontendMessage
                     do {
-                        message = try FrontendMessage.decode(frames)
+                        message = try FrontendMessage.decode(frames, to: .peer)
                     } catch {
                         channel.rejectMalformed(frames, error)
                         if frames.count > 1, frames[1] == [Command.event.rawValue] {

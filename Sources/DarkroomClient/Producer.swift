@@ -448,7 +448,7 @@ public final class Producer {
         func handle(_ frames: [[UInt8]]) throws(ClientError) {
             let message: FrontendMessage
             do {
-                message = try FrontendMessage.decode(frames)
+                message = try FrontendMessage.decode(frames, to: .peer)
             } catch {
                 heard()
                 let id = channel.rejectMalformed(frames, error)

@@ -10,6 +10,8 @@ import DarkroomImage
 /// Whitespace around `|`, `:`, `,` and `=` is ignored. Each operation takes at
 /// most one positional argument (its primary one, such as the size of `scale`)
 /// and named parameters; see `Pipeline.reference` for the full list.
+/// `protocol/pipeline.md` is the specification; names, keys and keywords
+/// match without regard to ASCII case.
 struct PipelineParser {
     /// A piece of the input with its position, so errors can point at it.
     struct Token {
@@ -35,8 +37,17 @@ struct PipelineParser {
         for token in stepTokens {
             operations.append(try parseStep(token))
         }
+        let canonical = operations.map(\.canonical).joined(separator: " | ").utf8.count
+        if canonical > PipelineParser.maxCanonicalBytes {
+            throw fail("the canonical form of this pipeline is \(canonical) bytes, over the limit of \(PipelineParser.maxCanonicalBytes); use fewer steps",
+                       at: Token(text: input, column: 0))
+        }
         return operations
     }
+
+    /// The longest canonical text a pipeline may have: what DRK1 carries
+    /// in a JOB or a STORE (4096 bytes of UTF-8).
+    static let maxCanonicalBytes = 4_096
 
     // MARK: - Tokens
 
@@ -91,7 +102,7 @@ struct PipelineParser {
         } else {
             nameToken = token
         }
-        let name = nameToken.text.lowercased()
+        let name = nameToken.text.asciiLowercased
         guard let kind = OperationKind(rawValue: name) else {
             var message = "unknown operation \"\(nameToken.text)\""
             if let guess = OperationKind.closest(to: name) {
@@ -121,7 +132,7 @@ struct PipelineParser {
                 if value.text.isEmpty {
                     throw fail("missing value for \(key.text)", at: piece)
                 }
-                if arguments.named.contains(where: { $0.key.text == key.text }) {
+                if arguments.named.contains(where: { $0.key.text.asciiLowercased == key.text.asciiLowercased }) {
                     throw fail("\(key.text) is given twice", at: key)
                 }
                 arguments.named.append((key, value))
@@ -149,7 +160,7 @@ struct PipelineParser {
             operation = .scale(size, mode: mode, kernel: kernel)
         case .crop:
             let spec = try reader.requirePositional("square, WxH or WxH+X+Y, e.g. crop:square")
-            if spec.text.lowercased() == "square" {
+            if spec.text.asciiLowercased == "square" {
                 let gravity: Gravity = try reader.named("gravity", default: .center)
                 operation = .crop(.square(gravity))
             } else if spec.text.contains("+") {
@@ -196,7 +207,7 @@ struct PipelineParser {
             operation = .rotate(degrees)
         case .flip:
             let token = try reader.requirePositional("h or v, e.g. flip:h")
-            switch token.text.lowercased() {
+            switch token.text.asciiLowercased {
             case "h", "horizontal": operation = .flip(horizontal: true)
             case "v", "vertical": operation = .flip(horizontal: false)
             default: throw fail("flip takes h (left-right) or v (top-bottom), not \"\(token.text)\"", at: token)
@@ -219,7 +230,7 @@ struct PipelineParser {
 
     /// `WxH+X+Y`.
     func parseRect(_ token: Token) throws(PipelineSyntaxError) -> Rect {
-        let parts = token.text.lowercased().split(separator: "+", omittingEmptySubsequences: false)
+        let parts = token.text.asciiLowercased.split(separator: "+", omittingEmptySubsequences: false)
         let sizePart = parts.first.map(String.init) ?? ""
         guard parts.count == 3, let x = Int(parts[1]), let y = Int(parts[2]), x >= 0, y >= 0 else {
             throw fail("crop rectangle must be WxH+X+Y with X, Y >= 0, e.g. 600x400+10+20, not \"\(token.text)\"", at: token)
@@ -256,12 +267,12 @@ struct PipelineParser {
 
         mutating func value(_ key: String) -> Token? {
             usedKeys.insert(key)
-            return arguments.named.first(where: { $0.key.text.lowercased() == key })?.value
+            return arguments.named.first(where: { $0.key.text.asciiLowercased == key })?.value
         }
 
         mutating func named<T: RawRepresentable & CaseIterable>(_ key: String, default def: T) throws(PipelineSyntaxError) -> T where T.RawValue == String {
             guard let token = value(key) else { return def }
-            guard let v = T(rawValue: token.text.lowercased()) else {
+            guard let v = T(rawValue: token.text.asciiLowercased) else {
                 let options = T.allCases.map(\.rawValue).joined(separator: ", ")
                 throw parser.fail("\(key) must be one of \(options), not \"\(token.text)\"", at: token)
             }
@@ -297,7 +308,7 @@ struct PipelineParser {
         }
 
         func parseNumber(_ token: Token, key: String, range: ClosedRange<Double>) throws(PipelineSyntaxError) -> Double {
-            guard let v = Double(token.text), v.isFinite else {
+            guard token.text.isDecimalNumber, let v = Double(token.text), v.isFinite else {
                 throw parser.fail("\(kind.rawValue) \(key) must be a number, not \"\(token.text)\"", at: token)
             }
             guard range.contains(v) else {
@@ -311,7 +322,7 @@ struct PipelineParser {
             if let positional = arguments.positional, !usedPositional {
                 throw parser.fail("\(kind.rawValue) takes no unnamed argument; \(kind.parameterHelp)", at: positional)
             }
-            for (key, _) in arguments.named where !usedKeys.contains(key.text.lowercased()) {
+            for (key, _) in arguments.named where !usedKeys.contains(key.text.asciiLowercased) {
                 throw parser.fail("\(kind.rawValue) has no parameter \"\(key.text)\"; \(kind.parameterHelp)", at: key)
             }
         }
@@ -342,5 +353,39 @@ enum OperationKind: String, CaseIterable {
         let names = allCases.map(\.rawValue)
         let limit = max(1, name.count / 3)
         return Suggestion.closest(to: name, in: names, maxDistance: limit).flatMap(OperationKind.init(rawValue:))
+    }
+}
+
+extension String {
+    /// The text with A–Z made a–z and nothing else changed: names, keys
+    /// and keywords match without regard to ASCII case only.
+    var asciiLowercased: String {
+        String(decoding: utf8.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// Whether the text is a decimal number as pipelines write them: an
+    /// optional sign, digits with an optional point (at least one digit),
+    /// and an optional exponent (`e` or `E`, an optional sign, digits).
+    /// Not hexadecimal, not `inf` or `nan`.
+    var isDecimalNumber: Bool {
+        var bytes = utf8[...]
+        func digits() -> Int {
+            let count = bytes.prefix(while: { (0x30...0x39).contains($0) }).count
+            bytes = bytes.dropFirst(count)
+            return count
+        }
+        if let sign = bytes.first, sign == 0x2B || sign == 0x2D { bytes = bytes.dropFirst() }
+        var mantissa = digits()
+        if bytes.first == 0x2E {
+            bytes = bytes.dropFirst()
+            mantissa += digits()
+        }
+        guard mantissa > 0 else { return false }
+        if let e = bytes.first, e == 0x65 || e == 0x45 {
+            bytes = bytes.dropFirst()
+            if let sign = bytes.first, sign == 0x2B || sign == 0x2D { bytes = bytes.dropFirst() }
+            guard digits() > 0 else { return false }
+        }
+        return bytes.isEmpty
     }
 }

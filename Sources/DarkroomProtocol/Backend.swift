@@ -26,11 +26,7 @@ public struct Ready: WireMessage {
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
-        let i = r.index
-        workerID = try r.text("worker id", bytes: 1...Wire.Limit.workerIDBytes)
-        if workerID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
-            throw r.error(frame: i, "worker id", "must be printable ASCII without spaces")
-        }
+        workerID = try r.workerID(allowEmpty: false)
         host = try r.text("host", bytes: 1...Wire.Limit.hostBytes)
         pid = try r.u32("pid")
         slots = try r.u32("slots", 1...Wire.Limit.maxSlots)
@@ -41,6 +37,19 @@ public struct Ready: WireMessage {
         w.text(host)
         w.u32(pid)
         w.u32(slots)
+    }
+}
+
+extension MessageReader {
+    /// A worker id (section 8): 1–64 bytes of printable ASCII without
+    /// spaces, as in READY; EVENT leaves it empty when no worker is concerned.
+    mutating func workerID(allowEmpty: Bool) throws(ProtocolError) -> String {
+        let i = index
+        let id = try text("worker id", bytes: (allowEmpty ? 0 : 1)...Wire.Limit.workerIDBytes)
+        if id.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            throw error(frame: i, "worker id", "must be printable ASCII without spaces")
+        }
+        return id
     }
 }
 
@@ -302,8 +311,19 @@ public enum BackendMessage: Sendable, Equatable {
 
     public func frames() -> [[UInt8]] { body.frames() }
 
+    /// Decodes a message of this socket, in either direction.
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BackendMessage {
-        var r = try MessageReader(frames, expecting: Command.backend, context: "on the backend")
+        try decode(frames, receiving: nil)
+    }
+
+    /// Decodes a message read by `receiver`: a command that travels the
+    /// other way is `unexpected-command`, whatever its fields (section 3.2).
+    public static func decode(_ frames: [[UInt8]], to receiver: Receiver) throws(ProtocolError) -> BackendMessage {
+        try decode(frames, receiving: (Command.sent(to: receiver, on: .backend), WireSocket.backend.name(of: receiver)))
+    }
+
+    static func decode(_ frames: [[UInt8]], receiving: (commands: Set<Command>, receiver: String)?) throws(ProtocolError) -> BackendMessage {
+        var r = try MessageReader(frames, expecting: Command.backend, context: "on the backend", receiving: receiving)
         let message: BackendMessage
         switch r.command {
         case .ready: message = .ready(try Ready(from: &r))

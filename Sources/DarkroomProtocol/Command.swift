@@ -85,13 +85,14 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 
     public var description: String { name }
 
-    /// The exact number of frames in this command's message, counting the
-    /// protocol id and command frames (and not the ROUTER identity or the
-    /// event topic). Every DRK1 command has a fixed frame count.
     /// How many of the last frames a peer may leave out: SUBMIT's submit
     /// key (frame 8) is optional, so SUBMIT has 8 or 9 frames.
     public var optionalFrames: Int { self == .submit ? 1 : 0 }
 
+    /// The most frames this command's message has, counting the protocol
+    /// id and command frames (and not the ROUTER identity or the event
+    /// topic). Every command has this fixed count, or one of the counts
+    /// it lists (`optionalFrames`).
     public var frameCount: Int {
         switch self {
         case .heartbeat, .disconnect: 2
@@ -131,4 +132,43 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         .error, .ping, .pong, .ok, .store, .stored, .list, .listReply, .get, .getReply,
         .delete, .stats, .statsReply,
     ]
+
+    /// The commands of `socket` that travel to `receiver` (section 3.2):
+    /// the requests a server reads, or the replies, JOBs and events a
+    /// connecting peer reads. ERROR, HEARTBEAT and DISCONNECT go both ways,
+    /// and on the backend PING and PONG too (a worker's probe pings the
+    /// broker; a worker answers a PING).
+    public static func sent(to receiver: Receiver, on socket: WireSocket) -> Set<Command> {
+        switch (socket, receiver) {
+        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard]
+        case (.frontend, .peer): [.error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event]
+        case (.backend, .server): [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
+        case (.backend, .peer): [.error, .job, .heartbeat, .disconnect, .ping, .pong]
+        case (.store, .server): [.error, .ping, .store, .list, .get, .delete, .stats]
+        case (.store, .peer): [.error, .pong, .ok, .stored, .listReply, .getReply, .statsReply]
+        }
+    }
+}
+
+/// The three DRK1 sockets that carry requests and replies (the events
+/// socket only publishes).
+public enum WireSocket: Sendable, CaseIterable {
+    case frontend, backend, store
+
+    /// Who reads a message sent to `receiver` on this socket, for reasons.
+    func name(of receiver: Receiver) -> String {
+        switch (self, receiver) {
+        case (.frontend, .server), (.backend, .server): "the broker"
+        case (.store, .server): "the storage node"
+        case (.frontend, .peer), (.store, .peer): "a client"
+        case (.backend, .peer): "a worker"
+        }
+    }
+}
+
+/// Which end of a socket reads a message: the server that binds it (the
+/// broker on the frontend and backend, the storage node on the store
+/// socket), or a peer that connects to it (a producer, client or worker).
+public enum Receiver: Sendable, CaseIterable {
+    case server, peer
 }

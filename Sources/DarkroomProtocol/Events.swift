@@ -93,7 +93,7 @@ public struct Event: WireMessage {
         jobID = try r.ulid("job id")
         attempt = try r.u32("attempt")
         sourceName = try r.sourceName()
-        workerID = try r.text("worker id", bytes: 0...Wire.Limit.workerIDBytes)
+        workerID = try r.workerID(allowEmpty: true)
         recordID = try r.optionalULID("record id")
         let detail = try r.failure(requireCode: false)
         failure = detail == .none ? nil : detail

@@ -65,10 +65,18 @@ public struct MessageReader: Sendable {
     /// the "DRK1" frame (1 on the events socket, after the topic).
     /// `context` completes the sentence "X is not valid …" for a command
     /// outside `allowed`, e.g. "on the frontend".
-    public init(_ frames: [[UInt8]], offset: Int = 0, expecting allowed: Set<Command>, context: String) throws(ProtocolError) {
+    ///
+    /// The checks run in the order of section 3.2: protocol id, command
+    /// byte, the command on this socket, then (given `receiver`) the
+    /// command in this direction, then the frame count. Fields come after.
+    public init(_ frames: [[UInt8]], offset: Int = 0, expecting allowed: Set<Command>, context: String,
+                receiving: (commands: Set<Command>, receiver: String)? = nil) throws(ProtocolError) {
         let command = try Wire.command(of: frames, at: offset)
         guard allowed.contains(command) else {
             throw ProtocolError(.unexpectedCommand, "\(command.name) is not valid \(context)")
+        }
+        if let receiving, !receiving.commands.contains(command) {
+            throw ProtocolError(.unexpectedCommand, "\(command.name) is not sent to \(receiving.receiver)")
         }
         let count = frames.count - offset
         let fewest = command.frameCount - command.optionalFrames

@@ -383,8 +383,19 @@ public enum FrontendMessage: Sendable, Equatable {
 
     public func frames() -> [[UInt8]] { body.frames() }
 
+    /// Decodes a message of this socket, in either direction.
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> FrontendMessage {
-        var r = try MessageReader(frames, expecting: Command.frontend, context: "on the frontend")
+        try decode(frames, receiving: nil)
+    }
+
+    /// Decodes a message read by `receiver`: a command that travels the
+    /// other way is `unexpected-command`, whatever its fields (section 3.2).
+    public static func decode(_ frames: [[UInt8]], to receiver: Receiver) throws(ProtocolError) -> FrontendMessage {
+        try decode(frames, receiving: (Command.sent(to: receiver, on: .frontend), WireSocket.frontend.name(of: receiver)))
+    }
+
+    static func decode(_ frames: [[UInt8]], receiving: (commands: Set<Command>, receiver: String)?) throws(ProtocolError) -> FrontendMessage {
+        var r = try MessageReader(frames, expecting: Command.frontend, context: "on the frontend", receiving: receiving)
         let message: FrontendMessage
         switch r.command {
         case .submit: message = .submit(try Submit(from: &r))

@@ -322,8 +322,19 @@ public enum StoreMessage: Sendable, Equatable {
 
     public func frames() -> [[UInt8]] { body.frames() }
 
+    /// Decodes a message of this socket, in either direction.
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> StoreMessage {
-        var r = try MessageReader(frames, expecting: Command.storage, context: "on the store socket")
+        try decode(frames, receiving: nil)
+    }
+
+    /// Decodes a message read by `receiver`: a command that travels the
+    /// other way is `unexpected-command`, whatever its fields (section 3.2).
+    public static func decode(_ frames: [[UInt8]], to receiver: Receiver) throws(ProtocolError) -> StoreMessage {
+        try decode(frames, receiving: (Command.sent(to: receiver, on: .store), WireSocket.store.name(of: receiver)))
+    }
+
+    static func decode(_ frames: [[UInt8]], receiving: (commands: Set<Command>, receiver: String)?) throws(ProtocolError) -> StoreMessage {
+        var r = try MessageReader(frames, expecting: Command.storage, context: "on the store socket", receiving: receiving)
         let message: StoreMessage
         switch r.command {
         case .store: message = .store(try StoreRequest(from: &r))

@@ -121,7 +121,7 @@ final class StoreService {
         let frames = Array(message.dropFirst())
         let decoded: StoreMessage
         do {
-            decoded = try StoreMessage.decode(frames)
+            decoded = try StoreMessage.decode(frames, to: .server)
         } catch {
             reject(frames, from: peer, error, replies: &replies)
             return nil

@@ -595,7 +595,7 @@ final class WorkerLoop {
         }
         let message: BackendMessage
         do {
-            message = try BackendMessage.decode(frames)
+            message = try BackendMessage.decode(frames, to: .peer)
         } catch {
             logger.warn("broker: dropped \(commandName(frames)): \(error)")
             if !Wire.isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
@@ -724,7 +724,7 @@ final class WorkerLoop {
     private func handleStore(_ frames: [[UInt8]]) {
         let message: StoreMessage
         do {
-            message = try StoreMessage.decode(frames)
+            message = try StoreMessage.decode(frames, to: .peer)
         } catch {
             logger.warn("store: dropped \(commandName(frames)): \(error)")
             if !Wire.isError(frames) { try? store.send(Wire.errorReply(to: frames, for: error).frames(), dontWait: true) }

@@ -9,7 +9,7 @@ import Testing
         for command in [Command.deadRetry, .deadDiscard, .delete, .store, .ready, .done] {
             #expect(!Permissions.allows(role: "producer", command), "\(command)")
         }
-        for command in [Command.ready, .holding, .done, .fail, .heartbeat, .store, .ping] {
+        for command in [Command.ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store, .ping] {
             #expect(Permissions.allows(role: "worker", command), "\(command)")
         }
         for command in [Command.submit, .delete, .deadRetry, .list] {

@@ -11,6 +11,8 @@ struct VectorFile: Decodable {
         var name: String
         var socket: String
         var description: String
+        /// "server" or "peer": which end of the socket reads it (none on the events socket).
+        var receiver: String?
         var frames: [String]
         var fields: [String: String]
         var testDescription: String { name }
@@ -20,9 +22,15 @@ struct VectorFile: Decodable {
         var name: String
         var socket: String
         var description: String
+        /// The end of the socket that reads it (none on the events socket).
+        var receiver: String?
+        /// Whether it is bad only because `receiver` reads it: the other end would decode it.
+        var wrongDirection: Bool?
         var frames: [String]
         var code: UInt16
         var reason: String?
+        /// The request id of the ERROR that answers it (not on the events socket).
+        var requestID: UInt64?
         var testDescription: String { name }
     }
 
@@ -77,6 +85,18 @@ enum AnyMessage {
         }
     }
 
+    /// Decodes as the given end of the socket reads it (section 3.2).
+    static func decode(_ frames: [[UInt8]], socket: String, receiver: String?) throws(ProtocolError) -> AnyMessage {
+        guard let receiver else { return try decode(frames, socket: socket) }
+        let end: Receiver = receiver == "server" ? .server : .peer
+        switch socket {
+        case "frontend": return .frontend(try FrontendMessage.decode(frames, to: end))
+        case "backend": return .backend(try BackendMessage.decode(frames, to: end))
+        case "store": return .store(try StoreMessage.decode(frames, to: end))
+        default: return .events(try EventMessage.decode(frames))
+        }
+    }
+
     func frames() -> [[UInt8]] {
         switch self {
         case .frontend(let m): m.frames()
@@ -117,6 +137,19 @@ struct VectorTests {
     func decodesAndReencodesIdentically(_ vector: VectorFile.Vector) throws {
         let frames = hexFrames(vector.frames)
         let message = try AnyMessage.decode(frames, socket: vector.socket)
+        if vector.socket != "events" {
+            let receiver = try #require(vector.receiver, "\(vector.name) names no receiver")
+            let directed = try AnyMessage.decode(frames, socket: vector.socket, receiver: receiver)
+            #expect(directed.frames() == frames, "\(vector.name) decodes differently for its receiver")
+            let other = receiver == "server" ? "peer" : "server"
+            let twoWay: Set<Command> = [.error, .heartbeat, .disconnect]
+            let twoWayOnBackend: Set<Command> = [.ping, .pong]
+            if !twoWay.contains(message.command), !(vector.socket == "backend" && twoWayOnBackend.contains(message.command)) {
+                #expect(throws: ProtocolError.self, "\(vector.name) is refused by the other end") {
+                    try AnyMessage.decode(frames, socket: vector.socket, receiver: other)
+                }
+            }
+        }
         let fields = describe(message)
         for (key, expected) in vector.fields {
             #expect(fields[key] == expected, "\(vector.name): field \(key)")
@@ -127,14 +160,26 @@ struct VectorTests {
     @Test(arguments: malformed)
     func rejectsMalformed(_ vector: VectorFile.Malformed) {
         let frames = hexFrames(vector.frames)
-        do {
-            _ = try AnyMessage.decode(frames, socket: vector.socket)
-            Issue.record("\(vector.name): decoded, but must be rejected")
-        } catch {
-            #expect(error.code.rawValue == vector.code, "\(vector.name): \(error)")
-            if let reason = vector.reason {
-                #expect(error.reason == reason)
+        // Bad for its receiver, and (unless only the direction is wrong) for
+        // a decoder that reads both ways.
+        var receivers: [String?] = [vector.receiver]
+        if vector.receiver != nil, vector.wrongDirection != true { receivers.append(nil) }
+        for receiver in receivers {
+            do {
+                _ = try AnyMessage.decode(frames, socket: vector.socket, receiver: receiver)
+                Issue.record("\(vector.name): decoded by \(receiver ?? "either end"), but must be rejected")
+            } catch {
+                #expect(error.code.rawValue == vector.code, "\(vector.name) (\(receiver ?? "either end")): \(error)")
+                if let reason = vector.reason {
+                    #expect(error.reason == reason, "\(vector.name) (\(receiver ?? "either end"))")
+                }
+                if let requestID = vector.requestID {
+                    #expect(Wire.errorReply(to: frames, for: error).requestID == requestID, "\(vector.name): ERROR request id")
+                }
             }
+        }
+        if vector.socket != "events" {
+            #expect(vector.requestID != nil, "\(vector.name) gives no request id for its ERROR")
         }
     }
 }

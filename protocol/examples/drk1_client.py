@@ -98,6 +98,13 @@ def read_line(frame, what, max_bytes):
     return text
 
 
+def read_worker_id(frame, what):
+    """Section 8: empty, or 1-64 bytes of printable ASCII without spaces (as in READY)."""
+    if len(frame) > 64 or any(b <= 0x20 or b >= 0x7F for b in frame):
+        raise ProtocolTrouble(f"{what} must be empty or 1-64 bytes of printable ASCII without spaces")
+    return frame.decode("ascii")
+
+
 def read_ulid(frame, what, optional=False):
     if optional and not frame:
         return None
@@ -151,7 +158,7 @@ def decode_event(frames):
         "jobId": read_ulid(frames[5], "EVENT job id"),
         "attempt": read_uint(frames[6], 4, "EVENT attempt"),
         "source": read_line(frames[7], "EVENT source name", 1024),
-        "workerId": read_line(frames[8], "EVENT worker id", 64),
+        "workerId": read_worker_id(frames[8], "EVENT worker id"),
         "recordId": read_ulid(frames[9], "EVENT record id", optional=True),
         "stepIndex": step_index,
         "step": read_line(frames[11], "EVENT step", 1024),
@@ -301,18 +308,17 @@ class Client:
     def wait_for_outcome(self, job_id, first_seq):
         """Follows events from `first_seq` until the job is stored (returns the
         event) or dead/discarded (raises JobFailed). Events come from the SUB
-        socket and from REPLAY answers; duplicates are dropped by seq, and any
-        gap is filled with REPLAY from the first missing seq."""
+        socket and from REPLAY answers, and are all handled alike, by seq
+        (section 5.3): duplicates are dropped, and any gap is filled with
+        REPLAY from the first missing seq."""
         next_seq = first_seq          # the first seq not yet handled
         pending = {}                  # seq -> event, seen ahead of next_seq
         replay_open = None            # request id of the REPLAY in flight
-        replay_from = 0               # its from seq
-        replay_first = None           # the first seq it answered with
         history = []
 
         def ask_replay():
-            nonlocal replay_open, replay_from, replay_first
-            replay_open, replay_from, replay_first = self.next_request_id(), next_seq, None
+            nonlocal replay_open
+            replay_open = self.next_request_id()
             self.frontend.send_multipart([DRK1, u8(REPLAY), u64(replay_open), u64(next_seq), u32(0)])
 
         # The SUB socket may have joined after our events were published, so
@@ -325,6 +331,7 @@ class Client:
         while True:
             ready = dict(poller.poll(min(self.remaining_ms(), 1000)))
             incoming = []
+            replay_last = None            # last seq of a REPLAY-END just read
             if self.events in ready:
                 frames = self.events.recv_multipart()
                 if not frames or frames[0] != self.topic:
@@ -339,14 +346,9 @@ class Client:
                 check_header(frames, len(frames), "reply")
                 command = frames[1][0]
                 if command == EVENT:
-                    event = decode_event(frames)
-                    if replay_open is not None and replay_first is None:
-                        replay_first = event["seq"]
-                        # Section 5.3: a REPLAY from before the oldest kept
-                        # event starts at the oldest one; nothing older exists.
-                        if event["seq"] > replay_from:
-                            next_seq = max(next_seq, event["seq"])
-                    incoming.append(event)
+                    # A replayed event carries no request id: it is an event
+                    # like any other, even one of a REPLAY given up on.
+                    incoming.append(decode_event(frames))
                 elif command == REPLAY_END:
                     check_header(frames, 5, "REPLAY-END")
                     rid = read_uint(frames[2], 8, "REPLAY-END request id")
@@ -354,6 +356,7 @@ class Client:
                     head = read_uint(frames[4], 8, "REPLAY-END head seq")
                     if rid == replay_open:
                         replay_open = None
+                        replay_last = last
                         # Section 5.3: a short page means ask again from last + 1.
                         if last < head:
                             ask_replay()
@@ -363,28 +366,46 @@ class Client:
             for event in incoming:
                 if event["seq"] >= next_seq:
                     pending[event["seq"]] = event
-            while next_seq in pending:
-                event = pending.pop(next_seq)
-                next_seq += 1
+            before = next_seq
+            next_seq, done = self.handle_in_order(pending, next_seq, job_id, history)
+            # The events of a REPLAY all arrive before its REPLAY-END. A seq
+            # at or below its last seq that is still missing was pruned
+            # (section 5.3): nothing older is kept, so go on from the oldest
+            # event that came.
+            if done is None and replay_last is not None and next_seq <= replay_last and pending:
+                next_seq = min(pending)
+                next_seq, done = self.handle_in_order(pending, next_seq, job_id, history)
+            if done is not None:
+                return done, history
+            if next_seq != before:
                 quiet_since = time.monotonic()
-                if event["jobId"] != job_id:
-                    continue
-                history.append(event)
-                self.progress(event)
-                if event["kind"] == "stored":
-                    if not event["recordId"]:
-                        raise ProtocolTrouble("stored event without a record id")
-                    return event, history
-                if event["kind"] == "dead":
-                    raise JobFailed(f"job {job_id} is dead: {failure_text(event)}")
-                if event["kind"] == "discarded":
-                    raise JobFailed(f"job {job_id} was discarded")
             # A gap (events ahead of one we lack), or a long quiet spell in
             # which a REPLAY-END may have been lost: ask again.
             stale = time.monotonic() - quiet_since > 5
             if (pending and replay_open is None) or stale:
                 quiet_since = time.monotonic()
                 ask_replay()
+
+    def handle_in_order(self, pending, next_seq, job_id, history):
+        """Handles the events of `pending` from `next_seq` on, while they
+        follow each other. Returns the next seq and the `stored` event if it
+        came; raises JobFailed if the job is dead or discarded."""
+        while next_seq in pending:
+            event = pending.pop(next_seq)
+            next_seq += 1
+            if event["jobId"] != job_id:
+                continue
+            history.append(event)
+            self.progress(event)
+            if event["kind"] == "stored":
+                if not event["recordId"]:
+                    raise ProtocolTrouble("stored event without a record id")
+                return next_seq, event
+            if event["kind"] == "dead":
+                raise JobFailed(f"job {job_id} is dead: {failure_text(event)}")
+            if event["kind"] == "discarded":
+                raise JobFailed(f"job {job_id} was discarded")
+        return next_seq, None
 
     def progress(self, event):
         if self.args.json:

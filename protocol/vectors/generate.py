@@ -45,22 +45,54 @@ def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensur
 def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
 
 
+# Section 3.2: the commands each end of a socket reads. The server is the
+# end that binds (the broker, the storage node); the peer connects.
+TO_SERVER = {
+    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD},
+    "backend": {ERROR, READY, CREDIT, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING, PING, PONG},
+    "store": {ERROR, PING, STORE, LIST, GET, DELETE, STATS},
+}
+# Section 3.1: the commands whose frame 2 is a request id.
+CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, DEAD_DISCARD + 1)) | set(range(STORE, STATS_REPLY + 1))
+
 vectors = []
 malformed = []
 
 
-def vector(name, socket, description, frames, fields):
-    vectors.append({
-        "name": name, "socket": socket, "description": description,
-        "frames": [f.hex() for f in frames], "fields": {k: str(v) for k, v in fields.items()},
-    })
+def vector(name, socket, description, frames, fields, receiver=None):
+    entry = {"name": name, "socket": socket, "description": description}
+    if socket != "events":
+        # Every vector of a request socket says which end reads it (given
+        # for a command that travels both ways).
+        entry["receiver"] = receiver or ("server" if frames[1][0] in TO_SERVER[socket] else "peer")
+    entry.update(frames=[f.hex() for f in frames], fields={k: str(v) for k, v in fields.items()})
+    vectors.append(entry)
 
 
-def bad(name, socket, description, frames, code, reason):
-    malformed.append({
-        "name": name, "socket": socket, "description": description,
-        "frames": [f.hex() for f in frames], "code": code, "reason": reason,
-    })
+def error_request_id(frames, code):
+    """Section 9.2: the request id of the ERROR that answers a bad message."""
+    if code in (100, 102) or len(frames) < 3 or frames[0] != DRK1 or len(frames[1]) != 1:
+        return 0
+    if frames[1][0] in CARRIES_REQUEST_ID and len(frames[2]) == 8:
+        return int.from_bytes(frames[2], "big")
+    return 0
+
+
+def bad(name, socket, description, frames, code, reason, receiver=None):
+    """`receiver` is given when the message is bad only because that end of
+    the socket reads it (section 3.2): the other end would decode it. Without
+    it, the message is bad for the end that would read it (the server when
+    the command does not say), and for a decoder that reads both ways."""
+    entry = {"name": name, "socket": socket, "description": description}
+    if receiver:
+        entry.update(receiver=receiver, wrongDirection=True)
+    elif socket != "events":
+        known = len(frames) > 1 and frames[0] == DRK1 and len(frames[1]) == 1
+        entry["receiver"] = "peer" if known and frames[1][0] not in TO_SERVER[socket] else "server"
+    entry.update(frames=[f.hex() for f in frames], code=code, reason=reason)
+    if socket != "events":
+        entry["requestID"] = error_request_id(frames, code)
+    malformed.append(entry)
 
 
 # ---------------------------------------------------------------- common
@@ -113,6 +145,12 @@ vector("replay", "frontend", "REPLAY from seq 990, broker default limit",
 vector("replay-end", "frontend", "REPLAY-END: sent up to 1200, head is 1500",
        msg(REPLAY_END, u64(3), u64(1200), u64(1500)),
        {"command": "REPLAY-END", "requestID": 3, "lastSeq": 1200, "headSeq": 1500})
+vector("replay-end-none", "frontend", "REPLAY-END for a REPLAY from 1501 when the head is 1500: nothing sent, last seq 1500",
+       msg(REPLAY_END, u64(4), u64(1500), u64(1500)),
+       {"command": "REPLAY-END", "requestID": 4, "lastSeq": 1500, "headSeq": 1500})
+vector("replay-end-empty", "frontend", "REPLAY-END from a broker with no events yet (REPLAY from 0, read as 1): last seq 0",
+       msg(REPLAY_END, u64(5), u64(0), u64(0)),
+       {"command": "REPLAY-END", "requestID": 5, "lastSeq": 0, "headSeq": 0})
 vector("dead-list", "frontend", "DEAD-LIST first page of 50",
        msg(DEAD_LIST, u64(4), u32(50), b""), {"command": "DEAD-LIST", "requestID": 4, "limit": 50, "after": "nil"})
 vector("dead-list-after", "frontend", "DEAD-LIST next page after a job id",
@@ -158,6 +196,10 @@ vector("fail-decode", "backend", "FAIL, not retryable, while decoding: step inde
        {"command": "FAIL", "retryable": "false", "failure.stepIndex": 0, "failure.step": "",
         "failure.code": "image.corrupt", "failure.reason": "decode: bad Huffman code"})
 vector("heartbeat", "backend", "HEARTBEAT", msg(HEARTBEAT), {"command": "HEARTBEAT"})
+vector("ping-backend", "backend", "PING on the backend with request id 9 (a worker's health probe; no READY needed)",
+       msg(PING, u64(9)), {"command": "PING", "requestID": 9})
+vector("pong-backend", "backend", "PONG on the backend answering request id 9",
+       msg(PONG, u64(9)), {"command": "PONG", "requestID": 9}, receiver="peer")
 vector("disconnect", "backend", "DISCONNECT", msg(DISCONNECT), {"command": "DISCONNECT"})
 
 
@@ -242,6 +284,9 @@ vector("event-dead", "events", "EVENT dead", [TOPIC] + event(1006, 6, 1, code=b"
        {"kind": "dead", "failure.code": "image.corrupt"})
 vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to REPLAY (no topic frame)",
        event(1007, 8, 1), {"command": "EVENT", "seq": 1007, "kind": "discarded"})
+vector("event-worker-id", "events", "EVENT retrying after the worker was lost: no worker id (the event concerns no worker)",
+       [TOPIC] + event(1010, 4, 3, code=b"worker.lost", reason=b"attempt 3 now: worker w-01JBX3 stopped answering"),
+       {"kind": "retrying", "attempt": 3, "workerID": ""})
 
 
 def record(message):
@@ -389,11 +434,68 @@ bad("events-trailing", "events", "EVENTS that announces 1 event and holds 2",
 bad("events-bad-event", "events", "EVENTS holding an event of kind 9", [BATCH_TOPIC] + events(event(5, 9, 0)), 101,
     "EVENTS: frame 4 (events) event 1 of 1: EVENT: frame 4 (kind) is 9, must be 1…8")
 
+# ---------------------------------------------------------------- order of checks (section 3.2)
+bad("bad-version-one-frame", "frontend", "one frame, not DRK1: bad-version before the frame count",
+    [b"DRK2"], 100, "expected protocol DRK1, got 'DRK2'")
+bad("bad-version-unknown-command", "frontend", "frame 0 is DRK2 and the command is unknown: bad-version first",
+    [b"DRK2", u8(0x7F), u64(5)], 100, "expected protocol DRK1, got 'DRK2'")
+bad("long-unknown-command", "frontend", "a 2-byte command frame that no command could be: malformed",
+    [DRK1, b"\x7f\x00", u64(5)], 101, "frame 1 (command) must be 1 byte, got 2")
+bad("unknown-command-request-id", "frontend", "an unknown command with an 8-byte frame 2: answered with request id 0",
+    [DRK1, u8(0x7F), u64(5)], 102, "unknown command 0x7f")
+bad("wrong-socket-bad-fields", "frontend", "CREDIT 0 on the frontend: the socket is checked before the fields",
+    msg(CREDIT, u32(0)), 103, "CREDIT is not valid on the frontend")
+bad("wrong-socket-frame-count", "frontend", "DONE with one frame on the frontend: the socket is checked before the frame count",
+    msg(DONE, text(JOB_ID)), 103, "DONE is not valid on the frontend")
+bad("wrong-socket-request-id", "frontend", "a store request on the frontend: its request id is echoed",
+    msg(GET, u64(77), text(JOB_ID), u8(0)), 103, "GET is not valid on the frontend")
+bad("wrong-direction-frontend", "frontend",
+    "ACCEPTED sent to the broker, with a lower-case job id: the direction is checked before the fields",
+    msg(ACCEPTED, u64(42), text(JOB_ID.lower()), u64(1)), 103, "ACCEPTED is not sent to the broker", receiver="server")
+bad("wrong-direction-client", "frontend", "SUBMIT sent to a client (a DEALER that connected to the frontend)",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE), 103,
+    "SUBMIT is not sent to a client", receiver="peer")
+bad("wrong-direction-backend", "backend", "JOB sent to the broker with one frame missing: the direction is checked before the frame count",
+    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 103,
+    "JOB is not sent to the broker", receiver="server")
+bad("wrong-direction-worker", "backend", "READY sent to a worker",
+    msg(READY, text("w-01JBX3"), text("node-a"), u32(4242), u32(2)), 103, "READY is not sent to a worker",
+    receiver="peer")
+bad("wrong-direction-store", "store", "STORED sent to the storage node",
+    msg(STORED, u64(10), text(JOB_ID), text(RECORD_ID), u8(1)), 103, "STORED is not sent to the storage node",
+    receiver="server")
+bad("frame-count-before-fields", "frontend", "SUBMIT with 7 frames and priority 10: the frame count is checked first",
+    msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
+    "SUBMIT: expected 8 or 9 frames, got 7")
+bad("submit-ten-frames", "frontend", "SUBMIT with a frame after its submit key",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), b""),
+    101, "SUBMIT: expected 8 or 9 frames, got 10")
+bad("status-short-request-id", "frontend", "STATUS with a 4-byte request id: the ERROR carries request id 0",
+    msg(STATUS, u32(2)), 101, "STATUS: frame 2 (request id) must be 8 bytes, got 4")
+bad("first-bad-field", "frontend", "SUBMIT with priority 10 and quality 0: the first bad field is reported",
+    msg(SUBMIT, u64(42), u8(10), options(256, 256, 0, 70), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 3 (priority) is 10, must be 0…9")
+
+# ---------------------------------------------------------------- worker ids (section 8)
+bad("event-worker-id-space", "events", "EVENT whose worker id has a space (worker ids are as in READY)",
+    [TOPIC] + event(1002, 2, 1, worker=b"w 1"), 101,
+    "EVENT: frame 9 (worker id) must be printable ASCII without spaces")
+bad("event-worker-id-utf8", "events", "EVENT whose worker id is not ASCII",
+    [TOPIC] + event(1002, 2, 1, worker="wé".encode("utf-8")), 101,
+    "EVENT: frame 9 (worker id) must be printable ASCII without spaces")
+bad("ready-worker-id-long", "backend", "READY with a 65-byte worker id",
+    msg(READY, text("w" * 65), text("node-a"), u32(1), u32(2)), 101, "READY: frame 2 (worker id) is 65 bytes, must be 1…64")
+bad("ready-worker-id-empty", "backend", "READY with an empty worker id",
+    msg(READY, b"", text("node-a"), u32(1), u32(2)), 101, "READY: frame 2 (worker id) is empty")
+
 out = {
     "protocol": "DRK1",
     "comment": "Generated by generate.py from drk1.md. Frames are hex; 'fields' are decoded values "
                "(text form; 'nil' = absent). Malformed vectors must be rejected with 'code' and, when given, "
-               "exactly 'reason'. Frame indexes in reasons count from the first frame listed.",
+               "exactly 'reason', and answered by an ERROR with 'requestID'. 'receiver' is the end of the socket that "
+               "reads the message ('server': the broker or the storage node; 'peer': a client or worker); "
+               "'wrongDirection' marks a message bad only because that end reads it. Frame indexes in reasons "
+               "count from the first frame listed.",
     "vectors": vectors,
     "malformed": malformed,
 }

@@ -228,16 +228,18 @@ final class Switchboard {
             }
             return
         }
+        // Every message from a known worker counts toward its liveness,
+        // malformed or not (section 7): it shows the connection is alive.
+        let known = peers[connection] != nil
+        if known { peers[connection]?.lastReceived = now }
         let body = Array(frames.dropFirst())
         let message: BackendMessage
         do {
-            message = try BackendMessage.decode(body)
+            message = try BackendMessage.decode(body, to: .server)
         } catch {
             rejectMalformed(body, error, socket: "backend", identity: connection) { sendBackend(connection, $0, now: now) }
             return
         }
-        let known = peers[connection] != nil
-        if known { peers[connection]?.lastReceived = now }
         switch message {
         case .heartbeat where known:
             return
@@ -245,11 +247,6 @@ final class Switchboard {
             peers[connection] = Peer(lastReceived: now, lastSent: now)
         case .disconnect:
             peers[connection] = nil
-        case .job:
-            let reason = "JOB is sent by the broker, not to it"
-            logger.warn("backend: \(Wire.peerName(connection)) command 0x22: \(reason)")
-            sendBackend(connection, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames(), now: now)
-            return
         case .error(let error):
             logger.warn("backend: \(Wire.peerName(connection)) sent ERROR \(error.code): \(error.reason)")
             return
@@ -322,7 +319,7 @@ final class Switchboard {
         let body = Array(frames.dropFirst())
         let message: FrontendMessage
         do {
-            message = try FrontendMessage.decode(body)
+            message = try FrontendMessage.decode(body, to: .server)
         } catch {
             rejectMalformed(body, error, socket: "frontend", identity: client) { sendFrontend(client, $0) }
             return
@@ -518,6 +515,10 @@ final class Switchboard {
             } catch let oversized as Socket.Oversized {
                 let peer = oversized.firstFrame.map { Wire.peerName($0) } ?? "a peer"
                 logger.warn("dropped \(oversized) from \(peer): DRK1 messages hold at most \(Wire.maxMessageSize) bytes")
+                // Still a sign of life from a worker (section 7).
+                if socket === backend, let connection = oversized.firstFrame, peers[connection] != nil {
+                    peers[connection]?.lastReceived = BrokerCore.monotonicNow()
+                }
             } catch {
                 logger.warn("receive failed: \(error)")
                 return nil
