@@ -147,6 +147,10 @@ struct RefusedKeyTests {
         #expect(broker.status == 0, "\(broker.stderr)")
         let store = try h.run(["status", "--check", "--only", "store", "--store", h.store] + own)
         #expect(store.status == 0, "\(store.stderr)")
+        // A storage node's probe needs only the store's public key.
+        let storeOnly = try h.run(["status", "--check", "--only", "store", "--store", h.store, "--timeout", "2",
+                                   "--curve-key", h.dir.path("keys/server.key_secret"), "--store-key", h.dir.path("keys/server.key")])
+        #expect(storeOnly.status == 0, "\(storeOnly.stderr)")
         // What a worker reaches, with the worker's key (the broker allows it;
         // this storage node does not, and the probe says so).
         let worker = try h.run(["status", "--check", "--only", "worker", "--broker", h.backend, "--store", h.store, "--timeout", "2"]

@@ -110,13 +110,15 @@ enum StatusCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
-        let brokerCurve = try ClientOptions.brokerCurve(args)
-        let storeCurve = try ClientOptions.storeCurve(args)
+        let only = args.flag("check") ? args.value("only") : nil
+        if let only, only != "broker", only != "store", only != "worker" {
+            throw UsageError("--only must be broker, store or worker, not \"\(only)\"")
+        }
+        // Keys only for the servers checked: a storage node's probe gives
+        // the store's key alone (--store-key), the broker's --server-key.
+        let brokerCurve = only == "store" ? nil : try ClientOptions.brokerCurve(args)
+        let storeCurve = only == "broker" ? nil : try ClientOptions.storeCurve(args)
         if args.flag("check") {
-            let only = args.value("only")
-            if let only, only != "broker", only != "store", only != "worker" {
-                throw UsageError("--only must be broker, store or worker, not \"\(only)\"")
-            }
             var ok = true
             if only == "worker" {
                 let backend = args.value("broker") ?? Wire.Endpoint.backend
