@@ -1,3 +1,4 @@
+import DarkroomImage
 import DarkroomZMQ
 import Foundation
 import Testing
@@ -208,6 +209,61 @@ struct RefusedKeyTests {
         let records = try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags + admin)
         #expect(SystemHarness.jsonLines(records.stdout).count == 6)
         #expect(h.log("broker").contains("SIGHUP") && !h.log("broker").contains("exit"))
+    }
+
+    @Test("a worker whose key is revoked mid-batch is disconnected; its jobs go to another worker, none lost or stored twice")
+    func revokedWorker() throws {
+        let system = try KeyedSystem()
+        let h = system.h
+        let admin = system.keyFlags("allow/admin.key_secret")
+        let made = try h.run(["keygen", "kept", "--role", "worker", "--dir", h.dir.path("allow-kept")])
+        try #require(made.status == 0, "\(made.stderr)")
+        // Both worker keys allowed by the storage node, the second by the broker too.
+        try FileManager.default.copyItem(atPath: h.dir.path("allow-broker/worker.key"), toPath: h.dir.path("allow/worker.key"))
+        try FileManager.default.copyItem(atPath: h.dir.path("allow-kept/kept.key"), toPath: h.dir.path("allow/kept.key"))
+        try FileManager.default.copyItem(atPath: h.dir.path("allow-kept/kept.key"), toPath: h.dir.path("allow-all/kept.key"))
+        for name in ["broker", "store"] { kill(try #require(h.processes[name]).processIdentifier, SIGHUP) }
+        try h.waitUntil("both servers added the keys", timeout: .seconds(5)) {
+            h.log("broker").contains("added kept") && h.log("store").contains("added kept")
+        }
+        try h.start("revoked", ["worker", "--broker", h.backend, "--store", h.store, "--id", "revoked", "--concurrency", "2"]
+                    + system.keyFlags("allow-broker/worker.key_secret"))
+        let input = try h.writeImages(20, size: Size(width: 320, height: 240))
+        let submit = try h.run(["submit", input.path, "--ops", FaultTests.slowOps, "--json"] + h.clientFlags + admin)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
+        try #require(jobs.count == 20)
+        func status() throws -> [String: Any] {
+            let out = try h.run(["status", "--json", "--timeout", "5"] + system.statusFlags + admin)
+            return try #require(SystemHarness.jsonLines(out.stdout).first, "\(out.stderr)")
+        }
+        func inFlight() throws -> Int { (try status()["queue"] as? [String: Any])?["inFlight"] as? Int ?? 0 }
+        try h.waitUntil("the first worker holds jobs") { try inFlight() > 0 }
+
+        // Revoke the first worker's key on both servers, in the middle of its work.
+        try FileManager.default.removeItem(atPath: h.dir.path("allow-all/worker.key"))
+        try FileManager.default.removeItem(atPath: h.dir.path("allow/worker.key"))
+        for name in ["broker", "store"] { kill(try #require(h.processes[name]).processIdentifier, SIGHUP) }
+        try h.waitUntil("the broker drops the revoked worker", timeout: .seconds(10)) {
+            h.log("broker").contains("uses a revoked key; disconnected")
+        }
+        // The other worker finishes the batch.
+        try h.start("kept", ["worker", "--broker", h.backend, "--store", h.store, "--id", "kept", "--concurrency", "2"]
+                    + system.keyFlags("allow-kept/kept.key_secret"))
+        var records: [[String: Any]] = []
+        try h.waitUntil("every job is stored", timeout: .seconds(120)) {
+            let ls = try h.run(["ls", "--json", "--limit", "100", "--timeout", "5"] + h.storeFlags + admin)
+            records = SystemHarness.jsonLines(ls.stdout)
+            return records.count >= 20
+        }
+        let stored = records.compactMap { $0["jobId"] as? String }
+        #expect(Set(stored) == jobs, "every job stored")
+        #expect(stored.count == 20, "none stored twice")
+        let queue = try #require(try status()["queue"] as? [String: Any])
+        #expect(queue["dead"] as? Int == 0)
+        // The revoked worker keeps running, refused, and says so.
+        #expect(h.processes["revoked"]?.isRunning == true)
+        #expect(h.log("revoked").contains("refused"), "\(h.log("revoked"))")
     }
 
     @Test("a key added to the allowlist directory is admitted within seconds, without a signal")
