@@ -36,6 +36,8 @@ let package = Package(
         // pointer for them lives in these two modules.
         .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
         .target(name: "DarkroomSQLite", dependencies: ["CSQLite"]),
+        // Prometheus metrics: the text format.
+        .target(name: "DarkroomMetrics", dependencies: ["DarkroomCore"]),
 
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
@@ -78,5 +80,6 @@ let package = Package(
         .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
+        .testTarget(name: "DarkroomMetricsTests", dependencies: ["DarkroomMetrics", "DarkroomCore"]),
     ]
 )
