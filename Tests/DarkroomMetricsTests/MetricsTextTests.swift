@@ -138,3 +138,36 @@ import Testing
         #expect(try !MetricsAddress(parsing: "10.0.0.5:1").isLoopback)
     }
 }
+
+@Suite struct MetricsRoutingTests {
+    @Test func answersByMethodAndPath() {
+        let page = { "m 1\n" }
+        let metrics = MetricsResponse.answer(method: "GET", path: "/metrics", render: page)
+        #expect(metrics.status == 200)
+        #expect(metrics.contentType == "text/plain; version=0.0.4; charset=utf-8")
+        #expect(metrics.body == "m 1\n")
+        #expect(MetricsResponse.answer(method: "HEAD", path: "/metrics", render: page).status == 200)
+        #expect(MetricsResponse.answer(method: "GET", path: "/", render: page).body.contains("/metrics"))
+        let post = MetricsResponse.answer(method: "POST", path: "/metrics", render: page)
+        #expect(post.status == 405)
+        #expect(post.allow == "GET, HEAD")
+        #expect(MetricsResponse.answer(method: "DELETE", path: "/", render: page).status == 405)
+        #expect(MetricsResponse.answer(method: "GET", path: "/metrics/", render: page).status == 404)
+        #expect(MetricsResponse.answer(method: "GET", path: "/jobs", render: page).status == 404)
+    }
+
+    @Test func rendersOnlyForMetrics() {
+        let rendered = Counter()
+        _ = MetricsResponse.answer(method: "GET", path: "/", render: { rendered.bump(); return "" })
+        _ = MetricsResponse.answer(method: "POST", path: "/metrics", render: { rendered.bump(); return "" })
+        #expect(rendered.value == 0)
+    }
+}
+
+import Synchronization
+
+private final class Counter: Sendable {
+    private let count = Mutex(0)
+    func bump() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
