@@ -64,7 +64,7 @@ let package = Package(
             name: "DarkroomCLI",
             dependencies: [
                 "DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ",
-                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity",
+                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity", "DarkroomMetrics",
             ]
         ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
