@@ -38,7 +38,7 @@ public struct MetricsLimits: Sendable, Equatable {
 ///
 /// libmicrohttpd does the HTTP: it parses requests, answers malformed ones
 /// itself (400, 431 and the like), enforces `MetricsLimits`, and serves
-/// every connection from one polling thread of its own. `render` runs on
+/// every connection from one polling thread of its own (poll(2)). `render` runs on
 /// that thread, one request at a time, so it must only read what the roles
 /// publish (values behind a lock, copied out): it never touches a role's
 /// sockets or database, and a slow scrape never slows a role down.
@@ -78,7 +78,12 @@ public final class MetricsListener: Sendable {
             // daemon (`stop` stops the daemon before anything is released),
             // so an unretained pointer to it is safe for every call.
             let context = Unmanaged.passUnretained(handler).toOpaque()
-            let flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_AUTO.rawValue | MHD_USE_ITC.rawValue)
+            // poll(2), not epoll: with epoll's edge triggering, libmicrohttpd
+            // 0.9.75 now and then missed a client that sent half a request
+            // and closed, and held its connection until the idle timeout, so
+            // a burst of those kept every client out for that long. poll is
+            // level-triggered, and over a few dozen connections costs nothing.
+            let flags = UInt32(MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue)
             guard let daemon = darkroom_mhd_start(
                 flags, socket.descriptor,
                 UInt32(clamping: max(1, limits.connections)), UInt32(clamping: max(1, limits.connectionsPerAddress)),
@@ -255,7 +260,12 @@ enum ListenSocket {
         // A restarted process can bind again at once, while the old
         // process's connections are still in TIME_WAIT.
         _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(descriptor, info.ai_addr, info.ai_addrlen) == 0, listen(descriptor, 64) == 0 else {
+        // Non-blocking, as libmicrohttpd expects: it accepts until the
+        // queue is empty, and a blocking accept would hold its only thread
+        // there, with every open connection unserved, until the next client.
+        let flags = fcntl(descriptor, F_GETFL)
+        guard flags >= 0, fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) == 0,
+              bind(descriptor, info.ai_addr, info.ai_addrlen) == 0, listen(descriptor, 64) == 0 else {
             failure = failure ?? reason()
             close(descriptor)
             return nil
