@@ -135,6 +135,7 @@ final class Switchboard {
                 handOver()
                 if drained { checkLiveness(now: BrokerCore.monotonicNow()) }
                 sendHeartbeats(now: BrokerCore.monotonicNow())
+                board.hear(now: now) { peers.mapValues(\.lastReceived) }
             } catch let error as ZMQError where error.isInterrupted {
                 continue
             } catch {
