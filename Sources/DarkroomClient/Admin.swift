@@ -87,6 +87,14 @@ public final class Admin {
         return r.count
     }
 
+    /// One job's story (JOB-INFO): its state, attempts and events. A job
+    /// the broker does not know throws `.server(.notFound)`.
+    public func jobStory(_ id: ULID) throws(ClientError) -> JobStory {
+        let reply = try call("JOB-INFO \(id)") { JobInfoRequest(requestID: $0, jobID: id).frames() }
+        guard case .jobInfoReply(let r) = reply else { throw unexpected(reply, to: "JOB-INFO") }
+        return r.story
+    }
+
     /// Checks that the broker answers (PING) and returns the round-trip time.
     @discardableResult
     public func ping() throws(ClientError) -> Duration {

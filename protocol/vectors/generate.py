@@ -173,7 +173,7 @@ vector("dead-discard", "frontend", "DEAD-DISCARD one job", msg(DEAD_DISCARD, u64
 
 vector("job-info", "frontend", "JOB-INFO: one job's story", msg(JOB_INFO, u64(9), text(JOB_ID)),
        {"command": "JOB-INFO", "requestID": 9, "jobID": JOB_ID})
-lost = {"stepIndex": 0, "step": "", "code": "worker.lost", "reason": "worker w-1 sent nothing for 15 s"}
+lost = {"stepIndex": 0, "step": "", "code": "worker.lost", "reason": "worker w-1 stopped answering (no message for 9012 ms)"}
 story = {"jobId": JOB_ID, "state": "stored", "source": "cat.jpg", "pipeline": "grayscale", "priority": 0,
          "submitted": 1730000000000, "finished": 1730000000900, "recordId": RECORD_ID, "complete": True,
          "attempts": [
