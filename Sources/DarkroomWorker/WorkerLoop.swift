@@ -621,6 +621,8 @@ final class WorkerLoop {
             break
         case .ping(let ping):
             sendToBroker(Pong(requestID: ping.requestID).frames())
+        case .cancelJob(let request):
+            cancel(request)
         case .ready, .credit, .done, .fail, .holding:
             logger.warn("broker: dropped \(message.command), which only a worker sends")
             sendToBroker(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is sent by workers, not to them").frames())
@@ -628,6 +630,25 @@ final class WorkerLoop {
     }
 
     // MARK: Jobs
+
+    /// CANCEL-JOB: the job stops for good. Its slot is freed and FAIL
+    /// `job.cancelled` (not retryable) goes to the broker at once; the
+    /// result of a run still going is dropped when it comes, so nothing is
+    /// stored for it. A job whose STORE is already out is left to finish:
+    /// its DONE tells the broker the cancel came too late.
+    private func cancel(_ request: CancelJob) {
+        guard let run = jobs.first(where: { $0.value.jobID == request.jobID && $0.value.attempt == request.attempt })?.key else {
+            logger.debug("CANCEL-JOB for job \(request.jobID) attempt \(request.attempt), which this worker does not run")
+            return
+        }
+        guard jobs[run]?.storing == nil else {
+            logger.info("job \(request.jobID) attempt \(request.attempt): cancel came while storing; letting it finish")
+            return
+        }
+        pool.cancel(run: run)
+        let detail = FailureMapping.detail(code: FailureDetail.Code.cancelled, reason: "cancelled while running")
+        report(run: run, .fail(detail, retryable: false))
+    }
 
     private func accept(_ job: JobDispatch) {
         let label = "job \(job.jobID) attempt \(job.attempt)"

@@ -88,6 +88,7 @@ enum SubmitCommand {
         case unanswered(sends: Int, String)
         case stored(ULID)
         case dead(ULID)
+        case cancelled(ULID)
         case unfinished(ULID, String)
     }
 
@@ -258,6 +259,12 @@ enum SubmitCommand {
                             progress?.clearLine()
                             Console.err("dead   \(event.jobID) \(path): \(reason)")
                         }
+                    case .cancelled:
+                        statuses[index] = .cancelled(event.jobID)
+                        if json { Console.out(resultJSON(input: path, status: "cancelled", event: event)) } else {
+                            progress?.clearLine()
+                            Console.err("cancelled \(event.jobID) \(path)")
+                        }
                     case .retrying where !json:
                         progress?.clearLine()
                         if progress == nil { Console.err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
@@ -301,13 +308,13 @@ enum SubmitCommand {
         // settings) refused every input it did not answer: that is no outage.
         if connectionRefused && counts.unfinished == 0 { return 1 }
         if counts.unanswered + counts.unfinished > 0 { return 2 }
-        if counts.refused + counts.dead + counts.invalid > 0 { return 1 }
+        if counts.refused + counts.dead + counts.cancelled + counts.invalid > 0 { return 1 }
         return 0
     }
 
     /// How many inputs ended in each status.
     struct Counts {
-        var accepted = 0, stored = 0, dead = 0, refused = 0, unanswered = 0, unfinished = 0, invalid = 0
+        var accepted = 0, stored = 0, dead = 0, cancelled = 0, refused = 0, unanswered = 0, unfinished = 0, invalid = 0
 
         init(_ statuses: [Status?]) {
             for status in statuses {
@@ -315,6 +322,7 @@ enum SubmitCommand {
                 case .accepted: accepted += 1
                 case .stored: stored += 1
                 case .dead: dead += 1
+                case .cancelled: cancelled += 1
                 case .refused: refused += 1
                 case .unanswered, nil: unanswered += 1
                 case .unfinished: unfinished += 1
@@ -326,6 +334,7 @@ enum SubmitCommand {
         /// `200 input(s): 149 stored, 0 dead, 0 refused, 51 never answered, 0 invalid; 62 resent`
         func line(wait: Bool, inputs: Int, resent: Int) -> String {
             var parts = wait ? ["\(stored) stored", "\(dead) dead"] : ["\(accepted) accepted"]
+            if cancelled > 0 { parts.append("\(cancelled) cancelled") }
             if unfinished > 0 { parts.append("\(unfinished) not seen to finish") }
             parts += ["\(refused) refused", "\(unanswered) never answered", "\(invalid) invalid"]
             return "\(inputs) input(s): " + parts.joined(separator: ", ") + (resent > 0 ? "; \(resent) submit(s) resent" : "")
