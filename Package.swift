@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD (system libraries)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -19,7 +19,7 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ and libcrypto are named.
+        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto and libmicrohttpd are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
         .systemLibrary(name: "CCrypto"),
+        // libmicrohttpd, for the read-only HTTP listener that serves metrics.
+        .systemLibrary(name: "CMicroHTTPD"),
 
         // Vocabulary shared by every layer: hashing, logging.
         .target(name: "DarkroomCore", dependencies: ["CCrypto"]),
@@ -36,6 +38,9 @@ let package = Package(
         // pointer for them lives in these two modules.
         .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
         .target(name: "DarkroomSQLite", dependencies: ["CSQLite"]),
+        // Prometheus metrics: the text format, and the HTTP listener that
+        // serves it (every libmicrohttpd call and its pointers live here).
+        .target(name: "DarkroomMetrics", dependencies: ["DarkroomCore", "CMicroHTTPD"]),
 
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
@@ -59,7 +64,7 @@ let package = Package(
             name: "DarkroomCLI",
             dependencies: [
                 "DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ",
-                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity",
+                "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity", "DarkroomMetrics",
             ]
         ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -69,7 +74,7 @@ let package = Package(
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
-        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomProtocol", "DarkroomZMQ"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
@@ -78,5 +83,6 @@ let package = Package(
         .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
+        .testTarget(name: "DarkroomMetricsTests", dependencies: ["DarkroomMetrics", "DarkroomCore"]),
     ]
 )

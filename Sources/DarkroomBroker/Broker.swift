@@ -81,6 +81,14 @@ public final class Broker: Sendable {
         switchboard.boundEndpoints
     }
 
+    /// The queue, its workers and the totals since start, for metrics: what
+    /// STATUS would answer now, from what the two threads last published.
+    /// Reading it never touches the broker's sockets or database, and never
+    /// waits for either thread. Nil until the queue is open.
+    public var metrics: BrokerMetrics? {
+        board.metrics(wall: ULIDGenerator.systemMilliseconds(), monotonic: BrokerCore.monotonicNow())
+    }
+
     /// Asks the broker to stop: it refuses new SUBMITs with
     /// `shutting-down`, dispatches nothing more, keeps taking DONE and FAIL
     /// for jobs in flight for up to `grace`, commits, tells its workers

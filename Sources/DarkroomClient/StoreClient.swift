@@ -49,6 +49,26 @@ public final class StoreClient {
         return r.records
     }
 
+    /// Records newest first, `limit` of them (nil: all), older than
+    /// `before` if given, read page by page (a LIST answers at most
+    /// `Wire.Limit.maxListLimit`); `page` gets each page as it arrives, so
+    /// a listing of any length holds one page in memory. Records created
+    /// while it runs are not listed (the pages go back in time from the
+    /// first), and none is listed twice: each page starts below the last.
+    public func listPages(limit: Int? = nil, before: ULID? = nil, pageSize: Int = Int(Wire.Limit.maxListLimit),
+                          _ page: ([RecordInfo]) throws -> Void) throws {
+        var cursor = before
+        var remaining = limit ?? Int.max
+        while remaining > 0 {
+            let size = min(remaining, pageSize)
+            let records = try list(limit: size, before: cursor)
+            if !records.isEmpty { try page(records) }
+            remaining -= records.count
+            guard records.count == size, let last = records.last else { return }
+            cursor = last.id
+        }
+    }
+
     /// One image of a record (GET), by record id or job id. The bytes are
     /// checked against the record's size and SHA-256 before they are
     /// returned; a mismatch throws `ClientError` of kind `.integrity`.

@@ -20,6 +20,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case deadListReply = 0x18
     case deadRetry = 0x19
     case deadDiscard = 0x1A
+    case jobInfo = 0x1B
+    case jobInfoReply = 0x1C
 
     case ready = 0x20
     case credit = 0x21
@@ -61,6 +63,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .deadListReply: "DEAD-LIST-REPLY"
         case .deadRetry: "DEAD-RETRY"
         case .deadDiscard: "DEAD-DISCARD"
+        case .jobInfo: "JOB-INFO"
+        case .jobInfoReply: "JOB-INFO-REPLY"
         case .ready: "READY"
         case .credit: "CREDIT"
         case .job: "JOB"
@@ -97,7 +101,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         switch self {
         case .heartbeat, .disconnect: 2
         case .ping, .pong, .status, .stats, .credit, .holding: 3
-        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events: 4
+        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events,
+             .jobInfo, .jobInfoReply: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
         case .job: 8
@@ -120,6 +125,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public static let frontend: Set<Command> = [
         .error, .ping, .pong, .ok, .submit, .accepted, .rejected, .status, .statusReply,
         .replay, .replayEnd, .deadList, .deadListReply, .deadRetry, .deadDiscard, .event,
+        .jobInfo, .jobInfoReply,
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
@@ -140,8 +146,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// broker; a worker answers a PING).
     public static func sent(to receiver: Receiver, on socket: WireSocket) -> Set<Command> {
         switch (socket, receiver) {
-        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard]
-        case (.frontend, .peer): [.error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event]
+        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo]
+        case (.frontend, .peer): [.error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply]
         case (.backend, .server): [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
         case (.backend, .peer): [.error, .job, .heartbeat, .disconnect, .ping, .pong]
         case (.store, .server): [.error, .ping, .store, .list, .get, .delete, .stats]

@@ -120,7 +120,7 @@ public struct ImageSize: Sendable, Hashable, Codable {
 /// the reason then starts with the stage), that step's canonical text, a
 /// short machine code (`image.corrupt`, `pipeline.invalid`, `worker.lost`…)
 /// and a sentence.
-public struct FailureDetail: Sendable, Hashable {
+public struct FailureDetail: Sendable, Hashable, Codable {
     public var stepIndex: Int32
     public var step: String
     public var code: String

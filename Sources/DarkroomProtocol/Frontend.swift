@@ -270,6 +270,56 @@ public struct DeadListReply: WireMessage {
     }
 }
 
+/// JOB-INFO (client → broker): one job's story.
+///
+///     2 request id  u64
+///     3 job id      ULID
+public struct JobInfoRequest: WireMessage {
+    public static let command = Command.jobInfo
+    public var requestID: UInt64
+    public var jobID: ULID
+
+    public init(requestID: UInt64, jobID: ULID) {
+        self.requestID = requestID
+        self.jobID = jobID
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        jobID = try r.ulid("job id")
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.ulid(jobID)
+    }
+}
+
+/// JOB-INFO-REPLY (broker → client).
+///
+///     2 request id  u64
+///     3 story       JSON object, see `JobStory`
+public struct JobInfoReply: WireMessage {
+    public static let command = Command.jobInfoReply
+    public var requestID: UInt64
+    public var story: JobStory
+
+    public init(requestID: UInt64, story: JobStory) {
+        self.requestID = requestID
+        self.story = story
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        story = try r.json("story", as: JobStory.self)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.json(story)
+    }
+}
+
 /// Which dead jobs DEAD-RETRY or DEAD-DISCARD acts on: the text "all" or a job id.
 public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
     case all
@@ -353,6 +403,8 @@ public enum FrontendMessage: Sendable, Equatable {
     case deadListReply(DeadListReply)
     case deadRetry(DeadRetry)
     case deadDiscard(DeadDiscard)
+    case jobInfo(JobInfoRequest)
+    case jobInfoReply(JobInfoReply)
     case ping(Ping)
     case pong(Pong)
     case ok(OKReply)
@@ -372,6 +424,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .deadListReply(let m): m
         case .deadRetry(let m): m
         case .deadDiscard(let m): m
+        case .jobInfo(let m): m
+        case .jobInfoReply(let m): m
         case .ping(let m): m
         case .pong(let m): m
         case .ok(let m): m
@@ -410,6 +464,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .deadListReply: message = .deadListReply(try DeadListReply(from: &r))
         case .deadRetry: message = .deadRetry(try DeadRetry(from: &r))
         case .deadDiscard: message = .deadDiscard(try DeadDiscard(from: &r))
+        case .jobInfo: message = .jobInfo(try JobInfoRequest(from: &r))
+        case .jobInfoReply: message = .jobInfoReply(try JobInfoReply(from: &r))
         case .ping: message = .ping(try Ping(from: &r))
         case .pong: message = .pong(try Pong(from: &r))
         case .ok: message = .ok(try OKReply(from: &r))

@@ -218,3 +218,103 @@ public struct StoreStats: Codable, Sendable, Equatable {
         externalBytes = try c.decodeIfPresent(UInt64.self, forKey: .externalBytes) ?? 0
     }
 }
+
+/// One job's story, answered to JOB-INFO (section 10.5): where it is now,
+/// each attempt, and every event the broker's log still holds for it.
+public struct JobStory: Codable, Sendable, Equatable {
+    public var jobID: ULID
+    /// `queued`, `delayed` (waiting out a retry backoff until `notBefore`),
+    /// `running`, `stored`, `dead` or `discarded`.
+    public var state: String
+    public var source: String
+    /// The canonical pipeline and the priority; nil when the log no longer
+    /// holds the job's `accepted` event and the queue no longer holds it.
+    public var pipeline: String?
+    public var priority: UInt8?
+    /// Unix ms of `accepted`, and of the event that finished the job.
+    public var submitted: UInt64?
+    public var finished: UInt64?
+    /// Unix ms until which a delayed job waits.
+    public var notBefore: UInt64?
+    /// The worker running it now.
+    public var worker: String?
+    /// The stored record.
+    public var recordID: ULID?
+    public var attempts: [JobAttempt]
+    public var events: [JobEvent]
+    /// False when the log's first events for the job were pruned (the
+    /// broker's `--retention`): the story starts later than the job.
+    public var complete: Bool
+
+    public init(jobID: ULID, state: String, source: String, pipeline: String? = nil, priority: UInt8? = nil,
+                submitted: UInt64? = nil, finished: UInt64? = nil, notBefore: UInt64? = nil, worker: String? = nil,
+                recordID: ULID? = nil, attempts: [JobAttempt] = [], events: [JobEvent] = [], complete: Bool = true) {
+        self.jobID = jobID
+        self.state = state
+        self.source = source
+        self.pipeline = pipeline
+        self.priority = priority
+        self.submitted = submitted
+        self.finished = finished
+        self.notBefore = notBefore
+        self.worker = worker
+        self.recordID = recordID
+        self.attempts = attempts
+        self.events = events
+        self.complete = complete
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, worker
+        case recordID = "recordId", attempts, events, complete
+    }
+}
+
+/// One dispatch of a job to a worker.
+public struct JobAttempt: Codable, Sendable, Equatable {
+    public var attempt: UInt32
+    public var worker: String
+    /// Unix ms of `started`, and of the event that ended the attempt.
+    public var started: UInt64
+    public var ended: UInt64?
+    /// `running`, `stored`, `failed`, or `requeued` (the job went back to
+    /// the queue without a failure of its own: its worker stopped, or
+    /// reconnected without it).
+    public var outcome: String
+    /// Why it failed or was requeued.
+    public var failure: FailureDetail?
+
+    public init(attempt: UInt32, worker: String, started: UInt64, ended: UInt64? = nil, outcome: String, failure: FailureDetail? = nil) {
+        self.attempt = attempt
+        self.worker = worker
+        self.started = started
+        self.ended = ended
+        self.outcome = outcome
+        self.failure = failure
+    }
+}
+
+/// One event of a job's story, as EVENT carries it (section 8).
+public struct JobEvent: Codable, Sendable, Equatable {
+    public var seq: UInt64
+    public var time: UInt64
+    public var kind: String
+    public var attempt: UInt32
+    public var worker: String?
+    public var recordID: ULID?
+    public var failure: FailureDetail?
+
+    public init(_ event: Event) {
+        seq = event.seq
+        time = event.time
+        kind = event.kind.description
+        attempt = event.attempt
+        worker = event.workerID.isEmpty ? nil : event.workerID
+        recordID = event.recordID
+        failure = event.failure
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case seq, time, kind, attempt, worker, recordID = "recordId", failure
+    }
+}

@@ -16,6 +16,8 @@ extension DeadListRequest: CarriesRequestID {}
 extension DeadListReply: CarriesRequestID {}
 extension DeadRetry: CarriesRequestID {}
 extension DeadDiscard: CarriesRequestID {}
+extension JobInfoRequest: CarriesRequestID {}
+extension JobInfoReply: CarriesRequestID {}
 extension Ping: CarriesRequestID {}
 extension Pong: CarriesRequestID {}
 extension OKReply: CarriesRequestID {}

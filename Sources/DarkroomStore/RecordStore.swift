@@ -397,13 +397,14 @@ final class RecordStore {
     }
 
     /// Deletes the record whose record id or job id is `id` (the thumbnail row
-    /// goes with it by the cascade). Returns false if there is none. Its blob
+    /// goes with it by the cascade). Returns the record deleted, nil if there
+    /// is none. Its blob
     /// files are removed after the batch commits, unless another record
     /// shares them. Like `store`, throws a `StoreFailure` only before
     /// deleting anything.
-    func delete(matching id: ULID) throws -> Bool {
+    func delete(matching id: ULID) throws -> RecordInfo? {
         try requireBatch()
-        guard let record = try record(matching: id) else { return false }
+        guard let record = try record(matching: id) else { return nil }
         let key = record.id.description
         let files = try connection.query(
             "SELECT blob_path FROM full_res WHERE id = ?1 AND blob_path IS NOT NULL UNION SELECT blob_path FROM thumbnails WHERE full_res_id = ?1 AND blob_path IS NOT NULL",
@@ -411,7 +412,7 @@ final class RecordStore {
         ) { try $0.string("blob_path") }
         try connection.execute("DELETE FROM full_res WHERE id = ?1", key)
         touchedFiles.formUnion(files)
-        return true
+        return record
     }
 
     /// Totals for STATS and for the log.

@@ -2,6 +2,7 @@ import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
+import Synchronization
 
 /// A storage node failed to start.
 public struct StoreNodeError: Error, Sendable, CustomStringConvertible {
@@ -31,6 +32,7 @@ public final class StoreNode: Sendable {
     enum Control: Sendable { case stop }
 
     private let service = ServiceThread<Control>(name: "darkroom-store")
+    private let board = StoreBoard()
 
     public init(_ configuration: StoreConfiguration, context: Context, logger: Logger = Logger("store")) {
         self.configuration = configuration
@@ -42,9 +44,9 @@ public final class StoreNode: Sendable {
     /// returns once it is bound. Throws what stopped it (a bind error, an
     /// unusable data directory or database).
     public func start() throws {
-        let (configuration, context, logger) = (self.configuration, self.context, self.logger)
+        let (configuration, context, logger, board) = (self.configuration, self.context, self.logger, self.board)
         do {
-            try service.start { try StoreService(configuration: configuration, context: context, logger: logger) }
+            try service.start { try StoreService(configuration: configuration, context: context, logger: logger, board: board) }
         } catch {
             switch error {
             case .alreadyStarted: throw StoreNodeError("the storage node is already started")
@@ -52,6 +54,11 @@ public final class StoreNode: Sendable {
             }
         }
     }
+
+    /// Records, bytes and STOREs answered, for metrics: what the service
+    /// thread last published, read without touching its socket or database.
+    /// Zero until the node has started.
+    public var metrics: StoreMetrics { board.current }
 
     /// The endpoint actually bound, keyed "store" (a `*` port resolved).
     public var boundEndpoints: [String: String] {
@@ -71,6 +78,31 @@ public final class StoreNode: Sendable {
     public func wait() {
         service.wait()
     }
+}
+
+/// What the storage node's metrics show (`StoreNode.metrics`).
+public struct StoreMetrics: Sendable, Equatable {
+    /// Records held (each a full-resolution image and its thumbnail).
+    public var records: UInt64 = 0
+    /// Bytes of the full-resolution images held.
+    public var fullBytes: UInt64 = 0
+    /// Bytes of the thumbnails held.
+    public var thumbnailBytes: UInt64 = 0
+    /// STOREs answered STORED since the node started, a repeat for a job
+    /// already stored included (it is answered with the first record).
+    public var stores: UInt64 = 0
+    /// STOREs answered ERROR since the node started: an image that failed
+    /// the header checks, a key not allowed to store, a failed write or commit.
+    public var refused: UInt64 = 0
+
+    public init() {}
+}
+
+/// Where the service thread leaves its latest `StoreMetrics` for other threads.
+final class StoreBoard: Sendable {
+    private let value = Mutex(StoreMetrics())
+    func publish(_ metrics: StoreMetrics) { value.withLock { $0 = metrics } }
+    var current: StoreMetrics { value.withLock { $0 } }
 }
 
 extension StoreService: ServiceLoop {

@@ -17,6 +17,10 @@ final class StoreService {
     let imageCheck: ImageCheck
     /// The endpoint actually bound (the port resolved when it was `*`).
     let endpoint: String
+    /// Totals for metrics, kept as requests are answered (counted from the
+    /// database once, at start) and published after each change.
+    private let board: StoreBoard
+    private var metrics = StoreMetrics()
 
     var mailbox: Mailbox<StoreNode.Control> { inbox.mailbox }
 
@@ -29,9 +33,10 @@ final class StoreService {
         let message: StoreMessage
     }
 
-    init(configuration: StoreConfiguration, context: Context, logger: Logger) throws {
+    init(configuration: StoreConfiguration, context: Context, logger: Logger, board: StoreBoard) throws {
         self.configuration = configuration
         self.logger = logger
+        self.board = board
         imageCheck = ImageCheck(limits: configuration.imageLimits)
         do {
             records = try RecordStore(
@@ -63,6 +68,10 @@ final class StoreService {
         socketItem = poller.add(socket)
         inboxItem = poller.add(inbox)
         let totals = try? records.totals()
+        metrics.records = totals?.records ?? 0
+        metrics.fullBytes = totals?.fullBytes ?? 0
+        metrics.thumbnailBytes = totals?.thumbBytes ?? 0
+        board.publish(metrics)
         logger.info("store listening on \(endpoint), data in \(configuration.dataDirectory), \(totals?.records ?? 0) record(s)")
     }
 
@@ -109,6 +118,7 @@ final class StoreService {
         if !pending.isEmpty {
             replies += apply(pending)
         }
+        board.publish(metrics)
         for reply in replies { send(reply) }
     }
 
@@ -131,6 +141,7 @@ final class StoreService {
             return nil
         }
         if let role, Permissions.requests.contains(decoded.command), !Permissions.allows(role: role, decoded.command) {
+            if case .store = decoded { metrics.refused += 1 }
             reject(frames, from: peer, ProtocolError(.forbidden, Permissions.refusal(role: role, decoded.command)), replies: &replies)
             return nil
         }
@@ -141,6 +152,7 @@ final class StoreService {
             // already has a record.
             if let failure = imageCheck.failure(of: request) {
                 logger.warn("store refused the STORE of job \(request.jobID) from peer \(Wire.peerName(peer)): \(failure.code): \(failure.reason)")
+                metrics.refused += 1
                 replies.append([peer] + ErrorReply(requestID: request.requestID, code: failure.code, reason: Wire.line(failure.reason)).frames())
                 return nil
             }
@@ -192,14 +204,19 @@ final class StoreService {
             try records.begin()
         } catch {
             logger.error("store cannot begin a transaction: \(error)")
+            metrics.refused += StoreService.stores(in: pending)
             return pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) }
         }
         let now = ULIDGenerator.systemMilliseconds()
         var replies: [[[UInt8]]] = []
         var stored = 0
+        // What this batch changes in the totals, counted in only once it
+        // is committed (a batch run again starts from nothing).
+        var change = StoreMetrics()
+        var removed = StoreMetrics()
         for request in pending {
             do {
-                replies.append([request.peer] + (try handle(request.message, now: now, isolated: isolated)))
+                replies.append([request.peer] + (try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)))
                 if case .store = request.message { stored += 1 }
             } catch where !isolated && request.message.writes && !(error is StoreFailure) {
                 // A StoreFailure is thrown before anything is written; any
@@ -208,9 +225,11 @@ final class StoreService {
                 return nil
             } catch let failure as StoreFailure {
                 if failure.code != .notFound { logger.error("store \(request.message.command.name) failed: \(failure.reason)") }
+                if case .store = request.message { change.refused += 1 }
                 replies.append(self.failure(request, failure))
             } catch {
                 logger.error("store \(request.message.command.name) failed: \(error)")
+                if case .store = request.message { change.refused += 1 }
                 replies.append(self.failure(request, StoreFailure(.internal, "\(request.message.command.name) failed: \(error)")))
             }
         }
@@ -219,19 +238,32 @@ final class StoreService {
         } catch {
             records.rollback()
             logger.error("store commit of \(pending.count) request(s) failed, all answered ERROR internal: \(error)")
+            metrics.refused += StoreService.stores(in: pending)
             return pending.map { failure($0, StoreFailure(.internal, "storage node commit failed: \(error)")) }
         }
+        metrics.add(change, removing: removed)
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e6
         logger.debug("store committed \(pending.count) request(s), \(stored) STORE, in \(String(format: "%.2f", elapsed)) ms")
         return replies
     }
 
+    /// The STOREs among `pending`.
+    private static func stores(in pending: [Pending]) -> UInt64 {
+        UInt64(pending.count { if case .store = $0.message { true } else { false } })
+    }
+
     /// Runs one request; with `isolated`, a write runs in its own savepoint.
-    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool) throws -> [[UInt8]] {
+    /// What it adds to the totals goes into `change`, what it takes away
+    /// into `removed`.
+    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> [[UInt8]] {
         switch message {
         case .store(let request):
             let (recordID, created) = try write(isolated) { try records.store(request, now: now) }
+            change.stores += 1
             if created {
+                change.records += 1
+                change.fullBytes += UInt64(request.full.count)
+                change.thumbnailBytes += UInt64(request.thumbnail.count)
                 logger.debug("store job \(request.jobID) stored as record \(recordID)")
             } else {
                 logger.info("store job \(request.jobID) already has record \(recordID); STORE ignored")
@@ -246,7 +278,10 @@ final class StoreService {
             return GetReply(requestID: request.requestID, variant: request.variant, record: record, image: image).frames()
         case .delete(let request):
             let deleted = try write(isolated) { try records.delete(matching: request.id) }
-            guard deleted else { throw StoreFailure.notFound(request.id) }
+            guard let deleted else { throw StoreFailure.notFound(request.id) }
+            removed.records += 1
+            removed.fullBytes += deleted.full.bytes
+            removed.thumbnailBytes += deleted.thumb.bytes
             logger.info("store deleted the record of \(request.id)")
             return OKReply(requestID: request.requestID, count: 1).frames()
         case .stats(let request):
@@ -310,6 +345,19 @@ final class StoreService {
         inbox.close()
         records.close()
         logger.info("store stopped\(refused > 0 ? " (\(refused) queued request(s) answered shutting-down)" : "")")
+    }
+}
+
+extension StoreMetrics {
+    /// Adds a committed batch's changes: what it stored and refused, less
+    /// what it deleted.
+    mutating func add(_ change: StoreMetrics, removing removed: StoreMetrics) {
+        func less(_ total: UInt64, _ taken: UInt64) -> UInt64 { total > taken ? total - taken : 0 }
+        records = less(records + change.records, removed.records)
+        fullBytes = less(fullBytes + change.fullBytes, removed.fullBytes)
+        thumbnailBytes = less(thumbnailBytes + change.thumbnailBytes, removed.thumbnailBytes)
+        stores += change.stores
+        refused += change.refused
     }
 }
 

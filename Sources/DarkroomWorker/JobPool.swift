@@ -22,7 +22,7 @@ struct WorkItem: Sendable {
 /// behind a mutex. `shutdown` queues one stop marker per thread, so each thread
 /// exits after the job it is running, if any.
 final class JobPool: Sendable {
-    typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ elapsed: Duration) -> Void
+    typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ stages: StageDurations, _ elapsed: Duration) -> Void
 
     private let queue = Mutex<[WorkItem?]>([])
     private let available = DispatchSemaphore(value: 0)
@@ -37,8 +37,8 @@ final class JobPool: Sendable {
                 while let item = next() {
                     let clock = ContinuousClock()
                     let start = clock.now
-                    let outcome = JobPool.process(item)
-                    completion(item.run, outcome, clock.now - start)
+                    let (outcome, stages) = JobPool.process(item)
+                    completion(item.run, outcome, stages, clock.now - start)
                 }
             }
             thread.name = threadName
@@ -68,20 +68,58 @@ final class JobPool: Sendable {
     /// The pipelines of recent jobs, parsed once each (shared by the threads).
     static let pipelines = PipelineCache()
 
-    /// Parses the pipeline and runs the compound operation. Pure computation:
-    /// no sockets, and no shared state but the pipeline cache.
-    static func process(_ item: WorkItem) -> JobOutcome {
+    /// Parses the pipeline and runs the compound operation, timing its
+    /// stages. Pure computation: no sockets, and no shared state but the
+    /// pipeline cache.
+    static func process(_ item: WorkItem) -> (JobOutcome, StageDurations) {
         let parsed: PipelineCache.Entry
         do {
             parsed = try pipelines.parse(item.pipeline)
         } catch {
-            return .failed(FailureMapping.invalidPipeline(error), retryable: false)
+            return (.failed(FailureMapping.invalidPipeline(error), retryable: false), StageDurations())
         }
+        let timer = StageTimer()
         do {
-            let output = try ImageJob(pipeline: parsed.pipeline, options: item.options).run(item.image)
-            return .processed(output, pipeline: parsed.canonical)
+            let output = try ImageJob(pipeline: parsed.pipeline, options: item.options).run(item.image, observer: timer.observe)
+            return (.processed(output, pipeline: parsed.canonical), timer.durations)
         } catch {
-            return .failed(FailureMapping.pipelineFailure(error), retryable: false)
+            return (.failed(FailureMapping.pipelineFailure(error), retryable: false), timer.durations)
+        }
+    }
+}
+
+/// How long a job's stages took on its processing thread; nil for a stage
+/// that did not finish.
+struct StageDurations: Sendable {
+    var decode: Duration?
+    /// Set once the steps are over (when the full-size encoding finished),
+    /// so that a job that failed in a step counts no pipeline time.
+    var pipeline: Duration?
+    var encodeFull: Duration?
+    var encodeThumbnail: Duration?
+}
+
+/// Collects the compound operation's stage times for one job. The observer
+/// is called on the job's own thread, between its links; the lock only
+/// makes that provable to the compiler, and is never contended.
+final class StageTimer: Sendable {
+    private let state = Mutex<(durations: StageDurations, steps: Duration)>((StageDurations(), .zero))
+
+    var durations: StageDurations { state.withLock { $0.durations } }
+
+    @Sendable func observe(_ stage: Stage, _ duration: Duration) {
+        state.withLock { state in
+            switch stage {
+            case .decode:
+                state.durations.decode = duration
+            case .step:
+                state.steps += duration
+            case .encode("full"):
+                state.durations.pipeline = state.steps
+                state.durations.encodeFull = duration
+            case .encode:
+                state.durations.encodeThumbnail = duration
+            }
         }
     }
 }

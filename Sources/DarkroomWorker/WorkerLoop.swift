@@ -12,7 +12,7 @@ import Musl
 /// What other threads post to the service thread.
 enum WorkerEvent: Sendable {
     /// A processing thread finished run `run`.
-    case finished(run: UInt64, outcome: JobOutcome, elapsed: Duration)
+    case finished(run: UInt64, outcome: JobOutcome, stages: StageDurations, elapsed: Duration)
     /// Stop taking jobs; hand back what is not finished after `grace`.
     case stop(grace: Duration)
 }
@@ -139,6 +139,8 @@ final class WorkerLoop {
 
     struct StoreAttempt {
         var requestID: UInt64
+        /// When the first STORE was sent (queued, if the node was not reached yet).
+        var started: ContinuousClock.Instant
         var frames: [[UInt8]]
         var deadline: ContinuousClock.Instant
         var nextSend: ContinuousClock.Instant
@@ -194,8 +196,8 @@ final class WorkerLoop {
         lastSent = now
         backoff = configuration.reconnectInitial
         snapshot = WorkerStatus(slots: slots)
-        pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, elapsed in
-            mailbox.post(.finished(run: run, outcome: outcome, elapsed: elapsed))
+        pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, stages, elapsed in
+            mailbox.post(.finished(run: run, outcome: outcome, stages: stages, elapsed: elapsed))
         }
         do {
             try openBackend()
@@ -293,7 +295,8 @@ final class WorkerLoop {
     private func drainInbox() throws {
         for event in try inbox.drain() {
             switch event {
-            case let .finished(run, outcome, elapsed):
+            case let .finished(run, outcome, stages, elapsed):
+                record(stages)
                 processed(run: run, outcome: outcome, elapsed: elapsed)
             case let .stop(grace):
                 beginStop(grace: grace)
@@ -687,11 +690,20 @@ final class WorkerLoop {
                 fullSize: fullSize, thumbnailSize: thumbSize, full: output.full.bytes, thumbnail: thumbnail.bytes
             )
             let now = clock.now
-            jobs[run]?.storing = StoreAttempt(requestID: requestID, frames: request.frames(), deadline: now + configuration.storeTimeout, nextSend: now)
+            jobs[run]?.storing = StoreAttempt(requestID: requestID, started: now, frames: request.frames(), deadline: now + configuration.storeTimeout, nextSend: now)
             storeRequests[requestID] = run
             logger.debug("job \(job.jobID) attempt \(job.attempt): processed in \(elapsed), storing \(output.full.bytes.count) + \(thumbnail.bytes.count) bytes")
             sendStore(run: run)
         }
+    }
+
+    /// Records a job's stage times, whatever became of the job: the work
+    /// was done.
+    private func record(_ stages: StageDurations) {
+        if let decode = stages.decode { status.record(.decode, decode) }
+        if let pipeline = stages.pipeline { status.record(.pipeline, pipeline) }
+        if let encodeFull = stages.encodeFull { status.record(.encodeFull, encodeFull) }
+        if let encodeThumbnail = stages.encodeThumbnail { status.record(.encodeThumbnail, encodeThumbnail) }
     }
 
     private func wireSize(_ size: Size) -> ImageSize? {
@@ -768,6 +780,7 @@ final class WorkerLoop {
         switch result {
         case .done(let recordID):
             snapshot.done += 1
+            if let attempt = job.storing { status.record(.store, clock.now - attempt.started) }
             frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
             logger.info("\(head()): stored record \(recordID) (\(took()))")
         case let .fail(detail, retryable):

@@ -237,6 +237,13 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("requestID", d.requestID); set("list.total", d.list.total)
             set("list.jobs.0.jobID", d.list.jobs.first?.jobID); set("list.jobs.0.errorCode", d.list.jobs.first?.errorCode)
             set("list.jobs.0.stepIndex", d.list.jobs.first?.stepIndex)
+        case .jobInfo(let j): set("requestID", j.requestID); set("jobID", j.jobID)
+        case .jobInfoReply(let j):
+            set("requestID", j.requestID); set("story.state", j.story.state)
+            set("story.attempts.count", j.story.attempts.count); set("story.events.count", j.story.events.count)
+            set("story.attempts.0.outcome", j.story.attempts.first?.outcome)
+            set("story.attempts.1.worker", j.story.attempts.dropFirst().first?.worker)
+            set("story.recordID", j.story.recordID)
         case .deadRetry(let d): set("requestID", d.requestID); set("target", d.target)
         case .deadDiscard(let d): set("requestID", d.requestID); set("target", d.target)
         case .ping(let p): set("requestID", p.requestID)

@@ -20,6 +20,7 @@ ERROR, PING, PONG, OK = 0x01, 0x02, 0x03, 0x04
 SUBMIT, ACCEPTED, REJECTED, STATUS, STATUS_REPLY = 0x10, 0x11, 0x12, 0x13, 0x14
 REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
 DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
+JOB_INFO, JOB_INFO_REPLY = 0x1B, 0x1C
 READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
 DELETE, STATS, STATS_REPLY = 0x36, 0x37, 0x38
@@ -48,12 +49,12 @@ def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
 # Section 3.2: the commands each end of a socket reads. The server is the
 # end that binds (the broker, the storage node); the peer connects.
 TO_SERVER = {
-    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD},
+    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO},
     "backend": {ERROR, READY, CREDIT, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING, PING, PONG},
     "store": {ERROR, PING, STORE, LIST, GET, DELETE, STATS},
 }
 # Section 3.1: the commands whose frame 2 is a request id.
-CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, DEAD_DISCARD + 1)) | set(range(STORE, STATS_REPLY + 1))
+CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, JOB_INFO_REPLY + 1)) | set(range(STORE, STATS_REPLY + 1))
 
 vectors = []
 malformed = []
@@ -169,6 +170,28 @@ vector("dead-retry-one", "frontend", "DEAD-RETRY one job", msg(DEAD_RETRY, u64(7
        {"command": "DEAD-RETRY", "target": JOB_ID})
 vector("dead-discard", "frontend", "DEAD-DISCARD one job", msg(DEAD_DISCARD, u64(8), text(JOB_ID_2)),
        {"command": "DEAD-DISCARD", "requestID": 8, "target": JOB_ID_2})
+
+vector("job-info", "frontend", "JOB-INFO: one job's story", msg(JOB_INFO, u64(9), text(JOB_ID)),
+       {"command": "JOB-INFO", "requestID": 9, "jobID": JOB_ID})
+lost = {"stepIndex": 0, "step": "", "code": "worker.lost", "reason": "worker w-1 sent nothing for 15 s"}
+story = {"jobId": JOB_ID, "state": "stored", "source": "cat.jpg", "pipeline": "grayscale", "priority": 0,
+         "submitted": 1730000000000, "finished": 1730000000900, "recordId": RECORD_ID, "complete": True,
+         "attempts": [
+             {"attempt": 1, "worker": "w-1", "started": 1730000000100, "ended": 1730000000400, "outcome": "failed",
+              "failure": lost},
+             {"attempt": 2, "worker": "w-2", "started": 1730000000500, "ended": 1730000000900, "outcome": "stored"}],
+         "events": [
+             {"seq": 10, "time": 1730000000000, "kind": "accepted", "attempt": 0},
+             {"seq": 11, "time": 1730000000100, "kind": "started", "attempt": 1, "worker": "w-1"},
+             {"seq": 12, "time": 1730000000400, "kind": "failed", "attempt": 1, "worker": "w-1", "failure": lost},
+             {"seq": 13, "time": 1730000000400, "kind": "retrying", "attempt": 1, "failure": lost},
+             {"seq": 14, "time": 1730000000500, "kind": "started", "attempt": 2, "worker": "w-2"},
+             {"seq": 15, "time": 1730000000900, "kind": "stored", "attempt": 2, "worker": "w-2", "recordId": RECORD_ID}]}
+vector("job-info-reply", "frontend", "JOB-INFO-REPLY: stored on its second attempt after its first worker was lost",
+       msg(JOB_INFO_REPLY, u64(9), js(story)),
+       {"command": "JOB-INFO-REPLY", "requestID": 9, "story.state": "stored", "story.attempts.count": 2,
+        "story.attempts.0.outcome": "failed", "story.attempts.1.worker": "w-2", "story.recordID": RECORD_ID,
+        "story.events.count": 6})
 
 # ---------------------------------------------------------------- backend
 vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
@@ -364,6 +387,11 @@ bad("accepted-overflow-id", "frontend", "ACCEPTED with a ULID over 128 bits (fir
 bad("dead-retry-target", "frontend", "DEAD-RETRY with target 'everything'",
     msg(DEAD_RETRY, u64(6), text("everything")), 101,
     "DEAD-RETRY: frame 3 (target) must be \"all\" or a job id, got 'everything'")
+bad("job-info-bad-id", "frontend", "JOB-INFO with a job id that is not a ULID",
+    msg(JOB_INFO, u64(9), text("job-42")), 101,
+    "JOB-INFO: frame 3 (job id) is not a ULID (26 characters of Crockford base32), got 'job-42'")
+bad("job-info-frames", "frontend", "JOB-INFO without its job id", msg(JOB_INFO, u64(9)), 101,
+    "JOB-INFO: expected 4 frames, got 3")
 bad("dead-list-limit", "frontend", "DEAD-LIST with limit 0", msg(DEAD_LIST, u64(4), u32(0), b""), 101,
     "DEAD-LIST: frame 3 (limit) is 0, must be 1…1000")
 bad("ready-slots", "backend", "READY with 0 slots",

@@ -154,6 +154,9 @@ struct BrokerState {
         return nil
     }
 
+    /// When a delayed job becomes ready (Unix ms), if it is delayed.
+    func notBefore(of id: ULID) -> UInt64? { ready.notBefore(id) }
+
     func workerID(for identity: [UInt8]) -> String? { workerIDs[identity] }
 
     /// The registered worker on this connection whose first message after

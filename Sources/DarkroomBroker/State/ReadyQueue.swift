@@ -83,6 +83,13 @@ struct ReadyQueue {
     /// The waiting job with this id, if any.
     func job(_ id: ULID) -> JobHandle? { members[id]?.job }
 
+    /// When a delayed job becomes ready (Unix ms); nil for a job that is
+    /// ready now or not here.
+    func notBefore(_ id: ULID) -> UInt64? {
+        guard let member = members[id], member.delayed else { return nil }
+        return member.notBefore
+    }
+
     /// Adds a job, ready at once or after `notBefore` (Unix ms). Replaces a
     /// waiting job with the same id.
     mutating func add(_ job: JobHandle, notBefore: UInt64 = 0, now: UInt64) {

@@ -53,7 +53,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 2
+    static let schemaVersion: Int64 = 3
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -122,7 +122,7 @@ final class JobStore {
         db = try Connection(path: directory + "/queue.sqlite", options: JobStore.connectionOptions(maxPages: maxPages))
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
-        try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs)])
+        try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -139,8 +139,9 @@ final class JobStore {
         insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
         insertEvent = try db.prepare("""
-            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO events (seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason,
+                                pipeline, priority)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         selectPayload = try db.prepare("""
             SELECT j.id AS id, j.state AS state, j.thumb_width AS thumb_width, j.thumb_height AS thumb_height,
@@ -250,6 +251,15 @@ final class JobStore {
         try db.execute("CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'")
     }
 
+    /// Version 3: a job's story (JOB-INFO) is read from the log by job id,
+    /// and its `accepted` event keeps the pipeline and priority, which
+    /// outlive the job's row (a stored job has none).
+    private static func migrateJobStories(_ db: Connection) throws {
+        try db.execute("ALTER TABLE events ADD COLUMN pipeline TEXT")
+        try db.execute("ALTER TABLE events ADD COLUMN priority INTEGER")
+        try db.execute("CREATE INDEX IF NOT EXISTS events_job ON events (job_id, seq)")
+    }
+
     /// A stored step index as DRK1 carries it: 0 when absent, never negative.
     static func wireStepIndex(_ stored: Int64?) -> Int32 {
         Int32(clamping: max(stored ?? 0, 0))
@@ -327,7 +337,9 @@ final class JobStore {
                 for write in t.writes {
                     if let leased = try self.apply(write, warmed: &warmed, files: &files) { payload = leased }
                 }
-                for event in t.events { try self.append(event) }
+                var accepted: [UInt64: NewJob] = [:]
+                for case let .insert(job, seq, _) in t.writes { accepted[seq] = job }
+                for event in t.events { try self.append(event, job: event.kind == .accepted ? accepted[event.seq] : nil) }
             }
         } catch {
             for id in warmed { dropWarm(id) }
@@ -511,13 +523,16 @@ final class JobStore {
         }
     }
 
-    private func append(_ event: Event) throws {
+    /// Appends an event; an `accepted` event keeps its job's pipeline and
+    /// priority (`job`), for the job's story.
+    private func append(_ event: Event, job: NewJob?) throws {
         let f = event.failure ?? FailureDetail(stepIndex: 0, step: "", code: "", reason: "")
         try insertEvent.execute(values: [
             .integer(Int64(clamping: event.seq)), .integer(Int64(clamping: event.time)), .integer(Int64(event.kind.rawValue)),
             .text(event.jobID.description), .integer(Int64(event.attempt)), .text(event.sourceName), .text(event.workerID),
             event.recordID.map { .text($0.description) } ?? .null,
             .integer(Int64(f.stepIndex)), .text(f.step), .text(f.code), .text(f.reason),
+            job.map { .text($0.pipeline) } ?? .null, job.map { .integer(Int64($0.handle.priority)) } ?? .null,
         ])
     }
 
@@ -679,24 +694,57 @@ final class JobStore {
         return try db.query("""
             SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
             FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?
-            """, start, Int64(clamping: committedSeq), Int64(limit)) { row -> Event in
-            let seq = try row.integer("seq", as: UInt64.self)
-            let kindValue = try row.integer("kind", as: UInt8.self)
-            guard let kind = EventKind(rawValue: kindValue) else { throw BrokerError.storage("event \(seq) has unknown kind \(kindValue)") }
-            let jobText = try row.string("job_id")
-            guard let jobID = ULID(jobText) else { throw BrokerError.storage("event \(seq) names a malformed job id '\(jobText)'") }
-            let recordText = try row.optionalString("record_id")
-            let recordID = try recordText.map { text -> ULID in
-                guard let id = ULID(text) else { throw BrokerError.storage("event \(seq) names a malformed record id '\(text)'") }
-                return id
+            """, start, Int64(clamping: committedSeq), Int64(limit), map: JobStore.decodeEvent)
+    }
+
+    /// Everything the log and the queue's rows hold about one job: its
+    /// committed events in order (by the index on job id, however long the
+    /// log), and its pipeline and priority. At most `limit` events (the
+    /// first ones).
+    func story(of id: ULID, limit: Int = 10_000) throws -> (events: [Event], facts: JobStories.Facts) {
+        let idText = id.description
+        let events = try db.query("""
+            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            FROM events WHERE job_id = ? AND seq <= ? ORDER BY seq LIMIT ?
+            """, idText, Int64(clamping: committedSeq), Int64(limit), map: JobStore.decodeEvent)
+        var facts = JobStories.Facts()
+        let accepted = try db.query("""
+            SELECT pipeline, priority FROM events WHERE job_id = ? AND kind = ? AND pipeline IS NOT NULL ORDER BY seq LIMIT 1
+            """, idText, Int64(EventKind.accepted.rawValue)) { row in (try row.optionalString("pipeline"), try row.optionalInt64("priority")) }
+        if let (pipeline, priority) = accepted.first {
+            facts.pipeline = pipeline
+            facts.priority = priority.map { UInt8(clamping: $0) }
+        } else {
+            // Accepted before the log kept pipelines, or its event pruned:
+            // the job's row has them while the queue keeps it.
+            let rows = try db.query("SELECT pipeline, priority FROM jobs WHERE id = ?", idText) { row in
+                (try row.string("pipeline"), try row.int64("priority"))
             }
-            let failure = FailureDetail(stepIndex: Self.wireStepIndex(try row.int64("step_index")), step: try row.string("step"),
-                                        code: try row.string("error_code"), reason: try row.string("reason"))
-            let hasFailure = !failure.code.isEmpty || !failure.reason.isEmpty || failure.stepIndex > 0 || !failure.step.isEmpty
-            return Event(seq: seq, time: try row.integer("time", as: UInt64.self), kind: kind, jobID: jobID,
-                         attempt: try row.integer("attempt", as: UInt32.self), sourceName: try row.string("source"),
-                         workerID: try row.string("worker"), recordID: recordID, failure: hasFailure ? failure : nil)
+            if let (pipeline, priority) = rows.first {
+                facts.pipeline = pipeline
+                facts.priority = UInt8(clamping: priority)
+            }
         }
+        return (events, facts)
+    }
+
+    private static func decodeEvent(_ row: Row) throws -> Event {
+        let seq = try row.integer("seq", as: UInt64.self)
+        let kindValue = try row.integer("kind", as: UInt8.self)
+        guard let kind = EventKind(rawValue: kindValue) else { throw BrokerError.storage("event \(seq) has unknown kind \(kindValue)") }
+        let jobText = try row.string("job_id")
+        guard let jobID = ULID(jobText) else { throw BrokerError.storage("event \(seq) names a malformed job id '\(jobText)'") }
+        let recordText = try row.optionalString("record_id")
+        let recordID = try recordText.map { text -> ULID in
+            guard let id = ULID(text) else { throw BrokerError.storage("event \(seq) names a malformed record id '\(text)'") }
+            return id
+        }
+        let failure = FailureDetail(stepIndex: Self.wireStepIndex(try row.int64("step_index")), step: try row.string("step"),
+                                    code: try row.string("error_code"), reason: try row.string("reason"))
+        let hasFailure = !failure.code.isEmpty || !failure.reason.isEmpty || failure.stepIndex > 0 || !failure.step.isEmpty
+        return Event(seq: seq, time: try row.integer("time", as: UInt64.self), kind: kind, jobID: jobID,
+                     attempt: try row.integer("attempt", as: UInt32.self), sourceName: try row.string("source"),
+                     workerID: try row.string("worker"), recordID: recordID, failure: hasFailure ? failure : nil)
     }
 }
 

@@ -179,6 +179,21 @@ extension BrokerCore {
                 logger.error("DEAD-LIST failed: \(error)")
                 delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             }
+        case .jobInfo(let request):
+            do {
+                let (events, facts) = try store.story(of: request.jobID)
+                let live = JobStories.live(state.place(of: request.jobID), notBefore: state.notBefore(of: request.jobID),
+                                           now: BrokerCore.now().wall)
+                if let story = JobStories.story(of: request.jobID, events: events, facts: facts, live: live) {
+                    delivery.frontend.append((client, JobInfoReply(requestID: request.requestID, story: story).frames()))
+                } else {
+                    let reason = "no job \(request.jobID): neither the queue nor its event log knows it (events older than the broker's --retention are pruned)"
+                    delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .notFound, reason: reason).frames()))
+                }
+            } catch {
+                logger.error("JOB-INFO failed: \(error)")
+                delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
+            }
         default:
             break
         }

@@ -435,7 +435,7 @@ final class BrokerCore {
         for (id, worker) in state.workers { connections[id] = worker.identity }
         board.publish(StatusBoard.Snapshot(
             status: state.status(now: now, limit: config.maxQueueDepth, rates: rates.rates(now: now.wall)),
-            connections: connections))
+            connections: connections, totals: rates.totals))
     }
 
     // MARK: Retention

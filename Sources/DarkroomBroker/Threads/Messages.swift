@@ -63,17 +63,57 @@ enum SwitchboardInstruction: Sendable {
 /// answer STATUS at once whatever the core is doing. The core writes it
 /// after each commit, before it hands over the turn's replies, so a client
 /// that got an ACCEPTED sees its job in the next STATUS.
+///
+/// The metrics listener reads it too (`Broker.metrics`), from a thread of
+/// its own, with a copy of when the switchboard last heard each worker:
+/// neither thread ever waits for a scrape longer than a copy takes.
 final class StatusBoard: Sendable {
     struct Snapshot: Sendable {
         var status: BrokerStatus
         /// Each worker's connection, to fill in when it was last heard.
         var connections: [String: [UInt8]]
+        /// Jobs accepted, stored and failed since the broker started, as committed.
+        var totals = JobTotals()
     }
 
     private let latest = Mutex<Snapshot?>(nil)
+    /// The switchboard's last copy of when it heard each connection
+    /// (monotonic ms), and when it made it.
+    private let heard = Mutex<(at: UInt64, connections: [[UInt8]: UInt64])>((0, [:]))
+
+    /// How often the switchboard copies when it heard each connection: a
+    /// worker's silence as the metrics show it is late by at most this
+    /// (its heartbeats come every second).
+    static let heardInterval: UInt64 = 250
 
     func publish(_ snapshot: Snapshot) { latest.withLock { $0 = snapshot } }
     var current: Snapshot? { latest.withLock { $0 } }
+
+    /// Called by the switchboard every lap; takes a copy of `lastReceived`
+    /// only when the last one is `heardInterval` old.
+    func hear(now: UInt64, _ lastReceived: () -> [[UInt8]: UInt64]) {
+        heard.withLock { heard in
+            guard now >= heard.at + StatusBoard.heardInterval || now < heard.at else { return }
+            heard = (now, lastReceived())
+        }
+    }
+
+    /// The status as STATUS would answer it now, from the copies (each
+    /// worker's last message as of the switchboard's last copy), with the
+    /// totals since start; nil before the core's first snapshot.
+    func metrics(wall: UInt64, monotonic: UInt64) -> BrokerMetrics? {
+        guard let snapshot = current else { return nil }
+        let heard = self.heard.withLock { $0.connections }
+        var status = snapshot.status
+        status.time = wall
+        for index in status.workers.indices {
+            guard let connection = snapshot.connections[status.workers[index].id], let last = heard[connection] else { continue }
+            let age = monotonic > last ? monotonic - last : 0
+            status.workers[index].lastHeartbeat = wall > age ? wall - age : 0
+        }
+        return BrokerMetrics(status: status, accepted: snapshot.totals.accepted, stored: snapshot.totals.stored,
+                             failed: snapshot.totals.failed)
+    }
 }
 
 /// Input bytes the switchboard has handed to the core that the core has

@@ -135,6 +135,7 @@ final class Switchboard {
                 handOver()
                 if drained { checkLiveness(now: BrokerCore.monotonicNow()) }
                 sendHeartbeats(now: BrokerCore.monotonicNow())
+                board.hear(now: now) { peers.mapValues(\.lastReceived) }
             } catch let error as ZMQError where error.isInterrupted {
                 continue
             } catch {
@@ -363,7 +364,7 @@ final class Switchboard {
             sendFrontend(client, Pong(requestID: ping.requestID).frames())
         case .status(let request):
             sendFrontend(client, StatusReply(requestID: request.requestID, status: currentStatus()).frames())
-        case .replay, .deadList:
+        case .replay, .deadList, .jobInfo:
             forward.append(.read(message, client: client))
         case .deadRetry(let request):
             forward.append(.deadRetry(request, client: client))
@@ -371,7 +372,8 @@ final class Switchboard {
             forward.append(.deadDiscard(request, client: client))
         case .error(let error):
             logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
-        case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .pong, .ok:
+        case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .pong, .ok:
+            // Not reached: decoding for the server refuses replies.
             let reason = "\(message.command.name) is sent by the broker, not to it"
             logger.warn("frontend: client \(Wire.peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
             sendFrontend(client, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames())

@@ -25,7 +25,7 @@ enum WatchCommand {
         backoff) until it is back, then replays from the first event not printed.
         """,
         options: [
-            .value("from", "SEQ", help: "Replay from this event sequence number (1 = everything).", default: "only new events"),
+            .value("from", "SEQ", help: "Replay from this event sequence number (0 or 1 = from the first event kept).", default: "only new events"),
             .value("count", "N", help: "Exit after N events."),
             .value("duration", "SECONDS", help: "Exit after this many seconds."),
             ClientOptions.json,
@@ -39,8 +39,9 @@ enum WatchCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         var start = FollowStart.latest
         if let text = args.value("from") {
-            guard let seq = UInt64(text), seq >= 1 else { throw UsageError("--from must be a sequence number of 1 or more, not \"\(text)\"") }
-            start = .seq(seq)
+            // Sequence numbers start at 1; 0 reads as "from the first".
+            guard let seq = UInt64(text) else { throw UsageError("--from must be an event sequence number (0 or 1 for the first), not \"\(text)\"") }
+            start = .seq(max(1, seq))
         }
         let limit = args.value("count") == nil ? nil : try args.int("count", default: 0, range: 1...Int.max)
         let duration: Duration? = args.value("duration") == nil ? nil : .seconds(try args.int("duration", default: 0, range: 1...1_000_000))
@@ -195,13 +196,23 @@ enum StatusCommand {
     }
 }
 
-/// `darkroom ls`: the latest records on the storage node.
+/// `darkroom ls`: the records on the storage node, newest first, as many
+/// as asked for: pages of LIST are read one after another (DRK1 caps a page
+/// at `Wire.Limit.maxListLimit` records) and printed as they come.
 enum ListCommand {
     static let spec = CommandSpec(
         name: "ls",
         abstract: "List stored records (newest first): each a full-resolution image and its thumbnail.",
+        discussion: """
+        Reads as many pages from the storage node as --limit asks (or all of
+        them with --all), newest first. --before RECORD_ID continues after
+        the last record of an earlier listing: without --json, a listing cut
+        short by --limit ends with the command that continues it.
+        """,
         options: [
-            .value("limit", short: "n", "N", help: "How many records.", default: "20"),
+            .value("limit", short: "n", "N", help: "How many records (any number).", default: "20"),
+            .flag("all", help: "Every record, however many."),
+            .value("before", "RECORD_ID", help: "Only records older than this one (to continue a listing)."),
             ClientOptions.json,
             ClientOptions.store,
             ClientOptions.timeout,
@@ -210,26 +221,37 @@ enum ListCommand {
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let limit = try args.int("limit", default: 20, range: 1...100_000)
+        if args.flag("all"), args.value("limit") != nil { throw UsageError("--all lists every record; leave out --limit") }
+        let limit: Int? = args.flag("all") ? nil : try args.int("limit", default: 20, range: 1...Int.max)
+        let before = try args.value("before").map { try ClientOptions.id($0, what: "--before record id") }
+        let json = args.flag("json")
         let context = try Context()
-        let records: [RecordInfo]
+        var printed = 0
+        var last: RecordInfo?
         do {
-            records = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args)).list(limit: limit)
+            let client = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.storeCurve(args))
+            try client.listPages(limit: limit, before: before) { page in
+                for record in page {
+                    Console.out(json ? jsonLine(record) : line(record))
+                }
+                printed += page.count
+                last = page.last ?? last
+            }
         } catch {
             throw error.runtime
         }
-        if args.flag("json") {
-            for record in records { Console.out(jsonLine(record)) }
-            return 0
-        }
-        if records.isEmpty {
-            Console.err("no records yet")
-            return 0
-        }
-        for r in records {
-            Console.out("\(r.id)  job \(r.jobID)  \(r.full.width)x\(r.full.height) \(formatBytes(Int(r.full.bytes)))  thumb \(r.thumb.width)x\(r.thumb.height) \(formatBytes(Int(r.thumb.bytes)))  \(Format.time(r.created))  \(r.source)")
+        if !json {
+            if printed == 0 {
+                Console.err(before == nil ? "no records yet" : "no records older than \(before!)")
+            } else if let limit, printed == limit, let last {
+                Console.err("(first \(printed); more may follow: darkroom ls --before \(last.id))")
+            }
         }
         return 0
+    }
+
+    static func line(_ r: RecordInfo) -> String {
+        "\(r.id)  job \(r.jobID)  \(r.full.width)x\(r.full.height) \(formatBytes(Int(r.full.bytes)))  thumb \(r.thumb.width)x\(r.thumb.height) \(formatBytes(Int(r.thumb.bytes)))  \(Format.time(r.created))  \(r.source)"
     }
 }
 

@@ -123,10 +123,11 @@ extension RoleOptions {
     /// its ZAP handler first when it has keys, then the service; logs
     /// `ready` once both listen.
     static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
-                      ready: String, args: ParsedArguments) throws -> Int32 {
+                      ready: String, args: ParsedArguments, metrics: MetricsService? = nil) throws -> Int32 {
         let zap = authenticator(security, context: context, logger: logger)
         ServiceRunner.holdTerminationSignals()
-        let started = try ServiceRunner.start(zap + [.init(name: name, service: service)], logger: logger)
+        metrics?.serve([service])
+        let started = try ServiceRunner.start(zap + (metrics?.entries ?? []) + [.init(name: name, service: service)], logger: logger)
         logger.info(ready)
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args),
                                                onHangUp: security?.hangUpHandler(logger: logger))
@@ -158,6 +159,7 @@ enum BrokerCommand {
             RoleOptions.insecure,
             RoleOptions.curveKey,
             RoleOptions.allow,
+            RoleOptions.metrics,
         ]
     )
 
@@ -181,13 +183,14 @@ enum BrokerCommand {
         var config = try configuration(args, curve: security?.curve)
         config.admission = security?.admission
         let logger = Logger("broker")
+        let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(config.frontendEndpoint), .backend(config.backendEndpoint), .events(config.eventsEndpoint)], logger: logger)
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
         security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
         return try RoleOptions.serve("broker", broker, security: security, context: context, logger: logger,
                                      ready: "broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)",
-                                     args: args)
+                                     args: args, metrics: metrics)
     }
 }
 
@@ -208,6 +211,7 @@ enum StoreCommand {
             RoleOptions.insecure,
             RoleOptions.curveKey,
             RoleOptions.allow,
+            RoleOptions.metrics,
         ]
     )
 
@@ -222,11 +226,12 @@ enum StoreCommand {
         var config = try configuration(args, curve: security?.curve)
         config.admission = security?.admission
         let logger = Logger("store")
+        let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.store(config.endpoint)], logger: logger)
         let context = try Context()
         let store = StoreNode(config, context: context, logger: logger)
         return try RoleOptions.serve("storage node", store, security: security, context: context, logger: logger,
-                                     ready: "storage node ready: \(config.endpoint), data \(config.dataDirectory)", args: args)
+                                     ready: "storage node ready: \(config.endpoint), data \(config.dataDirectory)", args: args, metrics: metrics)
     }
 }
 
@@ -251,6 +256,7 @@ enum WorkerCommand {
             ClientOptions.curveKey,
             ClientOptions.serverKey,
             ClientOptions.storeKey,
+            RoleOptions.metrics,
         ]
     )
 
@@ -279,10 +285,12 @@ enum WorkerCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let config = try configuration(args)
         let logger = Logger("worker \(config.workerID)")
+        let metrics = try RoleOptions.metrics(args, logger: logger)
         let context = try Context()
         let worker = Worker(config, context: context, logger: logger)
+        metrics?.serve([worker])
         ServiceRunner.holdTerminationSignals()
-        let started = try ServiceRunner.start([.init(name: "worker", service: worker)], logger: logger)
+        let started = try ServiceRunner.start((metrics?.entries ?? []) + [.init(name: "worker", service: worker)], logger: logger)
         logger.info("worker ready: \(config.effectiveProcessingThreads) thread(s), \(config.slots) slots (concurrency \(config.concurrency) + prefetch), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
     }
@@ -313,6 +321,7 @@ enum UpCommand {
             RoleOptions.insecure,
             RoleOptions.curveKey,
             RoleOptions.allow,
+            RoleOptions.metrics,
         ]
     )
 
@@ -407,13 +416,16 @@ enum UpCommand {
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
         let logger = Logger("up")
+        let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(requested.frontend), .backend(requested.backend), .events(requested.events), .store(requested.store)], logger: logger)
         let context = try Context(ioThreads: UpCommand.ioThreads)
         ServiceRunner.holdTerminationSignals()
+        let listening = try ServiceRunner.start(metrics?.entries ?? [], logger: logger)
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
+        metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
-        return ServiceRunner.runUntilSignalled(started, logger: logger, grace: grace, onHangUp: security?.hangUpHandler(logger: logger))
+        return ServiceRunner.runUntilSignalled(listening + started, logger: logger, grace: grace, onHangUp: security?.hangUpHandler(logger: logger))
     }
 }
 

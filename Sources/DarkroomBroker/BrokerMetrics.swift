@@ -1,0 +1,25 @@
+import DarkroomProtocol
+
+/// What the broker's metrics show (`Broker.metrics`): the status a STATUS
+/// request would get, and the jobs counted since the broker started.
+public struct BrokerMetrics: Sendable, Equatable {
+    /// The queue by priority, the delayed, in-flight and dead jobs, the
+    /// event seq and each connected worker, with `time` the moment it was
+    /// read and each worker's `lastHeartbeat` when it was last heard (both
+    /// Unix ms, broker clock).
+    public var status: BrokerStatus
+    /// Jobs accepted (committed) since the broker started.
+    public var accepted: UInt64
+    /// Jobs stored (DONE committed) since the broker started.
+    public var stored: UInt64
+    /// Attempts that failed since the broker started (a FAIL, or a worker
+    /// lost with the job): a job retried twice counts twice.
+    public var failed: UInt64
+
+    public init(status: BrokerStatus, accepted: UInt64, stored: UInt64, failed: UInt64) {
+        self.status = status
+        self.accepted = accepted
+        self.stored = stored
+        self.failed = failed
+    }
+}
