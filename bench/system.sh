@@ -14,8 +14,9 @@
 #   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
 #                       DARKROOM_BIN, else built)
 #   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
-#   TUNED_CONFIGS       up configurations tried, WORKERSxCONCURRENCY
-#                       ("1x256 1x512 1x1024 2x256 2x512"; quick "1x512")
+#   TUNED_CONFIGS       up configurations tried, WORKERSxCONCURRENCY or default
+#                       ("default 1x256 1x512 1x1024 2x256 2x512";
+#                       quick "default 1x512")
 #   TUNED_WINDOW        darkroom-loadgen's jobs in flight (1000)
 #   LAT_WORKERS         worker processes in the latency rows (2)
 #   LAT_TINY_JOBS       tiny jobs in each latency run (1000; quick 200)
@@ -33,7 +34,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 QUICK=${BENCH_QUICK:-0}
 q() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }  # q FULL QUICK
 TINY_JOBS=${TINY_JOBS:-$(q 5000 1000)}
-TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "1x256 1x512 1x1024 2x256 2x512" "1x512")}
+TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x256 1x512 1x1024 2x256 2x512" "default 1x512")}
 TUNED_WINDOW=${TUNED_WINDOW:-1000}
 LAT_WORKERS=${LAT_WORKERS:-2}
 LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 1000 200)}
@@ -107,7 +108,7 @@ if want readme; then
     if start_up readme; then
         submit_wait "$TINY_DIR" "$TMP/readme.json" "${TINY_OPS[@]}"
         log "README path: $STORED of $TINY_JOBS stored in $SECONDS_TAKEN s (submit exit $SUBMIT_STATUS)"
-        result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait; $UP_ENDPOINTS" \
+        result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $SUBMIT_CPU_US µs/job); $UP_ENDPOINTS" \
             jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")" exit="$SUBMIT_STATUS"
         stop "$UP_PID"
     else
@@ -123,23 +124,25 @@ if want tuned; then
     BEST_CFG=""; BEST_RATE=0
     for cfg in $TUNED_CONFIGS; do
         w=${cfg%x*}; c=${cfg#*x}
-        if ! start_up "tuned-$cfg" -w "$w" -c "$c"; then failed tuned "up -w $w -c $c did not answer"; continue; fi
+        if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
+        else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
+        if ! start_up "tuned-$cfg" "${up_flags[@]}"; then failed tuned "$up_text did not answer"; continue; fi
         R=$(/usr/bin/time -f "%U %S" -o "$TMP/lg-$cfg.cpu" "$LG" --frontend "$FE" --events "$EV" --image "$TINY" \
               --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600)
         stop "$UP_PID"
         RATE=$(jget "$R" jobsPerSecond)
-        if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "up -w $w -c $c: load generator said: $R"; continue; fi
-        LG_US=$(python3 -c "import sys; print(round(sum(map(float, open(sys.argv[1]).read().split()[-2:])) * 1e6 / $TINY_JOBS))" "$TMP/lg-$cfg.cpu")
-        log "tuned up -w $w -c $c: $RATE jobs/s"
-        result tuned "setup=darkroom up -w $w -c $c + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
+        if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; continue; fi
+        LG_US=$(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS")
+        log "tuned $up_text: $RATE jobs/s"
+        result tuned "setup=$up_text + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
             jobs="$TINY_JOBS" rate="$RATE" p50ms="$(jget "$R" p50ms)" p99ms="$(jget "$R" p99ms)" cfg="$cfg"
         if python3 -c "import sys; sys.exit(0 if $RATE > $BEST_RATE else 1)"; then BEST_RATE=$RATE; BEST_CFG=$cfg; fi
     done
-    if [ -n "$BEST_CFG" ]; then
+    if [ -n "$BEST_CFG" ] && [ "$BEST_CFG" != default ]; then
         w=${BEST_CFG%x*}; c=${BEST_CFG#*x}
         if start_up tuned-submit -w "$w" -c "$c"; then
             submit_wait "$TINY_DIR" "$TMP/tuned-submit.json" "${TINY_OPS[@]}" --window "$TUNED_WINDOW"
-            result tuned-submit "setup=darkroom up -w $w -c $c + darkroom submit DIR --wait --window $TUNED_WINDOW" \
+            result tuned-submit "setup=darkroom up -w $w -c $c + darkroom submit DIR --wait --window $TUNED_WINDOW (its CPU $SUBMIT_CPU_US µs/job)" \
                 jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")"
             stop "$UP_PID"
         fi

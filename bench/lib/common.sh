@@ -194,14 +194,20 @@ start_proxy() {
 
 # --------------------------------------------------------------- clients
 # submit_wait DIR OUT.json [SUBMIT_FLAGS...]: `darkroom submit DIR --wait
-# --json` to FE/EV, timed. Sets SECONDS_TAKEN, STORED and SUBMIT_STATUS.
+# --json` to FE/EV, timed. Sets SECONDS_TAKEN, STORED, SUBMIT_STATUS and
+# SUBMIT_CPU_US (the submit's own CPU, user + system, per stored job).
 submit_wait() {
     local dir=$1 out=$2 t0 t1
     shift 2
     t0=$(now)
-    "$BIN" submit "$dir" --wait --json --broker "$FE" --events "$EV" "$@" >"$out" 2>"$out.log"
+    /usr/bin/time -f "%U %S" -o "$out.cpu" "$BIN" submit "$dir" --wait --json --broker "$FE" --events "$EV" "$@" >"$out" 2>"$out.log"
     SUBMIT_STATUS=$?
     t1=$(now)
     SECONDS_TAKEN=$(calc "round($t1 - $t0, 3)")
     STORED=$(grep -c '"status" *: *"stored"' "$out")
+    SUBMIT_CPU_US=$(cpu_us "$out.cpu" "$STORED")
+}
+# cpu_us FILE JOBS: microseconds of CPU per job from /usr/bin/time's "%U %S".
+cpu_us() {
+    python3 -c "import sys; print(round(sum(map(float, open(sys.argv[1]).read().split()[-2:])) * 1e6 / max(1, int(sys.argv[2]))))" "$1" "$2" 2>/dev/null || echo "?"
 }

@@ -65,6 +65,14 @@ def times(a, b):
     return f"{a / b:.2f}×" if b else "?"
 
 
+def up_flags(cfg):
+    """`up -w 1 -c 512` for 1x512; `up` for default."""
+    if cfg == "default":
+        return "up with defaults"
+    workers, _, concurrency = cfg.partition("x")
+    return f"up -w {workers} -c {concurrency}"
+
+
 def report(path, notes):
     entries = [json.loads(line) for line in open(path) if line.strip()]
     by = {}
@@ -82,12 +90,12 @@ def report(path, notes):
     for e in entries:
         k = e["key"]
         if k == "readme":
-            ratio = f"{pct(e['rate'], best['rate'])} of best tuned (up -w {best['cfg'].replace('x', ' -c ')})" if best else ""
+            ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})" if best else ""
             row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
         elif k == "tuned":
             mark = " **(best)**" if e is best else ""
             ratio = f"README path is {pct(readme['rate'], e['rate'])} of this" if readme else ""
-            row("tuned" + mark, e["setup"], f"{e['jobs']:,} tiny jobs", f"{fmt_rate(e['rate'])} jobs/s; p50 {e['p50ms']} ms, p99 {e['p99ms']} ms", ratio)
+            row(("default server, load generator" if e["cfg"] == "default" else "tuned") + mark, e["setup"], f"{e['jobs']:,} tiny jobs", f"{fmt_rate(e['rate'])} jobs/s; p50 {e['p50ms']} ms, p99 {e['p99ms']} ms", ratio)
         elif k == "tuned-submit":
             ratio = f"{pct(e['rate'], best['rate'])} of best tuned" if best else ""
             row("tuned server, submit client", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
