@@ -197,7 +197,7 @@ fi
 # runs (bench/peers/celery_bench.py).
 if want celery; then
     if need_cmd redis-server redis-server && need_cmd redis-cli redis-tools &&
-       need_py "celery redis" "python3-celery python3-redis" "celery redis"; then
+       need_py "celery redis" "python3-celery python3-redis" "celery>=5,<6 redis"; then
         if start_redis; then
             export BENCH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
             (cd "$BENCH/peers" && exec python3 -m celery -A celery_bench worker --pool prefork --concurrency 2 --loglevel WARNING) >"$TMP/celery.log" 2>&1 &
