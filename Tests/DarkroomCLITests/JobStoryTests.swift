@@ -23,8 +23,8 @@ struct JobStoryTests {
         let h = try SystemHarness()
         try h.startBroker()
         try h.startStore()
-        let input = try h.writeImages(1, size: Size(width: 1600, height: 1200))
-        let submit = try h.run(["submit", input.path, "--ops", "blur:6 | scale:400x400,mode=fill | crop:square", "--priority", "7", "--json"] + h.clientFlags)
+        let input = try h.writeImages(1, size: Size(width: 800, height: 600))
+        let submit = try h.run(["submit", input.path, "--ops", "blur:8 | scale:400x400,mode=fill | crop:square", "--priority", "7", "--json"] + h.clientFlags)
         try #require(submit.status == 0, "\(submit.stderr)")
         let id = try #require(SystemHarness.jsonLines(submit.stdout).first?["job"] as? String)
 
