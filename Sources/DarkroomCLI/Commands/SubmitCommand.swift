@@ -51,10 +51,18 @@ enum SubmitCommand {
         accepted (without), or refused, unanswered, unfinished or
         invalid; with --wait an "accepted" object comes first.
 
+        --follow DIR keeps running as a hot folder: every JPEG that appears in
+        DIR, complete (closed after writing, or moved in), is submitted once with
+        these options and its end is printed as it comes. A file's submit key
+        comes from its path, size and modification time, and DIR/.darkroom-follow
+        lists the files submitted, so a restart submits nothing twice. Ctrl-C or
+        SIGTERM stops it once the files in hand are accepted, with exit status 0
+        (files that could not be stored are named on stderr as they come).
+
         Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
         globs such as 'photos/*.jpg'.
         """,
-        arguments: [ArgumentSpec(name: "inputs", help: "JPEG files, directories or globs.", variadic: true)],
+        arguments: [ArgumentSpec(name: "inputs", help: "JPEG files, directories or globs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
@@ -62,6 +70,7 @@ enum SubmitCommand {
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
+            .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
             .value("window", "N", help: "Submits in flight at once.", default: "256"),
             ClientOptions.json,
@@ -111,6 +120,14 @@ enum SubmitCommand {
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
         let wait = args.flag("wait")
+        if let folder = args.value("follow") {
+            guard args.positionals.isEmpty else { throw UsageError("--follow watches one directory; leave out the inputs") }
+            return try FollowFolder.run(FollowFolder.Settings(
+                directory: folder, pipeline: pipeline, options: options, priority: priority, json: json,
+                timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
+                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args)))
+        }
+        if args.positionals.isEmpty { throw UsageError("missing expected argument '<inputs> ...' (or --follow DIR)") }
 
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
