@@ -6,9 +6,10 @@ public struct FetchFailure: Error, Sendable, Equatable {
         /// Time ran out: while connecting (the connect timeout) or during
         /// the transfer (the whole timeout), after `after`.
         case timedOut(connecting: Bool, after: Duration)
-        /// The body is over `limit` bytes: announced so (nothing was
-        /// downloaded), or found so while downloading (stopped there).
-        case tooLarge(limit: Int, announced: Int?)
+        /// The body is over `limit` bytes: announced so in its
+        /// Content-Length (nothing was downloaded), or found so while
+        /// downloading (stopped there).
+        case tooLarge(limit: Int, announced: Bool)
         /// The host name has no address (libcurl's detail).
         case cannotResolve(String)
         /// No connection could be made (libcurl's detail).
@@ -42,10 +43,10 @@ public struct FetchFailure: Error, Sendable, Equatable {
             return connecting
                 ? "download failed: could not connect within \(Self.seconds(after))"
                 : "download timed out after \(Self.seconds(after))"
-        case let .tooLarge(limit, announced?):
-            return "too large: the server announced \(announced) bytes, over the \(limit)-byte input limit (not downloaded)"
-        case .tooLarge(let limit, nil):
-            return "too large: over the \(limit)-byte input limit (download stopped there)"
+        case let .tooLarge(limit, announced):
+            return announced
+                ? "too large: the server announced more than the \(limit)-byte input limit (not downloaded)"
+                : "too large: more than the \(limit)-byte input limit (download stopped there)"
         case .cannotResolve(let detail):
             return "download failed: cannot resolve the host (\(detail))"
         case .cannotConnect(let detail):

@@ -158,13 +158,13 @@ final class Transfer {
         let reason: FetchFailure.Reason
         switch code {
         case CURLE_WRITE_ERROR where overLimit:
-            reason = .tooLarge(limit: limits.maxBytes, announced: nil)
+            reason = .tooLarge(limit: limits.maxBytes, announced: false)
         case CURLE_WRITE_ERROR where writeErrno != nil:
             reason = .cannotWrite(String(cString: strerror(writeErrno!)))
         case CURLE_FILESIZE_EXCEEDED:
-            var length: curl_off_t = -1
-            _ = darkroom_curl_get_offset(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
-            reason = .tooLarge(limit: limits.maxBytes, announced: length > 0 ? Int(length) : nil)
+            // libcurl refuses an announced length before the body; later
+            // versions also stop a body that runs over, after some bytes.
+            reason = .tooLarge(limit: limits.maxBytes, announced: received == 0)
         case CURLE_HTTP_RETURNED_ERROR where status > 0:
             reason = .httpStatus(status)
         case CURLE_OPERATION_TIMEDOUT:
