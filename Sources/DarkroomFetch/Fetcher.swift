@@ -1,9 +1,10 @@
 import CCurl
 
 // Why libcurl: the Swift toolchain has no HTTP client on Linux that this
-// project can rely on (FoundationNetworking is a separate library whose
-// behaviour has long differed from Apple's, and it hides the limits we
-// need), and parsing HTTP by hand is not something the project does. libcurl
+// project can rely on (FoundationNetworking's URLSession is a separate,
+// optional library whose behaviour has long differed from Apple's, and is
+// itself a layer over libcurl), and parsing HTTP by hand is not something
+// the project does. libcurl
 // is the client every Debian system already trusts: it brings redirects,
 // TLS through OpenSSL, connect and transfer timeouts, and proxies from the
 // usual environment variables. Every libcurl call and pointer of the

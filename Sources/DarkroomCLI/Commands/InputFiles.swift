@@ -1,4 +1,5 @@
 import DarkroomFetch
+import DarkroomProtocol
 import Foundation
 
 /// Turns the FILE|DIR arguments of `process` and `submit` into a list of files.
@@ -72,7 +73,12 @@ enum InputFiles {
         var inputs: [Input] = []
         for entry in entries {
             if FetchRequest.isWebURL(entry) {
-                inputs.append(Input(path: entry, isURL: true))
+                // The URL becomes the job's source name: refused here, before
+                // its download, if it is too long for one.
+                let limit = Wire.Limit.sourceNameBytes
+                let problem = entry.utf8.count > limit
+                    ? "cannot submit: the URL is longer than the \(limit) bytes a job's source name may have" : nil
+                inputs.append(Input(path: entry, problem: problem, isURL: true))
             } else if entry.contains("://"), !FileManager.default.fileExists(atPath: entry) {
                 inputs.append(Input(path: entry, problem: "cannot download: only http:// and https:// URLs are supported", isURL: true))
             } else {

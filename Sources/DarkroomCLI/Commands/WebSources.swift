@@ -67,7 +67,7 @@ enum WebSources {
         var done = 0
         var failed = 0
         progress(0, 0, all.count)
-        // A URL of another scheme fails at once.
+        // A URL already known to fail (another scheme, too long) fails at once.
         for index in all where inputs[index].problem != nil {
             failed += 1
             ended(index, inputs[index].problem)
