@@ -90,5 +90,6 @@ let package = Package(
         .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
         .testTarget(name: "DarkroomMetricsTests", dependencies: ["DarkroomMetrics", "DarkroomCore"]),
+        .testTarget(name: "DarkroomFetchTests", dependencies: ["DarkroomFetch"]),
     ]
 )
