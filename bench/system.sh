@@ -4,8 +4,8 @@
 # Environment: DARKROOM_BIN (skip the build), DARKROOM_LOADGEN (the darkroom-loadgen
 # binary; by default the one next to DARKROOM_BIN, else built), LOADGEN=python
 # (bench/loadgen.py instead), TINY_JOBS (20000), TINY_WINDOW (1000),
-# TINY_WORKERS (embedded workers for tiny jobs, 1), TINY_CONCURRENCY (concurrency per worker for
-# tiny jobs, 512), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
+# TINY_WORKERS (embedded workers for tiny jobs, 1), TINY_CONCURRENCY (--concurrency, the
+# processing threads per worker for tiny jobs; empty: the default, one per core), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
 # CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +14,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 TINY_JOBS=${TINY_JOBS:-20000}
 TINY_WINDOW=${TINY_WINDOW:-1000}
 TINY_WORKERS=${TINY_WORKERS:-1}
-TINY_CONCURRENCY=${TINY_CONCURRENCY:-512}
+TINY_CONCURRENCY=${TINY_CONCURRENCY:-}
 MEM_JOBS=${MEM_JOBS:-20000}
 REPEAT=${REPEAT:-4}
 IMAGE_RUNS=${IMAGE_RUNS:-3}
@@ -87,22 +87,24 @@ stop_pid() {  # pid: SIGTERM and wait
 # Sets FE, EV, SYS_PIDS and SYS_MODE; CPU_PIDS lists the processes to bill.
 start_system() {
     local name=$1 workers=$2 conc=$3
+    local cflag=()
+    [ -n "$conc" ] && cflag=(--concurrency "$conc")
     rm -rf "$TMP/$name"; mkdir -p "$TMP/$name"
     SYS_PIDS=()
     if ports_free; then
-        SYS_MODE="darkroom up -w $workers -c $conc"
+        SYS_MODE="darkroom up -w $workers${conc:+ -c $conc}"
         FE=tcp://127.0.0.1:7700; EV=tcp://127.0.0.1:7702
-        "$BIN" up --data "$TMP/$name" --workers "$workers" --concurrency "$conc" 2>"$TMP/$name.log" &
+        "$BIN" up --data "$TMP/$name" --workers "$workers" "${cflag[@]}" 2>"$TMP/$name.log" &
         SYS_PIDS+=($!)
     else
-        SYS_MODE="broker + store + $workers worker(s) -c $conc as processes (7700-7703 busy)"
+        SYS_MODE="broker + store + $workers worker(s)${conc:+ -c $conc} as processes (7700-7703 busy)"
         local base=$((30000 + RANDOM % 20000))
         FE=tcp://127.0.0.1:$base; EV=tcp://127.0.0.1:$((base + 2))
         local be=tcp://127.0.0.1:$((base + 1)) st=tcp://127.0.0.1:$((base + 3))
         "$BIN" broker --data "$TMP/$name" --frontend "$FE" --backend "$be" --events "$EV" 2>"$TMP/$name.log" & SYS_PIDS+=($!)
         "$BIN" store --data "$TMP/$name" --bind "$st" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
         for _ in $(seq 1 "$workers"); do
-            "$BIN" worker --broker "$be" --store "$st" --concurrency "$conc" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
+            "$BIN" worker --broker "$be" --store "$st" "${cflag[@]}" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
         done
     fi
     PIDS+=("${SYS_PIDS[@]}")
@@ -261,7 +263,7 @@ if [ -z "${SKIP_MEMORY:-}" ]; then
   FE=tcp://127.0.0.1:$BASEPORT; BE=tcp://127.0.0.1:$((BASEPORT + 1)); EV=tcp://127.0.0.1:$((BASEPORT + 2)); ST=tcp://127.0.0.1:$((BASEPORT + 3))
   "$BIN" broker --data "$TMP/mem" --frontend "$FE" --backend "$BE" --events "$EV" 2>"$TMP/broker.log" & BP=$!; PIDS+=("$BP")
   "$BIN" store --data "$TMP/mem" --bind "$ST" 2>"$TMP/store.log" & SP=$!; PIDS+=("$SP")
-  "$BIN" worker --broker "$BE" --store "$ST" --concurrency "$TINY_CONCURRENCY" 2>"$TMP/worker.log" & WP=$!; PIDS+=("$WP")
+  "$BIN" worker --broker "$BE" --store "$ST" ${TINY_CONCURRENCY:+--concurrency "$TINY_CONCURRENCY"} 2>"$TMP/worker.log" & WP=$!; PIDS+=("$WP")
   if wait_ping "$FE"; then
       # Warm up (caches, WAL, buffers), then measure the growth over the run.
       loadgen "$TMP/lg-warm.cpu" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TINY_WINDOW" >/dev/null
@@ -278,7 +280,7 @@ if [ -z "${SKIP_MEMORY:-}" ]; then
       row "| CPU per job (user+sys): broker / store / worker | $MEM_JOBS jobs | $(perjob $CB) / $(perjob $CS) / $(perjob $CW) µs | $(python3 -c "print(round(($CB + $CS + $CW) / $TICK / ($T1 - $T0), 2))") cores busy over $(python3 -c "print(round($T1 - $T0, 1))") s |"
 
       read -r PB PS PW < <(awk 'BEGIN{a=0;b=0;c=0} {if($1>a)a=$1; if($2>b)b=$2; if($3>c)c=$3} END{print a, b, c}' "$TMP/rss.txt")
-      row "| memory run, separate processes, worker -c $TINY_CONCURRENCY | $MEM_JOBS jobs | $(jget "$R" jobsPerSecond) jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms |"
+      row "| memory run, separate processes, worker${TINY_CONCURRENCY:+ -c $TINY_CONCURRENCY} | $MEM_JOBS jobs | $(jget "$R" jobsPerSecond) jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms |"
       for role in broker store worker; do
           case $role in broker) W=$WB P=$PB E=$EB;; store) W=$WS P=$PS E=$ES;; worker) W=$WW P=$PW E=$EW;; esac
           row "| RSS $role (MiB): after warm-up / peak / end | | $((W / 1024)) / $((P / 1024)) / $((E / 1024)) | growth $(((E - W) / 1024)) MiB |"
