@@ -14,7 +14,7 @@
 #   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
 #                       DARKROOM_BIN, else built)
 #   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
-#   TUNED_CONFIGS       up configurations tried, WORKERSxCONCURRENCY or default
+#   TUNED_CONFIGS       up configurations tried, WORKERSxTHREADS (up -w -c) or default
 #                       ("default 1x256 1x512 1x1024 2x256 2x512";
 #                       quick "default 1x512")
 #   TUNED_WINDOW        darkroom-loadgen's jobs in flight (1000)
@@ -34,7 +34,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 QUICK=${BENCH_QUICK:-0}
 q() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }  # q FULL QUICK
 TINY_JOBS=${TINY_JOBS:-$(q 5000 1000)}
-TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x256 1x512 1x1024 2x256 2x512" "default 1x512")}
+TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x1 1x2 1x4 2x1 2x2" "default 1x2")}
 TUNED_WINDOW=${TUNED_WINDOW:-1000}
 LAT_WORKERS=${LAT_WORKERS:-2}
 LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 1000 200)}
@@ -334,11 +334,11 @@ if want images; then
 fi
 
 # ---------------------------------------------------------------- memory
-# Broker, store and a worker (-c 512) as processes; after a 2,000-job
+# Broker, store and a worker (default flags) as processes; after a 2,000-job
 # warm-up, MEM_JOBS tiny jobs while their VmRSS is sampled every 0.2 s.
 if want memory; then
     if start_roles mem; then
-        start_workers mem 1 "$BE" "$ST" --concurrency 512
+        start_workers mem 1 "$BE" "$ST"
         WP=${WORKER_PIDS[0]}
         if wait_workers 1; then
             "$LG" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TUNED_WINDOW" >/dev/null
