@@ -55,6 +55,9 @@ public final class SubmitEngine {
     private let context: Context
     private let eventsEndpoint: String
     private let curve: CurveClientKeys?
+    /// Where the follower thread reports, made by the first run that
+    /// follows and kept: the producer's waits watch it.
+    private var reports: MailboxInbox<FollowerReport>?
 
     /// Connects (in the background) to the broker's frontend, and to its
     /// events when `run` follows.
@@ -81,30 +84,25 @@ public final class SubmitEngine {
     /// place to flush buffered output).
     public func run(_ source: inout some SubmitSource, window: SubmitWindow, follow: Bool,
                     beforeWait: () -> Void = {}, onUpdate: (Update) -> Void) -> Outcome {
-        guard follow else {
-            var summary = SubmitSummary()
-            do {
-                summary = try producer.submit(from: &source, window: window, turn: beforeWait, taken: { _ in },
-                                              onNotice: { onUpdate(.notice($0)) },
-                                              onReply: { onUpdate(.replied($0, $1)) })
-            } catch {
-                onUpdate(.submitFailed(error))
-            }
-            return Outcome(summary: summary, unfinished: [], followError: nil)
-        }
+        guard follow else { return submitOnly(&source, window: window, beforeWait: beforeWait, onUpdate: onUpdate) }
 
         var tracker = JobTracker()
         let inbox: MailboxInbox<FollowerReport>
-        do {
-            (_, inbox) = try Mailbox<FollowerReport>.make(context: context)
-        } catch {
-            // Without a mailbox there is no following: submit, and report
-            // every accepted job as not seen to end.
-            var outcome = run(&source, window: window, follow: false, beforeWait: beforeWait, onUpdate: onUpdate)
-            outcome.followError = ClientError.zmq(error, "cannot open a mailbox for the event follower")
-            return outcome
+        if let reports {
+            inbox = reports
+            _ = try? inbox.drain()  // anything a follower of an earlier run left
+        } else {
+            do {
+                (_, inbox) = try Mailbox<FollowerReport>.make(context: context)
+            } catch {
+                // Without a mailbox there is no following: submit, and report
+                // every accepted job as not seen to end.
+                return submitOnly(&source, window: window, beforeWait: beforeWait, onUpdate: onUpdate,
+                                  followError: ClientError.zmq(error, "cannot open a mailbox for the event follower"))
+            }
+            reports = inbox
+            producer.channel.watch(inbox)
         }
-        defer { inbox.close() }
         let thread = ServiceThread<FollowerInstruction>(name: "darkroom-follow")
         let reports = inbox.mailbox
         let (frontend, events, context, curve) = (producer.endpoint, eventsEndpoint, self.context, self.curve)
@@ -119,16 +117,12 @@ public final class SubmitEngine {
             if case .failed(let failure) = error, let failure = failure as? ClientError { cause = failure } else {
                 cause = ClientError(.connection, "cannot start following the broker's events: \(error)")
             }
-            var outcome = run(&source, window: window, follow: false, beforeWait: beforeWait, onUpdate: onUpdate)
-            outcome.followError = cause
-            outcome.unfinished = []
-            return outcome
+            return submitOnly(&source, window: window, beforeWait: beforeWait, onUpdate: onUpdate, followError: cause)
         }
         defer {
             thread.post(.stop)
             thread.wait()
         }
-        producer.channel.watch(inbox)
 
         /// Hands what the follower sent to the tracker.
         func takeReports(submitting: Bool) {
@@ -177,6 +171,25 @@ public final class SubmitEngine {
         }
         beforeWait()
         return Outcome(summary: summary, unfinished: tracker.unfinished, followError: tracker.open.isEmpty ? nil : tracker.followError)
+    }
+
+    /// Submits without following; with `followError` (following was asked
+    /// for and could not start), every accepted job is left unfinished.
+    private func submitOnly(_ source: inout some SubmitSource, window: SubmitWindow, beforeWait: () -> Void,
+                            onUpdate: (Update) -> Void, followError: ClientError? = nil) -> Outcome {
+        var summary = SubmitSummary()
+        var accepted: [ULID] = []
+        do {
+            summary = try producer.submit(from: &source, window: window, turn: beforeWait, taken: { _ in },
+                                          onNotice: { onUpdate(.notice($0)) }) { request, result in
+                if followError != nil, let job = result.jobID { accepted.append(job) }
+                onUpdate(.replied(request, result))
+            }
+        } catch {
+            onUpdate(.submitFailed(error))
+        }
+        beforeWait()
+        return Outcome(summary: summary, unfinished: accepted, followError: accepted.isEmpty ? nil : followError)
     }
 }
 
