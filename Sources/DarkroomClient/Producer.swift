@@ -350,8 +350,8 @@ public final class Producer {
     }
 
     /// `submit(from:window:onNotice:onReply:)` with the submission engine's
-    /// hooks: `turn` runs on every turn of the loop, before it waits (the
-    /// engine takes what its mailbox holds and flushes output there), and
+    /// hooks: `turn` runs before every wait for the broker (the engine
+    /// takes what its mailbox holds and flushes output there), and
     /// `taken` for each job as it is taken from the source.
     func submit(
         from source: inout some SubmitSource,
@@ -659,7 +659,6 @@ public final class Producer {
 
         var sendsSinceDrain = 0
         while true {
-            try turn()
             if let pause = sendsPausedUntil, ContinuousClock.now >= pause { sendsPausedUntil = nil }
             if sendsPausedUntil == nil {
                 // Jobs due again first, in the order they were first sent.
@@ -711,6 +710,7 @@ public final class Producer {
                 guard let retryAt = sendsPausedUntil ?? sourceRetryAt else { continue }
                 // Nothing out and nothing ready: wait for the source. No one
                 // waits for the broker, so the deadline does not run.
+                try turn()
                 if let frames = try receive(until: retryAt) {
                     try handle(frames)
                     try drain()
@@ -739,6 +739,7 @@ public final class Producer {
             if let retryAt = sourceRetryAt, window.hasRoom(inFlight: pending.count, bytesInFlight: bytesInFlight) {
                 wake = min(wake, retryAt)
             }
+            try turn()
             if let frames = try receive(until: wake) {
                 try handle(frames)
                 try drain()

@@ -179,8 +179,16 @@ public final class SubmitEngine {
                             onUpdate: (Update) -> Void, followError: ClientError? = nil) -> Outcome {
         var summary = SubmitSummary()
         var accepted: [ULID] = []
+        // A mailbox from an earlier run that followed still wakes the
+        // producer's waits: whatever lands there is not for this run.
+        let leftovers = reports
         do {
-            summary = try producer.submit(from: &source, window: window, turn: beforeWait, taken: { _ in },
+            summary = try producer.submit(from: &source, window: window,
+                                          turn: {
+                                              _ = try? leftovers?.drain()
+                                              beforeWait()
+                                          },
+                                          taken: { _ in },
                                           onNotice: { onUpdate(.notice($0)) }) { request, result in
                 if followError != nil, let job = result.jobID { accepted.append(job) }
                 onUpdate(.replied(request, result))
