@@ -146,6 +146,13 @@ final class Channel {
         watchedInbox = poller.add(inbox)
     }
 
+    /// Whether the watched mailbox ends waits: a caller that will be woken
+    /// soon anyway (answers are due) takes its messages then, and spares
+    /// a wake-up per message.
+    func watching(_ on: Bool) {
+        if let watchedInbox { poller.setEvents(on ? .readable : [], for: watchedInbox) }
+    }
+
     /// Receives the next message, waiting until `deadline`; nil when none
     /// came, or when a watched mailbox has messages.
     func receive(until deadline: ContinuousClock.Instant) throws(ClientError) -> [[UInt8]]? {
@@ -164,9 +171,9 @@ final class Channel {
     }
 
     /// Receives a message if one is waiting (after looking at the handshake
-    /// events: a refused key throws `.refused`).
-    func receiveNow() throws(ClientError) -> [[UInt8]]? {
-        try checkHandshake()
+    /// events, unless the caller just did: a refused key throws `.refused`).
+    func receiveNow(checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
+        if checkingHandshake { try checkHandshake() }
         do {
             return try socket.receive(dontWait: true)
         } catch {

@@ -346,17 +346,18 @@ public final class Producer {
         onNotice: (SubmitNotice) -> Void = { _ in },
         onReply: (SubmitRequest, SubmitResult) -> Void
     ) throws(ClientError) -> SubmitSummary {
-        try submit(from: &source, window: window, turn: {}, taken: { _ in }, onNotice: onNotice, onReply: onReply)
+        try submit(from: &source, window: window, turn: { _ in }, taken: { _ in }, onNotice: onNotice, onReply: onReply)
     }
 
     /// `submit(from:window:onNotice:onReply:)` with the submission engine's
     /// hooks: `turn` runs before every wait for the broker (the engine
-    /// takes what its mailbox holds and flushes output there), and
+    /// takes what its mailbox holds and flushes output there), told whether
+    /// SUBMITs await answers (whose arrival will end the wait), and
     /// `taken` for each job as it is taken from the source.
     func submit(
         from source: inout some SubmitSource,
         window initialWindow: SubmitWindow,
-        turn: () throws(ClientError) -> Void,
+        turn: (_ answersDue: Bool) throws(ClientError) -> Void,
         taken: (SubmitRequest) -> Void,
         onNotice: (SubmitNotice) -> Void,
         onReply: (SubmitRequest, SubmitResult) -> Void
@@ -553,17 +554,23 @@ public final class Producer {
             }
         }
 
-        /// Takes every answer already waiting.
+        /// Takes every answer already waiting (the handshake events looked
+        /// at once, before the first).
         func drain() throws(ClientError) {
-            while let frames = try receive(until: nil) { try handle(frames) }
+            guard var frames = try receive(until: nil) else { return }
+            while true {
+                try handle(frames)
+                guard let next = try receive(until: nil, checkingHandshake: false) else { return }
+                frames = next
+            }
         }
 
         /// Receives one message (waiting until `deadline`, or not at all
         /// when nil). A failure a retry may mend is waited out, not thrown.
-        func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> [[UInt8]]? {
+        func receive(until deadline: ContinuousClock.Instant?, checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
             do {
                 if let deadline { return try channel.receive(until: deadline) }
-                return try channel.receiveNow()
+                return try channel.receiveNow(checkingHandshake: checkingHandshake)
             } catch {
                 guard error.isRetryable else { throw fatal(error) }
                 let pause = min(.milliseconds(100), max(.zero, (deadline ?? .now) - .now))
@@ -710,7 +717,7 @@ public final class Producer {
                 guard let retryAt = sendsPausedUntil ?? sourceRetryAt else { continue }
                 // Nothing out and nothing ready: wait for the source. No one
                 // waits for the broker, so the deadline does not run.
-                try turn()
+                try turn(false)
                 if let frames = try receive(until: retryAt) {
                     try handle(frames)
                     try drain()
@@ -739,7 +746,7 @@ public final class Producer {
             if let retryAt = sourceRetryAt, window.hasRoom(inFlight: pending.count, bytesInFlight: bytesInFlight) {
                 wake = min(wake, retryAt)
             }
-            try turn()
+            try turn(awaitedCount > 0)
             if let frames = try receive(until: wake) {
                 try handle(frames)
                 try drain()

@@ -143,7 +143,11 @@ public final class SubmitEngine {
         var summary = SubmitSummary()
         do {
             summary = try producer.submit(from: &source, window: window,
-                                          turn: {
+                                          turn: { answersDue in
+                                              // While answers are due they end the wait soon
+                                              // enough; reports wait for them instead of waking
+                                              // this thread once each.
+                                              producer.channel.watching(!answersDue)
                                               takeReports(submitting: true)
                                               beforeWait()
                                           },
@@ -184,7 +188,7 @@ public final class SubmitEngine {
         let leftovers = reports
         do {
             summary = try producer.submit(from: &source, window: window,
-                                          turn: {
+                                          turn: { _ in
                                               _ = try? leftovers?.drain()
                                               beforeWait()
                                           },

@@ -29,18 +29,26 @@ enum InputFiles {
                 continue
             }
             let names = (try? fm.contentsOfDirectory(atPath: argument)) ?? []
-            let jpegs = names.filter { name in
-                let ext = (name as NSString).pathExtension.lowercased()
-                return (ext == "jpg" || ext == "jpeg") && !name.hasPrefix(".")
-            }.sorted()
+            let jpegs = names.filter(isJPEGName).sorted()
             if jpegs.isEmpty {
                 inputs.append(Input(path: argument, problem: "directory has no .jpg or .jpeg files"))
             }
+            // The directory as given, then the name: "photos" and "photos/"
+            // both give "photos/a.jpg".
+            let prefix = argument.hasSuffix("/") ? argument : argument + "/"
             for name in jpegs {
-                inputs.append(Input(path: (argument as NSString).appendingPathComponent(name)))
+                inputs.append(Input(path: prefix + name))
             }
         }
         return inputs
+    }
+
+    /// Whether a directory entry is a JPEG by its name: not hidden, and
+    /// ending in .jpg or .jpeg in any case.
+    static func isJPEGName(_ name: String) -> Bool {
+        guard !name.hasPrefix("."), let dot = name.utf8.lastIndex(of: UInt8(ascii: ".")) else { return false }
+        let ext = name[name.utf8.index(after: dot)...].lowercased()
+        return ext == "jpg" || ext == "jpeg"
     }
 
     /// Output base names: the input's name without its extension, made unique

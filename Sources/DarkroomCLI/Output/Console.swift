@@ -26,7 +26,7 @@ enum Console {
 /// calling `flush` whenever it is about to wait (and before each stderr
 /// line, so the two streams still interleave in order on a terminal).
 final class OutputBuffer {
-    private var pending = Data()
+    private var pending: [UInt8] = []
 
     func line(_ text: String) {
         pending.append(contentsOf: text.utf8)
@@ -36,7 +36,7 @@ final class OutputBuffer {
 
     func flush() {
         guard !pending.isEmpty else { return }
-        FileHandle.standardOutput.write(pending)
+        FileHandle.standardOutput.write(Data(pending))
         pending.removeAll(keepingCapacity: true)
     }
 }
