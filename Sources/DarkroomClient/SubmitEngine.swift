@@ -59,6 +59,12 @@ public final class SubmitEngine {
     /// follows and kept: the producer's waits watch it.
     private var reports: MailboxInbox<FollowerReport>?
 
+    /// While events keep coming, the follower thread reads them and this
+    /// thread takes them at most this often: a job's end is seen at most
+    /// this much later, and a stream of small event batches costs a few
+    /// wake-ups a second instead of one per batch on each thread.
+    static let reportInterval = Duration.milliseconds(10)
+
     /// Connects (in the background) to the broker's frontend, and to its
     /// events when `run` follows.
     public init(frontend: String = Wire.Endpoint.frontend, events: String = Wire.Endpoint.events, context: Context,
@@ -165,12 +171,21 @@ public final class SubmitEngine {
         }
         tracker.submitted(onUpdate)
 
-        // Only following is left: wait for the follower's reports.
+        // Only following is left: wait for the follower's reports, taking
+        // them at most every `SubmitEngine.reportInterval` while they keep
+        // coming, so that a slow stream of small event batches does not
+        // wake this thread once each.
         let poller = Poller()
         poller.add(inbox)
+        var lastTaken = ContinuousClock.now - SubmitEngine.reportInterval
         while !tracker.open.isEmpty, tracker.followError == nil {
             beforeWait()
+            let since = ContinuousClock.now - lastTaken
+            if since < SubmitEngine.reportInterval {
+                Thread.sleep(forTimeInterval: (SubmitEngine.reportInterval - since).fractionalSeconds)
+            }
             _ = try? poller.poll(timeoutMilliseconds: 1_000)
+            lastTaken = .now
             takeReports(submitting: false)
         }
         beforeWait()
@@ -333,7 +348,10 @@ private final class FollowerLoop: ServiceLoop {
         self.silenceLimit = silenceLimit
         follower.onBrokerContact = { [reports] contact in reports.post(.contact(contact)) }
         follower.interrupt(by: inbox) { [unowned self] in self.takeInstructions() }
-        follower.beforeWait = { [unowned self] in self.flush() }
+        follower.beforeWait = { [unowned self] in
+            self.flush()
+            self.nap()
+        }
     }
 
     /// Takes the instructions waiting; true when the current `follow` must
@@ -358,6 +376,19 @@ private final class FollowerLoop: ServiceLoop {
             }
         }
         return stopping || restart
+    }
+
+    /// When the last wait began: a wait that ended at once (events keep
+    /// coming) is followed by a short nap, so that they are read in batches.
+    private var lastWait = ContinuousClock.now
+
+    private func nap() {
+        let now = ContinuousClock.now
+        let since = now - lastWait
+        if since < SubmitEngine.reportInterval / 2 {
+            Thread.sleep(forTimeInterval: (SubmitEngine.reportInterval / 2 - since).fractionalSeconds)
+        }
+        lastWait = .now
     }
 
     private func flush() {
