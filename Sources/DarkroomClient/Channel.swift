@@ -137,24 +137,43 @@ final class Channel {
         }
     }
 
-    /// Receives the next message, waiting until `deadline`; nil when none came.
+    /// The poller item of a mailbox whose messages also end a wait.
+    private var watchedInbox: Int?
+
+    /// Makes `receive(until:)` also return (with nil) as soon as `inbox`
+    /// has messages, so that the thread waiting here can take them.
+    func watch<Message>(_ inbox: MailboxInbox<Message>) {
+        watchedInbox = poller.add(inbox)
+    }
+
+    /// Whether the watched mailbox ends waits: a caller that will be woken
+    /// soon anyway (answers are due) takes its messages then, and spares
+    /// a wake-up per message.
+    func watching(_ on: Bool) {
+        if let watchedInbox { poller.setEvents(on ? .readable : [], for: watchedInbox) }
+    }
+
+    /// Receives the next message, waiting until `deadline`; nil when none
+    /// came, or when a watched mailbox has messages.
     func receive(until deadline: ContinuousClock.Instant) throws(ClientError) -> [[UInt8]]? {
         while true {
             if let message = try receiveNow() { return message }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .zero { return nil }
+            let ready: PollResult
             do {
-                _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
+                ready = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
             } catch {
                 throw ClientError.zmq(error, "cannot wait for \(role)")
             }
+            if let watchedInbox, ready.isReadable(watchedInbox) { return try receiveNow() }
         }
     }
 
     /// Receives a message if one is waiting (after looking at the handshake
-    /// events: a refused key throws `.refused`).
-    func receiveNow() throws(ClientError) -> [[UInt8]]? {
-        try checkHandshake()
+    /// events, unless the caller just did: a refused key throws `.refused`).
+    func receiveNow(checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
+        if checkingHandshake { try checkHandshake() }
         do {
             return try socket.receive(dontWait: true)
         } catch {

@@ -143,6 +143,47 @@ public final class EventFollower {
     /// Called (on the calling thread) by a retrying `follow` when it loses
     /// the broker and when it hears from it again: once each per outage.
     public var onBrokerContact: ((BrokerContact) -> Void)?
+    /// A mailbox whose messages also end every wait here, and what decides,
+    /// when it has some, whether `follow` stops (`SubmitEngine`'s thread
+    /// takes its instructions so). The poller item is added to each poller.
+    private var interruption: (watch: (Poller) -> Int, stopRequested: () -> Bool)?
+    private var interruptionItem: Int?
+    /// Called before each wait for the broker, after the events that came
+    /// were delivered: where a caller that batches them sends them on.
+    var beforeWait: (() -> Void)?
+
+    /// Ends waits as soon as `inbox` has messages and asks `stopRequested`
+    /// (on this thread) whether to stop: `follow` then returns `.stopped`
+    /// after the event it is delivering.
+    func interrupt<Message>(by inbox: MailboxInbox<Message>, stopRequested: @escaping () -> Bool) {
+        interruption = ({ $0.add(inbox) }, stopRequested)
+        interruptionItem = poller.add(inbox)
+    }
+
+    /// Whether the interrupting mailbox (if any) asks to stop; `ready` is
+    /// the poll that just returned, nil to ask regardless.
+    private func stopRequested(_ ready: PollResult?) -> Bool {
+        guard let interruption, let item = interruptionItem else { return false }
+        if let ready, !ready.isReadable(item) { return false }
+        return interruption.stopRequested()
+    }
+
+    /// Waits `pause` between attempts, or less when asked to stop.
+    private func pauseBetweenAttempts(_ pause: Duration) -> Bool {
+        guard let interruption else {
+            Thread.sleep(forTimeInterval: pause.fractionalSeconds)
+            return false
+        }
+        let end = ContinuousClock.now + pause
+        let waiter = Poller()
+        let item = interruption.watch(waiter)
+        while true {
+            let left = end - ContinuousClock.now
+            if left <= .zero { return false }
+            guard let ready = try? waiter.poll(timeoutMilliseconds: max(1, milliseconds(left))) else { return false }
+            if ready.isReadable(item), interruption.stopRequested() { return true }
+        }
+    }
 
     /// Subscribes (in the background) to the broker's events socket and
     /// connects to its frontend.
@@ -252,7 +293,9 @@ public final class EventFollower {
                     }
                     pause = min(pause, left)
                 }
-                Thread.sleep(forTimeInterval: pause.fractionalSeconds)
+                if pauseBetweenAttempts(pause) {
+                    return FollowResult(ending: .stopped, lastSeq: (nextSeq ?? 1) - 1, delivered: tally.delivered, pruned: tally.pruned)
+                }
             }
         }
     }
@@ -359,11 +402,14 @@ public final class EventFollower {
             var wait = lastActivity + idleCheck - now
             if let deadline { wait = min(wait, deadline - now) }
             if wait > .zero {
+                beforeWait?()
+                let ready: PollResult
                 do {
-                    _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(wait)))
+                    ready = try poller.poll(timeoutMilliseconds: max(1, milliseconds(wait)))
                 } catch {
                     throw ClientError.zmq(error, "cannot wait for the broker's events")
                 }
+                if stopRequested(ready) { break }
             }
             if try drainLive(&state, deliver) > 0 { lastActivity = ContinuousClock.now }
             // Stray frontend messages: events of an earlier REPLAY are still
@@ -518,10 +564,16 @@ public final class EventFollower {
                     throw ClientError.noAnswer(from: .broker, at: channel.endpoint, within: channel.timeout,
                                                detail: "REPLAY from seq \(from) unanswered")
                 }
+                beforeWait?()
+                let ready: PollResult
                 do {
-                    _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
+                    ready = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
                 } catch {
                     throw ClientError.zmq(error, "cannot wait for the broker")
+                }
+                if stopRequested(ready) {
+                    state.stopped = true
+                    return
                 }
             }
             guard let end else {
@@ -593,6 +645,7 @@ public final class EventFollower {
         poller.add(fresh.socket)
         poller.add(fresh.monitorSocket)
         poller.add(subscriberMonitor.socket)
+        if let interruption { interruptionItem = interruption.watch(poller) }
         replayAbandoned = false
     }
 }

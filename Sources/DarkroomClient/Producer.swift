@@ -29,40 +29,32 @@ public enum ImageSource: Sendable {
         }
     }
 
+    /// Reads a whole file with a handful of system calls (open, fstat,
+    /// read, close): a producer reads thousands of small files a second.
     static func read(_ path: String) throws(ClientError) -> [UInt8] {
-        let size: Int
+        let file: Posix.File
         do {
-            let attributes = try FileManager.default.attributesOfItem(atPath: path)
-            if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
-                throw ClientError(.input, "\(path) is a directory, not a JPEG file")
+            file = try Posix.openForReading(path)
+        } catch {
+            throw ClientError(.input, "cannot read \(path): \(error.reason)")
+        }
+        defer { try? file.close() }
+        do {
+            let info = try file.info()
+            if info.isDirectory { throw ClientError(.input, "\(path) is a directory, not a JPEG file") }
+            // Checked before reading: a huge file is refused without loading it.
+            guard info.size <= Wire.maxImageBytes else {
+                throw ClientError(.invalidArgument, "\(path) is \(info.size) bytes; DRK1 carries images of at most \(Wire.maxImageBytes) bytes")
             }
-            size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+            return try file.readAll(limit: Wire.maxImageBytes)
         } catch let error as ClientError {
             throw error
+        } catch let error as PosixError where error.code == EFBIG {
+            throw ClientError(.invalidArgument, "\(path) grew past \(Wire.maxImageBytes) bytes while being read; DRK1 carries images of at most \(Wire.maxImageBytes) bytes")
+        } catch let error as PosixError {
+            throw ClientError(.input, "cannot read \(path): \(error.reason)")
         } catch {
-            throw ClientError(.input, "cannot read \(path): \(Self.explain(error))")
-        }
-        // Checked before reading: a huge file is refused without loading it.
-        guard size <= Wire.maxImageBytes else {
-            throw ClientError(.invalidArgument, "\(path) is \(size) bytes; DRK1 carries images of at most \(Wire.maxImageBytes) bytes")
-        }
-        do {
-            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        } catch {
-            throw ClientError(.input, "cannot read \(path): \(Self.explain(error))")
-        }
-    }
-
-    private static func explain(_ error: any Error) -> String {
-        let ns = error as NSError
-        if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
-           let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
-            return String(cString: strerror(code.rawValue))
-        }
-        switch ns.code {
-        case NSFileNoSuchFileError, NSFileReadNoSuchFileError: return "no such file"
-        case NSFileReadNoPermissionError: return "permission denied"
-        default: return ns.localizedDescription
+            throw ClientError(.input, "cannot read \(path): \(error)")
         }
     }
 }
@@ -255,7 +247,7 @@ public final class Producer {
     ///   - backoff: the waits between retries (see `backoff`).
     ///   - curve: keys when the broker requires CURVE.
     public init(endpoint: String = Wire.Endpoint.frontend, context: Context, timeout: Duration = .seconds(5),
-                deadline: Duration = .seconds(300), backoff: Backoff = Backoff(), windowBytes: Int = 256 << 20,
+                deadline: Duration = .seconds(300), backoff: Backoff = Backoff(), windowBytes: Int = SubmitWindow.defaultMaxBytes,
                 curve: CurveClientKeys? = nil) throws(ClientError) {
         channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: timeout, curve: curve)
         self.deadline = deadline
@@ -269,7 +261,7 @@ public final class Producer {
     /// How long the broker may be silent before unanswered SUBMITs are resent.
     public var timeout: Duration { channel.timeout }
 
-    /// One job taken from the caller's sequence and not yet finished.
+    /// One job taken from the source and not yet finished.
     private struct Pending {
         var request: SubmitRequest
         var bytes: Int
@@ -291,6 +283,11 @@ public final class Producer {
     /// `jobs`, with its final result. Answers are matched by request id,
     /// so they may come in any order; `onReply` and `onNotice` run on the
     /// calling thread.
+    ///
+    /// The window adapts (`SubmitWindow`): it starts at up to 64 SUBMITs,
+    /// grows towards `window` while the broker answers quickly, shrinks when
+    /// its answers slow down or it pushes back, and never holds more than
+    /// `windowBytes` of images (one job always goes, however large).
     ///
     /// A job whose image cannot be read, or whose fields DRK1 cannot carry,
     /// gets `.failed` without being sent; the others go on. A job without a
@@ -333,6 +330,38 @@ public final class Producer {
         guard window >= 1 else {
             throw ClientError(.invalidArgument, "the submit window must be at least 1, got \(window)")
         }
+        var source = SequenceSource(jobs)
+        return try submit(from: &source, window: SubmitWindow(maximum: window, maxBytes: windowBytes),
+                          onNotice: onNotice, onReply: onReply)
+    }
+
+    /// Submits the jobs `source` hands out, as `submit(_:window:onNotice:onReply:)`
+    /// does, with the window `window` starts from. A source that has no job
+    /// ready yet (`.notYet`) is asked again when it says; the call returns
+    /// once the source has ended and every job taken from it has its result.
+    @discardableResult
+    public func submit(
+        from source: inout some SubmitSource,
+        window: SubmitWindow,
+        onNotice: (SubmitNotice) -> Void = { _ in },
+        onReply: (SubmitRequest, SubmitResult) -> Void
+    ) throws(ClientError) -> SubmitSummary {
+        try submit(from: &source, window: window, turn: { _ in }, taken: { _ in }, onNotice: onNotice, onReply: onReply)
+    }
+
+    /// `submit(from:window:onNotice:onReply:)` with the submission engine's
+    /// hooks: `turn` runs before every wait for the broker (the engine
+    /// takes what its mailbox holds and flushes output there), told whether
+    /// SUBMITs await answers (whose arrival will end the wait), and
+    /// `taken` for each job as it is taken from the source.
+    func submit(
+        from source: inout some SubmitSource,
+        window initialWindow: SubmitWindow,
+        turn: (_ answersDue: Bool) throws(ClientError) -> Void,
+        taken: (SubmitRequest) -> Void,
+        onNotice: (SubmitNotice) -> Void,
+        onReply: (SubmitRequest, SubmitResult) -> Void
+    ) throws(ClientError) -> SubmitSummary {
         let timeout = channel.timeout
         let patience = max(.zero, deadline)
         // A copy is taken for lost when the broker answers others but not
@@ -341,12 +370,25 @@ public final class Producer {
         let staleAfter = timeout * 4
         let start = ContinuousClock.now
 
+        var window = initialWindow
         var summary = SubmitSummary()
         var pending: [UInt64: Pending] = [:]
+        pending.reserveCapacity(min(window.maximum, 4096))
         var order: [UInt64] = []  // send order: resends and reports go in it
         var bytesInFlight = 0
-        var iterator = jobs.makeIterator()
+        /// Jobs with a copy out and no answer yet, and jobs due to be sent.
+        var awaitedCount = 0
+        var dueCount = 0
+        /// No job is due before this (a lower bound; nil: none is due).
+        var nextDue: ContinuousClock.Instant?
+        /// Every copy sent, oldest first: the front one still awaited is the
+        /// oldest copy out, the first that may be lost. Entries whose job
+        /// was answered or sent again since are skipped when they reach the front.
+        var sent: [(id: UInt64, at: ContinuousClock.Instant)] = []
+        var sentHead = 0
         var exhausted = false
+        /// The source had nothing ready: asked again from this instant on.
+        var sourceRetryAt: ContinuousClock.Instant?
         /// The last final answer; the deadline counts from here.
         var lastProgress = start
         /// The last message of any kind from the broker.
@@ -374,10 +416,29 @@ public final class Producer {
             onReply(request, result)
         }
 
+        /// Changes a pending job, keeping the counts of awaited and due jobs.
+        func update(_ id: UInt64, _ change: (inout Pending) -> Void) {
+            guard var job = pending[id] else { return }
+            let wasAwaited = job.awaited, wasDue = job.due != nil
+            change(&job)
+            awaitedCount += (job.awaited ? 1 : 0) - (wasAwaited ? 1 : 0)
+            dueCount += (job.due != nil ? 1 : 0) - (wasDue ? 1 : 0)
+            if let due = job.due { nextDue = min(nextDue ?? due, due) }
+            pending[id] = job
+        }
+
         func finish(_ id: UInt64, _ result: SubmitResult) {
             guard let job = pending.removeValue(forKey: id) else { return }
+            if job.awaited { awaitedCount -= 1 }
+            if job.due != nil { dueCount -= 1 }
             bytesInFlight -= job.bytes
             report(job.request, result)
+        }
+
+        /// Every job with a copy out is due again now.
+        func resendAwaited(_ now: ContinuousClock.Instant) {
+            guard awaitedCount > 0 else { return }
+            for id in order where pending[id]?.awaited == true { update(id) { $0.due = now } }
         }
 
         func giveUpIn() -> Duration { max(.zero, lastProgress + patience - ContinuousClock.now) }
@@ -407,7 +468,8 @@ public final class Producer {
             onNotice(notice)
         }
 
-        /// Ends every job not yet finished, in order, then the ones never taken.
+        /// Ends every job not yet finished, in order, then the ones never
+        /// taken that the source has ready.
         func endAll(_ error: (Int) -> ClientError) {
             for id in order {
                 guard let job = pending[id] else { continue }
@@ -418,9 +480,9 @@ public final class Producer {
                 }
             }
             order.removeAll()
-            while let request = iterator.next() {
-                var request = request
+            while case .job(var request) = source.next() {
                 if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
+                taken(request)
                 report(request, .unanswered(sends: 0, error: error(0)))
             }
             exhausted = true
@@ -432,16 +494,21 @@ public final class Producer {
         }
 
         func refused(_ id: UInt64, _ code: ErrorCode, _ reason: String) {
-            guard var job = pending[id] else { return }
+            guard let job = pending[id] else { return }
             guard code.isRetryable else {
+                if job.sends == 1, let sentAt = job.lastSent {
+                    window.answered(after: .now - sentAt, inFlight: pending.count)
+                }
                 finish(id, .rejected(code: code, reason: reason))
                 progressed()
                 return
             }
-            job.refusal = (code, reason)
-            job.refusals += 1
-            job.due = ContinuousClock.now + backoff.delay(job.refusals)
-            pending[id] = job
+            window.backOff()
+            update(id) { job in
+                job.refusal = (code, reason)
+                job.refusals += 1
+                job.due = ContinuousClock.now + backoff.delay(job.refusals)
+            }
             outage(.brokerRefusing(code: code, reason: reason, waiting: pending.count, giveUpIn: giveUpIn()))
         }
 
@@ -464,7 +531,12 @@ public final class Producer {
             heard()
             switch message {
             case .accepted(let m):
-                guard pending[m.requestID] != nil else { return }  // a second answer to a resent SUBMIT
+                guard let job = pending[m.requestID] else { return }  // a second answer to a resent SUBMIT
+                // Only a job sent once tells how long an answer takes: with
+                // two copies out, which one it answers is unknown.
+                if job.sends == 1, let sentAt = job.lastSent {
+                    window.answered(after: .now - sentAt, inFlight: pending.count)
+                }
                 finish(m.requestID, .accepted(jobID: m.jobID, eventSeq: m.eventSeq))
                 progressed()
             case .rejected(let m):
@@ -482,17 +554,23 @@ public final class Producer {
             }
         }
 
-        /// Takes every answer already waiting.
+        /// Takes every answer already waiting (the handshake events looked
+        /// at once, before the first).
         func drain() throws(ClientError) {
-            while let frames = try receive(until: nil) { try handle(frames) }
+            guard var frames = try receive(until: nil) else { return }
+            while true {
+                try handle(frames)
+                guard let next = try receive(until: nil, checkingHandshake: false) else { return }
+                frames = next
+            }
         }
 
         /// Receives one message (waiting until `deadline`, or not at all
         /// when nil). A failure a retry may mend is waited out, not thrown.
-        func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> [[UInt8]]? {
+        func receive(until deadline: ContinuousClock.Instant?, checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
             do {
                 if let deadline { return try channel.receive(until: deadline) }
-                return try channel.receiveNow()
+                return try channel.receiveNow(checkingHandshake: checkingHandshake)
             } catch {
                 guard error.isRetryable else { throw fatal(error) }
                 let pause = min(.milliseconds(100), max(.zero, (deadline ?? .now) - .now))
@@ -505,7 +583,7 @@ public final class Producer {
         /// Returns false when it could not be queued (no connection): the
         /// job is then due again after a pause.
         func send(_ id: UInt64, built: Submit? = nil) throws(ClientError) -> Bool {
-            guard var job = pending[id] else { return true }
+            guard let job = pending[id] else { return true }
             let submit: Submit
             if let built {
                 submit = built
@@ -519,7 +597,7 @@ public final class Producer {
                     return true
                 }
             }
-            let noneAwaited = !pending.values.contains { $0.awaited }
+            let noneAwaited = awaitedCount == 0
             do {
                 try channel.send(submit.frames(), what: "SUBMIT")
             } catch {
@@ -530,39 +608,87 @@ public final class Producer {
                 let now = ContinuousClock.now
                 silentRounds += 1
                 sendsPausedUntil = now + backoff.delay(silentRounds)
-                for key in order where pending[key]?.awaited == true { pending[key]?.due = now }
-                pending[id]?.due = now
+                resendAwaited(now)
+                update(id) { $0.due = now }
+                window.backOff()
                 outage(.brokerSilent(waiting: pending.count, giveUpIn: giveUpIn()))
                 return false
             }
             let now = ContinuousClock.now
             if noneAwaited { silentSince = now }
             if job.sends > 0 { summary.resent += 1 }
-            job.sends += 1
-            job.lastSent = now
-            job.due = nil
-            pending[id] = job
+            update(id) { job in
+                job.sends += 1
+                job.lastSent = now
+                job.due = nil
+            }
+            sent.append((id, now))
             return true
         }
 
+        /// Sends every job that is due, in the order they were first sent.
+        /// Returns false when the broker could not be reached.
+        func sendDue() throws(ClientError) -> Bool {
+            guard dueCount > 0, let earliest = nextDue else { return true }
+            let now = ContinuousClock.now
+            guard earliest <= now else { return true }
+            // Rebuilt as the scan goes: a job made due meanwhile (refused
+            // again, say) lowers it through `update`.
+            nextDue = nil
+            var later: ContinuousClock.Instant?
+            for id in order {
+                guard let due = pending[id]?.due else { continue }
+                guard due <= now else {
+                    later = min(later ?? due, due)
+                    continue
+                }
+                if !(try send(id)) {
+                    nextDue = now  // the rest were not looked at: look again
+                    return false
+                }
+                try drain()
+            }
+            if let later { nextDue = min(nextDue ?? later, later) }
+            return true
+        }
+
+        /// The oldest copy still awaited, dropping entries that no longer are.
+        func oldestAwaited() -> ContinuousClock.Instant? {
+            while sentHead < sent.count {
+                let (id, at) = sent[sentHead]
+                if let job = pending[id], job.awaited, job.lastSent == at { return at }
+                sentHead += 1
+            }
+            sent.removeAll(keepingCapacity: true)
+            sentHead = 0
+            return nil
+        }
+
+        var sendsSinceDrain = 0
         while true {
             if let pause = sendsPausedUntil, ContinuousClock.now >= pause { sendsPausedUntil = nil }
             if sendsPausedUntil == nil {
                 // Jobs due again first, in the order they were first sent.
-                var reachable = true
-                let now = ContinuousClock.now
-                for id in order {
-                    guard let due = pending[id]?.due, due <= now else { continue }
-                    if !(try send(id)) { reachable = false; break }
-                    try drain()
-                }
+                var reachable = try sendDue()
                 // Then fill the window.
-                while reachable, !exhausted, pending.count < window, pending.isEmpty || bytesInFlight < windowBytes {
-                    guard var request = iterator.next() else {
+                fill: while reachable, !exhausted, window.hasRoom(inFlight: pending.count, bytesInFlight: bytesInFlight) {
+                    if let retryAt = sourceRetryAt {
+                        guard ContinuousClock.now >= retryAt else { break }
+                        sourceRetryAt = nil
+                    }
+                    var request: SubmitRequest
+                    switch source.next() {
+                    case .job(let next):
+                        request = next
+                    case .notYet(let retryAt):
+                        sourceRetryAt = retryAt
+                        break fill
+                    case .end:
                         exhausted = true
-                        break
+                        break fill
                     }
                     if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
+                    taken(request)
                     let id = channel.nextRequestID()
                     let submit: Submit
                     let size: Int
@@ -572,40 +698,59 @@ public final class Producer {
                         report(request, .failed(error))
                         continue
                     }
+                    if pending.isEmpty { lastProgress = .now }  // the deadline counts from here for this job
                     pending[id] = Pending(request: request, bytes: size, due: .now)
+                    dueCount += 1
                     order.append(id)
                     bytesInFlight += size
                     if !(try send(id, built: submit)) { reachable = false }
-                    // Take answers that are already here before sending more.
-                    try drain()
+                    // Take answers that are already here every few sends.
+                    sendsSinceDrain += 1
+                    if sendsSinceDrain >= 16 {
+                        sendsSinceDrain = 0
+                        try drain()
+                    }
                 }
             }
             if pending.isEmpty {
                 if exhausted { return summary }
+                guard let retryAt = sendsPausedUntil ?? sourceRetryAt else { continue }
+                // Nothing out and nothing ready: wait for the source. No one
+                // waits for the broker, so the deadline does not run.
+                try turn(false)
+                if let frames = try receive(until: retryAt) {
+                    try handle(frames)
+                    try drain()
+                }
+                lastProgress = .now
                 continue
             }
             if order.count > 4 * pending.count + 64 {
                 order.removeAll { pending[$0] == nil }
             }
+            if sentHead > 1024, sentHead * 2 > sent.count {
+                sent.removeFirst(sentHead)
+                sentHead = 0
+            }
 
             // Wait for answers, at most until something is due: the deadline,
-            // the end of a silence or a pause, a job's backoff, a lost copy.
+            // the end of a silence or a pause, a job's backoff, a lost copy,
+            // the source's next try.
             let giveUpAt = lastProgress + patience
             var wake = giveUpAt
-            var anyAwaited = false
-            for job in pending.values {
-                if job.awaited, let sent = job.lastSent {
-                    anyAwaited = true
-                    if lastHeard > sent { wake = min(wake, sent + staleAfter) }
-                } else if let due = job.due, sendsPausedUntil == nil {
-                    wake = min(wake, due)
-                }
-            }
-            if anyAwaited { wake = min(wake, silentSince + silenceLimit) }
+            let oldest = oldestAwaited()
+            if let oldest, lastHeard > oldest { wake = min(wake, oldest + staleAfter) }
+            if dueCount > 0, sendsPausedUntil == nil, let due = nextDue { wake = min(wake, due) }
+            if awaitedCount > 0 { wake = min(wake, silentSince + silenceLimit) }
             if let pause = sendsPausedUntil { wake = min(wake, pause) }
+            if let retryAt = sourceRetryAt, window.hasRoom(inFlight: pending.count, bytesInFlight: bytesInFlight) {
+                wake = min(wake, retryAt)
+            }
+            try turn(awaitedCount > 0)
             if let frames = try receive(until: wake) {
                 try handle(frames)
                 try drain()
+                sendsSinceDrain = 0
                 if pending.isEmpty { continue }
             }
 
@@ -613,7 +758,6 @@ public final class Producer {
             // that keeps refusing for now, or answers others while a copy is
             // lost, never lets the wait above run out.
             let now = ContinuousClock.now
-            anyAwaited = pending.values.contains { $0.awaited }
             if now >= lastProgress + patience {
                 let endpoint = channel.endpoint
                 endAll { sends in
@@ -623,19 +767,20 @@ public final class Producer {
                 }
                 return summary
             }
-            if anyAwaited, now >= silentSince + silenceLimit {
+            if awaitedCount > 0, now >= silentSince + silenceLimit {
                 // Silent for the whole limit: every awaited SUBMIT goes again,
                 // and the next round waits longer.
                 silentRounds += 1
                 silenceLimit = timeout + backoff.delay(silentRounds)
                 silentSince = now
-                for id in order where pending[id]?.awaited == true { pending[id]?.due = now }
+                resendAwaited(now)
+                window.backOff()
                 outage(.brokerSilent(waiting: pending.count, giveUpIn: giveUpIn()))
             } else {
                 // The broker answers others: a copy unanswered for long was lost.
-                for id in order {
-                    guard let job = pending[id], job.awaited, let sent = job.lastSent, lastHeard > sent, now >= sent + staleAfter else { continue }
-                    pending[id]?.due = now
+                while let oldest = oldestAwaited(), lastHeard > oldest, now >= oldest + staleAfter {
+                    let id = sent[sentHead].id
+                    update(id) { $0.due = now }
                 }
             }
         }
@@ -646,6 +791,35 @@ public final class Producer {
         var result: SubmitResult = .failed(ClientError(.protocolViolation, "no answer recorded"))
         try submit(CollectionOfOne(job), window: 1) { _, r in result = r }
         return result
+    }
+}
+
+/// Where a producer takes its jobs from, one at a time, as the window has
+/// room: a list of files, or a source that learns of inputs as it goes (a
+/// watched directory) and says when to ask again.
+public protocol SubmitSource {
+    /// The next job, `.notYet` when none is ready now, or `.end`.
+    mutating func next() -> SubmitSourceItem
+}
+
+/// What a `SubmitSource` has next.
+public enum SubmitSourceItem {
+    /// A job to submit.
+    case job(SubmitRequest)
+    /// Nothing ready now: ask again at `retryAt` (sooner if an answer comes).
+    case notYet(retryAt: ContinuousClock.Instant)
+    /// No more jobs.
+    case end
+}
+
+/// The jobs of a sequence, in order.
+public struct SequenceSource<Base: Sequence<SubmitRequest>>: SubmitSource {
+    private var iterator: Base.Iterator
+
+    public init(_ jobs: Base) { iterator = jobs.makeIterator() }
+
+    public mutating func next() -> SubmitSourceItem {
+        iterator.next().map(SubmitSourceItem.job) ?? .end
     }
 }
 

@@ -150,14 +150,24 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// broker; a worker answers a PING).
     public static func sent(to receiver: Receiver, on socket: WireSocket) -> Set<Command> {
         switch (socket, receiver) {
-        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel]
-        case (.frontend, .peer): [.error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply]
-        case (.backend, .server): [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
-        case (.backend, .peer): [.error, .job, .cancelJob, .heartbeat, .disconnect, .ping, .pong]
-        case (.store, .server): [.error, .ping, .store, .list, .get, .delete, .stats]
-        case (.store, .peer): [.error, .pong, .ok, .stored, .listReply, .getReply, .statsReply]
+        case (.frontend, .server): frontendToServer
+        case (.frontend, .peer): frontendToPeer
+        case (.backend, .server): backendToServer
+        case (.backend, .peer): backendToPeer
+        case (.store, .server): storeToServer
+        case (.store, .peer): storeToPeer
         }
     }
+
+    // Built once: every decode of a received message asks for one of these.
+    private static let frontendToServer: Set<Command> = [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel]
+    private static let frontendToPeer: Set<Command> = [
+        .error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply,
+    ]
+    private static let backendToServer: Set<Command> = [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
+    private static let backendToPeer: Set<Command> = [.error, .job, .cancelJob, .heartbeat, .disconnect, .ping, .pong]
+    private static let storeToServer: Set<Command> = [.error, .ping, .store, .list, .get, .delete, .stats]
+    private static let storeToPeer: Set<Command> = [.error, .pong, .ok, .stored, .listReply, .getReply, .statsReply]
 }
 
 /// The three DRK1 sockets that carry requests and replies (the events

@@ -175,18 +175,24 @@ public struct EventBatch: WireMessage {
         [Wire.eventBatchTopic] + frames()
     }
 
+    /// What a record is read as.
+    private static let recordCommands: Set<Command> = [.event]
+
     /// Splits the records frame into `count` events, each checked as an EVENT
     /// would be, and checks that their seqs follow one another.
     static func decodeRecords(_ bytes: [UInt8], count: Int,
                               _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
         var events: [Event] = []
         events.reserveCapacity(count)
+        // One frames array for every record, its fields replaced in turn.
+        var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
-            var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]]
-            for f in 0..<fields.count { frames.append(Array(bytes[fields[f]])) }
+            for f in 0..<fields.count { frames[2 + f] = Array(bytes[fields[f]]) }
             let event: Event
             do throws(ProtocolError) {
-                event = try Event.decode(frames)
+                var reader = try MessageReader(frames, expecting: recordCommands, context: "in EVENTS")
+                event = try Event(from: &reader)
+                try reader.finish()
             } catch {
                 throw fail("event \(index + 1) of \(count): \(error.reason)")
             }

@@ -74,6 +74,55 @@ struct SystemTests {
         #expect(SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).count == 5)
     }
 
+    /// Many small inputs, one of them named twice and one not a JPEG: the
+    /// jobs are followed while the rest are still being submitted, and each
+    /// input still gets its own job, its `accepted` object first and exactly
+    /// one final object; the bad file is named and the exit status says so.
+    @Test("submit --wait of 300 inputs with a path given twice and a bad file: one job per input, accepted before its end, exit 1")
+    func submitWaitManyInputs() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w1", concurrency: 4)
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 9), options: EncodeOptions(quality: 80))
+        let folder = try h.writeCopies(of: tiny, 300, name: "many")
+        let twice = folder.appendingPathComponent("many-007.jpg").path
+        let bad = h.dir.url.appendingPathComponent("bad.jpg")
+        try Data("not a jpeg".utf8).write(to: bad)
+
+        let submit = try h.run(["submit", folder.path, twice, bad.path, "--ops", "grayscale", "--thumb", "16x16", "--wait", "--json",
+                                "--skip-invalid"] + h.clientFlags)
+        #expect(submit.status == 1, "\(submit.stderr.suffix(2000))")
+        #expect(submit.stderr.contains("302 input(s): 301 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr.suffix(2000))")
+
+        let lines = SystemHarness.jsonLines(submit.stdout)
+        let invalid = lines.filter { $0["status"] as? String == "invalid" }
+        #expect(invalid.count == 1 && invalid.first?["input"] as? String == bad.path)
+        var jobOf: [String] = []  // in order of acceptance, one per input
+        var seen: [String: Int] = [:]
+        for line in lines {
+            guard let job = line["job"] as? String else { continue }
+            switch line["status"] as? String {
+            case "accepted":
+                #expect(seen[job] == nil, "job \(job) accepted twice")
+                seen[job] = 1
+                jobOf.append(job)
+            case "stored":
+                #expect(seen[job] == 1, "job \(job) ended before it was accepted, or twice")
+                seen[job] = 2
+            default:
+                Issue.record("unexpected line \(line)")
+            }
+        }
+        #expect(jobOf.count == 301 && Set(jobOf).count == 301, "a job per input, the path given twice included")
+        #expect(seen.values.allSatisfy { $0 == 2 })
+        let inputsOfTwice = lines.filter { $0["input"] as? String == twice && $0["status"] as? String == "stored" }
+        #expect(inputsOfTwice.count == 2)
+
+        let ls = try h.run(["ls", "--json", "--limit", "1000"] + h.storeFlags)
+        #expect(Set(SystemHarness.jsonLines(ls.stdout).compactMap { $0["jobId"] as? String }) == Set(jobOf))
+    }
+
     @Test("a worker killed with SIGKILL mid-batch loses nothing: its job is retried elsewhere, stored once")
     func killedWorker() throws {
         let h = try SystemHarness()

@@ -180,7 +180,7 @@ enum FollowFolder {
             }
             do {
                 switch try watch.wait(milliseconds: pending.isEmpty ? 500 : 50) {
-                case .files(let names): candidates = names.filter(isJPEGName)
+                case .files(let names): candidates = names.filter(InputFiles.isJPEGName)
                 case .rescan: candidates = listJPEGs(directory)
                 }
             } catch {
@@ -200,14 +200,8 @@ enum FollowFolder {
         return sigtimedwait(&set, nil, &zero) > 0
     }
 
-    static func isJPEGName(_ name: String) -> Bool {
-        guard !name.hasPrefix(".") else { return false }
-        let lower = name.lowercased()
-        return lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg")
-    }
-
     static func listJPEGs(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(isJPEGName).sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(InputFiles.isJPEGName).sorted()
     }
 
     /// The submit key of a file as it is now: its path, size and

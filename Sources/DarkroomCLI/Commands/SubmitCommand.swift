@@ -17,15 +17,22 @@ enum SubmitCommand {
     /// either kind, and still ends a submit to a broker that is gone.
     static let defaultDeadline = 300
 
+    /// The default --window: the most SUBMITs in flight. The window starts
+    /// smaller and grows to this only while the broker answers quickly,
+    /// and never holds more than 64 MiB of images.
+    static let defaultWindow = 4096
+
     static let spec = CommandSpec(
         name: "submit",
         abstract: "Submit JPEGs as jobs to the broker.",
         discussion: """
         Checks the pipeline and every file locally first (a bad pipeline or an
         unreadable, non-JPEG or over-limit file is reported and nothing is sent),
-        then submits with many jobs in flight and prints one job id per file.
+        then submits with many jobs in flight (a window that grows while the
+        broker answers quickly, up to --window) and prints one job id per file.
         With --wait it follows every accepted job until it is stored or dead,
-        whatever happened to the others: a progress bar on a terminal, one
+        whatever happened to the others, from the broker's event stream while
+        the rest are still being submitted: a progress bar on a terminal, one
         line per finished job otherwise.
 
         Every job carries a submit key, so a resend never queues it twice.
@@ -82,7 +89,8 @@ enum SubmitCommand {
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
-            .value("window", "N", help: "Submits in flight at once.", default: "256"),
+            .value("window", "N", help: "The most submits in flight at once; the window grows to it while the broker answers quickly, within 64 MiB of images.",
+                   default: String(defaultWindow)),
             ClientOptions.json,
             ClientOptions.broker,
             ClientOptions.events,
@@ -93,11 +101,6 @@ enum SubmitCommand {
             ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ] + WebSources.options
     )
-
-    struct Checked {
-        var path: String
-        var problem: String?
-    }
 
     /// Where one input ended up.
     enum Status {
@@ -126,7 +129,7 @@ enum SubmitCommand {
             thumbnailQuality: UInt8(try args.int("thumb-quality", default: 70, range: 1...100))
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
-        let window = try args.int("window", default: 256, range: 1...100_000)
+        let window = try args.int("window", default: defaultWindow, range: 1...100_000)
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
         let wait = args.flag("wait")
@@ -139,92 +142,99 @@ enum SubmitCommand {
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
                 events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args)))
         }
+        let out = OutputBuffer()
+        /// Every stderr line goes after the stdout lines before it.
+        func err(_ line: String) {
+            out.flush()
+            Console.err(line)
+        }
 
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
         let limits = try WebSources.limits(args)
-        let paths = try InputFiles.submitInputs(args)
-        var statuses: [Status?] = Array(repeating: nil, count: paths.count)
+        let files = try InputFiles.submitInputs(args)
+        var inputs = SubmitInputs.check(files, pipeline: pipeline)
+        var statuses: [Status?] = Array(repeating: nil, count: inputs.count)
         var connectionRefused = false
-        var valid: [Int] = []
-        for (index, input) in paths.enumerated() where !input.isURL {
-            if let problem = input.problem ?? check(input.path, pipeline: pipeline) {
+        var valid = 0
+        for (index, input) in inputs.enumerated() where !files[index].isURL {
+            if let problem = input.problem {
                 statuses[index] = .invalid(problem)
-                report(json: json, path: input.path, problem: problem)
+                report(json: json, path: input.path, problem: problem, out: out, err: err)
             } else {
-                valid.append(index)
+                valid += 1
             }
         }
-        let invalid = paths.filter { !$0.isURL }.count - valid.count
+        let invalid = files.filter { !$0.isURL }.count - valid
         if invalid > 0 && !args.flag("skip-invalid") {
-            throw RuntimeError("\(invalid) of \(paths.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
+            out.flush()
+            throw RuntimeError("\(invalid) of \(inputs.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
+        }
+        if valid == 0 && !files.contains(where: \.isURL) {
+            out.flush()
+            throw RuntimeError("no valid inputs to submit")
         }
         // URLs: downloaded and checked now; one that fails is reported and
         // the rest go on. The files are removed when submit ends.
-        let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid.count) : nil
-        let downloads = try WebSources.download(paths, limits: limits, check: { check($0, pipeline: pipeline) },
+        let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid) : nil
+        let downloads = try WebSources.download(files, limits: limits, check: { check($0, pipeline: pipeline) },
                                                 progress: { progress?.downloaded($0, failed: $1, of: $2) }) { index, problem in
             if let problem {
+                inputs[index].problem = problem
                 statuses[index] = .invalid(problem)
                 progress?.clearLine()
-                report(json: json, path: paths[index].path, problem: problem)
+                report(json: json, path: files[index].path, problem: problem, out: out, err: err)
             } else {
-                valid.append(index)
+                valid += 1
             }
         }
         defer { downloads.remove() }
-        valid.sort()
-        progress?.total = valid.count
-        if valid.isEmpty { throw RuntimeError("no valid inputs to submit") }
+        for index in inputs.indices where files[index].isURL && inputs[index].problem == nil {
+            inputs[index].file = downloads.file(for: index)
+        }
+        progress?.total = valid
+        if valid == 0 {
+            out.flush()
+            throw RuntimeError("no valid inputs to submit")
+        }
 
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
         let endpoint = ClientOptions.brokerEndpoint(args)
-        let producer: Producer
+        let engine: SubmitEngine
         do {
-            producer = try Producer(endpoint: endpoint, context: context, timeout: timeout, deadline: deadline,
-                                    curve: try ClientOptions.brokerCurve(args))
+            engine = try SubmitEngine(frontend: endpoint, events: ClientOptions.eventsEndpoint(args), context: context,
+                                      timeout: timeout, deadline: deadline, curve: try ClientOptions.brokerCurve(args))
         } catch {
             throw error.runtime
         }
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
-        let canonical = pipeline.canonical
-        var inputOfKey: [String: Int] = [:]
-        let requests = valid.map { index in
-            let file = downloads.file(for: index) ?? paths[index].path
-            var request = SubmitRequest(sourceName: paths[index].path, image: .file(file), pipeline: canonical, options: options, priority: priority)
-            let key = ULIDGenerator.shared.next().description
-            request.submitKey = key
-            inputOfKey[key] = index
-            return request
-        }
+        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority)
+        let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
-        var resent = 0
-        var firstSeq: UInt64?
-        do {
-            resent = try producer.submit(requests, window: window, onNotice: { notice in
-                // The producer counts the jobs it holds; the inputs not yet
-                // taken wait as well.
-                let waiting = statuses.filter { $0 == nil }.count
-                progress?.clearLine()
-                Console.err(noticeText(notice, endpoint: endpoint, waiting: waiting))
-            }) { request, result in
+        var unanswered = valid
+        var stored = 0
+        var dead = 0
+
+        let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait, beforeWait: out.flush) { update in
+            switch update {
+            case let .replied(request, result):
                 guard let index = request.submitKey.flatMap({ inputOfKey[$0] }) else { return }
-                let path = paths[index].path
+                unanswered -= 1
+                let path = inputs[index].path
                 switch result {
-                case let .accepted(jobID, seq):
+                case let .accepted(jobID, _):
                     accepted[jobID] = index
-                    firstSeq = min(firstSeq ?? seq, seq)
                     statuses[index] = .accepted(jobID)
                     if json {
                         var o = JSONObject()
                         o.set("input", path)
                         o.set("job", jobID.description)
                         o.set("status", "accepted")
-                        Console.out(o.text)
+                        out.line(o.text)
                     } else if progress == nil {
-                        Console.out("\(jobID) \(path)")
+                        out.line("\(jobID) \(path)")
                     }
                 case let .rejected(code, reason):
                     statuses[index] = .refused(code, reason)
@@ -235,14 +245,14 @@ enum SubmitCommand {
                         o.set("status", "refused")
                         o.set("code", code.name)
                         o.set("reason", "refused by the broker (\(code)): \(reason)")
-                        Console.out(o.text)
+                        out.line(o.text)
                     } else {
-                        Console.err("\(path): refused by the broker (\(code)): \(reason)")
+                        err("\(path): refused by the broker (\(code)): \(reason)")
                     }
                 case let .failed(error):
                     statuses[index] = .invalid(error.message)
                     progress?.clearLine()
-                    report(json: json, path: path, problem: error.message)
+                    report(json: json, path: path, problem: error.message, out: out, err: err)
                 case let .unanswered(sends, error):
                     statuses[index] = .unanswered(sends: sends, error.message)
                     progress?.clearLine()
@@ -252,90 +262,85 @@ enum SubmitCommand {
                         o.set("status", "unanswered")
                         o.set("sent", sends)
                         o.set("reason", error.message)
-                        Console.out(o.text)
+                        out.line(o.text)
                     } else {
                         let fate = sends == 0 ? "never sent; not queued" : "sent \(sends) time(s); may or may not be queued"
-                        Console.err("\(path): never answered (\(fate))")
+                        err("\(path): never answered (\(fate))")
                     }
                 }
                 progress?.submitted(accepted.count)
-            }.resent
-        } catch {
-            // Every input not answered was reported with this error; the
-            // accepted ones are still followed below.
-            progress?.clearLine()
-            Console.err("Error: \(error.message)")
-            if error.kind == .refused { connectionRefused = true }
-        }
-
-        if wait, let from = firstSeq {
-            var stored = 0
-            var dead = 0
-            do {
-                let follower = try EventFollower(frontend: endpoint, events: ClientOptions.eventsEndpoint(args), context: context,
-                                                 timeout: timeout, curve: try ClientOptions.brokerCurve(args))
+            case let .event(event):
+                guard let index = accepted[event.jobID] else { return }
+                let path = inputs[index].path
+                switch event.kind {
+                case .stored:
+                    stored += 1
+                    statuses[index] = .stored(event.jobID)
+                    if json { out.line(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
+                        out.line("stored \(event.jobID) \(path) record \(event.recordID?.description ?? "?")")
+                    }
+                case .dead:
+                    dead += 1
+                    statuses[index] = .dead(event.jobID)
+                    if json { out.line(resultJSON(input: path, status: "dead", event: event)) } else {
+                        let reason = event.failure.map(Format.failureText) ?? "no reason given"
+                        progress?.clearLine()
+                        err("dead   \(event.jobID) \(path): \(reason)")
+                    }
+                case .cancelled:
+                    statuses[index] = .cancelled(event.jobID)
+                    if json { out.line(resultJSON(input: path, status: "cancelled", event: event)) } else {
+                        progress?.clearLine()
+                        err("cancelled \(event.jobID) \(path)")
+                    }
+                case .retrying where !json:
+                    progress?.clearLine()
+                    if progress == nil { err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
+                default:
+                    break
+                }
+                progress?.update(done: stored, failed: dead)
+            case let .notice(notice):
+                // The engine counts the jobs it holds; the inputs not yet
+                // taken wait as well.
+                progress?.clearLine()
+                err(noticeText(notice, endpoint: endpoint, waiting: unanswered))
+            case let .submitFailed(error):
+                // Every input not answered was reported with this error; the
+                // accepted ones are still followed.
+                progress?.clearLine()
+                err("Error: \(error.message)")
+                if error.kind == .refused { connectionRefused = true }
+            case let .contact(contact):
                 // A broker silent for the whole deadline while its jobs run
                 // ends the wait as it ends the resending: the jobs not seen
                 // to finish are reported, and the exit status says so.
-                follower.onBrokerContact = { contact in
-                    progress?.clearLine()
-                    switch contact {
-                    case .lost:
-                        Console.err("submit: broker at \(endpoint) not answering; still following \(accepted.count) job(s) for up to \(spoken(deadline))")
-                    case .regained(let silence, _):
-                        Console.err("submit: broker back after \(spoken(silence))")
-                    }
-                }
-                _ = try follower.waitForJobs(Set(accepted.keys), from: from, giveUpAfterSilence: deadline) { event in
-                    guard let index = accepted[event.jobID] else { return }
-                    let path = paths[index].path
-                    switch event.kind {
-                    case .stored:
-                        stored += 1
-                        statuses[index] = .stored(event.jobID)
-                        if json { Console.out(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
-                            Console.out("stored \(event.jobID) \(path) record \(event.recordID?.description ?? "?")")
-                        }
-                    case .dead:
-                        dead += 1
-                        statuses[index] = .dead(event.jobID)
-                        if json { Console.out(resultJSON(input: path, status: "dead", event: event)) } else {
-                            let reason = event.failure.map(Format.failureText) ?? "no reason given"
-                            progress?.clearLine()
-                            Console.err("dead   \(event.jobID) \(path): \(reason)")
-                        }
-                    case .cancelled:
-                        statuses[index] = .cancelled(event.jobID)
-                        if json { Console.out(resultJSON(input: path, status: "cancelled", event: event)) } else {
-                            progress?.clearLine()
-                            Console.err("cancelled \(event.jobID) \(path)")
-                        }
-                    case .retrying where !json:
-                        progress?.clearLine()
-                        if progress == nil { Console.err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
-                    default:
-                        break
-                    }
-                    progress?.update(done: stored, failed: dead)
-                }
-            } catch {
-                // Following stopped: the jobs not seen to end are reported so.
-                let message = (error as? ClientError)?.message ?? "\(error)"
                 progress?.clearLine()
-                Console.err("Error: following the accepted jobs stopped: \(message)")
-                for (job, index) in accepted.sorted(by: { $0.value < $1.value }) {
-                    guard case .accepted? = statuses[index] else { continue }
-                    statuses[index] = .unfinished(job, message)
-                    if json {
-                        var o = JSONObject()
-                        o.set("input", paths[index].path)
-                        o.set("status", "unfinished")
-                        o.set("job", job.description)
-                        o.set("reason", message)
-                        Console.out(o.text)
-                    } else {
-                        Console.err("\(paths[index].path): accepted as \(job), not seen to finish")
-                    }
+                switch contact {
+                case .lost:
+                    err("submit: broker at \(endpoint) not answering; still following \(accepted.count - stored - dead) job(s) for up to \(spoken(deadline))")
+                case .regained(let silence, _):
+                    err("submit: broker back after \(spoken(silence))")
+                }
+            }
+        }
+
+        if let error = outcome.followError {
+            // Following stopped: the jobs not seen to end are reported so.
+            progress?.clearLine()
+            err("Error: following the accepted jobs stopped: \(error.message)")
+            for job in outcome.unfinished {
+                guard let index = accepted[job], case .accepted? = statuses[index] else { continue }
+                statuses[index] = .unfinished(job, error.message)
+                if json {
+                    var o = JSONObject()
+                    o.set("input", inputs[index].path)
+                    o.set("status", "unfinished")
+                    o.set("job", job.description)
+                    o.set("reason", error.message)
+                    out.line(o.text)
+                } else {
+                    err("\(inputs[index].path): accepted as \(job), not seen to finish")
                 }
             }
         }
@@ -346,9 +351,10 @@ enum SubmitCommand {
             }
         }
         progress?.finish()
+        out.flush()
 
         let counts = Counts(statuses)
-        Console.err(counts.line(wait: wait, inputs: paths.count, resent: resent))
+        Console.err(counts.line(wait: wait, inputs: inputs.count, resent: outcome.summary.resent))
         // A broker that turns this client away (its key, its CURVE
         // settings) refused every input it did not answer: that is no outage.
         if connectionRefused && counts.unfinished == 0 { return 1 }
@@ -431,36 +437,33 @@ enum SubmitCommand {
         return o.text
     }
 
-    /// Reads the file's header and checks it against the limits and the pipeline.
+    /// Reads a file and checks it as the inputs are checked (a hot folder's
+    /// file, a URL's download): nil when it may be submitted.
     static func check(_ path: String, pipeline: Pipeline) -> String? {
-        let bytes: [UInt8]
         do {
-            bytes = try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes)
+            return SubmitInputs.check(try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes), pipeline: pipeline)
         } catch {
             return error.message
         }
-        do {
-            let header = try JPEG.readHeader(bytes)
-            _ = try pipeline.plannedSizes(from: header.uprightSize, limits: .default)
-        } catch let error as ImageError {
-            return error.message
-        } catch let error as PipelineFailure {
-            return error.description
-        } catch {
-            return "\(error)"
-        }
-        return nil
     }
 
+    /// An input that will not be submitted, on its own line (stdout with
+    /// --json, else stderr), outside a run with an output buffer.
     static func report(json: Bool, path: String, problem: String) {
+        let out = OutputBuffer()
+        report(json: json, path: path, problem: problem, out: out, err: { out.flush(); Console.err($0) })
+        out.flush()
+    }
+
+    static func report(json: Bool, path: String, problem: String, out: OutputBuffer, err: (String) -> Void) {
         if json {
             var o = JSONObject()
             o.set("input", path)
             o.set("status", "invalid")
             o.set("reason", problem)
-            Console.out(o.text)
+            out.line(o.text)
         } else {
-            Console.err("\(path): \(problem)")
+            err("\(path): \(problem)")
         }
     }
 }

@@ -21,6 +21,26 @@ enum Console {
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 }
 
+/// Lines for stdout gathered and written together: a command that prints a
+/// line per job as thousands of jobs a second finish writes once per batch,
+/// calling `flush` whenever it is about to wait (and before each stderr
+/// line, so the two streams still interleave in order on a terminal).
+final class OutputBuffer {
+    private var pending: [UInt8] = []
+
+    func line(_ text: String) {
+        pending.append(contentsOf: text.utf8)
+        pending.append(0x0A)
+        if pending.count >= 1 << 16 { flush() }
+    }
+
+    func flush() {
+        guard !pending.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(pending))
+        pending.removeAll(keepingCapacity: true)
+    }
+}
+
 /// A JSON object with keys in insertion order, so `--json` lines read the same
 /// way every time and diff cleanly.
 struct JSONObject {
