@@ -44,6 +44,19 @@ import Testing
         #expect(try client.status().queue.depth == 0)
     }
 
+    /// The parser's message quotes the bad token; a pipeline of 4096 bytes
+    /// that is one unknown name made a reason over the 4096 bytes REJECTED
+    /// may carry, and clients could not decode the reply.
+    @Test func rejectsAPipelineOfTheLongestLengthWithAReasonThatFitsItsFrame() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let reply = try client.submit(pipeline: String(repeating: "a", count: Wire.Limit.pipelineBytes))
+        guard case .rejected(let rejected) = reply else { Issue.record("expected REJECTED, got \(reply)"); return }
+        #expect(rejected.code == .invalidPipeline)
+        #expect(rejected.reason.utf8.count <= Wire.Limit.reasonBytes)
+        #expect(rejected.reason.hasPrefix("invalid pipeline: unknown operation"))
+    }
+
     @Test func aFullQueueRejectsWithQueueFull() throws {
         let harness = try Harness { $0.maxQueueDepth = 3 }
         let client = try harness.client()

@@ -355,7 +355,9 @@ final class Switchboard {
             do {
                 canonical = try pipelines.parse(submit.pipeline).canonical
             } catch {
-                sendFrontend(client, Rejected(requestID: submit.requestID, code: .invalidPipeline, reason: error.summary).frames())
+                // A line of at most 4096 bytes (section 5.1): the parser's
+                // message quotes the bad token, which may be the whole pipeline.
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: .invalidPipeline, reason: Wire.line(error.summary)).frames())
                 return
             }
             backlog.add(submit.image.count)
