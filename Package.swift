@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CMalloc (system libraries)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -19,7 +19,7 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto and libmicrohttpd are named.
+        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd and glibc's malloc controls are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
@@ -31,9 +31,11 @@ let package = Package(
         .systemLibrary(name: "CCrypto"),
         // libmicrohttpd, for the read-only HTTP listener that serves metrics.
         .systemLibrary(name: "CMicroHTTPD"),
+        // glibc's malloc controls, so that a server gives back the memory it freed.
+        .systemLibrary(name: "CMalloc"),
 
-        // Vocabulary shared by every layer: hashing, logging.
-        .target(name: "DarkroomCore", dependencies: ["CCrypto"]),
+        // Vocabulary shared by every layer: hashing, logging, services.
+        .target(name: "DarkroomCore", dependencies: ["CCrypto", "CMalloc"]),
         // Safe Swift wrappers: every ZeroMQ and SQLite call and every unsafe
         // pointer for them lives in these two modules.
         .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
