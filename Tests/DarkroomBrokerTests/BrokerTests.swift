@@ -770,6 +770,58 @@ import Testing
         #expect(try client.request { Ping(requestID: $0).frames() } == .pong(Pong(requestID: client.nextID - 1)))
     }
 
+    /// Subscribers to each form, receiving: one job at a time is submitted
+    /// until both have an event.
+    private func liveSubscribers(_ harness: Harness, _ client: Client) throws -> (single: Socket, batched: Socket) {
+        let single = try harness.subscriber(Wire.eventTopic)
+        let batched = try harness.subscriber(Wire.eventBatchTopic)
+        var got = (single: false, batched: false)
+        let deadline = Date().addingTimeInterval(10)
+        while !(got.single && got.batched), Date() < deadline {
+            _ = try client.submitAccepted()
+            got.single = try got.single || !collectMessages(single, events: 1).isEmpty
+            got.batched = try got.batched || !collectMessages(batched, events: 1).isEmpty
+        }
+        try #require(got.single && got.batched, "the subscribers never received an event")
+        return (single, batched)
+    }
+
+    /// Whether each subscriber gets the events of one more job.
+    private func bothReceive(_ subscribers: (single: Socket, batched: Socket), _ client: Client) throws -> (single: Bool, batched: Bool) {
+        let job = try client.submitAccepted().jobID
+        func got(_ socket: Socket) throws -> Bool {
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline {
+                guard let frames = try socket.receive() else { continue }
+                if try EventMessage.decode(frames).events.contains(where: { $0.jobID == job }) { return true }
+            }
+            return false
+        }
+        return (try got(subscribers.single), try got(subscribers.batched))
+    }
+
+    /// libzmq takes a later frame of a message that starts with 1 for a
+    /// subscription too, and unsubscribes it when the peer goes. The broker
+    /// read only the first frame, so that unsubscribe took away another
+    /// subscriber's subscription.
+    @Test func aPeerThatSubscribedInALaterFrameAndLeftStopsNoOnesEvents() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let subscribers = try liveSubscribers(harness, client)
+        for topic in [Wire.eventTopic, Wire.eventBatchTopic] {
+            let peer = try harness.context.socket(.xsub)
+            try peer.setLinger(milliseconds: 0)
+            try peer.connect(harness.endpoint("events"))
+            try peer.send([[0x02], [0x01] + topic])
+            Thread.sleep(forTimeInterval: 0.3)
+            peer.close()
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        let got = try bothReceive(subscribers, client)
+        #expect(got.single)
+        #expect(got.batched)
+    }
+
     @Test func aMessageOverTheLimitInAllItsFramesIsDroppedUnansweredAndABadVersionIsAlwaysAnswered() throws {
         let harness = try Harness()
         let client = try harness.client()
