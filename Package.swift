@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CMalloc (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CCurl, CMalloc (system libraries)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -19,7 +19,7 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd and glibc's malloc controls are named.
+        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd, libcurl and glibc's malloc controls are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
@@ -31,6 +31,8 @@ let package = Package(
         .systemLibrary(name: "CCrypto"),
         // libmicrohttpd, for the read-only HTTP listener that serves metrics.
         .systemLibrary(name: "CMicroHTTPD"),
+        // libcurl (OpenSSL flavour), for downloading the web sources of `submit`.
+        .systemLibrary(name: "CCurl"),
         // glibc's malloc controls, so that a server gives back the memory it freed.
         .systemLibrary(name: "CMalloc"),
 
@@ -43,6 +45,9 @@ let package = Package(
         // Prometheus metrics: the text format, and the HTTP listener that
         // serves it (every libmicrohttpd call and its pointers live here).
         .target(name: "DarkroomMetrics", dependencies: ["DarkroomCore", "CMicroHTTPD"]),
+        // Downloads over http:// and https:// with limits, a few at a time
+        // (every libcurl call and its pointers live here).
+        .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
         .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
@@ -67,6 +72,7 @@ let package = Package(
             dependencies: [
                 "DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ",
                 "DarkroomClient", "DarkroomBroker", "DarkroomStore", "DarkroomWorker", "DarkroomSecurity", "DarkroomMetrics",
+                "DarkroomFetch",
             ]
         ),
         .executableTarget(name: "darkroom", dependencies: ["DarkroomCLI"]),
@@ -86,5 +92,6 @@ let package = Package(
         .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
         .testTarget(name: "DarkroomMetricsTests", dependencies: ["DarkroomMetrics", "DarkroomCore"]),
+        .testTarget(name: "DarkroomFetchTests", dependencies: ["DarkroomFetch"]),
     ]
 )

@@ -1,307 +1,370 @@
 #!/usr/bin/env bash
-# System benchmark: the whole queue (broker, storage node, workers) end to end.
-# See bench/README.md. Usage: bench/system.sh [CORPUS_DIR]
-# Environment: DARKROOM_BIN (skip the build), DARKROOM_LOADGEN (the darkroom-loadgen
-# binary; by default the one next to DARKROOM_BIN, else built), LOADGEN=python
-# (bench/loadgen.py instead), TINY_JOBS (20000), TINY_WINDOW (1000),
-# TINY_WORKERS (embedded workers for tiny jobs, 1), TINY_CONCURRENCY (concurrency per worker for
-# tiny jobs, 512), MEM_JOBS (20000), REPEAT (4), IMAGE_RUNS (3),
-# CELERY=0 to skip the Celery peer, SKIP_IMAGES=1 / SKIP_MEMORY=1 / SKIP_TINY=1.
+# System benchmark: the whole queue (broker, storage node, workers) end to
+# end, against Sidekiq and Celery, in one run on the same files. See
+# bench/README.md for the rows and what each compares.
+#
+# Usage: bench/system.sh [CORPUS_DIR]      (default <repo>/../shared/corpus/good)
+#
+# Environment:
+#   BENCH_QUICK=1       fewer jobs everywhere: proves every row runs, in minutes
+#   BENCH_ROWS=a,b      only these rows: readme, tuned, sidekiq, celery,
+#                       latency-tiny, latency-photos (or latency), big, images,
+#                       memory (default: all)
+#   DARKROOM_BIN        the darkroom binary (default: swift build -c release)
+#   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
+#                       DARKROOM_BIN, else built)
+#   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
+#   TUNED_CONFIGS       up configurations tried, WORKERSxTHREADS (up -w -c) or default
+#                       ("default 1x256 1x512 1x1024 2x256 2x512";
+#                       quick "default 1x512")
+#   TUNED_WINDOW        darkroom-loadgen's jobs in flight (1000)
+#   LAT_WORKERS         worker processes in the latency rows (2)
+#   LAT_TINY_JOBS       tiny jobs in each latency run (1000; quick 200)
+#   LINK_DELAY_MS       the proxy's delay each way (50: +100 ms a round trip)
+#   PHOTO_REPEAT        copies of the corpus in the photo rows (4; quick 1)
+#   BIG_INPUTS          ~20 MB inputs in the big row (50; quick 10)
+#   IMAGE_RUNS          alternating engine/system runs (3; quick 1)
+#   MEM_JOBS            tiny jobs in the memory row (20000; quick 3000)
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$BENCH/.." && pwd)
 CORPUS=${1:-$ROOT/../shared/corpus/good}
 [ -d "$CORPUS" ] || CORPUS=/work/shared/corpus/good
-TINY_JOBS=${TINY_JOBS:-20000}
-TINY_WINDOW=${TINY_WINDOW:-1000}
-TINY_WORKERS=${TINY_WORKERS:-1}
-TINY_CONCURRENCY=${TINY_CONCURRENCY:-512}
-MEM_JOBS=${MEM_JOBS:-20000}
-REPEAT=${REPEAT:-4}
-IMAGE_RUNS=${IMAGE_RUNS:-3}
-CELERY=${CELERY:-1}
+
+QUICK=${BENCH_QUICK:-0}
+q() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }  # q FULL QUICK
+TINY_JOBS=${TINY_JOBS:-$(q 5000 1000)}
+TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x1 1x2 1x4 2x1 2x2" "default 1x2")}
+TUNED_WINDOW=${TUNED_WINDOW:-1000}
+LAT_WORKERS=${LAT_WORKERS:-2}
+LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 1000 200)}
+LINK_DELAY_MS=${LINK_DELAY_MS:-50}
+PHOTO_REPEAT=${PHOTO_REPEAT:-$(q 4 1)}
+BIG_INPUTS=${BIG_INPUTS:-$(q 50 10)}
+IMAGE_RUNS=${IMAGE_RUNS:-$(q 3 1)}
+MEM_JOBS=${MEM_JOBS:-$(q 20000 3000)}
+BENCH_ROWS=${BENCH_ROWS:-readme,tuned,sidekiq,celery,latency-tiny,latency-photos,big,images,memory}
+want() {  # ROW: asked for by BENCH_ROWS ("latency" means both latency rows)
+    [[ ",$BENCH_ROWS," == *",$1,"* ]] || { [[ $1 == latency-* ]] && [[ ",$BENCH_ROWS," == *",latency,"* ]]; }
+}
+
 P1='scale:2048x2048,mode=fill | crop:square | glitch:seed=7'
-OUT_DIR=$ROOT/bench/out
+CORES=$(nproc)
+OUT_DIR=$BENCH/out
 mkdir -p "$OUT_DIR"
 REPORT=$OUT_DIR/system-latest.md
 TMP=$(mktemp -d /tmp/darkroom-system.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+RESULTS=$TMP/results.jsonl
+: >"$RESULTS"
+# shellcheck source=bench/lib/common.sh
+. "$BENCH/lib/common.sh"
+trap 'stop_everything; [ -n "${BENCH_KEEP:-}" ] && log "scratch kept in $TMP" || rm -rf "$TMP"' EXIT
 
+# ------------------------------------------------------------------ set-up
+need_cmd python3 python3 || { log "python3 is needed"; exit 1; }
+[ -x /usr/bin/time ] || apt_install time
 if [ -n "${DARKROOM_BIN:-}" ]; then
     BIN=$DARKROOM_BIN
 else
-    (cd "$ROOT" && swift build -c release --product darkroom >&2) || { echo "build failed" >&2; exit 1; }
+    (cd "$ROOT" && swift build -c release --product darkroom >&2) || { log "release build failed"; exit 1; }
     BIN=$ROOT/.build/release/darkroom
 fi
-# The load generator: darkroom-loadgen (DRK1 in Swift, a fraction of the
-# client CPU of the Python one), or bench/loadgen.py with LOADGEN=python.
-if [ "${LOADGEN:-}" = python ]; then
-    LOADGEN_CMD=(python3 "$ROOT/bench/loadgen.py"); LOADGEN_NAME="bench/loadgen.py"
+if [ -n "${DARKROOM_LOADGEN:-}" ]; then
+    LG=$DARKROOM_LOADGEN
+elif [ -x "$(dirname "$BIN")/darkroom-loadgen" ] && [ -n "${DARKROOM_BIN:-}" ]; then
+    LG=$(dirname "$BIN")/darkroom-loadgen
 else
-    if [ -n "${DARKROOM_LOADGEN:-}" ]; then
-        LG=$DARKROOM_LOADGEN
-    elif [ -n "${DARKROOM_BIN:-}" ] && [ -x "$(dirname "$DARKROOM_BIN")/darkroom-loadgen" ]; then
-        LG=$(dirname "$DARKROOM_BIN")/darkroom-loadgen
-    else
-        (cd "$ROOT" && swift build -c release --product darkroom-loadgen >&2) || { echo "build of darkroom-loadgen failed (LOADGEN=python uses bench/loadgen.py)" >&2; exit 1; }
-        LG=$ROOT/.build/release/darkroom-loadgen
-    fi
-    LOADGEN_CMD=("$LG"); LOADGEN_NAME="darkroom-loadgen"
+    (cd "$ROOT" && swift build -c release --product darkroom-loadgen >&2) || { log "release build of darkroom-loadgen failed"; exit 1; }
+    LG=$ROOT/.build/release/darkroom-loadgen
 fi
-python3 -c 'import zmq' 2>/dev/null || pip install --quiet pyzmq >&2 || { echo "pyzmq is needed (pip install pyzmq)" >&2; exit 1; }
-
-LINES=()      # report table rows
-VERDICTS=()   # PASS/FAIL lines
-row() { LINES+=("$1"); echo "$1"; }
-verdict() { VERDICTS+=("$1"); echo "$1"; }
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d.get(sys.argv[2], ""))' "$1" "$2"; }
-fcmp() { python3 -c "import sys; sys.exit(0 if ($1) else 1)"; }
-now() { python3 -c 'import time; print(time.time())'; }
-
-ports_free() {
-    ! ss -ltn 2>/dev/null | grep -qE "127\.0\.0\.1:(7700|7701|7702|7703) "
-}
-wait_ping() {  # frontend endpoint
-    python3 - "$1" <<'EOF'
-import sys, zmq, struct, time
-c = zmq.Context(); s = c.socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0); s.connect(sys.argv[1])
-for _ in range(100):
-    s.send_multipart([b"DRK1", b"\x02", struct.pack(">Q", 1)])
-    if s.poll(200):
-        s.recv_multipart(); sys.exit(0)
-sys.exit(1)
-EOF
-}
-stop_pid() {  # pid: SIGTERM and wait
-    kill -TERM "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-}
-# start_system NAME WORKERS CONCURRENCY: `darkroom up` on the default
-# endpoints, or, when another darkroom holds them, the same roles as
-# separate processes (broker, store, WORKERS workers) on random ports.
-# Sets FE, EV, SYS_PIDS and SYS_MODE; CPU_PIDS lists the processes to bill.
-start_system() {
-    local name=$1 workers=$2 conc=$3
-    rm -rf "$TMP/$name"; mkdir -p "$TMP/$name"
-    SYS_PIDS=()
-    if ports_free; then
-        SYS_MODE="darkroom up -w $workers -c $conc"
-        FE=tcp://127.0.0.1:7700; EV=tcp://127.0.0.1:7702
-        "$BIN" up --data "$TMP/$name" --workers "$workers" --concurrency "$conc" 2>"$TMP/$name.log" &
-        SYS_PIDS+=($!)
-    else
-        SYS_MODE="broker + store + $workers worker(s) -c $conc as processes (7700-7703 busy)"
-        local base=$((30000 + RANDOM % 20000))
-        FE=tcp://127.0.0.1:$base; EV=tcp://127.0.0.1:$((base + 2))
-        local be=tcp://127.0.0.1:$((base + 1)) st=tcp://127.0.0.1:$((base + 3))
-        "$BIN" broker --data "$TMP/$name" --frontend "$FE" --backend "$be" --events "$EV" 2>"$TMP/$name.log" & SYS_PIDS+=($!)
-        "$BIN" store --data "$TMP/$name" --bind "$st" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
-        for _ in $(seq 1 "$workers"); do
-            "$BIN" worker --broker "$be" --store "$st" --concurrency "$conc" 2>>"$TMP/$name.log" & SYS_PIDS+=($!)
-        done
-    fi
-    PIDS+=("${SYS_PIDS[@]}")
-    wait_ping "$FE"
-}
-stop_system() {  # workers first, then broker and store
-    local i
-    for ((i = ${#SYS_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${SYS_PIDS[$i]}"; done
-}
-# loadgen CPUFILE ARGS...: one load generator run; prints its JSON line and
-# writes its user and system CPU seconds to CPUFILE.
-loadgen() {
-    local cpu=$1; shift
-    /usr/bin/time -f "%U %S" -o "$cpu" "${LOADGEN_CMD[@]}" "$@"
-}
-# cpu_per_job CPUFILE JOBS: microseconds of CPU (user+sys) per job.
-cpu_per_job() {
-    python3 -c "import sys; v = open(sys.argv[1]).read().split()[-2:]; print(round(sum(float(x) for x in v) * 1e6 / int(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo "?"
-}
-system_cpu_ticks() { local t=0 p; for p in "${SYS_PIDS[@]}"; do t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-cpu_ticks() { awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime
 
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "darkroom system benchmark, $DATE, $(nproc) cores, load $LOAD_BEFORE" >&2
+log "$DATE, $CORES cores, load $LOAD_BEFORE, rows $BENCH_ROWS$( [ "$QUICK" = 1 ] && echo ', QUICK')"
 
-# A 64x64 JPEG for the tiny jobs.
+# The tiny input: a 64x64 q95 JPEG cut from the corpus, and TINY_JOBS
+# files made from it that differ only by a comment segment.
+"$BIN" process "$CORPUS/plasma-small.jpg" --ops 'scale:64x64,mode=fill | crop:square' --out "$TMP/tinyout" --thumb 32x32 >/dev/null 2>&1 ||
+    "$BIN" process "$(ls "$CORPUS"/*.jpg | head -1)" --ops 'scale:64x64,mode=fill | crop:square' --out "$TMP/tinyout" --thumb 32x32 >/dev/null 2>&1
 TINY=$TMP/tiny.jpg
-SRC=$(ls "$CORPUS"/*.jpg | head -1)
-"$BIN" process "$CORPUS/plasma-small.jpg" --ops 'scale:64x64,mode=fill | crop:square' --out "$TMP/tinyout" --thumb 32x32 >/dev/null 2>&1 \
-  || "$BIN" process "$SRC" --ops 'scale:64x64,mode=fill | crop:square' --out "$TMP/tinyout" --thumb 32x32 >/dev/null 2>&1
-TINY_SRC=$(ls "$TMP"/tinyout/*.jpg 2>/dev/null | grep -v thumb | head -1)
-cp "$TINY_SRC" "$TINY"
+cp "$(ls "$TMP"/tinyout/*.jpg | grep -v thumb | head -1)" "$TINY" || { log "could not make the tiny input"; exit 1; }
+TINY_DIR=$TMP/tiny
+python3 "$BENCH/lib/make_inputs.py" copies "$TINY" "$TINY_JOBS" "$TINY_DIR"
+# photo_set DIR COPIES: the corpus COPIES times over, as symbolic links.
+photo_set() {
+    local dir=$1 i f
+    mkdir -p "$dir"
+    for i in $(seq 1 "$2"); do
+        for f in "$CORPUS"/*.jpg; do ln -sf "$f" "$dir/r$i-$(basename "$f")"; done
+    done
+}
+TINY_OPS=(--ops grayscale --thumb 32x32)
+PHOTO_OPS=(--ops "$P1" --thumb 256x256)
 
-# ---------------------------------------------------------------- 1. tiny jobs
-if [ -z "${SKIP_TINY:-}" ]; then
-  if start_system up-tiny "$TINY_WORKERS" "$TINY_CONCURRENCY"; then
-      R=$(loadgen "$TMP/lg-tiny.cpu" --frontend "$FE" --events "$EV" \
-            --image "$TINY" --jobs "$TINY_JOBS" --window "$TINY_WINDOW" --ops grayscale --thumb 32x32)
-      L=$(loadgen "$TMP/lg-one.cpu" --frontend "$FE" --events "$EV" \
-            --image "$TINY" --jobs 500 --window 1 --ops grayscale --thumb 32x32)
-      RATE=$(jget "$R" jobsPerSecond)
-      row "| tiny jobs, $SYS_MODE, window $TINY_WINDOW | $TINY_JOBS jobs | $RATE jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms (accept p50 $(jget "$R" acceptP50ms) ms, p99 $(jget "$R" acceptP99ms) ms); load generator $LOADGEN_NAME $(cpu_per_job "$TMP/lg-tiny.cpu" "$TINY_JOBS") µs CPU per job |"
-      row "| tiny jobs, one at a time (window 1) | 500 jobs | $(jget "$L" jobsPerSecond) jobs/s | p50 $(jget "$L" p50ms) ms, p99 $(jget "$L" p99ms) ms |"
-      if fcmp "$RATE >= 5000"; then verdict "PASS tiny jobs: $RATE jobs/s >= 5000"; else verdict "FAIL tiny jobs: $RATE jobs/s < 5000"; fi
-  else
-      verdict "FAIL tiny jobs: the system did not answer (see log below)"; tail -5 "$TMP/up-tiny.log" >&2
-  fi
-  stop_system
-  # Optional peer: Celery + Redis, 2 prefork workers, no-op task.
-  # The peer's packages are installed on first use (Debian's redis-server,
-  # celery and redis from PyPI); without them the row says it was skipped.
-  if [ "$CELERY" = 1 ] && ! command -v redis-server >/dev/null; then
-      { apt-get install -y -q redis-server || { apt-get update -q && apt-get install -y -q redis-server; }; } >/dev/null 2>&1
-  fi
-  if [ "$CELERY" = 1 ] && ! python3 -c 'import celery, redis' 2>/dev/null; then
-      pip install --quiet celery redis >/dev/null 2>&1
-  fi
-  if [ "$CELERY" = 1 ] && command -v redis-server >/dev/null && python3 -c 'import celery, redis' 2>/dev/null; then
-    RPORT=$((20000 + RANDOM % 10000))
-    redis-server --port "$RPORT" --save '' --appendonly no --daemonize no >/dev/null 2>&1 &
-    RP=$!; PIDS+=("$RP"); sleep 0.5
-    mkdir -p "$TMP/celery"
-    cat >"$TMP/celery/noop.py" <<EOF
-from celery import Celery
-app = Celery("noop", broker="redis://127.0.0.1:$RPORT/0", backend="redis://127.0.0.1:$RPORT/1")
-@app.task
-def noop(x):
-    return x
-EOF
-    # exec: $! is then Celery's own process, so the kill below stops it and
-    # its prefork children instead of leaving them to disturb what follows.
-    (cd "$TMP/celery" && exec celery -A noop worker --concurrency 2 --pool prefork --loglevel WARNING >"$TMP/celery.log" 2>&1) &
-    CW=$!; PIDS+=("$CW"); sleep 3
-    CR=$(cd "$TMP/celery" && python3 - "$TINY_JOBS" <<'EOF'
-import sys, time
-from noop import noop
-n = min(int(sys.argv[1]), 5000)
-t = time.time(); rs = [noop.delay(i) for i in range(n)]
-for r in rs: r.get(timeout=120)
-print(round(n / (time.time() - t), 1))
-EOF
-)
-    row "| peer: Celery + Redis, 2 prefork workers, no-op task | $((TINY_JOBS < 5000 ? TINY_JOBS : 5000)) jobs | ${CR:-?} jobs/s | |"
-    kill "$CW" "$RP" 2>/dev/null; wait "$CW" "$RP" 2>/dev/null
-  else
-    row "| peer: Celery + Redis | skipped (needs redis-server and pip celery redis) | | |"
-  fi
-fi
-
-# ---------------------------------------------------------------- 2. image jobs
-if [ -z "${SKIP_IMAGES:-}" ]; then
-  mkdir -p "$TMP/set" "$TMP/set2"
-  for i in $(seq 1 "$REPEAT"); do
-      for f in "$CORPUS"/*.jpg; do ln -s "$f" "$TMP/set/r$i-$(basename "$f")"; done
-  done
-  for i in $(seq 1 $((REPEAT * 2))); do
-      for f in "$CORPUS"/*.jpg; do ln -s "$f" "$TMP/set2/r$i-$(basename "$f")"; done
-  done
-  NSET=$(ls "$TMP/set" | wc -l)
-  # Baseline and system alternate IMAGE_RUNS times, so that both see the
-  # same mix of load from other work on the machine; the best and the
-  # median of each are compared.
-  BASE_T=(); SYS_T=(); BASE_CPU=0; SYS_CPU=0; FAILED=""
-  TICK=$(getconf CLK_TCK)
-  for run in $(seq 1 "$IMAGE_RUNS"); do
-    # Baseline: two `darkroom process` side by side, each over the whole set.
-    T0=$(now)
-    /usr/bin/time -f "%U %S" -o "$TMP/p-a.cpu" "$BIN" process "$TMP"/set/*.jpg --ops "$P1" --out "$TMP/p-a" --thumb 256x256 --quality 95 --thumb-quality 70 --jobs 1 >/dev/null 2>"$TMP/p-a.log" &
-    PA=$!
-    /usr/bin/time -f "%U %S" -o "$TMP/p-b.cpu" "$BIN" process "$TMP"/set/*.jpg --ops "$P1" --out "$TMP/p-b" --thumb 256x256 --quality 95 --thumb-quality 70 --jobs 1 >/dev/null 2>"$TMP/p-b.log" &
-    PB=$!
-    wait $PA; RA=$?; wait $PB; RB=$?
-    T1=$(now)
-    # CPU time of the two runs, to compare the work done apart from the load.
-    BASE_CPU=$(python3 -c "print($BASE_CPU + sum(float(x) for f in ('$TMP/p-a.cpu', '$TMP/p-b.cpu') for x in open(f).read().split()[-2:]))")
-    rm -rf "$TMP/p-a" "$TMP/p-b"
-    [ $RA = 0 ] && [ $RB = 0 ] || FAILED="$FAILED process exited $RA/$RB;"
-    BASE_T+=("$(python3 -c "print(round($T1-$T0, 3))")")
-    if start_system up-img 2 1; then
-        T0=$(now)
-        C0=$(system_cpu_ticks)
-        "$BIN" submit "$TMP/set2" --ops "$P1" --thumb 256x256 --wait --json --timeout 600 --broker "$FE" --events "$EV" >"$TMP/submit.json" 2>"$TMP/submit.log"
-        RS=$?
-        T1=$(now)
-        SYS_CPU=$((SYS_CPU + $(system_cpu_ticks) - C0))
-
-        STORED=$(grep -c '"stored"' "$TMP/submit.json")
-        [ "$RS" = 0 ] && [ "$STORED" = $((2 * NSET)) ] || FAILED="$FAILED submit exited $RS with $STORED/$((2 * NSET)) stored;"
-        SYS_T+=("$(python3 -c "print(round($T1-$T0, 3))")")
+# ------------------------------------------------------------ README path
+# Exactly the README's two commands: `darkroom up` with its defaults and
+# `darkroom submit DIR --wait`, timed from the submit's start to its exit.
+if want readme; then
+    if start_up readme; then
+        submit_wait "$TINY_DIR" "$TMP/readme.json" "${TINY_OPS[@]}"
+        log "README path: $STORED of $TINY_JOBS stored in $SECONDS_TAKEN s (submit exit $SUBMIT_STATUS)"
+        result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $SUBMIT_CPU_US µs/job); $UP_ENDPOINTS" \
+            jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")" exit="$SUBMIT_STATUS"
+        stop "$UP_PID"
     else
-        FAILED="$FAILED the system did not answer;"; tail -5 "$TMP/up-img.log" >&2
+        failed readme "darkroom up did not answer"
     fi
-    stop_system
-  done
-  if [ ${#SYS_T[@]} -gt 0 ]; then
-    read -r BBEST BMED < <(python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(min(v), statistics.median(v))" "${BASE_T[@]}")
-    read -r SBEST SMED < <(python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(min(v), statistics.median(v))" "${SYS_T[@]}")
-    N2=$((2 * NSET))
-    row "| P1, 2x darkroom process --jobs 1 side by side, $IMAGE_RUNS runs | $N2 images | best $(python3 -c "print(round($N2/$BBEST, 2))"), median $(python3 -c "print(round($N2/$BMED, 2))") images/s | runs ${BASE_T[*]} s |"
-    RATIO=$(python3 -c "print(round($BBEST/$SBEST, 3))")
-    RMED=$(python3 -c "print(round($BMED/$SMED, 3))")
-    row "| P1, $SYS_MODE, submit --wait, $IMAGE_RUNS runs | $N2 jobs | best $(python3 -c "print(round($N2/$SBEST, 2))"), median $(python3 -c "print(round($N2/$SMED, 2))") images/s | runs ${SYS_T[*]} s; ${RATIO}x of process (best), ${RMED}x (median) |"
-    NR=${#SYS_T[@]}
-    row "| P1 CPU time (user+sys) per image: process / system | | $(python3 -c "print(round($BASE_CPU * 1000 / ($NR * $N2)))") / $(python3 -c "print(round($SYS_CPU * 1000 / $TICK / ($NR * $N2)))") ms | system overhead $(python3 -c "print(round(($SYS_CPU / $TICK) / $BASE_CPU * 100 - 100, 1))")% CPU (broker, store, SHA-256, copies) |"
-    if [ -z "$FAILED" ] && fcmp "$RATIO >= 0.90"; then verdict "PASS image jobs: best run ${RATIO}x of two process runs >= 0.90 (median ${RMED}x)"; else verdict "FAIL image jobs: best run ${RATIO}x of two process runs, need 0.90 (median ${RMED}x)${FAILED:+;$FAILED}"; fi
-  else
-    verdict "SKIP image jobs:$FAILED"
-  fi
 fi
 
-# ---------------------------------------------------------------- 3. memory
-if [ -z "${SKIP_MEMORY:-}" ]; then
-  BASEPORT=$((30000 + RANDOM % 20000))
-  FE=tcp://127.0.0.1:$BASEPORT; BE=tcp://127.0.0.1:$((BASEPORT + 1)); EV=tcp://127.0.0.1:$((BASEPORT + 2)); ST=tcp://127.0.0.1:$((BASEPORT + 3))
-  "$BIN" broker --data "$TMP/mem" --frontend "$FE" --backend "$BE" --events "$EV" 2>"$TMP/broker.log" & BP=$!; PIDS+=("$BP")
-  "$BIN" store --data "$TMP/mem" --bind "$ST" 2>"$TMP/store.log" & SP=$!; PIDS+=("$SP")
-  "$BIN" worker --broker "$BE" --store "$ST" --concurrency "$TINY_CONCURRENCY" 2>"$TMP/worker.log" & WP=$!; PIDS+=("$WP")
-  if wait_ping "$FE"; then
-      # Warm up (caches, WAL, buffers), then measure the growth over the run.
-      loadgen "$TMP/lg-warm.cpu" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TINY_WINDOW" >/dev/null
-      WB=$(rss_kb $BP); WS=$(rss_kb $SP); WW=$(rss_kb $WP)
-      CB=$(cpu_ticks $BP); CS=$(cpu_ticks $SP); CW=$(cpu_ticks $WP); T0=$(now)
-      ( while :; do echo "$(rss_kb $BP) $(rss_kb $SP) $(rss_kb $WP)"; sleep 0.2; done ) >"$TMP/rss.txt" &
-      SAMPLER=$!
-      R=$(loadgen "$TMP/lg-mem.cpu" --frontend "$FE" --events "$EV" --image "$TINY" --jobs "$MEM_JOBS" --window "$TINY_WINDOW")
-      kill $SAMPLER 2>/dev/null; wait $SAMPLER 2>/dev/null
-      EB=$(rss_kb $BP); ES=$(rss_kb $SP); EW=$(rss_kb $WP); T1=$(now)
-      CB=$(($(cpu_ticks $BP) - CB)); CS=$(($(cpu_ticks $SP) - CS)); CW=$(($(cpu_ticks $WP) - CW))
-      TICK=$(getconf CLK_TCK)
-      perjob() { python3 -c "print(round($1 * 1e6 / $TICK / $MEM_JOBS))"; }
-      row "| CPU per job (user+sys): broker / store / worker | $MEM_JOBS jobs | $(perjob $CB) / $(perjob $CS) / $(perjob $CW) µs | $(python3 -c "print(round(($CB + $CS + $CW) / $TICK / ($T1 - $T0), 2))") cores busy over $(python3 -c "print(round($T1 - $T0, 1))") s |"
-
-      read -r PB PS PW < <(awk 'BEGIN{a=0;b=0;c=0} {if($1>a)a=$1; if($2>b)b=$2; if($3>c)c=$3} END{print a, b, c}' "$TMP/rss.txt")
-      row "| memory run, separate processes, worker -c $TINY_CONCURRENCY | $MEM_JOBS jobs | $(jget "$R" jobsPerSecond) jobs/s | p50 $(jget "$R" p50ms) ms, p99 $(jget "$R" p99ms) ms |"
-      for role in broker store worker; do
-          case $role in broker) W=$WB P=$PB E=$EB;; store) W=$WS P=$PS E=$ES;; worker) W=$WW P=$PW E=$EW;; esac
-          row "| RSS $role (MiB): after warm-up / peak / end | | $((W / 1024)) / $((P / 1024)) / $((E / 1024)) | growth $(((E - W) / 1024)) MiB |"
-          if [ "$role" != worker ]; then
-              if [ $((P - W)) -le 16384 ]; then verdict "PASS $role RSS flat: peak $((P / 1024)) MiB, $(((P - W) / 1024)) MiB over warm-up (limit 16)"; else verdict "FAIL $role RSS grew: peak $((P / 1024)) MiB, $(((P - W) / 1024)) MiB over warm-up (limit 16)"; fi
-          fi
-      done
-  else
-      verdict "FAIL memory: broker did not answer"; tail -5 "$TMP/broker.log" >&2
-  fi
-  stop_pid "$WP"; stop_pid "$BP"; stop_pid "$SP"
+# ----------------------------------------------------------------- tuned
+# `darkroom up -w W -c C` for each configuration, driven by
+# darkroom-loadgen with TUNED_WINDOW jobs in flight; then the best one
+# with `darkroom submit --window TUNED_WINDOW` as the client.
+if want tuned; then
+    BEST_CFG=""; BEST_RATE=0
+    for cfg in $TUNED_CONFIGS; do
+        w=${cfg%x*}; c=${cfg#*x}
+        if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
+        else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
+        if ! start_up "tuned-$cfg" "${up_flags[@]}"; then failed tuned "$up_text did not answer"; continue; fi
+        R=$(/usr/bin/time -f "%U %S" -o "$TMP/lg-$cfg.cpu" "$LG" --frontend "$FE" --events "$EV" --image "$TINY" \
+              --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600)
+        stop "$UP_PID"
+        RATE=$(jget "$R" jobsPerSecond)
+        if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; continue; fi
+        LG_US=$(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS")
+        log "tuned $up_text: $RATE jobs/s"
+        result tuned "setup=$up_text + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
+            jobs="$TINY_JOBS" rate="$RATE" p50ms="$(jget "$R" p50ms)" p99ms="$(jget "$R" p99ms)" cfg="$cfg"
+        if python3 -c "import sys; sys.exit(0 if $RATE > $BEST_RATE else 1)"; then BEST_RATE=$RATE; BEST_CFG=$cfg; fi
+    done
+    if [ -n "$BEST_CFG" ] && [ "$BEST_CFG" != default ]; then
+        w=${BEST_CFG%x*}; c=${BEST_CFG#*x}
+        if start_up tuned-submit -w "$w" -c "$c"; then
+            submit_wait "$TINY_DIR" "$TMP/tuned-submit.json" "${TINY_OPS[@]}" --window "$TUNED_WINDOW"
+            result tuned-submit "setup=darkroom up -w $w -c $c + darkroom submit DIR --wait --window $TUNED_WINDOW (its CPU $SUBMIT_CPU_US µs/job)" \
+                jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")"
+            stop "$UP_PID"
+        fi
+    fi
 fi
 
+# ----------------------------------------------------------------- peers
+# start_redis: redis-server on a free port, nothing written to disk.
+start_redis() {
+    REDIS_PORT=$(free_ports 1)
+    spawn "$TMP/redis.log" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+    REDIS_PID=$LAST_PID
+    local i
+    for i in $(seq 1 50); do
+        [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# Sidekiq (Debian's ruby-sidekiq): 2 processes of 10 threads; the job
+# INCRs a Redis counter, which the driver polls (bench/peers/sidekiq_bench.rb).
+if want sidekiq; then
+    if need_cmd redis-server redis-server && need_cmd redis-cli redis-tools && need_cmd sidekiq ruby-sidekiq; then
+        if start_redis; then
+            SK_PIDS=()
+            for i in 1 2; do
+                spawn "$TMP/sidekiq$i.log" env REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+                    sidekiq -r "$BENCH/peers/sidekiq_bench.rb" -c 10 -t 2
+                SK_PIDS+=("$LAST_PID")
+            done
+            R=$(REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" ruby "$BENCH/peers/sidekiq_bench.rb" "$TINY_JOBS" 2 2>"$TMP/sidekiq-driver.log")
+            if [ -n "$(jget "$R" jobsPerSecond)" ]; then
+                log "Sidekiq: $(jget "$R" jobsPerSecond) jobs/s"
+                result sidekiq "setup=Sidekiq $(ruby -e 'require "sidekiq"; print Sidekiq::VERSION' 2>/dev/null), 2 processes × 10 threads, Redis (no persistence), job INCRs a counter" \
+                    jobs="$TINY_JOBS" rate="$(jget "$R" jobsPerSecond)" seconds="$(jget "$R" seconds)" enqueueSeconds="$(jget "$R" enqueueSeconds)"
+            else
+                failed sidekiq "the driver failed: $(tail -2 "$TMP/sidekiq-driver.log" "$TMP/sidekiq1.log" | tr '\n' ' ')"
+            fi
+            stop "${SK_PIDS[@]}"
+            stop "$REDIS_PID"
+        else
+            failed sidekiq "redis-server did not start"
+        fi
+    else
+        failed sidekiq "needs redis-server and ruby-sidekiq (apt)"
+    fi
+fi
+
+# Celery 5 (apt python3-celery, or pip): one worker with 2 prefork
+# processes, Redis broker, a no-op task counted by a Redis INCR after it
+# runs (bench/peers/celery_bench.py).
+if want celery; then
+    if need_cmd redis-server redis-server && need_cmd redis-cli redis-tools &&
+       need_py "celery redis" "python3-celery python3-redis" "celery>=5,<6 redis"; then
+        if start_redis; then
+            export BENCH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+            (cd "$BENCH/peers" && exec python3 -m celery -A celery_bench worker --pool prefork --concurrency 2 --loglevel WARNING) >"$TMP/celery.log" 2>&1 &
+            CW=$!; PIDS+=("$CW")
+            R=$(cd "$BENCH/peers" && python3 celery_bench.py "$TINY_JOBS" 2>"$TMP/celery-driver.log")
+            if [ -n "$(jget "$R" jobsPerSecond)" ]; then
+                log "Celery: $(jget "$R" jobsPerSecond) jobs/s"
+                result celery "setup=Celery $(python3 -c 'import celery; print(celery.__version__)'), 1 worker × 2 prefork processes, Redis broker (no persistence), no-op task, results ignored" \
+                    jobs="$TINY_JOBS" rate="$(jget "$R" jobsPerSecond)" seconds="$(jget "$R" seconds)" enqueueSeconds="$(jget "$R" enqueueSeconds)"
+            else
+                failed celery "the driver failed: $(tail -2 "$TMP/celery-driver.log" "$TMP/celery.log" | tr '\n' ' ')"
+            fi
+            stop "$CW"
+            stop "$REDIS_PID"
+            unset BENCH_REDIS_URL
+        else
+            failed celery "redis-server did not start"
+        fi
+    else
+        failed celery "needs redis-server and Celery 5 with redis (apt python3-celery python3-redis, or pip)"
+    fi
+fi
+
+# --------------------------------------------------------------- latency
+# lat_run KIND MODE DIR JOBS OPS...: `darkroom broker` + `darkroom store`
+# and LAT_WORKERS `darkroom worker` processes with default flags, either
+# connected directly (MODE direct) or each worker through two delaying
+# proxies, one to the broker's backend and one to the store (MODE proxy);
+# then `darkroom submit DIR --wait` (the producer connects directly).
+lat_run() {
+    local kind=$1 mode=$2 dir=$3 jobs=$4 be st setup
+    shift 4
+    start_roles "lat-$kind-$mode" || { failed "latency-$kind" "broker or store did not answer"; return; }
+    be=$BE; st=$ST; PROXY_PIDS=()
+    setup="darkroom broker + darkroom store + $LAT_WORKERS × darkroom worker (default flags)"
+    if [ "$mode" = proxy ]; then
+        start_proxy "$TMP/lat-$kind.proxy-broker.log" "$BE" && be=$PROXY_EP
+        start_proxy "$TMP/lat-$kind.proxy-store.log" "$ST" && st=$PROXY_EP
+        setup="$setup, workers to broker and store through a +$((2 * LINK_DELAY_MS)) ms round-trip proxy"
+    else
+        setup="$setup, direct"
+    fi
+    start_workers "lat-$kind-$mode" "$LAT_WORKERS" "$be" "$st"
+    if wait_workers "$LAT_WORKERS"; then
+        submit_wait "$dir" "$TMP/lat-$kind-$mode.json" "$@"
+        log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s"
+        result "lat-$kind-$mode" "setup=$setup" jobs="$jobs" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")"
+    else
+        failed "latency-$kind" "$mode: the workers did not register"
+    fi
+    stop "${WORKER_PIDS[@]}"
+    [ ${#PROXY_PIDS[@]} -gt 0 ] && stop "${PROXY_PIDS[@]}"
+    stop "$BROKER_PID" "$STORE_PID"
+}
+if want latency-tiny; then
+    python3 "$BENCH/lib/make_inputs.py" copies "$TINY" "$LAT_TINY_JOBS" "$TMP/lat-tiny"
+    lat_run tiny direct "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
+    lat_run tiny proxy "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
+fi
+if want latency-photos; then
+    photo_set "$TMP/lat-photos" "$PHOTO_REPEAT"
+    NPHOTOS=$(ls "$TMP/lat-photos" | wc -l)
+    lat_run photo direct "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
+    lat_run photo proxy "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
+fi
+
+# ------------------------------------------------------------ big inputs
+# BIG_INPUTS ~20 MB JPEGs (24 MP) submitted at once to broker + store +
+# one `darkroom worker` with default flags, all separate processes; the
+# worker's peak RSS is the kernel's high-water mark (VmHWM).
+if want big; then
+    if need_py "PIL numpy" "python3-pil python3-numpy" "pillow numpy"; then
+        log "making a ~20 MB input (Pillow)"
+        python3 "$BENCH/lib/make_inputs.py" big "$TMP/big.jpg" &&
+            python3 "$BENCH/lib/make_inputs.py" copies "$TMP/big.jpg" "$BIG_INPUTS" "$TMP/big-inputs"
+        rm -f "$TMP/big.jpg"
+        MEAN_MB=$(du -cb "$TMP"/big-inputs/*.jpg | awk -v n="$BIG_INPUTS" 'END {printf "%.1f", $1 / n / 1e6}')
+        if start_roles big; then
+            start_workers big 1 "$BE" "$ST"
+            if wait_workers 1; then
+                submit_wait "$TMP/big-inputs" "$TMP/big.json" "${PHOTO_OPS[@]}" --timeout 30
+                WP=${WORKER_PIDS[0]}
+                log "big inputs: $STORED of $BIG_INPUTS stored in $SECONDS_TAKEN s; worker VmHWM $(hwm_mib "$WP") MiB"
+                result big "setup=darkroom broker + darkroom store + 1 × darkroom worker (default flags), P1 + thumbnail 256×256" \
+                    jobs="$BIG_INPUTS" stored="$STORED" meanMB="$MEAN_MB" width=6000 height=4000 seconds="$SECONDS_TAKEN" \
+                    rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")" \
+                    workerMiB="$(hwm_mib "$WP")" brokerMiB="$(hwm_mib "$BROKER_PID")" storeMiB="$(hwm_mib "$STORE_PID")"
+            else
+                failed big "the worker did not register"
+            fi
+            stop "${WORKER_PIDS[@]}"
+            stop "$BROKER_PID" "$STORE_PID"
+        else
+            failed big "broker or store did not answer"
+        fi
+        rm -rf "$TMP/big-inputs" "$TMP/big"
+    else
+        failed big "needs Pillow and numpy to make the inputs (apt python3-pil python3-numpy, or pip)"
+    fi
+fi
+
+# ------------------------------------------------------------ image jobs
+# The engine alone (`darkroom process --jobs CORES` over the set) against
+# the README path (`darkroom up` with defaults: concurrency CORES, and
+# `darkroom submit --wait`) on the same photos, runs alternating.
+if want images; then
+    photo_set "$TMP/img" "$PHOTO_REPEAT"
+    NIMG=$(ls "$TMP/img" | wc -l)
+    ENGINE_T=(); SYSTEM_T=(); IMG_STORED=0
+    for run in $(seq 1 "$IMAGE_RUNS"); do
+        rm -rf "$TMP/img-out"
+        T0=$(now)
+        "$BIN" process "$TMP"/img/*.jpg --ops "$P1" --thumb 256x256 --jobs "$CORES" --out "$TMP/img-out" >/dev/null 2>"$TMP/img-process.log" &&
+            ENGINE_T+=("$(calc "$(now) - $T0")")
+        rm -rf "$TMP/img-out"
+        if start_up "img-$run"; then
+            submit_wait "$TMP/img" "$TMP/img-$run.json" "${PHOTO_OPS[@]}"
+            [ "$STORED" = "$NIMG" ] && SYSTEM_T+=("$SECONDS_TAKEN")
+            IMG_STORED=$STORED
+            stop "$UP_PID"
+        fi
+        rm -rf "$TMP/img-$run"
+    done
+    if [ ${#ENGINE_T[@]} -gt 0 ] && [ ${#SYSTEM_T[@]} -gt 0 ]; then
+        rates() { python3 -c "import statistics, sys; v = [float(x) for x in sys.argv[2:]]; n = int(sys.argv[1]); print(round(n / min(v), 2), round(n / statistics.median(v), 2))" "$NIMG" "$@"; }
+        read -r EB EM < <(rates "${ENGINE_T[@]}")
+        read -r SB SM < <(rates "${SYSTEM_T[@]}")
+        log "images: engine $EB, system $SB images/s (best)"
+        result img-engine "setup=darkroom process --jobs $CORES, P1 + thumbnail 256×256" jobs="$NIMG" runs="${#ENGINE_T[@]}" rate="$EB" median="$EM"
+        result img-system "setup=darkroom up (defaults) + darkroom submit DIR --wait, same photos" jobs="$NIMG" runs="${#SYSTEM_T[@]}" stored="$IMG_STORED" rate="$SB" median="$SM"
+    else
+        failed images "engine runs ${#ENGINE_T[@]}, system runs ${#SYSTEM_T[@]} completed (see $TMP/img-process.log)"
+    fi
+fi
+
+# ---------------------------------------------------------------- memory
+# Broker, store and a worker (default flags) as processes; after a 2,000-job
+# warm-up, MEM_JOBS tiny jobs while their VmRSS is sampled every 0.2 s.
+if want memory; then
+    if start_roles mem; then
+        start_workers mem 1 "$BE" "$ST"
+        WP=${WORKER_PIDS[0]}
+        if wait_workers 1; then
+            "$LG" --frontend "$FE" --events "$EV" --image "$TINY" --jobs 2000 --window "$TUNED_WINDOW" >/dev/null
+            WB=$(rss_mib "$BROKER_PID"); WS=$(rss_mib "$STORE_PID"); WW=$(rss_mib "$WP")
+            ( while :; do echo "$(rss_mib "$BROKER_PID") $(rss_mib "$STORE_PID") $(rss_mib "$WP")"; sleep 0.2; done ) >"$TMP/rss.txt" &
+            SAMPLER=$!
+            R=$("$LG" --frontend "$FE" --events "$EV" --image "$TINY" --jobs "$MEM_JOBS" --window "$TUNED_WINDOW" --timeout 600)
+            kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null
+            read -r PB PS PW < <(awk '{ if ($1 > a) a = $1; if ($2 > b) b = $2; if ($3 > c) c = $3 } END { print a + 0, b + 0, c + 0 }' "$TMP/rss.txt")
+            result memory "setup=darkroom broker + darkroom store + darkroom worker -c 512 + darkroom-loadgen --window $TUNED_WINDOW" \
+                jobs="$MEM_JOBS" rate="$(jget "$R" jobsPerSecond)" brokerWarm="$WB" brokerPeak="$PB" storeWarm="$WS" storePeak="$PS" workerWarm="$WW" workerPeak="$PW"
+        else
+            failed memory "the worker did not register"
+        fi
+        stop "$WP"
+        stop "$BROKER_PID" "$STORE_PID"
+    else
+        failed memory "broker or store did not answer"
+    fi
+fi
+
+# ---------------------------------------------------------------- report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-{
-    echo "# darkroom system benchmark"
-    echo
-    echo "$DATE, $(nproc) cores, load average $LOAD_BEFORE before, $LOAD_AFTER after; binary $BIN; load generator $LOADGEN_NAME"
-    echo
-    echo "| run | work | throughput | latency / notes |"
-    echo "|---|---|---|---|"
-    for l in "${LINES[@]}"; do echo "$l"; done
-    echo
-    for v in "${VERDICTS[@]}"; do echo "- $v"; done
-} >"$REPORT"
-echo "report written to $REPORT" >&2
+NOTES=("$DATE, $CORES cores, load average $LOAD_BEFORE before, $LOAD_AFTER after; release build $BIN")
+[ "$QUICK" = 1 ] && NOTES+=("**BENCH_QUICK=1**: fewer jobs, to check that the rows run; not numbers to quote.")
+NOTES+=("Tiny job: a 64×64 q95 JPEG, \`--ops grayscale --thumb 32x32\`, submit → stored. Photos: the corpus ($(ls "$CORPUS"/*.jpg | wc -l) files) × $PHOTO_REPEAT, P1 = \`$P1\` + thumbnail 256×256.")
+python3 "$BENCH/lib/results.py" report "$RESULTS" "${NOTES[@]}" | tee "$REPORT"
+cp "$RESULTS" "$OUT_DIR/system-latest.jsonl"
+log "report written to $REPORT"

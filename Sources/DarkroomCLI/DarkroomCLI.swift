@@ -20,6 +20,8 @@ public enum DarkroomCLI {
         Subcommand(spec: GetCommand.spec, run: GetCommand.run),
         Subcommand(spec: RemoveCommand.spec, run: RemoveCommand.run),
         Subcommand(spec: DeadCommand.spec, run: DeadCommand.run),
+        Subcommand(spec: JobCommand.spec, run: JobCommand.run),
+        Subcommand(spec: CancelCommand.spec, run: CancelCommand.run),
         Subcommand(spec: ContactSheetCommand.spec, run: ContactSheetCommand.run),
         Subcommand(spec: ProcessCommand.spec, run: ProcessCommand.run),
         Subcommand(spec: BrokerCommand.spec, run: BrokerCommand.run),

@@ -87,6 +87,25 @@ public final class Admin {
         return r.count
     }
 
+    /// One job's story (JOB-INFO): its state, attempts and events. A job
+    /// the broker does not know throws `.server(.notFound)`.
+    public func jobStory(_ id: ULID) throws(ClientError) -> JobStory {
+        let reply = try call("JOB-INFO \(id)") { JobInfoRequest(requestID: $0, jobID: id).frames() }
+        guard case .jobInfoReply(let r) = reply else { throw unexpected(reply, to: "JOB-INFO") }
+        return r.story
+    }
+
+    /// Cancels jobs (CANCEL): every queued job, or one job. Returns how many
+    /// were cancelled, or (a running job) asked to stop; the job's
+    /// `cancelled` event, or its story, tells when it has. A job that is
+    /// finished, dead or unknown throws `.server(.notFound)` saying which.
+    @discardableResult
+    public func cancel(_ target: CancelTarget) throws(ClientError) -> UInt64 {
+        let reply = try call("CANCEL \(target)") { CancelRequest(requestID: $0, target: target).frames() }
+        guard case .ok(let r) = reply else { throw unexpected(reply, to: "CANCEL") }
+        return r.count
+    }
+
     /// Checks that the broker answers (PING) and returns the round-trip time.
     @discardableResult
     public func ping() throws(ClientError) -> Duration {

@@ -64,6 +64,8 @@ public enum JobOutcome: Sendable, Equatable {
     case stored(recordID: ULID?)
     /// The job is in the dead-letter set, with its last failure.
     case dead(FailureDetail?)
+    /// CANCEL stopped it for good.
+    case cancelled
 }
 
 /// Follows the broker's event stream and delivers every event exactly once,
@@ -268,7 +270,8 @@ public final class EventFollower {
         try follow(from: seq.map(FollowStart.seq) ?? .latest, for: duration, retry: nil, handler: handler)
     }
 
-    /// Follows events from `seq` until every job in `ids` is stored or dead.
+    /// Follows events from `seq` until every job in `ids` is stored, dead or
+    /// cancelled.
     /// `onEvent` sees each event of those jobs (others are skipped). Use the
     /// smallest `eventSeq` of their ACCEPTED replies as `seq`: every later
     /// event of theirs is replayed, whenever this is called.
@@ -298,13 +301,14 @@ public final class EventFollower {
             switch event.kind {
             case .stored: outcomes[event.jobID] = .stored(recordID: event.recordID)
             case .dead: outcomes[event.jobID] = .dead(event.failure)
+            case .cancelled: outcomes[event.jobID] = .cancelled
             default: break
             }
             return outcomes.count == ids.count ? .stop : .continue
         }
         if result.ending == .durationElapsed, outcomes.count < ids.count, let timeout {
             let silent = silence.map { "; the broker at \(channel.endpoint) has not answered for \(format($0))" } ?? ""
-            throw ClientError(.timeout, "\(ids.count - outcomes.count) of \(ids.count) job(s) still unfinished after \(format(timeout)) (no stored or dead event yet)\(silent)")
+            throw ClientError(.timeout, "\(ids.count - outcomes.count) of \(ids.count) job(s) still unfinished after \(format(timeout)) (no stored, dead or cancelled event yet)\(silent)")
         }
         return outcomes
     }

@@ -115,6 +115,33 @@ public struct JobDispatch: WireMessage {
 ///     2 job id     ULID
 ///     3 attempt    u32, as in the JOB
 ///     4 record id  ULID, from STORED
+/// CANCEL-JOB (broker → worker): stop running this attempt of a job,
+/// store nothing for it, and answer FAIL with `job.cancelled` (or DONE if
+/// it was already stored). A worker that no longer runs it ignores it.
+///
+///     2 job id   ULID
+///     3 attempt  u32
+public struct CancelJob: WireMessage {
+    public static let command = Command.cancelJob
+    public var jobID: ULID
+    public var attempt: UInt32
+
+    public init(jobID: ULID, attempt: UInt32) {
+        self.jobID = jobID
+        self.attempt = attempt
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        jobID = try r.ulid("job id")
+        attempt = try r.u32("attempt", 1...UInt32.max)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.ulid(jobID)
+        w.u32(attempt)
+    }
+}
+
 public struct Done: WireMessage {
     public static let command = Command.done
     public var jobID: ULID
@@ -285,6 +312,7 @@ public enum BackendMessage: Sendable, Equatable {
     case heartbeat
     case disconnect
     case holding(Holding)
+    case cancelJob(CancelJob)
     case error(ErrorReply)
     /// PING on the backend: a health probe with a worker key checks that
     /// the broker answers there (section 4); workers do not send it.
@@ -301,6 +329,7 @@ public enum BackendMessage: Sendable, Equatable {
         case .heartbeat: Heartbeat()
         case .disconnect: Disconnect()
         case .holding(let m): m
+        case .cancelJob(let m): m
         case .error(let m): m
         case .ping(let m): m
         case .pong(let m): m
@@ -334,6 +363,7 @@ public enum BackendMessage: Sendable, Equatable {
         case .heartbeat: message = .heartbeat
         case .disconnect: message = .disconnect
         case .holding: message = .holding(try Holding(from: &r))
+        case .cancelJob: message = .cancelJob(try CancelJob(from: &r))
         case .error: message = .error(try ErrorReply(from: &r))
         case .ping: message = .ping(try Ping(from: &r))
         case .pong: message = .pong(try Pong(from: &r))

@@ -22,6 +22,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case deadDiscard = 0x1A
     case jobInfo = 0x1B
     case jobInfoReply = 0x1C
+    case cancel = 0x1D
 
     case ready = 0x20
     case credit = 0x21
@@ -31,6 +32,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case heartbeat = 0x25
     case disconnect = 0x26
     case holding = 0x27
+    case cancelJob = 0x28
 
     case store = 0x30
     case stored = 0x31
@@ -65,6 +67,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .deadDiscard: "DEAD-DISCARD"
         case .jobInfo: "JOB-INFO"
         case .jobInfoReply: "JOB-INFO-REPLY"
+        case .cancel: "CANCEL"
+        case .cancelJob: "CANCEL-JOB"
         case .ready: "READY"
         case .credit: "CREDIT"
         case .job: "JOB"
@@ -102,7 +106,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .heartbeat, .disconnect: 2
         case .ping, .pong, .status, .stats, .credit, .holding: 3
         case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events,
-             .jobInfo, .jobInfoReply: 4
+             .jobInfo, .jobInfoReply, .cancel, .cancelJob: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
         case .job: 8
@@ -116,7 +120,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// Whether frame 2 is a client-chosen request id (u64) echoed by the reply.
     public var carriesRequestID: Bool {
         switch self {
-        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .event, .events: false
+        case .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .cancelJob, .event, .events: false
         default: true
         }
     }
@@ -125,11 +129,11 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public static let frontend: Set<Command> = [
         .error, .ping, .pong, .ok, .submit, .accepted, .rejected, .status, .statusReply,
         .replay, .replayEnd, .deadList, .deadListReply, .deadRetry, .deadDiscard, .event,
-        .jobInfo, .jobInfoReply,
+        .jobInfo, .jobInfoReply, .cancel,
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
-        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong,
+        .error, .ready, .credit, .job, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong, .cancelJob,
     ]
     /// Commands published on the broker's events socket (after their topic).
     public static let eventsSocket: Set<Command> = [.event, .events]
@@ -146,10 +150,10 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// broker; a worker answers a PING).
     public static func sent(to receiver: Receiver, on socket: WireSocket) -> Set<Command> {
         switch (socket, receiver) {
-        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo]
+        case (.frontend, .server): [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel]
         case (.frontend, .peer): [.error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply]
         case (.backend, .server): [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
-        case (.backend, .peer): [.error, .job, .heartbeat, .disconnect, .ping, .pong]
+        case (.backend, .peer): [.error, .job, .cancelJob, .heartbeat, .disconnect, .ping, .pong]
         case (.store, .server): [.error, .ping, .store, .list, .get, .delete, .stats]
         case (.store, .peer): [.error, .pong, .ok, .stored, .listReply, .getReply, .statsReply]
         }

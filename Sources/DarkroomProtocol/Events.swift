@@ -25,6 +25,9 @@ public enum EventKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConv
     case revived = 7
     /// DEAD-DISCARD removed the job for good.
     case discarded = 8
+    /// CANCEL stopped the job for good: it was queued, or its worker
+    /// stopped it (attempt and worker then say which). Never retried.
+    case cancelled = 9
 
     public var description: String {
         switch self {
@@ -36,6 +39,7 @@ public enum EventKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConv
         case .dead: "dead"
         case .revived: "revived"
         case .discarded: "discarded"
+        case .cancelled: "cancelled"
         }
     }
 }

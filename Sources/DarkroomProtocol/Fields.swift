@@ -152,6 +152,8 @@ public struct FailureDetail: Sendable, Hashable, Codable {
         public static let storeRejected = "store.rejected"
         /// The job's pipeline text did not parse on the worker.
         public static let invalidPipeline = "pipeline.invalid"
+        /// The job was cancelled (CANCEL-JOB) while it ran; not retried.
+        public static let cancelled = "job.cancelled"
         /// An unexpected failure inside the worker.
         public static let `internal` = "internal"
     }

@@ -320,6 +320,56 @@ public struct JobInfoReply: WireMessage {
     }
 }
 
+/// Which jobs CANCEL acts on: every queued job (ready or delayed), or one job.
+public enum CancelTarget: Sendable, Hashable, CustomStringConvertible {
+    case queued
+    case job(ULID)
+
+    public var description: String {
+        switch self {
+        case .queued: "queued"
+        case .job(let id): id.description
+        }
+    }
+}
+
+/// CANCEL (client → broker): stop jobs for good. A queued job is cancelled
+/// at once; a running one is asked to stop on its worker, and its
+/// `cancelled` event follows when the worker has stopped (section 5.6).
+/// Answered by OK (count = jobs cancelled or being cancelled) or ERROR
+/// not-found.
+///
+///     2 request id  u64
+///     3 target      text: "queued" or a job id
+public struct CancelRequest: WireMessage {
+    public static let command = Command.cancel
+    public var requestID: UInt64
+    public var target: CancelTarget
+
+    public init(requestID: UInt64, target: CancelTarget) {
+        self.requestID = requestID
+        self.target = target
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        let i = r.index
+        let text = try r.text("target", bytes: 1...26)
+        if text == "queued" {
+            target = .queued
+        } else if let id = ULID(text) {
+            target = .job(id)
+        } else {
+            throw r.error(frame: i, "target", "must be \"queued\" or a job id, got '\(text)'")
+        }
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.text(target.description)
+    }
+}
+
 /// Which dead jobs DEAD-RETRY or DEAD-DISCARD acts on: the text "all" or a job id.
 public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
     case all
@@ -405,6 +455,7 @@ public enum FrontendMessage: Sendable, Equatable {
     case deadDiscard(DeadDiscard)
     case jobInfo(JobInfoRequest)
     case jobInfoReply(JobInfoReply)
+    case cancel(CancelRequest)
     case ping(Ping)
     case pong(Pong)
     case ok(OKReply)
@@ -426,6 +477,7 @@ public enum FrontendMessage: Sendable, Equatable {
         case .deadDiscard(let m): m
         case .jobInfo(let m): m
         case .jobInfoReply(let m): m
+        case .cancel(let m): m
         case .ping(let m): m
         case .pong(let m): m
         case .ok(let m): m
@@ -466,6 +518,7 @@ public enum FrontendMessage: Sendable, Equatable {
         case .deadDiscard: message = .deadDiscard(try DeadDiscard(from: &r))
         case .jobInfo: message = .jobInfo(try JobInfoRequest(from: &r))
         case .jobInfoReply: message = .jobInfoReply(try JobInfoReply(from: &r))
+        case .cancel: message = .cancel(try CancelRequest(from: &r))
         case .ping: message = .ping(try Ping(from: &r))
         case .pong: message = .pong(try Pong(from: &r))
         case .ok: message = .ok(try OKReply(from: &r))

@@ -18,6 +18,7 @@ extension DeadRetry: CarriesRequestID {}
 extension DeadDiscard: CarriesRequestID {}
 extension JobInfoRequest: CarriesRequestID {}
 extension JobInfoReply: CarriesRequestID {}
+extension CancelRequest: CarriesRequestID {}
 extension Ping: CarriesRequestID {}
 extension Pong: CarriesRequestID {}
 extension OKReply: CarriesRequestID {}

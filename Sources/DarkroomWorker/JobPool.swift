@@ -1,5 +1,6 @@
 import DarkroomImage
 import DarkroomPipeline
+import DarkroomProtocol
 import Dispatch
 import Foundation
 import Synchronization
@@ -25,6 +26,8 @@ final class JobPool: Sendable {
     typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ stages: StageDurations, _ elapsed: Duration) -> Void
 
     private let queue = Mutex<[WorkItem?]>([])
+    /// Runs cancelled before a thread took them: skipped when their turn comes.
+    private let cancelled = Mutex<Set<UInt64>>([])
     private let available = DispatchSemaphore(value: 0)
     private let threadCount: Int
 
@@ -35,6 +38,11 @@ final class JobPool: Sendable {
             let thread = Thread { [self] in
                 Thread.current.name = threadName  // the kernel's name too (see ServiceThread)
                 while let item = next() {
+                    if cancelled.withLock({ $0.remove(item.run) }) != nil {
+                        let detail = FailureMapping.detail(code: FailureDetail.Code.cancelled, reason: "cancelled before it started")
+                        completion(item.run, .failed(detail, retryable: false), StageDurations(), .zero)
+                        continue
+                    }
                     let clock = ContinuousClock()
                     let start = clock.now
                     let (outcome, stages) = JobPool.process(item)
@@ -49,6 +57,17 @@ final class JobPool: Sendable {
     func submit(_ item: WorkItem) {
         queue.withLock { $0.append(item) }
         available.signal()
+    }
+
+    /// Cancels a run: one still queued is skipped when its turn comes (its
+    /// completion reports the cancel); one already running finishes, and
+    /// the service thread drops its result.
+    func cancel(run: UInt64) {
+        // Under the queue's lock, so no thread takes the run in between
+        // (threads take `cancelled`'s lock only after releasing the queue's).
+        queue.withLock { items in
+            if items.contains(where: { $0?.run == run }) { cancelled.withLock { _ = $0.insert(run) } }
+        }
     }
 
     /// Lets every thread exit once it has finished its current job.

@@ -16,9 +16,9 @@ import Foundation
 ///     worker.stop(grace: .seconds(30))
 ///
 /// Threads: one service thread owns both sockets (broker backend, storage
-/// node) and a mailbox; `effectiveProcessingThreads` processing threads run
-/// the image work of the `slots` jobs and post results to the mailbox. `stop` and `wait` may be called from any
-/// thread. Over TCP the broker connection lives in a ZeroMQ context of its
+/// node) and a mailbox; `concurrency` processing threads run the image
+/// work of the jobs it holds and post results to the mailbox. `stop` and
+/// `wait` may be called from any thread. Over TCP the broker connection lives in a ZeroMQ context of its
 /// own (one more I/O thread), so that a stop can wait until its last
 /// messages have left; everything else uses the context it is given.
 public final class Worker: Sendable {

@@ -11,22 +11,24 @@ public struct WorkerConfiguration: Sendable {
     public var backendEndpoint: String
     /// The storage node's ROUTER (STORE, STORED).
     public var storeEndpoint: String
-    /// How many jobs the worker works on at once, 1…1024: processing them
-    /// or waiting for their STORED. A slot stays busy from the JOB until its
-    /// DONE or FAIL, which includes the STORE round trip, so for small jobs
-    /// more slots than processors keep the processors busy while results
-    /// wait for the storage node's commit.
+    /// How many jobs are processed (decoded, run, encoded) at the same
+    /// time, 1…1024: the processing threads. The number of processors by
+    /// default (CPU-bound threads beyond them add no throughput). The jobs
+    /// the worker holds beyond these wait for a thread, or for their STORED.
     public var concurrency: Int
-    /// How many jobs are processed (decoded, run, encoded) at the same time:
-    /// the processing threads. nil means `concurrency`, capped at the number
-    /// of processors (CPU-bound threads beyond that add no throughput). Jobs
-    /// beyond this wait in the worker for a free thread.
-    public var processingThreads: Int?
-    /// Jobs the worker takes on top of `concurrency`, so that a processing
-    /// thread finds its next job waiting while the previous result is being
-    /// stored and the broker is sending the next JOB. nil means one per
-    /// processing thread; 0 takes exactly `concurrency` jobs.
+    /// A fixed cap on the jobs held beyond the `concurrency` being
+    /// processed: the slots declared in READY are then `concurrency +
+    /// prefetch`, and the credit never exceeds them. nil (the default) sets
+    /// no cap but the protocol's 1024 slots: how many jobs the worker holds
+    /// is then up to its credit target (`CreditPlanner`), which follows the
+    /// measured job time and round trips within `inputBudget`.
     public var prefetch: Int?
+    /// The most input bytes the worker holds: the sum of the inputs of the
+    /// jobs it holds, each counted from its JOB to its DONE or FAIL. The
+    /// credit it grants counts each job still to come as large as the
+    /// average input so far. nil means `defaultInputBudget`. A single job
+    /// larger than the budget is still taken when the worker holds none.
+    public var inputBudget: Int?
     /// The worker id sent in READY: 1…64 bytes of printable ASCII, no spaces.
     /// New for each process by default: `<host>-<pid>-<random>`.
     public var workerID: String
@@ -68,8 +70,8 @@ public struct WorkerConfiguration: Sendable {
         storeRetryInterval: Duration = .milliseconds(2_500),
         limits: DecodeLimits = .default,
         curve: WorkerCurve? = nil,
-        processingThreads: Int? = nil,
-        prefetch: Int? = nil
+        prefetch: Int? = nil,
+        inputBudget: Int? = nil
     ) {
         self.backendEndpoint = backendEndpoint
         self.storeEndpoint = storeEndpoint
@@ -85,22 +87,71 @@ public struct WorkerConfiguration: Sendable {
         self.storeRetryInterval = storeRetryInterval
         self.limits = limits
         self.curve = curve
-        self.processingThreads = processingThreads
         self.prefetch = prefetch
+        self.inputBudget = inputBudget
     }
 
-    /// The slots declared in READY, the most credit the worker grants:
-    /// `concurrency` plus the prefetch, at most the protocol's 1024.
+    /// The slots declared in READY, the most jobs the worker ever holds
+    /// (processing them, waiting for a thread or for STORED):
+    /// `concurrency + prefetch` when `prefetch` is set, else the protocol's
+    /// 1024. The credit the worker grants follows its target
+    /// (`CreditPlanner`), which never exceeds them.
     public var slots: Int {
-        let extra = max(0, prefetch ?? effectiveProcessingThreads)
-        return min(Int(Wire.Limit.maxSlots), concurrency + extra)
+        guard let prefetch else { return Int(Wire.Limit.maxSlots) }
+        return min(Int(Wire.Limit.maxSlots), concurrency + max(0, prefetch))
     }
 
-    /// The processing threads actually started: `processingThreads`, or
-    /// `concurrency` capped at the processors; never more than `concurrency`.
-    public var effectiveProcessingThreads: Int {
-        let wanted = processingThreads ?? min(concurrency, ProcessInfo.processInfo.activeProcessorCount)
-        return max(1, min(wanted, concurrency))
+    /// `inputBudget`, or `defaultInputBudget`.
+    public var effectiveInputBudget: Int {
+        inputBudget ?? WorkerConfiguration.defaultInputBudget
+    }
+
+    /// 256 MiB, or a quarter of the memory this process may use (its
+    /// cgroup's limit, else the machine's memory) when that is less; at
+    /// least 16 MiB.
+    public static var defaultInputBudget: Int {
+        let quarter = (memoryLimit ?? Int(clamping: ProcessInfo.processInfo.physicalMemory)) / 4
+        return max(16 << 20, min(256 << 20, quarter))
+    }
+
+    /// The memory limit of this process's cgroup (v2 `memory.max`, v1
+    /// `memory.limit_in_bytes`, in its own cgroup directory or at the
+    /// mount's root), or nil when there is none.
+    static var memoryLimit: Int? {
+        var paths: [String] = []
+        let membership = (try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)) ?? ""
+        for line in membership.split(separator: "\n") {
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            let path = fields[2] == "/" ? "" : String(fields[2])
+            if fields[1].isEmpty { paths.append("/sys/fs/cgroup\(path)/memory.max") }
+            if fields[1].split(separator: ",").contains("memory") { paths.append("/sys/fs/cgroup/memory\(path)/memory.limit_in_bytes") }
+        }
+        paths += ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        let limits = paths.compactMap { path -> Int? in
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+                  let limit = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+            // v2 says "max" for no limit (no number), v1 a number near Int64.max.
+            return limit > 0 && limit < 1 << 50 ? limit : nil
+        }
+        return limits.min()
+    }
+
+    /// A byte count as people write it: `268435456`, `256MiB`, `256M`,
+    /// `64KiB`, `1G`. K, M and G are powers of 1024, with or without
+    /// `iB` or `B`. Nil when the text is none of these or is not positive.
+    public static func parseByteCount(_ text: String) -> Int? {
+        var digits = Substring(text.trimmingCharacters(in: .whitespaces))
+        var unit = 1
+        for (suffix, factor) in [("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30),
+                                 ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("b", 1)] where digits.lowercased().hasSuffix(suffix) {
+            digits = digits.dropLast(suffix.count)
+            unit = factor
+            break
+        }
+        guard let count = Int(digits.trimmingCharacters(in: .whitespaces)), count > 0 else { return nil }
+        let (bytes, overflow) = count.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : bytes
     }
 
     /// The number of cores this process may use, within 1…1024.
@@ -137,8 +188,8 @@ public struct WorkerConfiguration: Sendable {
         guard (1...Int(Wire.Limit.maxSlots)).contains(concurrency) else {
             throw WorkerError("concurrency must be 1…\(Wire.Limit.maxSlots), got \(concurrency)")
         }
-        if let processingThreads, !(1...Int(Wire.Limit.maxSlots)).contains(processingThreads) {
-            throw WorkerError("processing threads must be 1…\(Wire.Limit.maxSlots), got \(processingThreads)")
+        if let inputBudget, inputBudget < 1 {
+            throw WorkerError("input budget must be at least 1 byte, got \(inputBudget)")
         }
         if let prefetch, !(0...Int(Wire.Limit.maxSlots)).contains(prefetch) {
             throw WorkerError("prefetch must be 0…\(Wire.Limit.maxSlots), got \(prefetch)")

@@ -22,8 +22,10 @@ enum WorkerEvent: Sendable {
 /// work itself: jobs go to the `JobPool`, results come back through the mailbox.
 ///
 /// A slot is busy from the JOB until its DONE or FAIL is sent (processing, then
-/// storing); only then does the worker grant one more CREDIT. The broker
-/// therefore never has more jobs outstanding here than `slots`.
+/// storing). At the end of each loop turn the worker tops its credit up to
+/// the target of its `CreditPlanner` (jobs held plus credit outstanding),
+/// which adapts to the measured job time and round trips and never exceeds
+/// `slots`, so the broker never has more jobs outstanding here than that.
 final class WorkerLoop {
     let configuration: WorkerConfiguration
     let context: Context
@@ -81,8 +83,19 @@ final class WorkerLoop {
     private var reconnectAt: ContinuousClock.Instant?
     private var backoff: Duration
     private var credit = 0
-    /// Slots freed during this loop turn, granted in one CREDIT at its end.
-    private var freedThisTurn = 0
+    /// When the outstanding credit was granted, oldest first, as counts:
+    /// a JOB uses the oldest unit, and the time since it was granted is a
+    /// sample of the broker's round trip.
+    private var creditGrants: [(at: ContinuousClock.Instant, count: Int)] = []
+    /// The PING on the broker connection that waits for its PONG, and when
+    /// the next is due: PONG times are the plainest broker round trips.
+    private var pendingPing: (requestID: UInt64, sent: ContinuousClock.Instant)?
+    private var nextPing: ContinuousClock.Instant
+    private var nextPingID: UInt64 = 1
+    /// The broker answered a PING with ERROR (one from before PING was
+    /// valid on the backend): no more PINGs on this connection.
+    private var pingRefused = false
+    static let pingInterval: Duration = .seconds(1)
     /// DONE and FAIL to send after the next READY, listed in its HOLDING:
     /// those produced while no broker connection was open, and those still
     /// in doubt when the last one was dropped.
@@ -106,6 +119,17 @@ final class WorkerLoop {
     /// from the broker (see `WorkerStatus.longestBrokerSilence`).
     private var longestSilence: Duration = .zero
 
+    // Credit.
+    /// What decides how much credit to grant, from what was measured.
+    private var planner: CreditPlanner
+    /// The moment the planner's sample times count from.
+    private let origin: ContinuousClock.Instant
+    /// The bytes the held jobs take (the sum of their `RunningJob.bytes`).
+    private var heldBytes = 0
+    /// The credit target last logged, and when.
+    private var loggedTarget = 0
+    private var targetLoggedAt: ContinuousClock.Instant?
+
     // Jobs in their slots.
     private var jobs: [UInt64: RunningJob] = [:]
     private var nextRun: UInt64 = 1
@@ -125,7 +149,6 @@ final class WorkerLoop {
     /// `configuration.slots`, read once: it asks the system for the processor
     /// count, which reads cgroup files, and the loop needs it for every job.
     private let slots: Int
-    private var freeSlots: Int { max(0, slots - jobs.count) }
     private var stopping: Bool { stopDeadline != nil }
 
     struct RunningJob {
@@ -135,6 +158,9 @@ final class WorkerLoop {
         var pipeline: String
         var received: ContinuousClock.Instant
         var storing: StoreAttempt?
+        /// The size of its input, counted against the input budget until
+        /// the job's DONE or FAIL.
+        var bytes: Int
     }
 
     struct StoreAttempt {
@@ -145,6 +171,9 @@ final class WorkerLoop {
         var deadline: ContinuousClock.Instant
         var nextSend: ContinuousClock.Instant
         var sends = 0
+        /// When the first send left: STORED after one send is a sample of
+        /// the storage node's round trip.
+        var firstSent: ContinuousClock.Instant?
     }
 
     enum Report {
@@ -194,9 +223,17 @@ final class WorkerLoop {
         let now = clock.now
         lastHeard = now
         lastSent = now
+        nextPing = now
+        origin = now
         backoff = configuration.reconnectInitial
+        planner = CreditPlanner(CreditPlanner.Limits(threads: configuration.concurrency, slots: slots,
+                                                     inputBudget: configuration.effectiveInputBudget))
         snapshot = WorkerStatus(slots: slots)
-        pool = JobPool(threads: configuration.effectiveProcessingThreads, name: "darkroom-job") { run, outcome, stages, elapsed in
+        snapshot.threads = planner.limits.threads
+        snapshot.inputBudget = planner.limits.inputBudget
+        snapshot.creditTarget = planner.target(at: .zero)
+        snapshot.peakCreditTarget = snapshot.creditTarget
+        pool = JobPool(threads: configuration.concurrency, name: "darkroom-job") { run, outcome, stages, elapsed in
             mailbox.post(.finished(run: run, outcome: outcome, stages: stages, elapsed: elapsed))
         }
         do {
@@ -214,7 +251,7 @@ final class WorkerLoop {
     // MARK: The loop
 
     func run() {
-        logger.info("worker \(configuration.workerID) on \(configuration.host): \(slots) slot(s), broker \(configuration.backendEndpoint), store \(configuration.storeEndpoint)")
+        logger.info("worker \(configuration.workerID) on \(configuration.host): \(slots) slot(s), \(planner.limits.threads) thread(s), input budget \(WorkerLoop.mebibytes(planner.limits.inputBudget)), starting credit target \(snapshot.creditTarget), broker \(configuration.backendEndpoint), store \(configuration.storeEndpoint)")
         while !finished {
             do {
                 let result = try poller.poll(timeoutMilliseconds: pollTimeout())
@@ -227,8 +264,8 @@ final class WorkerLoop {
                 // Publish before the CREDIT goes out, so that whoever sees the
                 // CREDIT (or the DONE before it) also sees the status that led to it.
                 publishStatus()
-                if !stopping { grant(freedThisTurn) }
-                freedThisTurn = 0
+                if !stopping { topUp() }
+                noteTarget()
             } catch let error as ZMQError where error.isTerminated {
                 logger.warn("context shut down; exiting without handing jobs back")
                 break
@@ -252,6 +289,7 @@ final class WorkerLoop {
         // `Worker.stop` return and the process exit.
         if backendContext !== context { backendContext.close() }
         publishStatus()
+        logger.info("credit: highest target \(snapshot.peakCreditTarget), most jobs held \(snapshot.peakRunning), most bytes held \(snapshot.peakHeldBytes) (\(WorkerLoop.mebibytes(snapshot.peakHeldBytes)) of a \(WorkerLoop.mebibytes(planner.limits.inputBudget)) budget)")
         logger.info("worker \(configuration.workerID) stopped; longest broker silence \(WorkerLoop.seconds(longestSilence))")
     }
 
@@ -267,12 +305,45 @@ final class WorkerLoop {
         return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction) s"
     }
 
+    /// Bytes as MiB with one decimal: `12.5 MiB`.
+    static func mebibytes(_ bytes: Int) -> String {
+        let tenths = (max(0, bytes) * 10 + (1 << 19)) >> 20
+        return "\(tenths / 10).\(tenths % 10) MiB"
+    }
+
     private func publishStatus() {
         snapshot.running = jobs.count
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
         snapshot.stopping = stopping
         snapshot.connected = backend != nil
+        snapshot.creditOutstanding = credit
+        snapshot.heldBytes = heldBytes
+        snapshot.peakHeldBytes = max(snapshot.peakHeldBytes, heldBytes)
         status.publish(snapshot)
+    }
+
+    /// Puts the planner's target and estimates in the status, and logs
+    /// the target when it has moved by a quarter or more since it was last
+    /// logged, at most once a second.
+    private func noteTarget() {
+        let now = clock.now
+        let since = now - origin
+        let target = planner.target(at: since)
+        snapshot.creditTarget = target
+        snapshot.peakCreditTarget = max(snapshot.peakCreditTarget, target)
+        snapshot.jobTime = planner.jobTime
+        snapshot.brokerRoundTrip = planner.brokerRoundTrip(at: since)
+        snapshot.storeRoundTrip = planner.storeRoundTrip(at: since)
+        guard abs(target - loggedTarget) * 4 >= max(loggedTarget, 4) else { return }
+        if let targetLoggedAt, now - targetLoggedAt < .seconds(1) { return }
+        loggedTarget = target
+        targetLoggedAt = now
+        func ms(_ duration: Duration?) -> String {
+            guard let duration else { return "?" }
+            let value = duration.fractionalMilliseconds
+            return value < 10 ? "\((value * 10).rounded() / 10) ms" : "\(Int(value.rounded())) ms"
+        }
+        logger.info("credit target \(target) job(s): \(planner.limits.threads) thread(s), \(ms(snapshot.jobTime)) a job, round trips broker \(ms(snapshot.brokerRoundTrip)) store \(ms(snapshot.storeRoundTrip)); holding \(jobs.count) job(s), \(WorkerLoop.mebibytes(heldBytes)) of \(WorkerLoop.mebibytes(planner.limits.inputBudget)); cap \(slots)")
     }
 
     private func pollTimeout() -> Int {
@@ -280,6 +351,7 @@ final class WorkerLoop {
         var next = now + .seconds(1)
         if backend != nil {
             next = min(next, lastHeard + liveness, lastSent + configuration.heartbeatInterval)
+            if !stopping, !pingRefused { next = min(next, nextPing) }
         } else if let reconnectAt {
             next = min(next, reconnectAt)
         }
@@ -326,8 +398,11 @@ final class WorkerLoop {
                     logger.warn("broker at \(configuration.backendEndpoint) silent for \(liveness); reconnecting until it answers (one line when it does)")
                 }
                 dropBackend()
-            } else if now - lastSent >= configuration.heartbeatInterval {
-                sendToBroker(BackendMessage.heartbeat.frames())
+            } else {
+                if !stopping, !pingRefused, now >= nextPing { sendPing() }
+                if now - lastSent >= configuration.heartbeatInterval {
+                    sendToBroker(BackendMessage.heartbeat.frames())
+                }
             }
         } else if let reconnectAt, now >= reconnectAt {
             do {
@@ -416,7 +491,10 @@ final class WorkerLoop {
         let reports = unsentReports
         unsentReports = []
         for report in reports { sendToBroker(report) }
-        if !stopping, freeSlots > 0 { grant(freeSlots) }
+        if !stopping {
+            topUp()
+            sendPing()
+        }
     }
 
     /// Every job HOLDING must list: those holding a slot, in the order they
@@ -462,7 +540,10 @@ final class WorkerLoop {
         backend?.close()
         backend = nil
         credit = 0
-        freedThisTurn = 0
+        creditGrants = []
+        pendingPing = nil
+        pingRefused = false
+        nextPing = clock.now
         rebuildPoller()
         reconnectAt = clock.now + jittered(delay ?? backoff)
         if delay == nil { backoff = min(backoff * 2, configuration.reconnectMaximum) }
@@ -531,7 +612,7 @@ final class WorkerLoop {
                 }
                 storeRefusal = nil
                 storeReached = true
-                if !stopping { grant(freeSlots - credit) }
+                if !stopping { topUp() }
                 continue
             }
             guard let refusal, storeRefusal == nil else { continue }
@@ -557,10 +638,12 @@ final class WorkerLoop {
     /// Sends to the broker. A send that fails still counts as sent for the
     /// heartbeat's timing, or the loop would try again at once, and again,
     /// as fast as it can; failures are logged once until one succeeds.
-    private func sendToBroker(_ frames: [[UInt8]]) {
+    /// Without `isHeartbeat` (a PING) the message does not count: the
+    /// HEARTBEAT is still sent when nothing else was.
+    private func sendToBroker(_ frames: [[UInt8]], isHeartbeat: Bool = true) {
         guard let backend else { return }
         let now = clock.now
-        lastSent = now
+        if isHeartbeat { lastSent = now }
         do {
             try backend.send(frames, dontWait: true)
             if let (lasted, tries) = sendTrouble.ended(at: now) {
@@ -581,10 +664,49 @@ final class WorkerLoop {
         if reportsInDoubt.count > 2 * Holding.maxEntries { reportsInDoubt.removeFirst(reportsInDoubt.count - Holding.maxEntries) }
     }
 
+    /// Grants the credit the planner asks for now: up to its target, less
+    /// the jobs held and the credit outstanding, within the input budget.
+    /// None while the storage node is out of reach or refuses this worker,
+    /// and none once stopping (callers check).
+    private func topUp() {
+        guard backend != nil, storeReached, storeRefusal == nil else { return }
+        let count = planner.creditToGrant(held: jobs.count, heldBytes: heldBytes, outstanding: credit, at: clock.now - origin)
+        grant(count)
+    }
+
     private func grant(_ count: Int) {
         guard count > 0, backend != nil, storeReached, storeRefusal == nil else { return }
         credit += count
+        creditGrants.append((clock.now, count))
         sendToBroker(BackendMessage.credit(Credit(count: UInt32(count))).frames())
+    }
+
+    /// Uses the oldest unit of outstanding credit for a JOB that came now,
+    /// and tells the planner how long that credit waited.
+    private func useCredit(now: ContinuousClock.Instant) {
+        guard credit > 0 else { return }
+        credit -= 1
+        guard !creditGrants.isEmpty else { return }
+        planner.noteCreditToJob(now - creditGrants[0].at, at: now - origin)
+        creditGrants[0].count -= 1
+        if creditGrants[0].count <= 0 { creditGrants.removeFirst() }
+    }
+
+    /// Sends a PING to the broker, whose PONG measures the round trip. A
+    /// PING that got no PONG by the next one is forgotten.
+    ///
+    /// A PING does not stand in for a HEARTBEAT: a broker answers PING from
+    /// any connection, one it does not know too (after it restarted, say),
+    /// while a HEARTBEAT from such a connection gets DISCONNECT. A worker
+    /// that only PINGed while idle would hear PONGs and never learn that it
+    /// must register again.
+    private func sendPing() {
+        guard backend != nil, !pingRefused else { return }
+        let now = clock.now
+        pendingPing = (nextPingID, now)
+        sendToBroker(BackendMessage.ping(Ping(requestID: nextPingID)).frames(), isHeartbeat: false)
+        nextPingID += 1
+        nextPing = now + WorkerLoop.pingInterval
     }
 
     private func handleBackend(_ frames: [[UInt8]]) {
@@ -616,11 +738,22 @@ final class WorkerLoop {
             // The broker is alive and asked for a new session: no need to wait
             // out a silence, only the backoff that stops a DISCONNECT loop.
         case .error(let reply):
+            if let pendingPing, reply.requestID == pendingPing.requestID {
+                pingRefused = true
+                self.pendingPing = nil
+                logger.info("the broker answers PING with ERROR \(reply.code) (\(reply.reason)); its round trip is measured from CREDIT to JOB alone")
+                return
+            }
             logger.warn("broker answered ERROR \(reply.code): \(reply.reason)")
-        case .pong:
-            break
+        case .pong(let pong):
+            if let pendingPing, pong.requestID == pendingPing.requestID {
+                planner.notePing(now - pendingPing.sent, at: now - origin)
+                self.pendingPing = nil
+            }
         case .ping(let ping):
             sendToBroker(Pong(requestID: ping.requestID).frames())
+        case .cancelJob(let request):
+            cancel(request)
         case .ready, .credit, .done, .fail, .holding:
             logger.warn("broker: dropped \(message.command), which only a worker sends")
             sendToBroker(ErrorReply(requestID: 0, code: .unexpectedCommand, reason: "\(message.command.name) is sent by workers, not to them").frames())
@@ -628,6 +761,25 @@ final class WorkerLoop {
     }
 
     // MARK: Jobs
+
+    /// CANCEL-JOB: the job stops for good. Its slot is freed and FAIL
+    /// `job.cancelled` (not retryable) goes to the broker at once; the
+    /// result of a run still going is dropped when it comes, so nothing is
+    /// stored for it. A job whose STORE is already out is left to finish:
+    /// its DONE tells the broker the cancel came too late.
+    private func cancel(_ request: CancelJob) {
+        guard let run = jobs.first(where: { $0.value.jobID == request.jobID && $0.value.attempt == request.attempt })?.key else {
+            logger.debug("CANCEL-JOB for job \(request.jobID) attempt \(request.attempt), which this worker does not run")
+            return
+        }
+        guard jobs[run]?.storing == nil else {
+            logger.info("job \(request.jobID) attempt \(request.attempt): cancel came while storing; letting it finish")
+            return
+        }
+        pool.cancel(run: run)
+        let detail = FailureMapping.detail(code: FailureDetail.Code.cancelled, reason: "cancelled while running")
+        report(run: run, .fail(detail, retryable: false))
+    }
 
     private func accept(_ job: JobDispatch) {
         let label = "job \(job.jobID) attempt \(job.attempt)"
@@ -645,14 +797,18 @@ final class WorkerLoop {
             sendToBroker(Fail(jobID: job.jobID, attempt: job.attempt, retryable: true, failure: detail).frames())
             return
         }
+        let now = clock.now
         if credit > 0 {
-            credit -= 1
+            useCredit(now: now)
         } else {
             logger.warn("\(label): JOB without outstanding credit; running it in a free slot")
         }
+        planner.noteInput(bytes: job.image.count)
         let run = nextRun
         nextRun += 1
-        jobs[run] = RunningJob(jobID: job.jobID, attempt: job.attempt, sourceName: job.sourceName, pipeline: job.pipeline, received: clock.now)
+        jobs[run] = RunningJob(jobID: job.jobID, attempt: job.attempt, sourceName: job.sourceName, pipeline: job.pipeline, received: now,
+                               bytes: job.image.count)
+        heldBytes += job.image.count
         let thumbnail = Size(width: Int(job.options.thumbnailWidth), height: Int(job.options.thumbnailHeight))
         let options = DarkroomPipeline.JobOptions(
             thumbnail: thumbnail,
@@ -669,6 +825,7 @@ final class WorkerLoop {
             logger.debug("run \(run) finished after its job was handed back; result dropped")
             return
         }
+        planner.noteJob(elapsed)
         switch outcome {
         case let .failed(detail, retryable):
             report(run: run, .fail(detail, retryable: retryable))
@@ -721,6 +878,7 @@ final class WorkerLoop {
         do {
             try store.send(attempt.frames, dontWait: true)
             attempt.sends += 1
+            if attempt.firstSent == nil { attempt.firstSent = now }
             attempt.nextSend = now + configuration.storeRetryInterval
         } catch let error as ZMQError where error.isWouldBlock {
             // No live connection to the storage node yet: try again soon.
@@ -748,6 +906,11 @@ final class WorkerLoop {
                 logger.debug("store: STORED for request \(stored.requestID) (job \(stored.jobID)) matches no waiting job")
                 return
             }
+            // After a resend it is unclear which send STORED answers.
+            if let attempt = jobs[run]?.storing, attempt.sends == 1, let sent = attempt.firstSent {
+                let now = clock.now
+                planner.noteStore(now - sent, at: now - origin)
+            }
             report(run: run, .done(recordID: stored.recordID))
         case .error(let reply):
             guard let run = storeRequests[reply.requestID], jobs[run] != nil else {
@@ -765,10 +928,12 @@ final class WorkerLoop {
     }
 
     /// Ends a job: one DONE or FAIL to the broker, one log line, and the slot
-    /// becomes free again: it is granted with the other slots freed in this
-    /// loop turn, in one CREDIT, unless the worker is stopping.
+    /// becomes free again: the credit is topped up at the end of the loop
+    /// turn, in one CREDIT with the other slots freed, unless the worker is
+    /// stopping.
     private func report(run: UInt64, _ result: Report) {
         guard let job = jobs.removeValue(forKey: run) else { return }
+        heldBytes -= job.bytes
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
         // Built only when the line is logged: the text costs more than the
         // rest of the report.
@@ -794,7 +959,6 @@ final class WorkerLoop {
         let unsent = UnsentReport(jobID: job.jobID, attempt: job.attempt, frames: frames)
         if backend != nil {
             sendToBroker(unsent)
-            if !stopping { freedThisTurn += 1 }
         } else {
             // Sent after the next READY and its HOLDING; the CREDIT that
             // follows counts this slot.

@@ -30,6 +30,33 @@ public struct WorkerStatus: Sendable, Equatable {
     /// How long each stage of the jobs took, over the life of the worker.
     public var stageTimes = JobStageTimes()
 
+    // Credit (see `CreditPlanner`).
+    /// The jobs (held plus credit outstanding) the worker aims for now:
+    /// enough to keep its threads busy across both round trips, within
+    /// `slots` and the input budget.
+    public var creditTarget: Int = 0
+    /// The highest `creditTarget` so far.
+    public var peakCreditTarget: Int = 0
+    /// Credit granted on the current connection that no JOB has used yet.
+    public var creditOutstanding: Int = 0
+    /// Processing threads.
+    public var threads: Int = 0
+    /// The most input bytes the worker holds (`WorkerConfiguration.inputBudget`).
+    public var inputBudget: Int = 0
+    /// The input bytes of the jobs held now, each counted from its JOB to
+    /// its DONE or FAIL.
+    public var heldBytes: Int = 0
+    /// The most input bytes ever held at once.
+    public var peakHeldBytes: Int = 0
+    /// The measured processing time of one job on one thread (a moving
+    /// average); nil before the first job.
+    public var jobTime: Duration?
+    /// The measured round trip to the broker (CREDIT to JOB, bounded by
+    /// PING); nil before the first sample.
+    public var brokerRoundTrip: Duration?
+    /// The measured round trip to the storage node (STORE to STORED).
+    public var storeRoundTrip: Duration?
+
     public init(slots: Int) { self.slots = slots }
 }
 

@@ -78,8 +78,8 @@ enum FieldType {
     case json
     /// HOLDING's list of 30-byte entries.
     case held
-    /// DEAD-RETRY and DEAD-DISCARD: "all" or a job id.
-    case target
+    /// DEAD-RETRY and DEAD-DISCARD: "all" or a job id; CANCEL: "queued" or a job id.
+    case target(keyword: String)
     case pipeline
     /// EVENTS frame 3: length-prefixed event records.
     case records
@@ -99,7 +99,9 @@ enum FieldType {
         case .replay: return [("request id", .requestID), ("from seq", .u64), ("limit", .u32(0...UInt32.max))]
         case .replayEnd: return [("request id", .requestID), ("last seq", .u64), ("head seq", .u64)]
         case .deadList, .list: return [("request id", .requestID), ("limit", .u32(1...1000)), ("after", .optionalULID)]
-        case .deadRetry, .deadDiscard: return [("request id", .requestID), ("target", .target)]
+        case .deadRetry, .deadDiscard: return [("request id", .requestID), ("target", .target(keyword: "all"))]
+        case .cancel: return [("request id", .requestID), ("target", .target(keyword: "queued"))]
+        case .cancelJob: return [("job id", .ulid), ("attempt", .u32(1...UInt32.max))]
         case .jobInfo: return [("request id", .requestID), ("job id", .ulid)]
         case .jobInfoReply: return [("request id", .requestID), ("story", .json)]
         case .ready: return [("worker id", .token(1...64)), ("host", line(1...255)), ("pid", .u32(0...UInt32.max)), ("slots", .u32(1...1024))]
@@ -267,7 +269,7 @@ struct FuzzMaker {
         let id = requestID()
         switch (socket, replies) {
         case (.frontend, false):
-            switch random.below(9) {
+            switch random.below(10) {
             case 0, 1:
                 let image = random.percent(20) ? corpus.photo : [0xFF, 0xD8] + random.bytes(random.int(in: 0...40))
                 return Submit(requestID: id, priority: UInt8(random.int(in: 0...9)), options: jobOptions(),
@@ -279,6 +281,7 @@ struct FuzzMaker {
             case 5: return DeadRetry(requestID: id, target: .job(ulid())).frames()
             case 6: return DeadDiscard(requestID: id, target: .job(ulid())).frames()
             case 7: return JobInfoRequest(requestID: id, jobID: ulid()).frames()
+            case 8: return CancelRequest(requestID: id, target: .job(ulid())).frames()
             default: return Ping(requestID: id).frames()
             }
         case (.frontend, true):
@@ -305,6 +308,7 @@ struct FuzzMaker {
             }
         case (.backend, true):
             if random.percent(50) { return ErrorReply(requestID: 0, code: .malformed, reason: "an ERROR to the broker").frames() }
+            if random.percent(30) { return CancelJob(jobID: ulid(), attempt: UInt32(random.int(in: 1...3))).frames() }
             return JobDispatch(jobID: ulid(), attempt: 1, options: .default, pipeline: "grayscale", sourceName: "a.jpg", image: corpus.photo).frames()
         case (.store, false):
             switch random.below(6) {
@@ -552,12 +556,14 @@ struct FuzzMaker {
             let pick = random.pick(choices)
             return Mutation(Array(pick.utf8), "JSON \(pick.prefix(12))", malformed: nil)
         case .held: return held(frame)
-        case .target:
-            // "all", or a job id: 26 characters of canonical base32 (section 5.4).
-            let choices = ["everything", "ALL", "all ", "", " all", "all\u{0}", ulid().description.lowercased(), ulid().description + "0",
-                           "8" + ulid().description.dropFirst(), "all"]
+        case .target(let keyword):
+            // The keyword ("all" for DEAD-RETRY and DEAD-DISCARD, "queued" for
+            // CANCEL), or a job id: 26 characters of canonical base32 (sections 5.4, 5.6).
+            let other = keyword == "all" ? "queued" : "all"
+            let choices = ["everything", keyword.uppercased(), keyword + " ", "", " " + keyword, keyword + "\u{0}", other,
+                           ulid().description.lowercased(), ulid().description + "0", "8" + ulid().description.dropFirst(), keyword]
             let pick = random.pick(choices)
-            return Mutation(Array(pick.utf8), "target '\(pick)'", malformed: pick != "all")
+            return Mutation(Array(pick.utf8), "target '\(pick)'", malformed: pick != keyword)
         case .pipeline:
             if random.percent(45) {
                 let pick = random.pick(FuzzCorpus.badPipelines)

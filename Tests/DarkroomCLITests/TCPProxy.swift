@@ -8,14 +8,17 @@ import Glibc
 /// server port, to break the network for real: `cut()` closes every
 /// connection through it and refuses new ones (the port stops listening),
 /// `restore()` listens again on the same port. With `delay`, each chunk is
-/// held that long before it is passed on, for tests of a slow link.
+/// passed on that long after it was read, for tests of a distant link: a
+/// delay line, so a round trip gains twice the delay while the bytes keep
+/// flowing (chunks read meanwhile are not held up behind it).
 ///
 /// One thread accepts (it alone opens and closes the listening socket);
 /// each connection has a thread per direction that reads a chunk and writes
-/// it on. A connection's two sockets are closed by the last of its two
-/// threads to finish, under the lock, and everything else only calls
-/// `shutdown` on them under the same lock, so no descriptor is used after
-/// it was closed (and perhaps reused by another socket).
+/// it on, or with a delay two: one reads chunks into a `DelayLine`, the
+/// other writes each when it is due. A connection's two sockets are closed
+/// by the last of its threads to finish, under the lock, and everything
+/// else only calls `shutdown` on them under the same lock, so no descriptor
+/// is used after it was closed (and perhaps reused by another socket).
 final class TCPProxy: Sendable {
     /// The port clients connect to.
     let port: Int
@@ -26,8 +29,8 @@ final class TCPProxy: Sendable {
     private struct Connection {
         var client: Int32
         var upstream: Int32
-        /// Pump threads still running (2, then 1, then the sockets close).
-        var pumps = 2
+        /// Threads still running (2 or 4; at 0 the sockets close).
+        var pumps: Int
     }
 
     private struct State {
@@ -168,7 +171,7 @@ final class TCPProxy: Sendable {
             guard connected == 0, s.wantOpen, !s.stopping else { return nil }
             s.nextID += 1
             s.accepted += 1
-            s.connections[s.nextID] = Connection(client: client, upstream: upstream)
+            s.connections[s.nextID] = Connection(client: client, upstream: upstream, pumps: delay > .zero ? 4 : 2)
             return s.nextID
         }
         guard let id else {
@@ -177,10 +180,51 @@ final class TCPProxy: Sendable {
             return
         }
         for (from, to) in [(client, upstream), (upstream, client)] {
-            let thread = Thread { [self] in pump(id, from: from, to: to) }
-            thread.name = "tcp-proxy-\(port)-\(id)"
-            thread.start()
+            var threads: [Thread] = []
+            if delay > .zero {
+                let line = DelayLine()
+                threads.append(Thread { [self] in read(id, from: from, into: line) })
+                threads.append(Thread { [self] in deliver(id, from: line, to: to) })
+            } else {
+                threads.append(Thread { [self] in pump(id, from: from, to: to) })
+            }
+            for thread in threads {
+                thread.name = "tcp-proxy-\(port)-\(id)"
+                thread.start()
+            }
         }
+    }
+
+    /// The most bytes a delay line holds before its reader waits.
+    static let delayLineBytes = 64 << 20
+
+    /// Reads chunks into the delay line, each due `delay` from now, until
+    /// the socket ends; then marks the end, so that what was read is still
+    /// delivered before the connection closes.
+    private func read(_ id: Int, from: Int32, into line: DelayLine) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            while line.heldBytes > TCPProxy.delayLineBytes { Thread.sleep(forTimeInterval: 0.001) }
+            let count = buffer.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            line.append(Array(buffer[..<count]), due: .now + delay)
+        }
+        line.end(due: .now + delay)
+        finish(id, closing: false)
+    }
+
+    /// Writes each chunk of the delay line when it is due, until its end or
+    /// a failed write; then ends the whole connection.
+    private func deliver(_ id: Int, from line: DelayLine, to: Int32) {
+        copying: while let chunk = line.next() {
+            var sent = 0
+            while sent < chunk.count {
+                let n = chunk.withUnsafeBytes { send(to, $0.baseAddress! + sent, chunk.count - sent, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { break copying }
+                sent += n
+            }
+        }
+        finish(id, closing: true)
     }
 
     /// Copies from one socket to the other until either end closes or the
@@ -190,7 +234,6 @@ final class TCPProxy: Sendable {
         copying: while true {
             let count = buffer.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
             if count <= 0 { break }
-            if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18) }
             var sent = 0
             while sent < count {
                 let n = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
@@ -198,10 +241,18 @@ final class TCPProxy: Sendable {
                 sent += n
             }
         }
+        finish(id, closing: true)
+    }
+
+    /// One of a connection's threads is done: with `closing`, both sockets
+    /// are shut down (the connection ends); the last thread closes them.
+    private func finish(_ id: Int, closing: Bool) {
         state.withLock { s in
             guard var connection = s.connections[id] else { return }
-            shutdown(connection.client, Int32(SHUT_RDWR))
-            shutdown(connection.upstream, Int32(SHUT_RDWR))
+            if closing {
+                shutdown(connection.client, Int32(SHUT_RDWR))
+                shutdown(connection.upstream, Int32(SHUT_RDWR))
+            }
             connection.pumps -= 1
             if connection.pumps == 0 {
                 close(connection.client)
@@ -239,5 +290,54 @@ final class TCPProxy: Sendable {
             throw HarnessError("proxy: cannot listen on 127.0.0.1:\(port): errno \(code)")
         }
         return fd
+    }
+}
+
+/// Chunks of one direction of a delayed connection, each with the moment it
+/// is due: the reading thread appends, the writing thread takes them in
+/// order as they fall due.
+final class DelayLine: Sendable {
+    private struct State {
+        var chunks: [(due: ContinuousClock.Instant, bytes: [UInt8]?)] = []
+        var first = 0
+        var held = 0
+    }
+
+    private let state = Mutex(State())
+
+    var heldBytes: Int { state.withLock { $0.held } }
+
+    func append(_ bytes: [UInt8], due: ContinuousClock.Instant) {
+        state.withLock { s in
+            s.chunks.append((due, bytes))
+            s.held += bytes.count
+        }
+    }
+
+    /// Marks the end: `next` returns nil once it is due.
+    func end(due: ContinuousClock.Instant) {
+        state.withLock { $0.chunks.append((due, nil)) }
+    }
+
+    /// The next chunk once it is due (waiting for it), or nil at the end.
+    func next() -> [UInt8]? {
+        while true {
+            let now = ContinuousClock.now
+            let (ready, wait): ([UInt8]??, Duration) = state.withLock { s in
+                guard s.first < s.chunks.count else { return (nil, .milliseconds(1)) }
+                let (due, bytes) = s.chunks[s.first]
+                guard due <= now else { return (nil, min(due - now, .milliseconds(5))) }
+                s.first += 1
+                s.held -= bytes?.count ?? 0
+                // Drop what was taken once it is most of the array.
+                if s.first > 1024, s.first * 2 > s.chunks.count {
+                    s.chunks.removeFirst(s.first)
+                    s.first = 0
+                }
+                return (.some(bytes), .zero)
+            }
+            if let ready { return ready }
+            Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
+        }
     }
 }

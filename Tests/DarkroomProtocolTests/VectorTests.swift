@@ -237,6 +237,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("requestID", d.requestID); set("list.total", d.list.total)
             set("list.jobs.0.jobID", d.list.jobs.first?.jobID); set("list.jobs.0.errorCode", d.list.jobs.first?.errorCode)
             set("list.jobs.0.stepIndex", d.list.jobs.first?.stepIndex)
+        case .cancel(let c): set("requestID", c.requestID); set("target", c.target)
         case .jobInfo(let j): set("requestID", j.requestID); set("jobID", j.jobID)
         case .jobInfoReply(let j):
             set("requestID", j.requestID); set("story.state", j.story.state)
@@ -264,6 +265,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .holding(let h):
             set("count", h.jobs.count)
             for (i, entry) in h.jobs.enumerated() { set("jobs.\(i).jobID", entry.jobID); set("jobs.\(i).attempt", entry.attempt) }
+        case .cancelJob(let c): set("jobID", c.jobID); set("attempt", c.attempt)
         case .heartbeat, .disconnect: break
         case .ping(let p): set("requestID", p.requestID)
         case .pong(let p): set("requestID", p.requestID)

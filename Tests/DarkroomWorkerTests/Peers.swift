@@ -51,13 +51,19 @@ struct TestBroker {
         router = try BoundRouter(context, endpoint: endpoint)
     }
 
-    /// The next backend message other than HEARTBEAT, or nil after `seconds`.
+    /// The next backend message other than HEARTBEAT and PING, or nil
+    /// after `seconds`. A PING (the worker timing its round trip) is
+    /// answered with PONG, as a broker does.
     func next(seconds: Double = 20) throws -> (identity: [UInt8], message: BackendMessage)? {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             guard let (identity, frames) = try router.receive(seconds: deadline.timeIntervalSinceNow) else { return nil }
             let message = try BackendMessage.decode(frames)
             if message == .heartbeat { continue }
+            if case .ping(let ping) = message {
+                try router.send(Pong(requestID: ping.requestID).frames(), to: identity)
+                continue
+            }
             return (identity, message)
         }
         return nil

@@ -24,19 +24,25 @@ struct WorkerTests {
         #expect(session.credit == 3)
     }
 
-    @Test func defaultPrefetchDeclaresAndGrantsTheExtraSlots() throws {
+    @Test func byDefaultTheMostSlotsAreDeclaredAndTheStartingTargetGranted() throws {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let configuration = WorkerConfiguration(backendEndpoint: broker.endpoint, storeEndpoint: store.endpoint, concurrency: 1)
+        let configuration = WorkerConfiguration(backendEndpoint: broker.endpoint, storeEndpoint: store.endpoint, concurrency: 1,
+                                                inputBudget: 256 << 20)
         let worker = Worker(configuration, context: context, logger: Logger("worker-test", minimum: .warn))
         try worker.start()
         defer { worker.stop(grace: .zero) }
 
         let session = try #require(try broker.handshake())
-        #expect(session.ready.slots == 2)
+        // The slots bound the credit; the credit target (two jobs per
+        // thread before anything is measured) decides what is granted.
+        #expect(session.ready.slots == 1024)
         #expect(session.credit == 2)
-        #expect(worker.status.slots == 2)
+        #expect(worker.status.slots == 1024)
+        #expect(worker.status.threads == 1)
+        #expect(worker.status.creditTarget == 2)
+        #expect(worker.status.inputBudget == 256 << 20)
     }
 
 
@@ -279,6 +285,39 @@ struct WorkerTests {
         #expect(worker.status.peakRunning == 2)
     }
 
+    @Test func aWorkerThatPingsStillSendsHeartbeats() throws {
+        let context = try Context()
+        let broker = try TestBroker(context)
+        let store = try TestStore(context)
+        // PINGs go once a second, as HEARTBEATs do by default.
+        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 1, heartbeat: .seconds(1))
+        defer { worker.stop(grace: .zero) }
+        let session = try #require(try broker.handshake())
+
+        // The test answers every PING, as any broker does, even on a
+        // connection it does not know: only a HEARTBEAT (or another
+        // message) lets a broker that forgot this worker say DISCONNECT.
+        var pings = 0
+        var heartbeats = 0
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline, pings < 2 || heartbeats < 2 {
+            guard let (identity, frames) = try broker.router.receive(seconds: deadline.timeIntervalSinceNow) else { break }
+            #expect(identity == session.identity)
+            switch try BackendMessage.decode(frames) {
+            case .ping(let ping):
+                pings += 1
+                try broker.router.send(Pong(requestID: ping.requestID).frames(), to: identity)
+            case .heartbeat:
+                heartbeats += 1
+                try broker.send(.heartbeat, to: identity)
+            case let other:
+                Issue.record("unexpected \(other)")
+            }
+        }
+        #expect(pings >= 2)
+        #expect(heartbeats >= 2)
+    }
+
     @Test func silentBrokerMeansANewSession() throws {
         let context = try Context()
         let broker = try TestBroker(context)
@@ -448,19 +487,33 @@ struct WorkerConfigurationTests {
         #expect(throws: Never.self) { try configuration.validate() }
     }
 
-    @Test func slotsAreConcurrencyPlusPrefetchAndThreadsStayWithinTheProcessors() {
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        let one = WorkerConfiguration(concurrency: 1)
-        #expect(one.effectiveProcessingThreads == 1)
-        #expect(one.slots == 2)  // one job waits while the other is stored
-        let many = WorkerConfiguration(concurrency: 64)
-        #expect(many.effectiveProcessingThreads == min(64, cores))
-        #expect(many.slots == 64 + min(64, cores))
-        let exact = WorkerConfiguration(concurrency: 3, processingThreads: 3, prefetch: 0)
-        #expect(exact.effectiveProcessingThreads == 3)
-        #expect(exact.slots == 3)
+    @Test func slotsAreTheProtocolsMostUnlessPrefetchSetsACap() {
+        // By default the credit target alone decides how many jobs are held,
+        // within the 1024 slots DRK1 allows.
+        let plain = WorkerConfiguration(concurrency: 3)
+        #expect(plain.slots == 1024)
+        #expect(WorkerConfiguration().concurrency == WorkerConfiguration.defaultConcurrency)
+        #expect(WorkerConfiguration().slots == 1024)
+        // --prefetch caps the jobs held beyond the running ones.
+        #expect(WorkerConfiguration(concurrency: 1, prefetch: 1).slots == 2)
+        #expect(WorkerConfiguration(concurrency: 3, prefetch: 0).slots == 3)
         #expect(WorkerConfiguration(concurrency: 1024, prefetch: 8).slots == 1024)
-        #expect(WorkerConfiguration(concurrency: 2, processingThreads: 5).effectiveProcessingThreads == 2)
+    }
+
+    @Test func byteCountsReadAsPeopleWriteThem() {
+        #expect(WorkerConfiguration.parseByteCount("268435456") == 268_435_456)
+        #expect(WorkerConfiguration.parseByteCount("256M") == 256 << 20)
+        #expect(WorkerConfiguration.parseByteCount("256MiB") == 256 << 20)
+        #expect(WorkerConfiguration.parseByteCount("64kb") == 64 << 10)
+        #expect(WorkerConfiguration.parseByteCount("1G") == 1 << 30)
+        #expect(WorkerConfiguration.parseByteCount("100B") == 100)
+        #expect(WorkerConfiguration.parseByteCount(" 8 MiB ") == 8 << 20)
+        for bad in ["", "M", "0", "-5M", "1.5G", "12 apples", "99999999999999999999G"] {
+            #expect(WorkerConfiguration.parseByteCount(bad) == nil, "\(bad)")
+        }
+        let budget = WorkerConfiguration.defaultInputBudget
+        #expect(budget >= 16 << 20 && budget <= 256 << 20)
+        #expect(WorkerConfiguration(inputBudget: 5).effectiveInputBudget == 5)
     }
 
     @Test func defaultWorkerIDIsAValidWireID() throws {
@@ -479,7 +532,7 @@ struct WorkerConfigurationTests {
         #expect(throws: WorkerError.self) { try WorkerConfiguration(concurrency: 2000).validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(workerID: "has space").validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(heartbeatInterval: .zero).validate() }
-        #expect(throws: WorkerError.self) { try WorkerConfiguration(processingThreads: 0).validate() }
+        #expect(throws: WorkerError.self) { try WorkerConfiguration(inputBudget: 0).validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(prefetch: -1).validate() }
         let context = try Context()
         let worker = Worker(WorkerConfiguration(backendEndpoint: "nonsense://x"), context: context)

@@ -46,7 +46,7 @@ BATCH_TOPIC = b"eb"    # section 8: EVENTS, the events of one commit
 
 # Section 8: event kinds.
 KINDS = {1: "accepted", 2: "started", 3: "stored", 4: "retrying", 5: "failed", 6: "dead", 7: "revived",
-         8: "discarded"}
+         8: "discarded", 9: "cancelled"}
 # Section 9.1: error names, for messages.
 ERROR_NAMES = {100: "bad-version", 101: "malformed", 102: "unknown-command", 103: "unexpected-command",
                200: "queue-full", 201: "shutting-down", 300: "not-found", 301: "invalid-pipeline",
@@ -405,6 +405,8 @@ class Client:
                 raise JobFailed(f"job {job_id} is dead: {failure_text(event)}")
             if event["kind"] == "discarded":
                 raise JobFailed(f"job {job_id} was discarded")
+            if event["kind"] == "cancelled":
+                raise JobFailed(f"job {job_id} was cancelled")
         return next_seq, None
 
     def progress(self, event):

@@ -20,8 +20,9 @@ ERROR, PING, PONG, OK = 0x01, 0x02, 0x03, 0x04
 SUBMIT, ACCEPTED, REJECTED, STATUS, STATUS_REPLY = 0x10, 0x11, 0x12, 0x13, 0x14
 REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
 DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
-JOB_INFO, JOB_INFO_REPLY = 0x1B, 0x1C
+JOB_INFO, JOB_INFO_REPLY, CANCEL = 0x1B, 0x1C, 0x1D
 READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27
+CANCEL_JOB = 0x28
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
 DELETE, STATS, STATS_REPLY = 0x36, 0x37, 0x38
 EVENT, EVENTS = 0x40, 0x41
@@ -49,12 +50,12 @@ def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
 # Section 3.2: the commands each end of a socket reads. The server is the
 # end that binds (the broker, the storage node); the peer connects.
 TO_SERVER = {
-    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO},
+    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO, CANCEL},
     "backend": {ERROR, READY, CREDIT, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING, PING, PONG},
     "store": {ERROR, PING, STORE, LIST, GET, DELETE, STATS},
 }
 # Section 3.1: the commands whose frame 2 is a request id.
-CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, JOB_INFO_REPLY + 1)) | set(range(STORE, STATS_REPLY + 1))
+CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, CANCEL + 1)) | set(range(STORE, STATS_REPLY + 1))
 
 vectors = []
 malformed = []
@@ -173,7 +174,7 @@ vector("dead-discard", "frontend", "DEAD-DISCARD one job", msg(DEAD_DISCARD, u64
 
 vector("job-info", "frontend", "JOB-INFO: one job's story", msg(JOB_INFO, u64(9), text(JOB_ID)),
        {"command": "JOB-INFO", "requestID": 9, "jobID": JOB_ID})
-lost = {"stepIndex": 0, "step": "", "code": "worker.lost", "reason": "worker w-1 sent nothing for 15 s"}
+lost = {"stepIndex": 0, "step": "", "code": "worker.lost", "reason": "worker w-1 stopped answering (no message for 9012 ms)"}
 story = {"jobId": JOB_ID, "state": "stored", "source": "cat.jpg", "pipeline": "grayscale", "priority": 0,
          "submitted": 1730000000000, "finished": 1730000000900, "recordId": RECORD_ID, "complete": True,
          "attempts": [
@@ -192,6 +193,11 @@ vector("job-info-reply", "frontend", "JOB-INFO-REPLY: stored on its second attem
        {"command": "JOB-INFO-REPLY", "requestID": 9, "story.state": "stored", "story.attempts.count": 2,
         "story.attempts.0.outcome": "failed", "story.attempts.1.worker": "w-2", "story.recordID": RECORD_ID,
         "story.events.count": 6})
+
+vector("cancel-one", "frontend", "CANCEL one job", msg(CANCEL, u64(10), text(JOB_ID)),
+       {"command": "CANCEL", "requestID": 10, "target": JOB_ID})
+vector("cancel-queued", "frontend", "CANCEL every queued job", msg(CANCEL, u64(11), text("queued")),
+       {"command": "CANCEL", "requestID": 11, "target": "queued"})
 
 # ---------------------------------------------------------------- backend
 vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
@@ -237,6 +243,9 @@ vector("holding", "backend", "HOLDING two jobs: one at attempt 2, one at attempt
        msg(HOLDING, held((JOB_ID, 2), (JOB_ID_2, 1))),
        {"command": "HOLDING", "count": 2, "jobs.0.jobID": JOB_ID, "jobs.0.attempt": 2,
         "jobs.1.jobID": JOB_ID_2, "jobs.1.attempt": 1})
+
+vector("cancel-job", "backend", "CANCEL-JOB: stop attempt 2 of a job", msg(CANCEL_JOB, text(JOB_ID), u32(2)),
+       {"command": "CANCEL-JOB", "jobID": JOB_ID, "attempt": 2})
 
 # ---------------------------------------------------------------- store
 vector("store", "store", "STORE a 2048x2048 result and its 256x256 thumbnail (the image frames are placeholders: "
@@ -307,6 +316,8 @@ vector("event-dead", "events", "EVENT dead", [TOPIC] + event(1006, 6, 1, code=b"
        {"kind": "dead", "failure.code": "image.corrupt"})
 vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to REPLAY (no topic frame)",
        event(1007, 8, 1), {"command": "EVENT", "seq": 1007, "kind": "discarded"})
+vector("event-cancelled", "events", "EVENT cancelled: the worker stopped attempt 1",
+       [TOPIC] + event(1011, 9, 1, worker=b"w-01JBX3"), {"kind": "cancelled", "attempt": 1, "workerID": "w-01JBX3"})
 vector("event-worker-id", "events", "EVENT retrying after the worker was lost: no worker id (the event concerns no worker)",
        [TOPIC] + event(1010, 4, 3, code=b"worker.lost", reason=b"attempt 3 now: worker w-01JBX3 stopped answering"),
        {"kind": "retrying", "attempt": 3, "workerID": ""})
@@ -443,8 +454,8 @@ bad("list-reply-json", "store", "LIST-REPLY whose JSON is an object, not an arra
     msg(LIST_REPLY, u64(1), b'{"id":1}'), 101, None)
 bad("event-topic", "events", "EVENT published without its topic frame", event(1, 1, 0), 101,
     "frame 0 (topic) must be 'ev' or 'eb', got 'DRK1'")
-bad("event-kind", "events", "EVENT with kind 9", [TOPIC] + event(1, 9, 0), 101,
-    "EVENT: frame 5 (kind) is 9, must be 1…8")
+bad("event-kind", "events", "EVENT with kind 10", [TOPIC] + event(1, 10, 0), 101,
+    "EVENT: frame 5 (kind) is 10, must be 1…9")
 bad("event-unknown-topic", "events", "an EVENT under the topic 'ex'", [b"ex"] + event(1, 1, 0), 101,
     "frame 0 (topic) must be 'ev' or 'eb', got 'ex'")
 bad("events-under-ev", "events", "EVENTS under the topic 'ev'", [TOPIC] + events(event(1, 1, 0)), 103,
@@ -459,8 +470,13 @@ bad("events-short", "events", "EVENTS that announces 3 events and holds 2",
 bad("events-trailing", "events", "EVENTS that announces 1 event and holds 2",
     [BATCH_TOPIC] + events(event(5, 1, 0), event(6, 2, 1), count=1), 101,
     "EVENTS: frame 4 (events) has %d byte(s) after its 1 event(s)" % len(record(event(6, 2, 1))))
-bad("events-bad-event", "events", "EVENTS holding an event of kind 9", [BATCH_TOPIC] + events(event(5, 9, 0)), 101,
-    "EVENTS: frame 4 (events) event 1 of 1: EVENT: frame 4 (kind) is 9, must be 1…8")
+bad("events-bad-event", "events", "EVENTS holding an event of kind 10", [BATCH_TOPIC] + events(event(5, 10, 0)), 101,
+    "EVENTS: frame 4 (events) event 1 of 1: EVENT: frame 4 (kind) is 10, must be 1…9")
+bad("cancel-target", "frontend", "CANCEL with a target that is neither 'queued' nor a job id",
+    msg(CANCEL, u64(10), text("everything")), 101,
+    "CANCEL: frame 3 (target) must be \"queued\" or a job id, got 'everything'")
+bad("cancel-job-to-broker", "backend", "CANCEL-JOB sent to the broker: only the broker sends it",
+    msg(CANCEL_JOB, text(JOB_ID), u32(1)), 103, "CANCEL-JOB is not sent to the broker", receiver="server")
 
 # ---------------------------------------------------------------- order of checks (section 3.2)
 bad("bad-version-one-frame", "frontend", "one frame, not DRK1: bad-version before the frame count",

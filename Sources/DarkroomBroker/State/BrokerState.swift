@@ -55,6 +55,9 @@ struct BrokerState {
     private(set) var workers: [String: WorkerEntry] = [:]
     private(set) var workerIDs: [[UInt8]: String] = [:]
     private(set) var deadCount = 0
+    /// Running jobs whose worker was asked to stop them (CANCEL). Memory
+    /// only: after a broker restart a cancel must be asked again.
+    private(set) var cancelling: Set<ULID> = []
     /// The seq of the newest event (committed, or applied in this turn).
     private(set) var eventSeq: UInt64 = 0
     /// The highest rowid used in `jobs`.
@@ -315,7 +318,9 @@ struct BrokerState {
         default:
             return nil
         }
-        if fail.failure.code == FailureDetail.Code.workerShutdown {
+        if cancelling.contains(lease.job.id) {
+            cancelNow(lease.job, attempt: lease.job.attempt, worker: lease.worker, at: now, into: &t)
+        } else if fail.failure.code == FailureDetail.Code.workerShutdown {
             requeueUncounted(lease.job, failure: fail.failure, at: now, into: &t)
         } else {
             failAttempt(lease.job, worker: lease.worker, failure: fail.failure, retryable: fail.retryable,
@@ -334,6 +339,10 @@ struct BrokerState {
             for id in worker.jobs.sorted() {
                 guard let lease = leases[id] else { continue }
                 t.changes.append(.release(id))
+                if cancelling.contains(id) {
+                    cancelNow(lease.job, attempt: lease.job.attempt, worker: workerID, at: now, into: &t)
+                    continue
+                }
                 failAttempt(lease.job, worker: workerID, failure: failure, retryable: true, immediate: true, at: now, into: &t)
             }
         }
@@ -357,7 +366,12 @@ struct BrokerState {
             t.changes.append(.unhold(job.id))
             if listed[job.id] == job.attempt {
                 t.changes.append(.lease(hold.lease, usesCredit: false))
+                // The core asks again for the ones being cancelled
+                // (`cancellingLeases`): the first CANCEL-JOB may be lost.
+                if cancelling.contains(job.id) { t.changes.append(.cancelling(job.id)) }
                 kept += 1
+            } else if cancelling.contains(job.id) {
+                cancelNow(job, attempt: job.attempt, worker: workerID, at: now, into: &t)
             } else {
                 let failure = FailureDetail(code: FailureDetail.Code.workerReconnected,
                                             reason: "worker \(workerID) came back without attempt \(job.attempt)")
@@ -380,6 +394,10 @@ struct BrokerState {
         for hold in expired {
             let lease = hold.lease
             t.changes.append(.unhold(lease.job.id))
+            if cancelling.contains(lease.job.id) {
+                cancelNow(lease.job, attempt: lease.job.attempt, worker: lease.worker, at: now, into: &t)
+                continue
+            }
             let failure = FailureDetail(code: FailureDetail.Code.workerLost,
                                         reason: "worker \(lease.worker) did not come back for attempt \(lease.job.attempt)")
             failAttempt(lease.job, worker: lease.worker, failure: failure, retryable: true, immediate: true, at: now, into: &t)
@@ -426,6 +444,61 @@ struct BrokerState {
         }
         if !jobs.isEmpty { t.notes.append("discarded \(jobs.count) dead job(s)") }
         return t
+    }
+
+    /// What CANCEL of one job does.
+    enum CancelPlan {
+        /// Cancelled at once (it was waiting, or its worker is away).
+        case cancelled(Transition)
+        /// Running: CANCEL-JOB goes to its worker; the transition marks it.
+        case stopping(Transition, Lease, connection: [UInt8]?)
+    }
+
+    /// CANCEL of one job; nil when it is not unfinished in memory (finished,
+    /// dead or unknown: the core says which).
+    func planCancel(_ id: ULID, now: Moment) -> CancelPlan? {
+        var t = Transition()
+        switch place(of: id) {
+        case .waiting(let job):
+            t.changes.append(.unqueue(id))
+            cancelNow(job, attempt: job.attempt, worker: "", at: now, into: &t)
+            return .cancelled(t)
+        case .leased(let lease):
+            if !cancelling.contains(id) { t.changes.append(.cancelling(id)) }
+            return .stopping(t, lease, connection: workers[lease.worker]?.identity)
+        case .held(let hold):
+            // Its worker is away; if it comes back with the job stored, its
+            // DONE finds the job finished and is ignored.
+            t.changes.append(.unhold(id))
+            cancelNow(hold.lease.job, attempt: hold.lease.job.attempt, worker: hold.lease.worker, at: now, into: &t)
+            return .cancelled(t)
+        case nil:
+            return nil
+        }
+    }
+
+    /// CANCEL of every waiting job, ready or delayed.
+    func planCancelQueued(now: Moment) -> Transition {
+        var t = Transition()
+        for job in ready.allJobs {
+            t.changes.append(.unqueue(job.id))
+            cancelNow(job, attempt: job.attempt, worker: "", at: now, into: &t)
+        }
+        if t.cancelled > 0 { t.notes.append("cancelled \(t.cancelled) queued job(s)") }
+        return t
+    }
+
+    /// Leases being cancelled on this worker's connection: CANCEL-JOB is
+    /// sent (again) after it settles.
+    func cancellingLeases(of workerID: String) -> [Lease] {
+        (workers[workerID]?.jobs ?? []).filter { cancelling.contains($0) }.compactMap { leases[$0] }
+    }
+
+    /// Ends a job for good with its `cancelled` event: its row and input go.
+    private func cancelNow(_ job: JobHandle, attempt: UInt32, worker: String, at now: Moment, into t: inout Transition) {
+        t.writes.append(.delete(job))
+        t.event(.cancelled, job, attempt: attempt, at: now, after: eventSeq, worker: worker)
+        t.cancelled += 1
     }
 
     /// Records a counted failed attempt, then requeues the job (retryable,
@@ -487,8 +560,12 @@ struct BrokerState {
                 }
             case .release(let id):
                 if let lease = leases.removeValue(forKey: id) { workers[lease.worker]?.jobs.remove(id) }
+                if held[id] == nil { cancelling.remove(id) }
             case .unhold(let id):
                 held[id] = nil
+                if leases[id] == nil { cancelling.remove(id) }
+            case .cancelling(let id):
+                cancelling.insert(id)
             case .deadCount(let delta):
                 deadCount = max(0, deadCount + delta)
             case .settled(let workerID):
@@ -538,6 +615,7 @@ extension BrokerState: Equatable {
         lhs.policy == rhs.policy && lhs.reclaimWindow == rhs.reclaimWindow && lhs.reconnectWindow == rhs.reconnectWindow
             && lhs.ready == rhs.ready && lhs.leases == rhs.leases && lhs.held == rhs.held
             && lhs.workers == rhs.workers && lhs.workerIDs == rhs.workerIDs && lhs.deadCount == rhs.deadCount
+            && lhs.cancelling == rhs.cancelling
             && lhs.eventSeq == rhs.eventSeq && lhs.lastRowID == rhs.lastRowID && lhs.dispatchSerial == rhs.dispatchSerial
     }
 }

@@ -22,7 +22,7 @@ enum JobStories {
     }
 
     /// The job's place in the state, as JOB-INFO names it.
-    static func live(_ place: BrokerState.Place?, notBefore: UInt64?, now wall: UInt64) -> Live? {
+    static func live(_ place: BrokerState.Place?, notBefore: UInt64?, cancelling: Bool = false, now wall: UInt64) -> Live? {
         switch place {
         case .waiting(let job):
             if let notBefore, notBefore > wall {
@@ -30,11 +30,11 @@ enum JobStories {
             }
             return Live(state: "queued", source: job.source, priority: job.priority)
         case .leased(let lease):
-            return Live(state: "running", worker: lease.worker, source: lease.job.source, priority: lease.job.priority)
+            return Live(state: cancelling ? "cancelling" : "running", worker: lease.worker, source: lease.job.source, priority: lease.job.priority)
         case .held(let hold):
             // Its worker is reconnecting (or the broker restarted): the
             // worker still runs it until the hold ends.
-            return Live(state: "running", worker: hold.lease.worker, source: hold.lease.job.source, priority: hold.lease.job.priority)
+            return Live(state: cancelling ? "cancelling" : "running", worker: hold.lease.worker, source: hold.lease.job.source, priority: hold.lease.job.priority)
         case nil:
             return nil
         }
@@ -85,6 +85,10 @@ enum JobStories {
                 finished = nil
             case .discarded:
                 state = "discarded"
+                finished = event.time
+            case .cancelled:
+                close(event.time, "cancelled", nil)
+                state = "cancelled"
                 finished = event.time
             }
         }

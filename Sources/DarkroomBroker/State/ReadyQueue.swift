@@ -83,6 +83,9 @@ struct ReadyQueue {
     /// The waiting job with this id, if any.
     func job(_ id: ULID) -> JobHandle? { members[id]?.job }
 
+    /// Every waiting job, ready or delayed, in job id order.
+    var allJobs: [JobHandle] { members.values.map(\.job).sorted { $0.id < $1.id } }
+
     /// When a delayed job becomes ready (Unix ms); nil for a job that is
     /// ready now or not here.
     func notBefore(_ id: ULID) -> UInt64? {

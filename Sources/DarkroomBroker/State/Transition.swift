@@ -15,6 +15,7 @@ struct Transition: Sendable {
     var accepted = 0
     var stored = 0
     var failed = 0
+    var cancelled = 0
     /// Lines for the log once the transition is committed.
     var notes: [String] = []
 
@@ -60,4 +61,7 @@ enum StateChange: Sendable, Equatable {
     case settled(worker: String)
     /// A worker is gone: it leaves the registry once its leases have been released.
     case forget(worker: String)
+    /// CANCEL asked the worker running this job to stop; the job ends
+    /// `cancelled` when the worker answers (or is lost).
+    case cancelling(ULID)
 }

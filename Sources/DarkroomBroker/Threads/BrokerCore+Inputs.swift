@@ -19,6 +19,8 @@ extension BrokerCore {
             handleDead(request.target, requestID: request.requestID, client: client, revive: true, now: now)
         case let .deadDiscard(request, client):
             handleDead(request.target, requestID: request.requestID, client: client, revive: false, now: now)
+        case let .cancel(request, client):
+            handleCancel(request, client: client, now: now)
         case let .read(message, client):
             reads.append((client, message))
         case let .backend(message, connection):
@@ -154,6 +156,61 @@ extension BrokerCore {
         }
     }
 
+    // MARK: Cancel
+
+    func handleCancel(_ request: CancelRequest, client: [UInt8], now: Moment) {
+        let id = request.requestID
+        func fail(_ code: ErrorCode, _ reason: String) {
+            delivery.frontend.append((client, ErrorReply(requestID: id, code: code, reason: Wire.line(reason)).frames()))
+        }
+        func commit(_ transition: Transition, count: Int) {
+            switch apply(transition, now: now) {
+            case .applied:
+                awaiting.append((client, id, OKReply(requestID: id, count: UInt64(count)).frames(), false))
+            case .rejected(let reason), .unreadableInput(_, let reason):
+                logger.error("CANCEL \(request.target) failed: \(reason)")
+                fail(.internal, "the broker could not record the cancel: \(reason)")
+            case .lost:
+                awaiting.append((client, id, [], false))
+            }
+        }
+        switch request.target {
+        case .queued:
+            let transition = state.planCancelQueued(now: now)
+            commit(transition, count: transition.cancelled)
+        case .job(let job):
+            switch state.planCancel(job, now: now) {
+            case .cancelled(let transition):
+                commit(transition, count: 1)
+            case let .stopping(transition, lease, connection):
+                if let connection {
+                    delivery.backend.append((connection, CancelJob(jobID: job, attempt: lease.job.attempt).frames()))
+                }
+                logger.info("job \(job) attempt \(lease.job.attempt): asking worker \(lease.worker) to stop it")
+                commit(transition, count: 1)
+            case nil:
+                fail(.notFound, whyNotCancellable(job))
+            }
+        }
+    }
+
+    /// Why CANCEL cannot act on a job that is not unfinished in memory.
+    func whyNotCancellable(_ job: ULID) -> String {
+        let last = (try? store.story(of: job).events.last) ?? nil
+        switch last?.kind {
+        case .stored:
+            return "job \(job) is already stored\(last?.recordID.map { " (record \($0))" } ?? ""): a stored job cannot be cancelled"
+        case .dead:
+            return "job \(job) is dead, not queued or running: `darkroom dead discard \(job)` removes it"
+        case .cancelled:
+            return "job \(job) is already cancelled"
+        case .discarded:
+            return "job \(job) was discarded from the dead-letter set"
+        default:
+            return "no job \(job): neither the queue nor its event log knows it (events older than the broker's --retention are pruned)"
+        }
+    }
+
     // MARK: Reads
 
     func answer(_ message: FrontendMessage, client: [UInt8]) {
@@ -183,7 +240,7 @@ extension BrokerCore {
             do {
                 let (events, facts) = try store.story(of: request.jobID)
                 let live = JobStories.live(state.place(of: request.jobID), notBefore: state.notBefore(of: request.jobID),
-                                           now: BrokerCore.now().wall)
+                                           cancelling: state.cancelling.contains(request.jobID), now: BrokerCore.now().wall)
                 if let story = JobStories.story(of: request.jobID, events: events, facts: facts, live: live) {
                     delivery.frontend.append((client, JobInfoReply(requestID: request.requestID, story: story).frames()))
                 } else {
@@ -214,11 +271,14 @@ extension BrokerCore {
             if case .rejected(let reason) = apply(state.planSettle(worker, holding: holding, now: now), now: now) {
                 logger.error("cannot settle the held jobs of worker \(worker): \(reason)")
             }
+            for lease in state.cancellingLeases(of: worker) {
+                delivery.backend.append((connection, CancelJob(jobID: lease.job.id, attempt: lease.job.attempt).frames()))
+            }
             if case .holding = message { return }
         }
         let worker = state.workerID(for: connection)
         switch message {
-        case .ready, .job, .error, .heartbeat, .ping, .pong:
+        case .ready, .job, .error, .heartbeat, .ping, .pong, .cancelJob:
             break
         case .holding:
             guard let worker else { break }

@@ -14,6 +14,7 @@ enum CoreInput: Sendable {
     case submit(Submit, canonicalPipeline: String, client: [UInt8])
     case deadRetry(DeadRetry, client: [UInt8])
     case deadDiscard(DeadDiscard, client: [UInt8])
+    case cancel(CancelRequest, client: [UInt8])
     /// REPLAY or DEAD-LIST: answered from the database after the turn's commit.
     case read(FrontendMessage, client: [UInt8])
     /// A worker's READY, HOLDING, CREDIT, DONE, FAIL or DISCONNECT (and

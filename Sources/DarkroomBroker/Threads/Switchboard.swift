@@ -372,6 +372,8 @@ final class Switchboard {
             forward.append(.deadRetry(request, client: client))
         case .deadDiscard(let request):
             forward.append(.deadDiscard(request, client: client))
+        case .cancel(let request):
+            forward.append(.cancel(request, client: client))
         case .error(let error):
             logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
         case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .pong, .ok:

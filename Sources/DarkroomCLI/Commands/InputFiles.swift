@@ -1,11 +1,17 @@
+import DarkroomFetch
+import DarkroomProtocol
 import Foundation
 
 /// Turns the FILE|DIR arguments of `process` and `submit` into a list of files.
 enum InputFiles {
     struct Input: Sendable {
+        /// The file's path, or the URL of a web source: the name shown for
+        /// the input and the job's source name.
         var path: String
         /// Why this input cannot be read, if known before reading (missing file).
         var problem: String?
+        /// An http:// or https:// URL, downloaded before it is checked.
+        var isURL = false
     }
 
     struct ReadError: Error {
@@ -40,6 +46,70 @@ enum InputFiles {
             }
         }
         return inputs
+    }
+
+    /// The inputs of `submit`, from its arguments and `--from-list`.
+    static func submitInputs(_ args: ParsedArguments) throws -> [Input] {
+        let list = args.value("from-list")
+        if args.positionals.isEmpty && list == nil {
+            throw UsageError("missing expected argument '<inputs> ...' (or --from-list FILE, or --follow DIR)")
+        }
+        let inputs: [Input]
+        do {
+            inputs = try gather(args.positionals, fromList: list)
+        } catch {
+            throw RuntimeError(error.message)
+        }
+        if inputs.isEmpty { throw RuntimeError("no inputs: the list \(list ?? "-") names none") }
+        return inputs
+    }
+
+    /// The inputs of `submit`: its arguments, then the lines of the
+    /// `--from-list` file (`-` for stdin), in order. URLs are kept as they
+    /// are; paths are expanded as `expand` does, after quoted globs.
+    static func gather(_ arguments: [String], fromList list: String?) throws(ReadError) -> [Input] {
+        var entries = arguments
+        if let list { entries += try listEntries(list) }
+        var inputs: [Input] = []
+        for entry in entries {
+            if FetchRequest.isWebURL(entry) {
+                // The URL becomes the job's source name: refused here, before
+                // its download, if it is too long for one.
+                let limit = Wire.Limit.sourceNameBytes
+                let problem = entry.utf8.count > limit
+                    ? "cannot submit: the URL is longer than the \(limit) bytes a job's source name may have" : nil
+                inputs.append(Input(path: entry, problem: problem, isURL: true))
+            } else if entry.contains("://"), !FileManager.default.fileExists(atPath: entry) {
+                inputs.append(Input(path: entry, problem: "cannot download: only http:// and https:// URLs are supported", isURL: true))
+            } else {
+                inputs += expand(Globs.expand([entry]))
+            }
+        }
+        return inputs
+    }
+
+    /// The entries of a list file, one a line: surrounding blanks are
+    /// dropped, and so are empty lines and lines that start with `#`.
+    static func listEntries(_ list: String) throws(ReadError) -> [String] {
+        let data: Data
+        if list == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            // Through a file handle, so a pipe (`--from-list <(…)`) reads too.
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: list, isDirectory: &isDirectory) else {
+                throw ReadError(message: "cannot read the list \(list): no such file")
+            }
+            guard !isDirectory.boolValue, let handle = FileHandle(forReadingAtPath: list) else {
+                throw ReadError(message: "cannot read the list \(list): \(isDirectory.boolValue ? "a directory" : "permission denied")")
+            }
+            defer { try? handle.close() }
+            data = handle.readDataToEndOfFile()
+        }
+        return String(decoding: data, as: UTF8.self)
+            .split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
     }
 
     /// Output base names: the input's name without its extension, made unique

@@ -51,10 +51,28 @@ enum SubmitCommand {
         accepted (without), or refused, unanswered, unfinished or
         invalid; with --wait an "accepted" object comes first.
 
+        --follow DIR keeps running as a hot folder: every JPEG that appears in
+        DIR, complete (closed after writing, or moved in), is submitted once with
+        these options and its end is printed as it comes. A file's submit key
+        comes from its path, size and modification time, and DIR/.darkroom-follow
+        lists the files submitted, so a restart submits nothing twice. Ctrl-C or
+        SIGTERM stops it once the files in hand are accepted, with exit status 0
+        (files that could not be stored are named on stderr as they come).
+
         Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
-        globs such as 'photos/*.jpg'.
+        globs such as 'photos/*.jpg', and http:// or https:// URLs; with
+        --from-list, also the paths and URLs in a file, one a line ('-'
+        reads them from stdin). URLs are downloaded before anything is
+        sent, --downloads at a time, each within --download-timeout (10 s
+        at most to connect), following up to 5 redirects, and stopped as
+        soon as it passes the byte limit files have; each download then
+        gets the same checks as a file. A URL that fails is reported on one
+        line with why (an HTTP status, a timeout, too large, not a JPEG, no
+        such host, no connection) and the others go on, whatever
+        --skip-invalid says; the exit status is then 1. A job from a URL
+        keeps the URL as its source name.
         """,
-        arguments: [ArgumentSpec(name: "inputs", help: "JPEG files, directories or globs.", variadic: true)],
+        arguments: [ArgumentSpec(name: "inputs", help: "JPEG files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
@@ -62,6 +80,7 @@ enum SubmitCommand {
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
+            .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
             .value("window", "N", help: "Submits in flight at once.", default: "256"),
             ClientOptions.json,
@@ -72,7 +91,7 @@ enum SubmitCommand {
                    help: "How long to keep resending while no submit is accepted (an outage); then the rest are reported as never answered.",
                    default: String(defaultDeadline)),
             ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
-        ]
+        ] + WebSources.options
     )
 
     struct Checked {
@@ -88,6 +107,7 @@ enum SubmitCommand {
         case unanswered(sends: Int, String)
         case stored(ULID)
         case dead(ULID)
+        case cancelled(ULID)
         case unfinished(ULID, String)
     }
 
@@ -110,14 +130,24 @@ enum SubmitCommand {
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
         let wait = args.flag("wait")
+        if let folder = args.value("follow") {
+            guard args.positionals.isEmpty, args.value("from-list") == nil else {
+                throw UsageError("--follow watches one directory; leave out the inputs and --from-list")
+            }
+            return try FollowFolder.run(FollowFolder.Settings(
+                directory: folder, pipeline: pipeline, options: options, priority: priority, json: json,
+                timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
+                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args)))
+        }
 
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
-        let paths = InputFiles.expand(Globs.expand(args.positionals))
+        let limits = try WebSources.limits(args)
+        let paths = try InputFiles.submitInputs(args)
         var statuses: [Status?] = Array(repeating: nil, count: paths.count)
         var connectionRefused = false
         var valid: [Int] = []
-        for (index, input) in paths.enumerated() {
+        for (index, input) in paths.enumerated() where !input.isURL {
             if let problem = input.problem ?? check(input.path, pipeline: pipeline) {
                 statuses[index] = .invalid(problem)
                 report(json: json, path: input.path, problem: problem)
@@ -125,10 +155,26 @@ enum SubmitCommand {
                 valid.append(index)
             }
         }
-        let invalid = paths.count - valid.count
+        let invalid = paths.filter { !$0.isURL }.count - valid.count
         if invalid > 0 && !args.flag("skip-invalid") {
             throw RuntimeError("\(invalid) of \(paths.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
         }
+        // URLs: downloaded and checked now; one that fails is reported and
+        // the rest go on. The files are removed when submit ends.
+        let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid.count) : nil
+        let downloads = try WebSources.download(paths, limits: limits, check: { check($0, pipeline: pipeline) },
+                                                progress: { progress?.downloaded($0, failed: $1, of: $2) }) { index, problem in
+            if let problem {
+                statuses[index] = .invalid(problem)
+                progress?.clearLine()
+                report(json: json, path: paths[index].path, problem: problem)
+            } else {
+                valid.append(index)
+            }
+        }
+        defer { downloads.remove() }
+        valid.sort()
+        progress?.total = valid.count
         if valid.isEmpty { throw RuntimeError("no valid inputs to submit") }
 
         let context = try Context()
@@ -146,14 +192,14 @@ enum SubmitCommand {
         let canonical = pipeline.canonical
         var inputOfKey: [String: Int] = [:]
         let requests = valid.map { index in
-            var request = SubmitRequest.file(paths[index].path, pipeline: canonical, options: options, priority: priority)
+            let file = downloads.file(for: index) ?? paths[index].path
+            var request = SubmitRequest(sourceName: paths[index].path, image: .file(file), pipeline: canonical, options: options, priority: priority)
             let key = ULIDGenerator.shared.next().description
             request.submitKey = key
             inputOfKey[key] = index
             return request
         }
         var accepted: [ULID: Int] = [:]
-        let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid.count) : nil
         var resent = 0
         var firstSeq: UInt64?
         do {
@@ -258,6 +304,12 @@ enum SubmitCommand {
                             progress?.clearLine()
                             Console.err("dead   \(event.jobID) \(path): \(reason)")
                         }
+                    case .cancelled:
+                        statuses[index] = .cancelled(event.jobID)
+                        if json { Console.out(resultJSON(input: path, status: "cancelled", event: event)) } else {
+                            progress?.clearLine()
+                            Console.err("cancelled \(event.jobID) \(path)")
+                        }
                     case .retrying where !json:
                         progress?.clearLine()
                         if progress == nil { Console.err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
@@ -301,13 +353,13 @@ enum SubmitCommand {
         // settings) refused every input it did not answer: that is no outage.
         if connectionRefused && counts.unfinished == 0 { return 1 }
         if counts.unanswered + counts.unfinished > 0 { return 2 }
-        if counts.refused + counts.dead + counts.invalid > 0 { return 1 }
+        if counts.refused + counts.dead + counts.cancelled + counts.invalid > 0 { return 1 }
         return 0
     }
 
     /// How many inputs ended in each status.
     struct Counts {
-        var accepted = 0, stored = 0, dead = 0, refused = 0, unanswered = 0, unfinished = 0, invalid = 0
+        var accepted = 0, stored = 0, dead = 0, cancelled = 0, refused = 0, unanswered = 0, unfinished = 0, invalid = 0
 
         init(_ statuses: [Status?]) {
             for status in statuses {
@@ -315,6 +367,7 @@ enum SubmitCommand {
                 case .accepted: accepted += 1
                 case .stored: stored += 1
                 case .dead: dead += 1
+                case .cancelled: cancelled += 1
                 case .refused: refused += 1
                 case .unanswered, nil: unanswered += 1
                 case .unfinished: unfinished += 1
@@ -326,6 +379,7 @@ enum SubmitCommand {
         /// `200 input(s): 149 stored, 0 dead, 0 refused, 51 never answered, 0 invalid; 62 resent`
         func line(wait: Bool, inputs: Int, resent: Int) -> String {
             var parts = wait ? ["\(stored) stored", "\(dead) dead"] : ["\(accepted) accepted"]
+            if cancelled > 0 { parts.append("\(cancelled) cancelled") }
             if unfinished > 0 { parts.append("\(unfinished) not seen to finish") }
             parts += ["\(refused) refused", "\(unanswered) never answered", "\(invalid) invalid"]
             return "\(inputs) input(s): " + parts.joined(separator: ", ") + (resent > 0 ? "; \(resent) submit(s) resent" : "")
@@ -431,14 +485,22 @@ enum Globs {
 /// A one-line progress bar on stderr for terminals:
 /// `[#########-----------]  45/100 done, 1 failed, 12.3/s, ETA 4s`.
 final class ProgressBar {
-    let total: Int
+    var total: Int
     private let start = ContinuousClock.now
     private var done = 0
     private var failed = 0
     private var submittedCount = 0
     private var lastDraw = ContinuousClock.now - .seconds(1)
+    /// URLs downloaded (and checked), failed, of how many; nil without URLs.
+    private var downloads: (done: Int, failed: Int, of: Int)?
 
     init(total: Int) { self.total = total }
+
+    func downloaded(_ done: Int, failed: Int, of total: Int) {
+        downloads = (done, failed, total)
+        // One call per URL, after any line about it: always drawn.
+        draw(force: true)
+    }
 
     func submitted(_ n: Int) {
         submittedCount = n
@@ -462,14 +524,22 @@ final class ProgressBar {
         let now = ContinuousClock.now
         guard force || now - lastDraw >= .milliseconds(100) else { return }
         lastDraw = now
-        let finished = done + failed
         let width = 30
+        if let d = downloads, d.done + d.failed < d.of {
+            // Before anything is submitted: `[###---] 3/10 downloaded, 1 failed`.
+            let filled = width * (d.done + d.failed) / d.of
+            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+            Console.errRaw("\r\u{1B}[K[\(bar)] \(d.done)/\(d.of) downloaded, \(d.failed) failed")
+            return
+        }
+        let finished = done + failed
         let filled = total == 0 ? width : width * finished / total
         let elapsed = (now - start).fractionalSeconds
         let rate = elapsed > 0 ? Double(finished) / elapsed : 0
         let eta = rate > 0 ? String(format: "ETA %.0fs", Double(total - finished) / rate) : "ETA --"
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let line = "[\(bar)] \(done)/\(total) done, \(failed) failed, \(submittedCount) submitted, " + String(format: "%.1f/s, ", rate) + eta
+        let fetched = downloads.map { "\($0.done) downloaded, " } ?? ""
+        let line = "[\(bar)] \(done)/\(total) done, \(failed) failed, \(fetched)\(submittedCount) submitted, " + String(format: "%.1f/s, ", rate) + eta
         Console.errRaw("\r\u{1B}[K" + line)
     }
 }

@@ -247,13 +247,30 @@ enum WorkerCommand {
         Holds nothing durable: it can be killed at any moment and the broker
         requeues its jobs. On SIGTERM it takes no new jobs, finishes the ones it
         holds within the grace period, and hands the rest back.
+
+        Credit: it asks the broker for as many jobs as keep its threads busy
+        across the round trips to the broker and to the storage node, measured
+        as it works (job time from its own jobs, round trips from PING to PONG,
+        CREDIT to JOB and STORE to STORED):
+          threads x (job time + broker round trip + store round trip) / job time,
+        plus a quarter, plus one job per thread; at least one job per thread.
+        Tiny jobs far from the broker get many jobs in flight, large ones near
+        it a few. The worker logs this credit target when it moves; status and
+        --metrics show it. Two bounds hold whatever the target: the input bytes
+        of the jobs it holds stay within --input-budget (counting each job to
+        come as large as the average so far; one job is taken even if larger),
+        and the jobs it holds stay within the slots it announces to the broker:
+        1024 (the protocol's most) by default, concurrency + prefetch when
+        --prefetch is given. No flag needs tuning, near the broker or far from
+        it.
         """,
         options: [
             .value("broker", "ENDPOINT", help: "The broker's backend endpoint.", default: Wire.Endpoint.backend),
             .value("store", "ENDPOINT", help: "The storage node's endpoint.", default: Wire.Endpoint.store),
-            .value("concurrency", short: "c", "N", help: "Jobs processed at the same time.", default: "number of cores"),
-            .value("threads", "N", help: "Processing threads.", default: "concurrency, at most the number of cores"),
-            .value("prefetch", "N", help: "Extra jobs held ready beyond the running ones, so a thread never waits for the next job while a result is being stored; the slots announced to the broker are concurrency + prefetch.", default: "one per thread"),
+            .value("concurrency", short: "c", "N", help: "Jobs processed (decoded, run, encoded) at the same time: the processing threads, 1-1024. Jobs held beyond these wait for a thread or for STORED; how many is up to the credit target.", default: "number of cores"),
+            .value("threads", "N", help: "The same as --concurrency (an older name).", default: "number of cores"),
+            .value("prefetch", "N", help: "A fixed cap on the jobs held beyond the running ones: the slots announced to the broker become concurrency + prefetch (at most 1024), and the credit target stays within them. 0 holds exactly --concurrency jobs, each slot busy until its STORED.", default: "no cap but the 1024 slots"),
+            .value("input-budget", "BYTES", help: "The most input bytes of the jobs held at once, each counted from JOB to DONE: large inputs mean fewer jobs held. 512M, 64MiB, 1G or a byte count.", default: "256M, or a quarter of the memory limit if less"),
             .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
             RoleOptions.grace,
             ClientOptions.curveKey,
@@ -264,15 +281,26 @@ enum WorkerCommand {
     )
 
     static func configuration(_ args: ParsedArguments) throws -> WorkerConfiguration {
-        let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
+        let threads = args.value("threads") == nil ? nil : try args.int("threads", default: 1, range: 1...1024)
+        let concurrency = args.value("concurrency") == nil ? nil : try args.int("concurrency", default: 1, range: 1...1024)
+        if let threads, let concurrency, threads != concurrency {
+            throw UsageError("--threads is another name for --concurrency: give one, or the same number to both")
+        }
+        var inputBudget: Int?
+        if let text = args.value("input-budget") {
+            guard let bytes = WorkerConfiguration.parseByteCount(text) else {
+                throw UsageError("--input-budget takes a size such as 512M, 64MiB, 1G or a byte count, not \"\(text)\"")
+            }
+            inputBudget = bytes
+        }
         var config = WorkerConfiguration(
             backendEndpoint: args.value("broker") ?? Wire.Endpoint.backend,
             storeEndpoint: args.value("store") ?? Wire.Endpoint.store,
-            concurrency: concurrency,
+            concurrency: concurrency ?? threads ?? WorkerConfiguration.defaultConcurrency,
             workerID: args.value("id"),
             shutdownGrace: try RoleOptions.grace(args),
-            processingThreads: args.value("threads") == nil ? nil : try args.int("threads", default: 1, range: 1...1024),
-            prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...1024)
+            prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...1024),
+            inputBudget: inputBudget
         )
         if let broker = try ClientOptions.brokerCurve(args), let store = try ClientOptions.storeCurve(args) {
             config.curve = WorkerCurve(keyPair: broker.keyPair, brokerPublicKey: broker.serverKey, storePublicKey: store.serverKey)
@@ -294,7 +322,8 @@ enum WorkerCommand {
         metrics?.serve([worker])
         ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start((metrics?.entries ?? []) + [.init(name: "worker", service: worker)], logger: logger)
-        logger.info("worker ready: \(config.effectiveProcessingThreads) thread(s), \(config.slots) slots (concurrency \(config.concurrency) + prefetch), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
+        let cap = config.prefetch == nil ? "the protocol's most; credit follows the measured target" : "concurrency + prefetch"
+        logger.info("worker ready: \(config.concurrency) thread(s), \(config.slots) slots (\(cap)), input budget \(config.effectiveInputBudget) bytes, broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
     }
 }

@@ -140,10 +140,34 @@ enum RoleMetrics {
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
         let label = { (id: String) in [MetricsText.Label("worker", id)] }
-        text.gauge("darkroom_worker_slots", help: "Slots the worker declares to the broker (concurrency + prefetch).",
+        text.gauge("darkroom_worker_slots", help: "Slots the worker declares to the broker, the most jobs it holds: 1024, or concurrency + prefetch.",
                    workers.map { .init(label($0.id), count: $0.status.slots) })
-        text.gauge("darkroom_worker_jobs_running", help: "Jobs holding a slot now: being processed or waiting for STORED.",
+        text.gauge("darkroom_worker_threads", help: "Processing threads (--concurrency).",
+                   workers.map { .init(label($0.id), count: $0.status.threads) })
+        text.gauge("darkroom_worker_jobs_running", help: "Jobs holding a slot now: being processed, waiting for a thread or waiting for STORED.",
                    workers.map { .init(label($0.id), count: $0.status.running) })
+        text.gauge("darkroom_worker_jobs_running_max", help: "The most jobs the worker has held at once.",
+                   workers.map { .init(label($0.id), count: $0.status.peakRunning) })
+        text.gauge("darkroom_worker_credit_target", help: "Jobs held plus credit outstanding the worker aims for now: enough to keep its threads busy across both round trips, within its slots and input budget.",
+                   workers.map { .init(label($0.id), count: $0.status.creditTarget) })
+        text.gauge("darkroom_worker_credit_target_max", help: "The highest credit target so far.",
+                   workers.map { .init(label($0.id), count: $0.status.peakCreditTarget) })
+        text.gauge("darkroom_worker_credit_outstanding", help: "Credit granted to the broker that no JOB has used yet.",
+                   workers.map { .init(label($0.id), count: $0.status.creditOutstanding) })
+        text.gauge("darkroom_worker_input_bytes", help: "Input bytes of the jobs held now.",
+                   workers.map { .init(label($0.id), count: $0.status.heldBytes) })
+        text.gauge("darkroom_worker_input_bytes_max", help: "The most input bytes held at once.",
+                   workers.map { .init(label($0.id), count: $0.status.peakHeldBytes) })
+        text.gauge("darkroom_worker_input_budget_bytes", help: "The most input bytes the worker holds (--input-budget).",
+                   workers.map { .init(label($0.id), count: $0.status.inputBudget) })
+        text.gauge("darkroom_worker_job_seconds", help: "Processing time of one job on one thread, a moving average (absent before the first job).",
+                   workers.compactMap { worker in worker.status.jobTime.map { .init(label(worker.id), seconds($0)) } })
+        text.gauge("darkroom_worker_round_trip_seconds", help: "Round trip the credit target counts on: to the broker (CREDIT to JOB, bounded by PING) and to the storage node (STORE to STORED); the shortest of the last 2 s.",
+                   workers.flatMap { worker in
+                       [("broker", worker.status.brokerRoundTrip), ("store", worker.status.storeRoundTrip)].compactMap { peer, trip in
+                           trip.map { .init(label(worker.id) + [.init("peer", peer)], seconds($0)) }
+                       }
+                   })
         text.counter("darkroom_worker_jobs_done_total", help: "Jobs reported DONE (stored) since the worker started.",
                      workers.map { .init(label($0.id), count: $0.status.done) })
         text.counter("darkroom_worker_jobs_failed_total", help: "Jobs reported FAIL since the worker started, jobs handed back when stopping included.",

@@ -1,0 +1,107 @@
+import DarkroomClient
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// `darkroom cancel`: stops jobs for good.
+enum CancelCommand {
+    static let spec = CommandSpec(
+        name: "cancel",
+        abstract: "Cancel jobs: queued ones at once, running ones on their worker.",
+        discussion: """
+        A queued job is cancelled at once. A running job's worker is asked to stop
+        it: it stops at the next step of the job's pipeline (or inside a long
+        step), stores nothing and takes its next job; this command waits until it
+        has. A cancelled job ends with a 'cancelled' event, is never retried and
+        is not in the dead-letter set. A job already stored cannot be cancelled:
+        that is said, and the exit status is 1 (also for a dead or unknown job).
+        --all-queued cancels every job waiting to run, running ones untouched.
+        """,
+        arguments: [ArgumentSpec(name: "job-id", help: "Jobs to cancel.", variadic: true, optional: true)],
+        options: [
+            .flag("all-queued", help: "Cancel every queued job (ready or waiting to retry)."),
+            ClientOptions.broker, ClientOptions.timeout,
+            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let all = args.flag("all-queued")
+        if all == !args.positionals.isEmpty {
+            throw UsageError(all ? "--all-queued cancels every queued job; leave out the job ids" : "missing expected argument '<job-id> ...' (or --all-queued)")
+        }
+        let ids = try args.positionals.map { try ClientOptions.id($0, what: "job id") }
+        let timeout = try ClientOptions.timeout(args)
+        let context = try Context()
+        let admin: Admin
+        do {
+            admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout,
+                              curve: try ClientOptions.brokerCurve(args))
+        } catch {
+            throw error.runtime
+        }
+        if all {
+            do {
+                let n = try admin.cancel(.queued)
+                Console.err("cancelled \(n) queued job(s)")
+                return 0
+            } catch {
+                throw error.runtime
+            }
+        }
+        var failed = 0
+        for id in ids {
+            do {
+                try admin.cancel(.job(id))
+                switch try waitUntilEnded(id, admin: admin, for: timeout) {
+                case .cancelled(let worker):
+                    Console.out("cancelled \(id)" + (worker.map { " on worker \($0)" } ?? " (it was queued)"))
+                case .stored(let record):
+                    failed += 1
+                    Console.err("\(id): stored before its worker could stop it\(record.map { " (record \($0))" } ?? ""); a stored job cannot be cancelled")
+                case .other(let state):
+                    failed += 1
+                    Console.err("\(id): ended \(state), not cancelled")
+                case .stillStopping(let worker):
+                    failed += 1
+                    Console.err("\(id): worker \(worker ?? "?") has not stopped it within \(SubmitCommand.spoken(timeout)); it ends cancelled once it does (see `darkroom job \(id)`)")
+                }
+            } catch let error where error.serverCode == .notFound {
+                failed += 1
+                Console.err(error.message)
+            } catch {
+                throw error.runtime
+            }
+        }
+        return failed == 0 ? 0 : 1
+    }
+
+    enum Ending {
+        case cancelled(worker: String?)
+        case stored(ULID?)
+        case other(String)
+        case stillStopping(worker: String?)
+    }
+
+    /// Follows the job's story until it has ended (a running job ends when its
+    /// worker answers the cancel), or `limit` passes.
+    static func waitUntilEnded(_ id: ULID, admin: Admin, for limit: Duration) throws(ClientError) -> Ending {
+        let deadline = ContinuousClock.now + limit
+        var pause = Duration.milliseconds(10)
+        while true {
+            let story = try admin.jobStory(id)
+            switch story.state {
+            case "cancelled":
+                return .cancelled(worker: story.attempts.last.flatMap { $0.outcome == "cancelled" ? $0.worker : nil })
+            case "stored":
+                return .stored(story.recordID)
+            case "cancelling", "running":
+                if ContinuousClock.now >= deadline { return .stillStopping(worker: story.worker) }
+            default:
+                return .other(story.state)
+            }
+            Thread.sleep(forTimeInterval: pause / .milliseconds(1) / 1000)
+            pause = min(pause * 2, .milliseconds(200))
+        }
+    }
+}

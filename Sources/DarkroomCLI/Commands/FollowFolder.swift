@@ -1,0 +1,261 @@
+import DarkroomClient
+import DarkroomCore
+import DarkroomPipeline
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// `darkroom submit --follow DIR`: a hot folder. Every JPEG that appears in
+/// DIR, complete (closed after writing, or moved in), is submitted once
+/// with the command's options, and each job's end is printed as it comes.
+///
+/// Once means once across restarts too: a file's submit key is made from
+/// its path, size and modification time, which the broker deduplicates,
+/// and a state file in DIR (`.darkroom-follow`) lists the keys already
+/// submitted, so a restart submits nothing twice and does not even ask.
+/// SIGINT or SIGTERM stops it after the files in hand are accepted.
+///
+/// Everything runs on the calling thread: the folder watch, the producer,
+/// the event follower and the story client each own their descriptor or
+/// socket, and the loop takes turns among them.
+enum FollowFolder {
+    static let stateName = ".darkroom-follow"
+
+    struct Settings {
+        var directory: String
+        var pipeline: Pipeline
+        var options: DarkroomProtocol.JobOptions
+        var priority: UInt8
+        var json: Bool
+        var timeout: Duration
+        var deadline: Duration
+        var broker: String
+        var events: String
+        var curve: CurveClientKeys?
+    }
+
+    static func run(_ settings: Settings) throws -> Int32 {
+        let directory = URL(fileURLWithPath: settings.directory).standardizedFileURL.path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw RuntimeError("--follow \(settings.directory): no such directory")
+        }
+        // Held from now on, and taken between turns: a stop never cuts a
+        // submit or a state line in half.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
+        var state = try SubmittedFiles(path: directory + "/" + stateName)
+        // Watch before listing, so a file that lands in between is seen.
+        let watch: FolderWatch
+        do { watch = try FolderWatch(directory) } catch { throw RuntimeError("cannot watch \(directory): \(error.reason)") }
+        let context = try Context()
+        let producer: Producer
+        let follower: EventFollower
+        let admin: Admin
+        do {
+            producer = try Producer(endpoint: settings.broker, context: context, timeout: settings.timeout,
+                                    deadline: settings.deadline, curve: settings.curve)
+            follower = try EventFollower(frontend: settings.broker, events: settings.events, context: context,
+                                         timeout: settings.timeout, curve: settings.curve)
+            admin = try Admin(endpoint: settings.broker, context: context, timeout: settings.timeout, curve: settings.curve)
+        } catch {
+            throw error.runtime
+        }
+        Console.err("following \(directory): every JPEG written or moved into it is submitted once (Ctrl-C stops)")
+
+        var pending: [ULID: String] = [:]      // job → path, until its end is printed
+        var cursor: UInt64?                    // the next event seq to read, once a job is pending
+        var reported = Set<String>()           // keys of files already reported bad this run
+        var failures = 0
+        var candidates = listJPEGs(directory)
+        var stopping = false
+
+        func printEnd(_ event: Event, path: String) {
+            switch event.kind {
+            case .stored:
+                if settings.json { Console.out(SubmitCommand.resultJSON(input: path, status: "stored", event: event)) } else {
+                    Console.out("stored \(event.jobID) \(path) record \(event.recordID?.description ?? "?")")
+                }
+            case .dead:
+                failures += 1
+                if settings.json { Console.out(SubmitCommand.resultJSON(input: path, status: "dead", event: event)) } else {
+                    Console.err("dead   \(event.jobID) \(path): \(event.failure.map(Format.failureText) ?? "no reason given")")
+                }
+            case .cancelled:
+                if settings.json { Console.out(SubmitCommand.resultJSON(input: path, status: "cancelled", event: event)) } else {
+                    Console.err("cancelled \(event.jobID) \(path)")
+                }
+            default:
+                return
+            }
+            pending[event.jobID] = nil
+        }
+
+        func submit(_ name: String) {
+            let path = directory + "/" + name
+            guard let key = fileKey(path) else { return }  // gone again
+            // Open for writing again since the close that named it: its
+            // next close names it again.
+            if FolderWatch.isOpenForWriting(path) == true { return }
+            guard !state.contains(key), !reported.contains(key) else { return }
+            if let problem = SubmitCommand.check(path, pipeline: settings.pipeline) {
+                reported.insert(key)
+                failures += 1
+                SubmitCommand.report(json: settings.json, path: path, problem: problem)
+                return
+            }
+            var request = SubmitRequest.file(path, pipeline: settings.pipeline.canonical, options: settings.options,
+                                             priority: settings.priority)
+            request.submitKey = key
+            let result: SubmitResult
+            do { result = try producer.submit(request) } catch let error as ClientError {
+                failures += 1
+                Console.err("\(path): \(error.message)")
+                return
+            } catch {
+                failures += 1
+                Console.err("\(path): \(error)")
+                return
+            }
+            switch result {
+            case let .accepted(job, seq):
+                do { try state.add(key, job: job) } catch {
+                    Console.err("warning: cannot record \(path) in \(state.path): \(error); a restart asks the broker again, which still submits it once")
+                }
+                if settings.json {
+                    var o = JSONObject()
+                    o.set("input", path)
+                    o.set("job", job.description)
+                    o.set("status", "accepted")
+                    Console.out(o.text)
+                } else {
+                    Console.out("\(job) \(path)")
+                }
+                if let next = cursor, seq < next {
+                    // Accepted before (the broker knew its key): its end
+                    // may be behind the follower already; ask for it.
+                    if let story = try? admin.jobStory(job), ["stored", "dead", "cancelled", "discarded"].contains(story.state) {
+                        let last = story.events.last
+                        if let last { printEnd(Event(seq: last.seq, time: last.time, kind: EventKind(name: last.kind) ?? .stored, jobID: job,
+                                                     attempt: last.attempt, sourceName: path, workerID: last.worker ?? "",
+                                                     recordID: last.recordID, failure: last.failure), path: path) }
+                        return
+                    }
+                }
+                pending[job] = path
+                cursor = min(cursor ?? seq, seq)
+            case let .rejected(code, reason):
+                reported.insert(key)
+                failures += 1
+                SubmitCommand.report(json: settings.json, path: path, problem: "refused by the broker (\(code)): \(reason)")
+            case .failed(let error):
+                reported.insert(key)
+                failures += 1
+                SubmitCommand.report(json: settings.json, path: path, problem: error.message)
+            case let .unanswered(_, error):
+                failures += 1
+                Console.err("\(path): not answered by the deadline (\(error.message)); it is tried again when it changes or on restart")
+            }
+        }
+
+        while true {
+            for name in candidates { submit(name) }
+            candidates = []
+            if stopping || stopRequested(stopSignals) { break }
+            if let from = cursor, !pending.isEmpty {
+                do {
+                    _ = try follower.follow(from: .seq(from), for: .milliseconds(50), retry: .standard) { event in
+                        if let path = pending[event.jobID] { printEnd(event, path: path) }
+                        return .continue
+                    }
+                    cursor = follower.nextSeq
+                } catch {
+                    Console.err("following events: \(error.message)")
+                }
+                if pending.isEmpty { cursor = nil }
+            }
+            do {
+                switch try watch.wait(milliseconds: pending.isEmpty ? 500 : 50) {
+                case .files(let names): candidates = names.filter(isJPEGName)
+                case .rescan: candidates = listJPEGs(directory)
+                }
+            } catch {
+                throw RuntimeError("watching \(directory) failed: \(error.reason)")
+            }
+            if stopRequested(stopSignals) { stopping = true }
+        }
+        Console.err("stopped following \(directory); \(pending.count) job(s) still running are not followed (see `darkroom job ID`)")
+        if failures > 0 { Console.err("\(failures) file(s) were not stored (see above)") }
+        return 0
+    }
+
+    /// Takes a held SIGINT or SIGTERM, if one came.
+    static func stopRequested(_ signals: sigset_t) -> Bool {
+        var set = signals
+        var zero = timespec(tv_sec: 0, tv_nsec: 0)
+        return sigtimedwait(&set, nil, &zero) > 0
+    }
+
+    static func isJPEGName(_ name: String) -> Bool {
+        guard !name.hasPrefix(".") else { return false }
+        let lower = name.lowercased()
+        return lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg")
+    }
+
+    static func listJPEGs(_ directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(isJPEGName).sorted()
+    }
+
+    /// The submit key of a file as it is now: its path, size and
+    /// modification time, hashed (a key is at most 64 printable bytes). A
+    /// file rewritten later is a new file; the same file seen again is not.
+    static func fileKey(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let identity = "\(path)\n\(info.st_size)\n\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
+        return "file-" + SHA256.hex(SHA256.hash(Array(identity.utf8))).prefix(40)
+    }
+}
+
+/// The state file of a hot folder: one line per file submitted, its key
+/// and its job id. Appended as each file is accepted.
+struct SubmittedFiles {
+    let path: String
+    private var keys = Set<String>()
+
+    init(path: String) throws {
+        self.path = path
+        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            for line in text.split(separator: "\n") {
+                if let key = line.split(separator: " ").first { keys.insert(String(key)) }
+            }
+        }
+        if !FileManager.default.fileExists(atPath: path) {
+            guard FileManager.default.createFile(atPath: path, contents: nil) else {
+                throw RuntimeError("cannot create the state file \(path)")
+            }
+        }
+    }
+
+    func contains(_ key: String) -> Bool { keys.contains(key) }
+
+    mutating func add(_ key: String, job: ULID) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("\(key) \(job)\n".utf8))
+        keys.insert(key)
+    }
+}
+
+extension EventKind {
+    /// The kind named as EVENT's JSON and JOB-INFO write it.
+    init?(name: String) {
+        guard let kind = EventKind.allCases.first(where: { $0.description == name }) else { return nil }
+        self = kind
+    }
+}

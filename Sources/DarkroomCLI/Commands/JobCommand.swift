@@ -1,0 +1,114 @@
+import DarkroomClient
+import DarkroomProtocol
+import DarkroomZMQ
+import Foundation
+
+/// `darkroom job`: one job's story, from the broker's event log and queue.
+enum JobCommand {
+    static let spec = CommandSpec(
+        name: "job",
+        abstract: "Show one job's story: its state, source, pipeline, every attempt and its record.",
+        discussion: """
+        The broker answers from its event log, indexed by job, and from its queue,
+        so this is one quick read however long the log is. States: queued, delayed
+        (waiting out a retry backoff), running, stored, dead, discarded. Each
+        attempt shows its worker, when it started and ended, and how it ended
+        (stored, failed with the step and reason, or requeued). --json prints the
+        broker's answer as it is (protocol/drk1.md, section 10.5).
+        Exits 1 when the broker does not know the job.
+        """,
+        arguments: [ArgumentSpec(name: "job-id", help: "The job id that submit printed.", variadic: true)],
+        options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout,
+                  ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let ids = try args.positionals.map { try ClientOptions.id($0, what: "job id") }
+        let context = try Context()
+        let admin: Admin
+        do {
+            admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context,
+                              timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
+        } catch {
+            throw error.runtime
+        }
+        var missing = 0
+        for (index, id) in ids.enumerated() {
+            do {
+                let story = try admin.jobStory(id)
+                if args.flag("json") {
+                    Console.out(jsonLine(story))
+                } else {
+                    if index > 0 { Console.out("") }
+                    for line in lines(story) { Console.out(line) }
+                }
+            } catch let error where error.serverCode == .notFound {
+                missing += 1
+                Console.err(error.message)
+            } catch {
+                throw error.runtime
+            }
+        }
+        return missing == 0 ? 0 : 1
+    }
+
+    /// The story as a person reads it.
+    static func lines(_ story: JobStory) -> [String] {
+        var out = ["job \(story.jobID)  \(story.state)\(stateDetail(story))"]
+        func row(_ name: String, _ value: String?) {
+            if let value { out.append("  \(name.padded(to: 10))\(value)") }
+        }
+        row("source", story.source.isEmpty ? nil : story.source)
+        row("pipeline", story.pipeline.map { $0.isEmpty ? "(none)" : $0 })
+        row("priority", story.priority.map { String($0) })
+        row("submitted", story.submitted.map(time))
+        if let finished = story.finished {
+            let took = story.submitted.map { " (\(span(from: $0, to: finished)) after submit)" } ?? ""
+            row("finished", time(finished) + took)
+        }
+        row("record", story.recordID?.description)
+        if !story.complete {
+            out.append("  (the broker's --retention pruned this job's first events: the story starts later)")
+        }
+        if story.attempts.isEmpty {
+            out.append("  no attempt yet")
+        }
+        for a in story.attempts {
+            var line = "  attempt \(a.attempt) on \(a.worker): \(clock(a.started))"
+            if let ended = a.ended { line += " to \(clock(ended)) (\(span(from: a.started, to: ended)))" }
+            line += ", \(a.outcome)"
+            if let failure = a.failure { line += ": \(failure.text(withCode: true))" }
+            out.append(line)
+        }
+        return out
+    }
+
+    static func stateDetail(_ story: JobStory) -> String {
+        switch story.state {
+        case "running": story.worker.map { " on \($0)" } ?? ""
+        case "delayed": story.notBefore.map { " until \(clock($0))" } ?? ""
+        default: ""
+        }
+    }
+
+    /// Unix milliseconds as UTC date and time to the millisecond.
+    static func time(_ ms: UInt64) -> String {
+        let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0) + clock(ms) + " UTC"
+    }
+
+    /// The time of day of Unix milliseconds, UTC: `19:30:01.123`.
+    static func clock(_ ms: UInt64) -> String {
+        let ofDay = ms % 86_400_000
+        return String(format: "%02d:%02d:%02d.%03d", Int(ofDay / 3_600_000), Int(ofDay / 60_000 % 60),
+                      Int(ofDay / 1000 % 60), Int(ofDay % 1000))
+    }
+
+    static func span(from start: UInt64, to end: UInt64) -> String {
+        let ms = end >= start ? end - start : 0
+        return ms < 1000 ? "\(ms) ms" : String(format: "%.2f s", Double(ms) / 1000)
+    }
+}

@@ -1,0 +1,94 @@
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `darkroom cancel` with real processes: a queued job and a running one
+/// (a large image through a slow pipeline) both end cancelled, nothing is
+/// stored for them, and the worker goes on to its next job.
+@Suite("Cancel", .serialized)
+struct CancelTests {
+    @Test("a running job and a queued one end cancelled, store nothing, and the worker takes its next job")
+    func runningAndQueued() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w", concurrency: 1, ["--prefetch", "0"])
+        let slow = try h.writeImages(2, name: "slow", size: Size(width: 800, height: 600))
+        let submit = try h.run(["submit", slow.path, "--ops", "blur:8 | scale:300x300", "--json"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let small = try h.writeImages(1, name: "small")
+        let after = try h.run(["submit", small.path, "--ops", "invert", "--json"] + h.clientFlags)
+        try #require(after.status == 0, "\(after.stderr)")
+        let ids = SystemHarness.jsonLines(submit.stdout + after.stdout).compactMap { $0["job"] as? String }
+        try #require(ids.count == 3)
+        let (running, queued, last) = (ids[0], ids[1], ids[2])
+
+        try h.waitUntil("the first job runs") { try JobStoryTests.story(h, running)["state"] as? String == "running" }
+        // One slot, no prefetch: the second waits in the queue.
+        #expect(try JobStoryTests.story(h, queued)["state"] as? String == "queued")
+
+        let cancelQueued = try h.run(["cancel", queued] + h.brokerFlags)
+        #expect(cancelQueued.status == 0, "\(cancelQueued.stderr)")
+        #expect(cancelQueued.stdout.contains("cancelled \(queued) (it was queued)"), "\(cancelQueued.stdout)")
+
+        let cancelRunning = try h.run(["cancel", running, "--timeout", "60"] + h.brokerFlags)
+        #expect(cancelRunning.status == 0, "\(cancelRunning.stderr)")
+        #expect(cancelRunning.stdout.contains("cancelled \(running) on worker w"), "\(cancelRunning.stdout)")
+
+        // The worker goes on with the last job, which is stored.
+        try h.waitUntil("the last job is stored", timeout: .seconds(300)) {
+            try JobStoryTests.story(h, last)["state"] as? String == "stored"
+        }
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        #expect(records.compactMap { $0["jobId"] as? String } == [last], "nothing stored for the cancelled jobs")
+
+        for id in [running, queued] {
+            let story = try JobStoryTests.story(h, id)
+            #expect(story["state"] as? String == "cancelled")
+            #expect(story["recordId"] == nil)
+        }
+        let runningStory = try JobStoryTests.story(h, running)
+        #expect(JobStoryTests.attempts(runningStory).last?["outcome"] as? String == "cancelled")
+        #expect(JobStoryTests.attempts(runningStory).last?["worker"] as? String == "w")
+        #expect(JobStoryTests.attempts(try JobStoryTests.story(h, queued)).isEmpty)
+        let human = try h.run(["job", running] + h.brokerFlags)
+        #expect(human.stdout.contains("job \(running)  cancelled"), "\(human.stdout)")
+
+        // Never retried, never dead; the events say cancelled once each.
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        #expect(events.filter { $0["kind"] as? String == "cancelled" }.compactMap { $0["job"] as? String }.sorted() == [running, queued].sorted())
+        #expect(!events.contains { ["retrying", "dead"].contains($0["kind"] as? String ?? "") })
+        #expect(try h.run(["dead", "--json"] + h.brokerFlags).stdout.isEmpty)
+
+        // A stored job cannot be cancelled; nor can one cancelled already.
+        let tooLate = try h.run(["cancel", last] + h.brokerFlags)
+        #expect(tooLate.status == 1)
+        #expect(tooLate.stderr.contains("already stored"), "\(tooLate.stderr)")
+        let again = try h.run(["cancel", queued] + h.brokerFlags)
+        #expect(again.status == 1 && again.stderr.contains("already cancelled"), "\(again.stderr)")
+        #expect(try h.run(["cancel"] + h.brokerFlags).status == 64)
+    }
+
+    @Test("--all-queued cancels every waiting job and submit --wait reports them cancelled")
+    func allQueued() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        let input = try h.writeImages(4)
+        // No worker: every job waits. submit --wait follows them until they end.
+        let waiting = try h.start("submit", ["submit", input.path, "--ops", "invert", "--wait", "--json", "--timeout", "30"] + h.clientFlags,
+                                  separateStderr: true)
+        try h.waitUntil("four jobs wait") {
+            let status = try h.run(["status", "--json"] + h.brokerFlags)
+            return (SystemHarness.jsonLines(status.stdout).first?["queue"] as? [String: Any]).map {
+                ($0["ready"] as? [Int] ?? []).reduce(0, +) == 4
+            } ?? false
+        }
+        let cancel = try h.run(["cancel", "--all-queued"] + h.brokerFlags)
+        #expect(cancel.status == 0)
+        #expect(cancel.stderr.contains("cancelled 4 queued job(s)"), "\(cancel.stderr)")
+        waiting.waitUntilExit()
+        #expect(waiting.terminationStatus == 1, "cancelled jobs are not stored")
+        #expect(h.errors("submit").contains("4 cancelled"), "\(h.errors("submit"))")
+    }
+}

@@ -1,0 +1,102 @@
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `darkroom submit --follow DIR` with real processes: a hot folder.
+@Suite("Hot folder", .serialized)
+struct FollowFolderTests {
+    static func jpeg(seed: UInt64) throws -> Data {
+        Data(try JPEG.encode(SamplePhoto.render(Size(width: 96, height: 64), seed: seed), options: EncodeOptions(quality: 85)))
+    }
+
+    static func stdout(_ h: SystemHarness, _ name: String) -> String {
+        h.log(name)
+    }
+
+    @Test("files copied or moved in are stored once; a half-written file waits for its close; a restart submits nothing twice")
+    func hotFolder() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w", concurrency: 2)
+        let hot = h.dir.url.appendingPathComponent("hot")
+        try FileManager.default.createDirectory(at: hot, withIntermediateDirectories: true)
+        try Self.jpeg(seed: 1).write(to: hot.appendingPathComponent("already-there.jpg"))
+        let args = ["submit", "--follow", hot.path, "--ops", "invert", "--thumb", "32x32", "--json"] + h.clientFlags
+        let follow = try h.start("follow", args, separateStderr: true)
+        func records() throws -> [[String: Any]] {
+            SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        }
+        try h.waitUntil("the file already there is stored") { try records().count == 1 }
+
+        // Copied in (written in place, closed), and moved in from outside.
+        for i in 2...4 { try Self.jpeg(seed: UInt64(i)).write(to: hot.appendingPathComponent("copied-\(i).jpg")) }
+        let outside = h.dir.url.appendingPathComponent("moved.jpg")
+        try Self.jpeg(seed: 5).write(to: outside)
+        try FileManager.default.moveItem(at: outside, to: hot.appendingPathComponent("moved.jpg"))
+        try "not a photo".write(to: hot.appendingPathComponent("notes.txt"), atomically: false, encoding: .utf8)
+
+        // Half of a file, its writer still holding it open.
+        let half = try Self.jpeg(seed: 6)
+        let partPath = hot.appendingPathComponent("half.jpg").path
+        FileManager.default.createFile(atPath: partPath, contents: nil)
+        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: partPath))
+        try writer.write(contentsOf: half.prefix(half.count / 2))
+        try h.waitUntil("the copied and moved files are stored") { try records().count == 5 }
+        #expect(!(try records()).contains { ($0["source"] as? String)?.hasSuffix("half.jpg") == true },
+                "a file still being written is not submitted")
+        try writer.write(contentsOf: half.suffix(from: half.count / 2))
+        try writer.close()
+        try h.waitUntil("the finished file is stored") { try records().count == 6 }
+
+        // Each file once, each printed stored.
+        let sources = try records().compactMap { $0["source"] as? String }
+        #expect(Set(sources).count == 6, "\(sources)")
+        #expect(Set(sources.map { URL(fileURLWithPath: $0).lastPathComponent })
+                == ["already-there.jpg", "copied-2.jpg", "copied-3.jpg", "copied-4.jpg", "moved.jpg", "half.jpg"])
+        try h.waitUntil("every result is printed") {
+            SystemHarness.jsonLines(Self.stdout(h, "follow")).filter { $0["status"] as? String == "stored" }.count == 6
+        }
+
+        // SIGTERM stops it cleanly.
+        kill(follow.processIdentifier, SIGTERM)
+        follow.waitUntilExit()
+        #expect(follow.terminationStatus == 0, "\(h.errors("follow"))")
+        #expect(h.errors("follow").contains("stopped following"))
+
+        // A restart submits nothing twice, and a new file once.
+        let again = try h.start("follow-again", args, separateStderr: true)
+        try Self.jpeg(seed: 7).write(to: hot.appendingPathComponent("new.jpg"))
+        try h.waitUntil("the new file is stored") { try records().count == 7 }
+        Thread.sleep(forTimeInterval: 1)
+        kill(again.processIdentifier, SIGINT)
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 0, "\(h.errors("follow-again"))")
+        let accepted = SystemHarness.jsonLines(Self.stdout(h, "follow-again")).filter { $0["status"] as? String == "accepted" }
+        #expect(accepted.compactMap { $0["input"] as? String }.map { URL(fileURLWithPath: $0).lastPathComponent } == ["new.jpg"])
+        #expect(try records().count == 7)
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        #expect(events.filter { $0["kind"] as? String == "accepted" }.count == 7,
+                "one job per file: \(events.filter { $0["kind"] as? String == "accepted" }.compactMap { $0["source"] as? String })\n\(h.log("follow"))\n\(h.errors("follow"))")
+
+        // Without its state file, the broker's submit keys still keep each file to one job.
+        try FileManager.default.removeItem(at: hot.appendingPathComponent(".darkroom-follow"))
+        let lost = try h.start("follow-lost", args, separateStderr: true)
+        try h.waitUntil("every file is accounted for again") {
+            SystemHarness.jsonLines(Self.stdout(h, "follow-lost")).filter { $0["status"] as? String == "stored" }.count == 7
+        }
+        kill(lost.processIdentifier, SIGTERM)
+        lost.waitUntilExit()
+        let after = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        #expect(after.filter { $0["kind"] as? String == "accepted" }.count == 7, "still one job per file")
+        #expect(try records().count == 7)
+    }
+
+    @Test("--follow needs a directory and no inputs")
+    func usage() throws {
+        let h = try SystemHarness()
+        #expect(try h.run(["submit", "--follow", h.dir.path("nowhere"), "--ops", "invert"]).status == 1)
+        #expect(try h.run(["submit", "--follow", h.dir.url.path, "a.jpg", "--ops", "invert"]).status == 64)
+        #expect(try h.run(["submit", "--ops", "invert"]).status == 64)
+    }
+}

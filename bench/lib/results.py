@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Results of bench/system.sh: one JSON object per line, then the table.
+
+    results.py add FILE KEY NAME=VALUE...   append one result (numbers stay numbers)
+    results.py get JSON FIELD                print one field of a JSON line ("" if absent)
+    results.py report FILE [NOTE...]         print the Markdown report
+
+Keys the report knows and what it compares:
+
+    readme           `darkroom up` + `darkroom submit DIR --wait`: the reference
+    tuned            one line per configuration tried; the fastest is "best tuned"
+    tuned-submit     the best tuned server with `darkroom submit --window N`
+    sidekiq, celery  peers: darkroom's README path divided by theirs
+    lat-tiny-direct, lat-tiny-proxy,
+    lat-photo-direct, lat-photo-proxy
+                     the proxied run as % of the direct one
+    big              peak RSS (VmHWM) of broker, store and worker
+    img-engine, img-system
+                     the queue's overhead over the engine alone (target < 10%)
+    memory           RSS of broker and store over a long run (flat)
+    failed           a row that could not run, with why
+"""
+import json
+import sys
+
+OVERHEAD_TARGET = 10.0   # percent, image jobs through the queue vs the engine alone
+MEMORY_GROWTH_MIB = 16   # broker and store over a long run
+
+
+def value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def add(path, key, pairs):
+    entry = {"key": key}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        entry[name] = value(text)
+    with open(path, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def get(line, field):
+    try:
+        v = json.loads(line).get(field, "")
+    except (ValueError, AttributeError):
+        v = ""
+    print(v)
+
+
+def fmt_rate(r):
+    return f"{r:,.0f}" if r >= 100 else f"{r:,.1f}" if r >= 10 else f"{r:,.2f}"
+
+
+def pct(a, b):
+    return f"{100.0 * a / b:.1f}%" if b else "?"
+
+
+def times(a, b):
+    return f"{a / b:.2f}×" if b else "?"
+
+
+def up_flags(cfg):
+    """`up -w 1 -c 512` for 1x512; `up` for default."""
+    if cfg == "default":
+        return "up with defaults"
+    workers, _, concurrency = cfg.partition("x")
+    return f"up -w {workers} -c {concurrency}"
+
+
+def report(path, notes):
+    entries = [json.loads(line) for line in open(path) if line.strip()]
+    by = {}
+    for e in entries:
+        by.setdefault(e["key"], []).append(e)
+    first = {k: v[0] for k, v in by.items()}
+    tuned = by.get("tuned", [])
+    best = max(tuned, key=lambda e: e["rate"]) if tuned else None
+    readme = first.get("readme")
+    rows, verdicts = [], []
+
+    def row(name, setup, work, result, ratio=""):
+        rows.append(f"| {name} | {setup} | {work} | {result} | {ratio} |")
+
+    for e in entries:
+        k = e["key"]
+        if k == "readme":
+            ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})" if best else ""
+            row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
+        elif k == "tuned":
+            mark = " **(best)**" if e is best else ""
+            ratio = f"README path is {pct(readme['rate'], e['rate'])} of this" if readme else ""
+            row(("default server, load generator" if e["cfg"] == "default" else "tuned") + mark, e["setup"], f"{e['jobs']:,} tiny jobs", f"{fmt_rate(e['rate'])} jobs/s; p50 {e['p50ms']} ms, p99 {e['p99ms']} ms", ratio)
+        elif k == "tuned-submit":
+            ratio = f"{pct(e['rate'], best['rate'])} of best tuned" if best else ""
+            row("tuned server, submit client", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
+        elif k in ("sidekiq", "celery"):
+            ratio = f"darkroom README path ÷ {k.capitalize()} = {times(readme['rate'], e['rate'])}" if readme else ""
+            row(f"peer: {k.capitalize()}", e["setup"], f"{e['jobs']:,} jobs", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s, enqueue {e['enqueueSeconds']} s)", ratio)
+        elif k.startswith("lat-"):
+            kind, how = k.split("-")[1:]
+            direct = first.get(f"lat-{kind}-direct")
+            what = "tiny jobs" if kind == "tiny" else "photos"
+            ratio = ""
+            if how == "proxy" and direct:
+                ratio = f"{pct(e['rate'], direct['rate'])} of direct"
+            result = f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)"
+            row(f"{what}, {'+100 ms link' if how == 'proxy' else 'direct'}", e["setup"], f"{e['jobs']:,} jobs, {e['stored']:,} stored", result, ratio)
+        elif k == "big":
+            decoded = e["width"] * e["height"] * 3 / 2**20
+            row("big inputs", e["setup"], f"{e['jobs']} inputs of {e['meanMB']} MB, {e['stored']} stored",
+                f"worker peak RSS {e['workerMiB']} MiB; broker {e['brokerMiB']} MiB, store {e['storeMiB']} MiB; {fmt_rate(e['rate'])} jobs/s",
+                f"worker peak = {e['workerMiB'] / decoded:.1f}× one decoded input ({decoded:.0f} MiB)")
+        elif k == "img-engine":
+            row("image jobs, engine alone", e["setup"], f"{e['jobs']} photos × {e['runs']} runs", f"best {fmt_rate(e['rate'])}, median {fmt_rate(e['median'])} images/s")
+        elif k == "img-system":
+            engine = first.get("img-engine")
+            ratio = ""
+            if engine:
+                over = 100.0 - 100.0 * e["rate"] / engine["rate"]
+                ratio = f"{pct(e['rate'], engine['rate'])} of the engine: overhead {over:.1f}% (best), {100.0 - 100.0 * e['median'] / engine['median']:.1f}% (median)"
+                ok = over < OVERHEAD_TARGET and e["stored"] == e["jobs"]
+                verdicts.append(f"{'PASS' if ok else 'FAIL'} image jobs: queue overhead {over:.1f}% (best runs), target under {OVERHEAD_TARGET:g}%")
+            row("image jobs, through the queue", e["setup"], f"{e['jobs']} photos × {e['runs']} runs, {e['stored']} stored", f"best {fmt_rate(e['rate'])}, median {fmt_rate(e['median'])} images/s", ratio)
+        elif k == "memory":
+            row("memory over a long run", e["setup"], f"{e['jobs']:,} tiny jobs",
+                f"RSS after warm-up → peak, MiB: broker {e['brokerWarm']} → {e['brokerPeak']}, store {e['storeWarm']} → {e['storePeak']}, worker {e['workerWarm']} → {e['workerPeak']}",
+                f"{fmt_rate(e['rate'])} jobs/s")
+            for role in ("broker", "store"):
+                grew = e[f"{role}Peak"] - e[f"{role}Warm"]
+                verdicts.append(f"{'PASS' if grew <= MEMORY_GROWTH_MIB else 'FAIL'} {role} RSS flat: {grew} MiB over its RSS after warm-up (limit {MEMORY_GROWTH_MIB})")
+        elif k == "failed":
+            row(e.get("row", "?"), e.get("setup", ""), "", f"did not run: {e.get('why', '?')}")
+    print("# darkroom system benchmark")
+    print()
+    for n in notes:
+        print(n)
+        print()
+    print("| row | setup | work | result | comparison |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(r)
+    if verdicts:
+        print()
+        for v in verdicts:
+            print(f"- {v}")
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "add":
+        add(argv[1], argv[2], argv[3:])
+    elif len(argv) == 3 and argv[0] == "get":
+        get(argv[1], argv[2])
+    elif len(argv) >= 2 and argv[0] == "report":
+        report(argv[1], argv[2:])
+    else:
+        sys.exit(__doc__.split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
