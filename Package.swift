@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CCurl (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CCurl, CMalloc (system libraries)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -19,7 +19,7 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd and libcurl are named.
+        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd, libcurl and glibc's malloc controls are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
@@ -33,9 +33,11 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD"),
         // libcurl (OpenSSL flavour), for downloading the web sources of `submit`.
         .systemLibrary(name: "CCurl"),
+        // glibc's malloc controls, so that a server gives back the memory it freed.
+        .systemLibrary(name: "CMalloc"),
 
-        // Vocabulary shared by every layer: hashing, logging.
-        .target(name: "DarkroomCore", dependencies: ["CCrypto"]),
+        // Vocabulary shared by every layer: hashing, logging, services.
+        .target(name: "DarkroomCore", dependencies: ["CCrypto", "CMalloc"]),
         // Safe Swift wrappers: every ZeroMQ and SQLite call and every unsafe
         // pointer for them lives in these two modules.
         .target(name: "DarkroomZMQ", dependencies: ["CZeroMQ"]),
@@ -80,7 +82,7 @@ let package = Package(
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
-        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),

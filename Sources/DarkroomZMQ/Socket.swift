@@ -137,7 +137,7 @@ public final class Socket {
     /// receive timeout (`setReceiveTimeout`) expires. Throws `ETERM` once the
     /// context is shut down.
     public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
-        try receiveMessage(dontWait: dontWait, userID: false)?.frames
+        try receiveMessage(dontWait: dontWait, property: nil)?.frames
     }
 
     /// `receive`, plus the ZAP user id of the connection the message came
@@ -150,7 +150,17 @@ public final class Socket {
     /// as `Oversized`: `ZMQ_MAXMSGSIZE` bounds each frame, not the message,
     /// so a peer could otherwise send a message of many frames just under it.
     public func receiveWithUserID(dontWait: Bool = false, maxBytes: Int? = nil) throws -> (frames: [[UInt8]], userID: String?)? {
-        try receiveMessage(dontWait: dontWait, userID: true, maxBytes: maxBytes)
+        try receiveMessage(dontWait: dontWait, property: "User-Id", maxBytes: maxBytes).map { ($0.frames, $0.property) }
+    }
+
+    /// `receive`, plus whether the message came over a peer's connection.
+    /// libzmq attaches a connection's metadata (among it "Peer-Address", on
+    /// TCP and IPC) to every message read from it, and none to a message
+    /// the socket makes itself, such as the unsubscriptions an XPUB passes
+    /// up for a subscriber that has gone. (Over inproc there is no metadata
+    /// at all: every message reads as made by the socket.)
+    public func receiveNotingConnection(dontWait: Bool = false) throws -> (frames: [[UInt8]], fromConnection: Bool)? {
+        try receiveMessage(dontWait: dontWait, property: "Peer-Address").map { ($0.frames, $0.property != nil) }
     }
 
     /// A message over the `maxBytes` given to `receiveWithUserID`, dropped:
@@ -163,13 +173,13 @@ public final class Socket {
         public var description: String { "a message of \(bytes) bytes in \(frames) frames, over the limit" }
     }
 
-    /// Reads one message; with `userID`, also its connection's ZAP user id,
-    /// from the first frame that came over the wire: a ROUTER's identity
-    /// frame is made locally and carries no metadata, so at most the first
-    /// two frames are asked.
-    private func receiveMessage(dontWait: Bool, userID wantUserID: Bool, maxBytes: Int? = nil) throws -> (frames: [[UInt8]], userID: String?)? {
+    /// Reads one message; with `property`, also that metadata property of
+    /// its connection (the ZAP user id is "User-Id"), from the first frame
+    /// that came over the wire: a ROUTER's identity frame is made locally
+    /// and carries no metadata, so at most the first two frames are asked.
+    private func receiveMessage(dontWait: Bool, property: String?, maxBytes: Int? = nil) throws -> (frames: [[UInt8]], property: String?)? {
         let handle = try openHandle("zmq_msg_recv")
-        var userID: String?
+        var value: String?
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
         zmq_msg_init(&message)
@@ -192,8 +202,8 @@ public final class Socket {
             total += size
             if let maxBytes, total > maxBytes { oversized = true }
             if !oversized {
-                if wantUserID, userID == nil, frames.count < 2, let value = zmq_msg_gets(&message, "User-Id") {
-                    userID = String(cString: value)
+                if let property, value == nil, frames.count < 2, let found = zmq_msg_gets(&message, property) {
+                    value = String(cString: found)
                 }
                 if size == 0 {
                     frames.append([])
@@ -208,7 +218,7 @@ public final class Socket {
             }
             if zmq_msg_more(&message) == 0 {
                 if oversized { throw Oversized(bytes: total, frames: count, firstFrame: frames.first) }
-                return (frames, userID)
+                return (frames, value)
             }
         }
     }

@@ -44,6 +44,19 @@ import Testing
         #expect(try client.status().queue.depth == 0)
     }
 
+    /// The parser's message quotes the bad token; a pipeline of 4096 bytes
+    /// that is one unknown name made a reason over the 4096 bytes REJECTED
+    /// may carry, and clients could not decode the reply.
+    @Test func rejectsAPipelineOfTheLongestLengthWithAReasonThatFitsItsFrame() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let reply = try client.submit(pipeline: String(repeating: "a", count: Wire.Limit.pipelineBytes))
+        guard case .rejected(let rejected) = reply else { Issue.record("expected REJECTED, got \(reply)"); return }
+        #expect(rejected.code == .invalidPipeline)
+        #expect(rejected.reason.utf8.count <= Wire.Limit.reasonBytes)
+        #expect(rejected.reason.hasPrefix("invalid pipeline: unknown operation"))
+    }
+
     @Test func aFullQueueRejectsWithQueueFull() throws {
         let harness = try Harness { $0.maxQueueDepth = 3 }
         let client = try harness.client()
@@ -755,6 +768,58 @@ import Testing
             #expect(try socket.receive() == nil)
         }
         #expect(try client.request { Ping(requestID: $0).frames() } == .pong(Pong(requestID: client.nextID - 1)))
+    }
+
+    /// Subscribers to each form, receiving: one job at a time is submitted
+    /// until both have an event.
+    private func liveSubscribers(_ harness: Harness, _ client: Client) throws -> (single: Socket, batched: Socket) {
+        let single = try harness.subscriber(Wire.eventTopic)
+        let batched = try harness.subscriber(Wire.eventBatchTopic)
+        var got = (single: false, batched: false)
+        let deadline = Date().addingTimeInterval(10)
+        while !(got.single && got.batched), Date() < deadline {
+            _ = try client.submitAccepted()
+            got.single = try got.single || !collectMessages(single, events: 1).isEmpty
+            got.batched = try got.batched || !collectMessages(batched, events: 1).isEmpty
+        }
+        try #require(got.single && got.batched, "the subscribers never received an event")
+        return (single, batched)
+    }
+
+    /// Whether each subscriber gets the events of one more job.
+    private func bothReceive(_ subscribers: (single: Socket, batched: Socket), _ client: Client) throws -> (single: Bool, batched: Bool) {
+        let job = try client.submitAccepted().jobID
+        func got(_ socket: Socket) throws -> Bool {
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline {
+                guard let frames = try socket.receive() else { continue }
+                if try EventMessage.decode(frames).events.contains(where: { $0.jobID == job }) { return true }
+            }
+            return false
+        }
+        return (try got(subscribers.single), try got(subscribers.batched))
+    }
+
+    /// libzmq takes a later frame of a message that starts with 1 for a
+    /// subscription too, and unsubscribes it when the peer goes. The broker
+    /// read only the first frame, so that unsubscribe took away another
+    /// subscriber's subscription.
+    @Test func aPeerThatSubscribedInALaterFrameAndLeftStopsNoOnesEvents() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        let subscribers = try liveSubscribers(harness, client)
+        for topic in [Wire.eventTopic, Wire.eventBatchTopic] {
+            let peer = try harness.context.socket(.xsub)
+            try peer.setLinger(milliseconds: 0)
+            try peer.connect(harness.endpoint("events"))
+            try peer.send([[0x02], [0x01] + topic])
+            Thread.sleep(forTimeInterval: 0.3)
+            peer.close()
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        let got = try bothReceive(subscribers, client)
+        #expect(got.single)
+        #expect(got.batched)
     }
 
     @Test func aMessageOverTheLimitInAllItsFramesIsDroppedUnansweredAndABadVersionIsAlwaysAnswered() throws {

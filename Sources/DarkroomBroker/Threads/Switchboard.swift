@@ -355,7 +355,9 @@ final class Switchboard {
             do {
                 canonical = try pipelines.parse(submit.pipeline).canonical
             } catch {
-                sendFrontend(client, Rejected(requestID: submit.requestID, code: .invalidPipeline, reason: error.summary).frames())
+                // A line of at most 4096 bytes (section 5.1): the parser's
+                // message quotes the bad token, which may be the whole pipeline.
+                sendFrontend(client, Rejected(requestID: submit.requestID, code: .invalidPipeline, reason: Wire.line(error.summary)).frames())
                 return
             }
             backlog.add(submit.image.count)
@@ -477,7 +479,10 @@ final class Switchboard {
                     usleep(20_000)
                 }
             }
-            subscriptions = EventSubscriptions()
+            // The counts stay: the socket unsubscribes each dropped
+            // subscriber's topics as its connection ends, which brings them
+            // down; starting them afresh would let those unsubscribes take
+            // away the subscriptions of subscribers that came back first.
             logger.info("events socket bound again on \(endpoint) after keys were revoked; subscribers reconnect and are checked again")
         } catch {
             logger.error("events socket: could not bind again after keys were revoked: \(error)")
@@ -487,20 +492,25 @@ final class Switchboard {
     /// Reads the subscribe and unsubscribe messages the XPUB socket passes up.
     private func readSubscriptions() {
         for _ in 0..<1_000 {
-            let message: [[UInt8]]?
-            do { message = try events.receive(dontWait: true) } catch {
+            let message: (frames: [[UInt8]], fromConnection: Bool)?
+            do { message = try events.receiveNotingConnection(dontWait: true) } catch {
                 logger.warn("events socket: \(error)")
                 return
             }
-            guard let frame = message?.first else { return }
-            do {
-                switch subscriptions.take(frame) {
-                case .subscribe(let topic): try events.subscribe(topic)
-                case .unsubscribe(let topic): try events.unsubscribe(topic)
-                case .drop: logger.debug("events socket: ignored a subscription to a topic DRK1 does not define")
+            guard let message else { return }
+            // Every frame: libzmq takes any frame that starts with 0 or 1 for
+            // a subscription, the later frames of a message too, and keeps
+            // it for the unsubscribe it makes when the subscriber goes.
+            for frame in message.frames {
+                do {
+                    switch subscriptions.take(frame, fromConnection: message.fromConnection) {
+                    case .subscribe(let topic): try events.subscribe(topic)
+                    case .unsubscribe(let topic): try events.unsubscribe(topic)
+                    case .drop: logger.debug("events socket: ignored a subscription to a topic DRK1 does not define")
+                    }
+                } catch {
+                    logger.warn("events socket: \(error)")
                 }
-            } catch {
-                logger.warn("events socket: \(error)")
             }
         }
     }

@@ -121,13 +121,16 @@ extension RoleOptions {
 
     /// Runs one server role (the broker or the storage node) until SIGTERM:
     /// its ZAP handler first when it has keys, then the service; logs
-    /// `ready` once both listen.
+    /// `ready` once both listen. A server gives back the memory a burst of
+    /// large or many messages made it allocate (`FreedMemory`).
     static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
                       ready: String, args: ParsedArguments, metrics: MetricsService? = nil) throws -> Int32 {
+        FreedMemory.keepLargeBlocksOutOfTheHeap()
         let zap = authenticator(security, context: context, logger: logger)
         ServiceRunner.holdTerminationSignals()
         metrics?.serve([service])
-        let started = try ServiceRunner.start(zap + (metrics?.entries ?? []) + [.init(name: name, service: service)], logger: logger)
+        let memory = ServiceGroup.Entry(name: "memory returner", service: FreedMemoryReturner())
+        let started = try ServiceRunner.start(zap + (metrics?.entries ?? []) + [memory, .init(name: name, service: service)], logger: logger)
         logger.info(ready)
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args),
                                                onHangUp: security?.hangUpHandler(logger: logger))
