@@ -186,7 +186,7 @@ import Testing
             #expect(job.image == images[ids.firstIndex(of: job.jobID) ?? 0])
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [2])
+        #expect(version == [3], "the latest schema version")
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
         #expect(objects == ["job_input", "jobs_dead", "jobs_open"])
         // Version 1 kept stored jobs' rows; version 2 has none.

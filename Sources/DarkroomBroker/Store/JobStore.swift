@@ -255,8 +255,11 @@ final class JobStore {
     /// and its `accepted` event keeps the pipeline and priority, which
     /// outlive the job's row (a stored job has none).
     private static func migrateJobStories(_ db: Connection) throws {
-        try db.execute("ALTER TABLE events ADD COLUMN pipeline TEXT")
-        try db.execute("ALTER TABLE events ADD COLUMN priority INTEGER")
+        // Only the columns missing: a database brought back to an earlier
+        // layout by hand may still have them.
+        let columns = Set(try db.query("PRAGMA table_info(events)") { try $0.string("name") })
+        if !columns.contains("pipeline") { try db.execute("ALTER TABLE events ADD COLUMN pipeline TEXT") }
+        if !columns.contains("priority") { try db.execute("ALTER TABLE events ADD COLUMN priority INTEGER") }
         try db.execute("CREATE INDEX IF NOT EXISTS events_job ON events (job_id, seq)")
     }
 
