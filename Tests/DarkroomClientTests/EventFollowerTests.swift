@@ -256,7 +256,7 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
             try follower.waitForJobs([job, ulid()], from: 1, timeout: .milliseconds(300))
         }
         #expect(error?.kind == .timeout)
-        #expect(error?.message == "2 of 2 job(s) still unfinished after 300 ms (no stored or dead event yet)")
+        #expect(error?.message == "2 of 2 job(s) still unfinished after 300 ms (no stored, dead or cancelled event yet)")
     }
 
     /// A backoff short enough for tests.
