@@ -318,8 +318,10 @@ dr_jpeg_status dr_jpeg_decoder_step(dr_jpeg_decoder *dec, uint8_t *dst, int max_
             int n = dec->height - dec->done;
             if (n > 16) n = 16;
             for (int i = 0; i < n; i++) rows[i] = dst + (size_t)(dec->done + i) * dec->dst_stride;
-            dec->done += (int)jpeg_read_scanlines(c, rows, (JDIMENSION)n);
-            budget -= n;
+            /* libjpeg may return fewer rows than asked (a row group at a time). */
+            int got = (int)jpeg_read_scanlines(c, rows, (JDIMENSION)n);
+            dec->done += got;
+            budget -= got > 0 ? got : 1;
         } else {
             JSAMPROW rows[1] = { dec->row };
             budget -= 1;
