@@ -24,11 +24,26 @@ typedef struct dr_error_mgr {
     dr_jpeg_error *err;     /* where the current call reports */
 } dr_error_mgr;
 
+/* Where a decoder is in its life (see CJPEG.h). */
+enum {
+    DR_DECODER_OPEN = 0,    /* header read; start not called yet */
+    DR_DECODER_ROWS,        /* started: reading the region's rows, then the rest */
+    DR_DECODER_DONE,        /* the whole file has been read */
+    DR_DECODER_FAILED       /* a call failed; only close is left */
+};
+
 struct dr_jpeg_decoder {
     struct jpeg_decompress_struct cinfo;
     dr_error_mgr jerr;
-    int read_called;
+    int state;
     uint8_t *row;           /* scratch row for trimmed or skipped output */
+    /* The region, as start set it up. */
+    int width, height;      /* its size */
+    int trim;               /* extra columns libjpeg keeps on its left */
+    int direct;             /* rows go straight into the caller's buffer */
+    int cmyk, inverted, gray;
+    size_t dst_stride;
+    int done;               /* region rows written so far */
 };
 
 static dr_jpeg_status classify(int code) {
@@ -208,19 +223,19 @@ static void gray_to_rgbx(const uint8_t *src, uint8_t *dst, int count) {
     }
 }
 
-dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
-                                    int x, int y, int width, int height,
-                                    uint8_t *dst, size_t dst_stride, dr_jpeg_error *err) {
+dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
+                                     int x, int y, int width, int height, size_t dst_stride,
+                                     dr_jpeg_error *err) {
     reset_error(err);
-    if (!dec || !dst || dec->read_called) {
-        set_error(err, DR_JPEG_INVALID_ARGUMENT, "decoder used twice or without a buffer");
+    if (!dec || dec->state != DR_DECODER_OPEN) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "decoder started twice or after a failure");
         return DR_JPEG_INVALID_ARGUMENT;
     }
     if (scale_denom != 1 && scale_denom != 2 && scale_denom != 4 && scale_denom != 8) {
         set_error(err, DR_JPEG_INVALID_ARGUMENT, "scale denominator must be 1, 2, 4 or 8");
         return DR_JPEG_INVALID_ARGUMENT;
     }
-    dec->read_called = 1;
+    dec->state = DR_DECODER_FAILED; /* until this call succeeds */
     struct jpeg_decompress_struct *c = &dec->cinfo;
     dec->jerr.err = err;
     if (setjmp(dec->jerr.jump)) {
@@ -229,7 +244,6 @@ dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int l
     }
 
     int cmyk = (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK);
-    int inverted = cmyk && c->saw_Adobe_marker;
     /* Luma only: libjpeg then skips the chroma planes' IDCT, upsampling and
        colour conversion (for YCbCr files the luma is the Y plane itself). */
     int gray = luma_only && !cmyk;
@@ -257,43 +271,95 @@ dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int l
         trim = x - (int)xoff;
     }
     int out_w = (int)c->output_width;
-    int direct = (trim == 0 && out_w == width && !cmyk && !gray);
     dec->row = malloc((size_t)out_w * 4);
     if (!dec->row) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
 
+    /* In one call: skipping in pieces could leave libjpeg's upsampling context
+       in another state than skipping at once, and the rows read next must not
+       depend on how the caller paces the decode. */
     if (y > 0) jpeg_skip_scanlines(c, (JDIMENSION)y);
 
-    int done = 0;
-    while (done < height) {
-        if (direct) {
+    dec->width = width;
+    dec->height = height;
+    dec->trim = trim;
+    dec->direct = (trim == 0 && out_w == width && !cmyk && !gray);
+    dec->cmyk = cmyk;
+    dec->inverted = cmyk && c->saw_Adobe_marker;
+    dec->gray = gray;
+    dec->dst_stride = dst_stride;
+    dec->done = 0;
+    dec->state = DR_DECODER_ROWS;
+    dec->jerr.err = NULL;
+    return DR_JPEG_OK;
+}
+
+dr_jpeg_status dr_jpeg_decoder_step(dr_jpeg_decoder *dec, uint8_t *dst, int max_lines, int *finished,
+                                    dr_jpeg_error *err) {
+    reset_error(err);
+    if (finished) *finished = 0;
+    if (!dec || !dst || !finished || max_lines < 1 || dec->state != DR_DECODER_ROWS) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "decoder stepped without a buffer, or when not started");
+        return DR_JPEG_INVALID_ARGUMENT;
+    }
+    struct jpeg_decompress_struct *c = &dec->cinfo;
+    dec->state = DR_DECODER_FAILED; /* until this call succeeds */
+    dec->jerr.err = err;
+    if (setjmp(dec->jerr.jump)) {
+        dec->jerr.err = NULL;
+        return err ? err->status : DR_JPEG_CORRUPT;
+    }
+
+    /* The region's rows, 16 at a time straight into the buffer when the
+       scanlines are the rows, else one by one through the scratch row. */
+    int budget = max_lines;
+    while (budget > 0 && dec->done < dec->height) {
+        if (dec->direct) {
             JSAMPROW rows[16];
-            int n = height - done;
+            int n = dec->height - dec->done;
             if (n > 16) n = 16;
-            for (int i = 0; i < n; i++) rows[i] = dst + (size_t)(done + i) * dst_stride;
-            done += (int)jpeg_read_scanlines(c, rows, (JDIMENSION)n);
+            for (int i = 0; i < n; i++) rows[i] = dst + (size_t)(dec->done + i) * dec->dst_stride;
+            /* libjpeg may return fewer rows than asked (a row group at a time). */
+            int got = (int)jpeg_read_scanlines(c, rows, (JDIMENSION)n);
+            dec->done += got;
+            budget -= got > 0 ? got : 1;
         } else {
             JSAMPROW rows[1] = { dec->row };
+            budget -= 1;
             if (jpeg_read_scanlines(c, rows, 1) != 1) continue;
-            uint8_t *out = dst + (size_t)done * dst_stride;
-            const uint8_t *src = dec->row + (size_t)trim * 4;
-            if (cmyk) cmyk_to_rgbx(src, out, width, inverted);
-            else if (gray) gray_to_rgbx(dec->row + trim, out, width);
-            else memcpy(out, src, (size_t)width * 4);
-            done++;
+            uint8_t *out = dst + (size_t)dec->done * dec->dst_stride;
+            const uint8_t *src = dec->row + (size_t)dec->trim * 4;
+            if (dec->cmyk) cmyk_to_rgbx(src, out, dec->width, dec->inverted);
+            else if (dec->gray) gray_to_rgbx(dec->row + dec->trim, out, dec->width);
+            else memcpy(out, src, (size_t)dec->width * 4);
+            dec->done++;
         }
     }
 
-    /* Decode the rest of the file: skipping all remaining lines at once would let
-       libjpeg stop without reading them, so skip all but one and read that one. */
-    int remaining = (int)(c->output_height - c->output_scanline);
-    if (remaining > 1) jpeg_skip_scanlines(c, (JDIMENSION)(remaining - 1));
-    while (c->output_scanline < c->output_height) {
-        JSAMPROW rows[1] = { dec->row };
-        jpeg_read_scanlines(c, rows, 1);
+    /* Then the rest of the file: skipping all remaining lines at once would let
+       libjpeg stop without reading them, so skip all but one and read that one.
+       What is skipped is never seen, so it may be skipped in pieces. */
+    if (dec->done >= dec->height) {
+        int remaining = (int)(c->output_height - c->output_scanline);
+        if (remaining > 1 && budget > 0) {
+            int n = remaining - 1 < budget ? remaining - 1 : budget;
+            jpeg_skip_scanlines(c, (JDIMENSION)n);
+            remaining = (int)(c->output_height - c->output_scanline);
+        }
+        if (remaining <= 1) {
+            while (c->output_scanline < c->output_height) {
+                JSAMPROW rows[1] = { dec->row };
+                jpeg_read_scanlines(c, rows, 1);
+            }
+            jpeg_finish_decompress(c);
+            *finished = 1;
+            dec->jerr.err = NULL;
+            dec->state = DR_DECODER_DONE;
+            if (err) err->warnings = (int)dec->jerr.pub.num_warnings;
+            return DR_JPEG_OK;
+        }
     }
-    jpeg_finish_decompress(c);
     dec->jerr.err = NULL;
-    if (err) err->warnings = (int)dec->jerr.pub.num_warnings;
+    dec->state = DR_DECODER_ROWS;
     return DR_JPEG_OK;
 }
 
@@ -316,10 +382,11 @@ void dr_jpeg_decoder_close(dr_jpeg_decoder *dec) {
  *
  * Here `buffer` is the only pointer to the output at every moment. It grows
  * with realloc, which hands back the one pointer that replaces it, so whether
- * an encode ends in success (the buffer goes to the caller) or in a longjmp
- * (the landing code frees it), the buffer is released exactly once. The
- * destination lives inside dr_encoder, not in libjpeg's pools, so the landing
- * code can still reach it after jpeg_destroy_compress.
+ * an encode ends in success (the buffer goes to the caller), in a longjmp (the
+ * landing code frees it) or is given up halfway (close frees it), the buffer
+ * is released exactly once. The destination lives inside dr_jpeg_encoder, not
+ * in libjpeg's pools, so the landing code can still reach it after
+ * jpeg_destroy_compress.
  */
 typedef struct dr_destination {
     struct jpeg_destination_mgr pub;  /* first member: libjpeg's cinfo->dest points here */
@@ -386,34 +453,50 @@ static void dest_term(j_compress_ptr c) {
     d->length = d->capacity - d->pub.free_in_buffer;
 }
 
-typedef struct dr_encoder {
+struct dr_jpeg_encoder {
     struct jpeg_compress_struct cinfo;
     dr_error_mgr jerr;
     dr_destination dest;
-} dr_encoder;
+    int ended;              /* a call failed or the file is complete; only close is left */
+};
 
-static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height, size_t stride,
-                                    J_COLOR_SPACE in_space, int in_components, J_COLOR_SPACE store_space,
-                                    int quality, int luma_h, int luma_v, int progressive,
-                                    int optimize_coding, uint8_t **out, size_t *out_length,
-                                    dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
+/* Releases the output buffer unless it was handed over. */
+static void release_output(dr_jpeg_encoder *enc) {
+    if (!enc->dest.buffer) return;
+    free(enc->dest.buffer);
+    enc->dest.buffer = NULL;
+    if (enc->dest.probe) enc->dest.probe->buffers_freed++;
+}
+
+dr_jpeg_encoder *dr_jpeg_encoder_start(int width, int height, dr_jpeg_input input, int quality,
+                                       int luma_h, int luma_v, int progressive, int optimize_coding,
+                                       dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
     reset_error(err);
-    *out = NULL;
-    *out_length = 0;
     if (probe) {
         probe->growths = 0;
         probe->buffers_freed = 0;
     }
-    if (!pixels || width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION ||
-        quality < 1 || quality > 100 || luma_h < 1 || luma_h > 2 || luma_v < 1 || luma_v > 2 ||
-        stride < (size_t)width * (size_t)in_components) {
-        set_error(err, DR_JPEG_INVALID_ARGUMENT, "invalid encoder arguments");
-        return DR_JPEG_INVALID_ARGUMENT;
+    J_COLOR_SPACE in_space, store_space;
+    int in_components;
+    switch (input) {
+    case DR_JPEG_INPUT_RGBX: in_space = JCS_EXT_RGBX; in_components = 4; store_space = JCS_YCbCr; break;
+    case DR_JPEG_INPUT_RGBX_AS_GRAY: in_space = JCS_EXT_RGBX; in_components = 4; store_space = JCS_GRAYSCALE; break;
+    case DR_JPEG_INPUT_GRAY: in_space = JCS_GRAYSCALE; in_components = 1; store_space = JCS_GRAYSCALE; break;
+    case DR_JPEG_INPUT_CMYK: in_space = JCS_CMYK; in_components = 4; store_space = JCS_CMYK; break;
+    case DR_JPEG_INPUT_CMYK_AS_YCCK: in_space = JCS_CMYK; in_components = 4; store_space = JCS_YCCK; break;
+    default:
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "unknown encoder input");
+        return NULL;
     }
-    dr_encoder *enc = calloc(1, sizeof(*enc));
+    if (width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION ||
+        quality < 1 || quality > 100 || luma_h < 1 || luma_h > 2 || luma_v < 1 || luma_v > 2) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "invalid encoder arguments");
+        return NULL;
+    }
+    dr_jpeg_encoder *enc = calloc(1, sizeof(*enc));
     if (!enc) {
         set_error(err, DR_JPEG_OUT_OF_MEMORY, "Insufficient memory for the encoder");
-        return DR_JPEG_OUT_OF_MEMORY;
+        return NULL;
     }
     install(&enc->jerr, 0, err);
     enc->cinfo.err = &enc->jerr.pub;
@@ -425,13 +508,9 @@ static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height
         /* `enc` is not written after setjmp and the destination is heap memory,
            so both are intact here; libjpeg never frees the buffer. */
         jpeg_destroy_compress(&enc->cinfo);
-        if (enc->dest.buffer) {
-            free(enc->dest.buffer);
-            enc->dest.buffer = NULL;
-            if (probe) probe->buffers_freed++;
-        }
+        release_output(enc);
         free(enc);
-        return DR_JPEG_ENCODE_FAILED;
+        return NULL;
     }
     jpeg_create_compress(&enc->cinfo);
     struct jpeg_compress_struct *c = &enc->cinfo;
@@ -453,55 +532,71 @@ static dr_jpeg_status encode_common(const uint8_t *pixels, int width, int height
     }
     if (progressive) jpeg_simple_progression(c);
     jpeg_start_compress(c, TRUE);
-    while (c->next_scanline < c->image_height) {
-        JSAMPROW rows[16];
-        int n = (int)(c->image_height - c->next_scanline);
+    enc->jerr.err = NULL;
+    return enc;
+}
+
+dr_jpeg_status dr_jpeg_encoder_write(dr_jpeg_encoder *enc, const uint8_t *rows, size_t stride, int count,
+                                     dr_jpeg_error *err) {
+    reset_error(err);
+    if (!enc || enc->ended || !rows || count < 0 ||
+        (size_t)count > enc->cinfo.image_height - enc->cinfo.next_scanline ||
+        stride < (size_t)enc->cinfo.image_width * (size_t)enc->cinfo.input_components) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "invalid encoder arguments");
+        return DR_JPEG_INVALID_ARGUMENT;
+    }
+    struct jpeg_compress_struct *c = &enc->cinfo;
+    enc->jerr.err = err;
+    if (setjmp(enc->jerr.jump)) {
+        enc->jerr.err = NULL;
+        enc->ended = 1;
+        release_output(enc);
+        return DR_JPEG_ENCODE_FAILED;
+    }
+    JDIMENSION first = c->next_scanline, end = first + (JDIMENSION)count;
+    while (c->next_scanline < end) {
+        JSAMPROW batch[16];
+        int n = (int)(end - c->next_scanline);
         if (n > 16) n = 16;
-        for (int i = 0; i < n; i++) rows[i] = (JSAMPROW)(pixels + (size_t)(c->next_scanline + i) * stride);
-        jpeg_write_scanlines(c, rows, (JDIMENSION)n);
+        for (int i = 0; i < n; i++) batch[i] = (JSAMPROW)(rows + (size_t)(c->next_scanline - first + i) * stride);
+        jpeg_write_scanlines(c, batch, (JDIMENSION)n);
+    }
+    enc->jerr.err = NULL;
+    return DR_JPEG_OK;
+}
+
+dr_jpeg_status dr_jpeg_encoder_finish(dr_jpeg_encoder *enc, uint8_t **out, size_t *out_length,
+                                      dr_jpeg_error *err) {
+    reset_error(err);
+    if (out) *out = NULL;
+    if (out_length) *out_length = 0;
+    if (!enc || enc->ended || !out || !out_length || enc->cinfo.next_scanline < enc->cinfo.image_height) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "encoder finished before every row was written");
+        return DR_JPEG_INVALID_ARGUMENT;
+    }
+    struct jpeg_compress_struct *c = &enc->cinfo;
+    enc->jerr.err = err;
+    if (setjmp(enc->jerr.jump)) {
+        enc->jerr.err = NULL;
+        enc->ended = 1;
+        release_output(enc);
+        return DR_JPEG_ENCODE_FAILED;
     }
     jpeg_finish_compress(c);
+    enc->jerr.err = NULL;
     /* The buffer passes to the caller, who releases it with dr_jpeg_free. */
     *out = enc->dest.buffer;
     *out_length = enc->dest.length;
     enc->dest.buffer = NULL;
-    jpeg_destroy_compress(c);
-    free(enc);
+    enc->ended = 1;
     return DR_JPEG_OK;
 }
 
-dr_jpeg_status dr_jpeg_encode_rgbx(const uint8_t *pixels, int width, int height, size_t stride,
-                                   int gray, int quality, int luma_h, int luma_v, int progressive,
-                                   int optimize_coding, uint8_t **out, size_t *out_length,
-                                   dr_jpeg_error *err) {
-    return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, gray ? JCS_GRAYSCALE : JCS_YCbCr, quality,
-                         luma_h, luma_v, progressive, optimize_coding, out, out_length, NULL, err);
-}
-
-dr_jpeg_status dr_jpeg_encode_rgbx_probed(const uint8_t *pixels, int width, int height, size_t stride,
-                                          int gray, int quality, int luma_h, int luma_v, int progressive,
-                                          int optimize_coding, uint8_t **out, size_t *out_length,
-                                          dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
-    return encode_common(pixels, width, height, stride, JCS_EXT_RGBX, 4, gray ? JCS_GRAYSCALE : JCS_YCbCr, quality,
-                         luma_h, luma_v, progressive, optimize_coding, out, out_length, probe, err);
-}
-
-dr_jpeg_status dr_jpeg_encode_raw(const uint8_t *samples, int width, int height, int components,
-                                  int store_ycck, int quality, uint8_t **out, size_t *out_length,
-                                  dr_jpeg_error *err) {
-    if (components == 1) {
-        return encode_common(samples, width, height, (size_t)width, JCS_GRAYSCALE, 1, JCS_GRAYSCALE,
-                             quality, 1, 1, 0, 0, out, out_length, NULL, err);
-    }
-    if (components == 4) {
-        return encode_common(samples, width, height, (size_t)width * 4, JCS_CMYK, 4,
-                             store_ycck ? JCS_YCCK : JCS_CMYK, quality, 1, 1, 0, 0, out, out_length, NULL, err);
-    }
-    reset_error(err);
-    set_error(err, DR_JPEG_INVALID_ARGUMENT, "components must be 1 or 4");
-    *out = NULL;
-    *out_length = 0;
-    return DR_JPEG_INVALID_ARGUMENT;
+void dr_jpeg_encoder_close(dr_jpeg_encoder *enc) {
+    if (!enc) return;
+    jpeg_destroy_compress(&enc->cinfo);
+    release_output(enc);
+    free(enc);
 }
 
 void dr_jpeg_free(uint8_t *buffer) {

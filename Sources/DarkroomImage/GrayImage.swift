@@ -37,6 +37,22 @@ public struct GrayImage: Sendable, Equatable {
     /// 0 and 1 of w ^ (w >> 8) are zero) and their low bytes stored; the pass
     /// stops at the first block that is not gray.
     public init?(exactly image: Image) {
+        guard let plane = GrayImage.lumaPlane(of: image, .never) else { return nil }
+        self.init(width: image.width, height: image.height, pixels: plane)
+    }
+
+    /// `init?(exactly:)`, stopped with `ImageError.cancelled` once
+    /// `cancellation` is set.
+    public init?(exactly image: Image, cancellation: CancellationFlag) throws(ImageError) {
+        let plane = GrayImage.lumaPlane(of: image, cancellation)
+        try cancellation.check()
+        guard let plane else { return nil }
+        self.init(width: image.width, height: image.height, pixels: plane)
+    }
+
+    /// The plane of `init?(exactly:)`; also nil if `cancel` is set while it
+    /// is made.
+    private static func lumaPlane(of image: Image, _ cancel: CancellationFlag) -> [UInt8]? {
         let count = image.width * image.height
         var plane = [UInt8](repeating: 0, count: count)
         let src = image.pixels.span.bytes
@@ -44,13 +60,19 @@ public struct GrayImage: Sendable, Equatable {
             var planeView = plane.mutableSpan
             var dst = planeView.mutableBytes
             let pairs = SIMD16<UInt32>(repeating: 0xFFFF)
+            // Pixels between two looks at the flag: a multiple of 16.
+            let chunk = max(16, CancellationFlag.workPerPoll / 4)
             var i = 0
             while i &+ 16 <= count {
-                let words = src.unsafeLoadUnaligned(fromByteOffset: i &* 4, as: SIMD16<UInt32>.self)
-                // Bytes 0 and 1 of w ^ (w >> 8) are R ^ G and G ^ B.
-                if any((words ^ words &>> 8) & pairs .!= .zero) { return nil }
-                dst.storeBytes(of: SIMD16<UInt8>(truncatingIfNeeded: words), toByteOffset: i, as: SIMD16<UInt8>.self)
-                i &+= 16
+                if cancel.poll() { return nil }
+                let end = min(count, i &+ chunk)
+                while i &+ 16 <= end {
+                    let words = src.unsafeLoadUnaligned(fromByteOffset: i &* 4, as: SIMD16<UInt32>.self)
+                    // Bytes 0 and 1 of w ^ (w >> 8) are R ^ G and G ^ B.
+                    if any((words ^ words &>> 8) & pairs .!= .zero) { return nil }
+                    dst.storeBytes(of: SIMD16<UInt8>(truncatingIfNeeded: words), toByteOffset: i, as: SIMD16<UInt8>.self)
+                    i &+= 16
+                }
             }
             while i < count {
                 let r = src.unsafeLoadUnaligned(fromByteOffset: i &* 4, as: UInt8.self)
@@ -60,7 +82,7 @@ public struct GrayImage: Sendable, Equatable {
                 i &+= 1
             }
         }
-        self.init(width: image.width, height: image.height, pixels: plane)
+        return plane
     }
 
     /// The gray level at (x, y). For tests and diagnostics, not hot loops.
@@ -77,8 +99,9 @@ public struct GrayImage: Sendable, Equatable {
 
     /// The pixels inside `rect`. Throws if the rectangle is empty or does not
     /// lie wholly inside the image.
-    public func cropped(to rect: Rect) throws(ImageError) -> GrayImage {
-        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: 1, to: rect) else {
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func cropped(to rect: Rect, cancellation: CancellationFlag = .never) throws(ImageError) -> GrayImage {
+        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: 1, to: rect, cancellation) else {
             return self
         }
         return GrayImage(width: rect.width, height: rect.height, pixels: out)
@@ -86,12 +109,15 @@ public struct GrayImage: Sendable, Equatable {
 
     /// An aspect-fill copy at exactly `size`, as `Image.thumbnail(_:kernel:)`
     /// makes it: the centre region `Image.fillRegion` keeps is cut out, then
-    /// resampled to `size`.
-    public func thumbnail(_ size: Size, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> GrayImage {
+    /// resampled to `size`. Throws `ImageError.cancelled` once `cancellation`
+    /// is set.
+    public func thumbnail(
+        _ size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> GrayImage {
         try Image.checkOutputSize(size, operation: "thumbnail")
         let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
         let rect = Gravity.center.place(region, in: Size(width: width, height: height))
-        return try cropped(to: rect).resized(to: size, kernel: kernel)
+        return try cropped(to: rect, cancellation: cancellation).resized(to: size, kernel: kernel, cancellation: cancellation)
     }
 }
 

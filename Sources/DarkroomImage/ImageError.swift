@@ -26,6 +26,8 @@ public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let invalidArgument = Code("invalid-argument")
         /// The encoder failed.
         public static let encodeFailed = Code("encode-failed")
+        /// The work was stopped through its `CancellationFlag` before it finished.
+        public static let cancelled = Code("cancelled")
     }
 
     public var code: Code
@@ -38,7 +40,12 @@ public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { message }
 
+    /// The error of an operation stopped through its `CancellationFlag`.
+    public static let cancelled = ImageError(.cancelled, "cancelled")
+
     /// Whether running the same input again could succeed. Every image error is a
-    /// property of the input, so none is retryable.
+    /// property of the input, so none is retryable. A cancellation is not, but
+    /// whoever cancelled asked for the work not to be done: retrying it on its
+    /// own would undo that decision.
     public var isRetryable: Bool { false }
 }

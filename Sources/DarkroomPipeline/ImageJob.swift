@@ -62,7 +62,9 @@ public struct JobOutput: Sendable, Equatable {
 /// then encode the full-resolution result and its thumbnail.
 ///
 /// Any failure stops the chain and names its stage: `decode`, `step N TEXT`, or
-/// `encode full|thumbnail`.
+/// `encode full|thumbnail`. So does a cancellation, with the `cancelled` code:
+/// every link passes the run's `CancellationFlag` to the engine, whose loops
+/// look at it every millisecond or so of work.
 public struct ImageJob: Sendable {
     public let pipeline: Pipeline
     public let options: JobOptions
@@ -72,8 +74,15 @@ public struct ImageJob: Sendable {
         self.options = options
     }
 
-    /// Runs the job on JPEG bytes.
-    public func run(_ jpeg: [UInt8], observer: CompoundOperation<[UInt8], JobOutput>.Observer? = nil) throws(PipelineFailure) -> JobOutput {
+    /// Runs the job on JPEG bytes. Once `cancellation` is set, from any
+    /// thread, the run stops within a few milliseconds and throws the
+    /// `cancelled` failure of the stage it was in (`decode` if it had not
+    /// started); it never returns a partial output.
+    public func run(
+        _ jpeg: [UInt8], cancellation: CancellationFlag = .never,
+        observer: CompoundOperation<[UInt8], JobOutput>.Observer? = nil
+    ) throws(PipelineFailure) -> JobOutput {
+        if cancellation.isCancelled { throw .cancelled(in: .decode) }
         let header: JPEGHeader
         do {
             header = try JPEG.readHeader(jpeg, limits: options.limits)
@@ -82,7 +91,7 @@ public struct ImageJob: Sendable {
         }
         // Every step is checked against the size it will receive before decoding.
         _ = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits)
-        return try operation(for: header).run(jpeg, observer: observer)
+        return try operation(for: header).run(jpeg, cancellation: cancellation, observer: observer)
     }
 
     /// Builds the chain for an image with this header.
@@ -90,8 +99,9 @@ public struct ImageJob: Sendable {
         let plan = LoadPlan.make(for: pipeline.steps, source: header.uprightSize)
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
         let sourceSize = header.uprightSize
-        let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) { (bytes: [UInt8]) throws(ImageError) -> ImageCarrier in
-            ImageCarrier(try JPEG.decode(bytes, options: decodeOptions).image)
+        let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) {
+            (bytes: [UInt8], cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
+            ImageCarrier(try JPEG.decode(bytes, options: decodeOptions, cancellation: cancel).image)
         }
         var chain = CompoundOperation(decode)
         for (offset, step) in pipeline.steps.enumerated() {
@@ -103,21 +113,24 @@ public struct ImageJob: Sendable {
                 // The folded steps become one exact resample of the decoded region,
                 // reported under the first of them (the scale).
                 guard offset == 0, let resize = plan.resize else { continue }
-                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
+                chain = chain.then(ChainableOperation(stage) {
+                    (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
                     let image = carrier.take()
                     if image.width == resize.size.width, image.height == resize.size.height { return ImageCarrier(image) }
-                    return ImageCarrier(try image.resized(to: resize.size, kernel: resize.kernel))
+                    return ImageCarrier(try image.resized(to: resize.size, kernel: resize.kernel, cancellation: cancel))
                 })
             } else if case let .glitch(seed, amount) = step {
                 // The job owns its image, so the glitch rewrites it in place.
-                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
+                chain = chain.then(ChainableOperation(stage) {
+                    (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
                     var image = carrier.take()
-                    try image.glitch(seed: seed, amount: amount)
+                    try image.glitch(seed: seed, amount: amount, cancellation: cancel)
                     return ImageCarrier(image)
                 })
             } else {
-                chain = chain.then(ChainableOperation(stage) { (carrier: ImageCarrier) throws(ImageError) -> ImageCarrier in
-                    ImageCarrier(try step.apply(to: carrier.take()))
+                chain = chain.then(ChainableOperation(stage) {
+                    (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
+                    ImageCarrier(try step.apply(to: carrier.take(), cancellation: cancel))
                 })
             }
         }
@@ -132,15 +145,18 @@ public struct ImageJob: Sendable {
         // code but copies one-component input sample by sample, so the RGBX
         // input is the cheaper one (the file is the same).
         let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
-        let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) { (carrier: ImageCarrier) throws(ImageError) -> (JobResult, EncodedImage) in
+        let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) {
+            (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
-            let plane = checkGray ? GrayImage(exactly: image) : nil
+            let plane = checkGray ? try GrayImage(exactly: image, cancellation: cancel) : nil
             let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
-                                                                      progressive: options.progressive, grayscale: plane != nil))
+                                                                      progressive: options.progressive, grayscale: plane != nil),
+                                        cancellation: cancel)
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
         }
-        let encodeThumbnail = ChainableOperation<(JobResult, EncodedImage), JobOutput>(.encode("thumbnail")) { (result: (JobResult, EncodedImage)) throws(ImageError) -> JobOutput in
+        let encodeThumbnail = ChainableOperation<(JobResult, EncodedImage), JobOutput>(.encode("thumbnail")) {
+            (result: (JobResult, EncodedImage), cancel: CancellationFlag) throws(ImageError) -> JobOutput in
             let (image, full) = result
             var thumbnail: EncodedImage?
             if let size = options.thumbnail {
@@ -148,12 +164,14 @@ public struct ImageJob: Sendable {
                 switch image {
                 case let .gray(plane):
                     // The thumbnail of a gray image is gray too.
-                    let small = try plane.thumbnail(size)
-                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive))
+                    let small = try plane.thumbnail(size, cancellation: cancel)
+                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive),
+                                            cancellation: cancel)
                 case let .color(image):
-                    let small = try image.thumbnail(size)
+                    let small = try image.thumbnail(size, cancellation: cancel)
                     bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
-                                                                          progressive: options.progressive))
+                                                                          progressive: options.progressive),
+                                            cancellation: cancel)
                 }
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }

@@ -87,41 +87,44 @@ public enum Operation: Sendable, Equatable {
         }
     }
 
-    /// Runs this operation on an image.
-    public func apply(to image: Image) throws(ImageError) -> Image {
+    /// Runs this operation on an image. Once `cancellation` is set the
+    /// operation stops within a few milliseconds and throws
+    /// `ImageError.cancelled`.
+    public func apply(to image: Image, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+        let cancel = cancellation
         switch self {
         case let .scale(size, mode, kernel):
-            return try image.scaled(to: size, mode: mode, kernel: kernel)
+            return try image.scaled(to: size, mode: mode, kernel: kernel, cancellation: cancel)
         case let .crop(.square(gravity)):
-            return image.croppedSquare(gravity: gravity)
+            return try image.croppedSquare(gravity: gravity, cancellation: cancel)
         case let .crop(.size(size, gravity)):
-            return try image.cropped(to: size, gravity: gravity)
+            return try image.cropped(to: size, gravity: gravity, cancellation: cancel)
         case let .crop(.rect(rect)):
-            return try image.cropped(to: rect)
+            return try image.cropped(to: rect, cancellation: cancel)
         case let .glitch(seed, amount):
-            return try image.glitched(seed: seed, amount: amount)
+            return try image.glitched(seed: seed, amount: amount, cancellation: cancel)
         case .grayscale:
-            return image.grayscale()
+            return try image.grayscale(cancellation: cancel)
         case .sepia:
-            return image.sepia()
+            return try image.sepia(cancellation: cancel)
         case .invert:
-            return image.inverted()
+            return try image.inverted(cancellation: cancel)
         case let .blur(sigma):
-            return try image.blurred(sigma: sigma)
+            return try image.blurred(sigma: sigma, cancellation: cancel)
         case let .sharpen(sigma, amount):
-            return try image.sharpened(sigma: sigma, amount: amount)
+            return try image.sharpened(sigma: sigma, amount: amount, cancellation: cancel)
         case let .brightness(v):
-            return try image.adjustingBrightness(v)
+            return try image.adjustingBrightness(v, cancellation: cancel)
         case let .contrast(v):
-            return try image.adjustingContrast(v)
+            return try image.adjustingContrast(v, cancellation: cancel)
         case let .saturation(v):
-            return try image.adjustingSaturation(v)
+            return try image.adjustingSaturation(v, cancellation: cancel)
         case let .pixelate(n):
-            return try image.pixelated(blockSize: n)
+            return try image.pixelated(blockSize: n, cancellation: cancel)
         case let .rotate(degrees):
-            return image.rotated(quarterTurnsClockwise: degrees / 90)
+            return try image.rotated(quarterTurnsClockwise: degrees / 90, cancellation: cancel)
         case let .flip(horizontal):
-            return image.flipped(horizontally: horizontal)
+            return try image.flipped(horizontally: horizontal, cancellation: cancel)
         }
     }
 

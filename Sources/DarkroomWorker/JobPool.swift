@@ -22,12 +22,20 @@ struct WorkItem: Sendable {
 /// Threads block on a semaphore that counts queued items; the queue itself is
 /// behind a mutex. `shutdown` queues one stop marker per thread, so each thread
 /// exits after the job it is running, if any.
+///
+/// A job may be submitted with a `CancellationFlag`: setting it, from any
+/// thread, stops the job where it is (or before it starts) and the job ends
+/// as a failure with the `image.cancelled` code.
 final class JobPool: Sendable {
     typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ stages: StageDurations, _ elapsed: Duration) -> Void
 
-    private let queue = Mutex<[WorkItem?]>([])
-    /// Runs cancelled before a thread took them: skipped when their turn comes.
-    private let cancelled = Mutex<Set<UInt64>>([])
+    /// A queued job and the flag that cancels it.
+    private struct Queued: Sendable {
+        var item: WorkItem
+        var cancellation: CancellationFlag
+    }
+
+    private let queue = Mutex<[Queued?]>([])
     private let available = DispatchSemaphore(value: 0)
     private let threadCount: Int
 
@@ -37,16 +45,11 @@ final class JobPool: Sendable {
             let threadName = "\(name)-\(index)"
             let thread = Thread { [self] in
                 Thread.current.name = threadName  // the kernel's name too (see ServiceThread)
-                while let item = next() {
-                    if cancelled.withLock({ $0.remove(item.run) }) != nil {
-                        let detail = FailureMapping.detail(code: FailureDetail.Code.cancelled, reason: "cancelled before it started")
-                        completion(item.run, .failed(detail, retryable: false), StageDurations(), .zero)
-                        continue
-                    }
+                while let queued = next() {
                     let clock = ContinuousClock()
                     let start = clock.now
-                    let (outcome, stages) = JobPool.process(item)
-                    completion(item.run, outcome, stages, clock.now - start)
+                    let (outcome, stages) = JobPool.process(queued.item, cancellation: queued.cancellation)
+                    completion(queued.item.run, outcome, stages, clock.now - start)
                 }
             }
             thread.name = threadName
@@ -54,20 +57,10 @@ final class JobPool: Sendable {
         }
     }
 
-    func submit(_ item: WorkItem) {
-        queue.withLock { $0.append(item) }
+    /// Queues a job; `cancellation` can stop it until it has finished.
+    func submit(_ item: WorkItem, cancellation: CancellationFlag = .never) {
+        queue.withLock { $0.append(Queued(item: item, cancellation: cancellation)) }
         available.signal()
-    }
-
-    /// Cancels a run: one still queued is skipped when its turn comes (its
-    /// completion reports the cancel); one already running finishes, and
-    /// the service thread drops its result.
-    func cancel(run: UInt64) {
-        // Under the queue's lock, so no thread takes the run in between
-        // (threads take `cancelled`'s lock only after releasing the queue's).
-        queue.withLock { items in
-            if items.contains(where: { $0?.run == run }) { cancelled.withLock { _ = $0.insert(run) } }
-        }
     }
 
     /// Lets every thread exit once it has finished its current job.
@@ -79,7 +72,7 @@ final class JobPool: Sendable {
         for _ in 0..<threadCount { available.signal() }
     }
 
-    private func next() -> WorkItem? {
+    private func next() -> Queued? {
         available.wait()
         return queue.withLock { $0.isEmpty ? nil : $0.removeFirst() }
     }
@@ -89,8 +82,9 @@ final class JobPool: Sendable {
 
     /// Parses the pipeline and runs the compound operation, timing its
     /// stages. Pure computation: no sockets, and no shared state but the
-    /// pipeline cache.
-    static func process(_ item: WorkItem) -> (JobOutcome, StageDurations) {
+    /// pipeline cache. Once `cancellation` is set the run stops and the
+    /// outcome is the `image.cancelled` failure of the stage it was in.
+    static func process(_ item: WorkItem, cancellation: CancellationFlag = .never) -> (JobOutcome, StageDurations) {
         let parsed: PipelineCache.Entry
         do {
             parsed = try pipelines.parse(item.pipeline)
@@ -99,7 +93,8 @@ final class JobPool: Sendable {
         }
         let timer = StageTimer()
         do {
-            let output = try ImageJob(pipeline: parsed.pipeline, options: item.options).run(item.image, observer: timer.observe)
+            let output = try ImageJob(pipeline: parsed.pipeline, options: item.options)
+                .run(item.image, cancellation: cancellation, observer: timer.observe)
             return (.processed(output, pipeline: parsed.canonical), timer.durations)
         } catch {
             return (.failed(FailureMapping.pipelineFailure(error), retryable: false), timer.durations)

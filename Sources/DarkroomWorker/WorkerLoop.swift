@@ -161,6 +161,8 @@ final class WorkerLoop {
         /// The size of its input, counted against the input budget until
         /// the job's DONE or FAIL.
         var bytes: Int
+        /// Set by CANCEL-JOB: the processing thread stops at its next check.
+        var cancellation = CancellationFlag()
     }
 
     struct StoreAttempt {
@@ -776,7 +778,7 @@ final class WorkerLoop {
             logger.info("job \(request.jobID) attempt \(request.attempt): cancel came while storing; letting it finish")
             return
         }
-        pool.cancel(run: run)
+        jobs[run]?.cancellation.cancel()
         let detail = FailureMapping.detail(code: FailureDetail.Code.cancelled, reason: "cancelled while running")
         report(run: run, .fail(detail, retryable: false))
     }
@@ -817,7 +819,8 @@ final class WorkerLoop {
             limits: configuration.limits
         )
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
-        pool.submit(WorkItem(run: run, pipeline: job.pipeline, options: options, image: job.image))
+        pool.submit(WorkItem(run: run, pipeline: job.pipeline, options: options, image: job.image),
+                    cancellation: jobs[run]?.cancellation ?? .never)
     }
 
     private func processed(run: UInt64, outcome: JobOutcome, elapsed: Duration) {

@@ -72,60 +72,97 @@ typedef struct dr_jpeg_decoder dr_jpeg_decoder;
 dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fail_on_warning,
                                       dr_jpeg_info *info, dr_jpeg_error *err);
 
-/* Decodes the region (x, y, width, height), given in coordinates of the image
-   scaled by 1/scale_denom (scale_denom 1, 2, 4 or 8; scaled size is
-   ceil(size / scale_denom)), into `dst` as RGBX rows `dst_stride` bytes apart.
+/* Decoding happens in steps, so that the caller can stop between any two of
+   them (each call arms its own setjmp and returns; no jump target outlives a
+   call):
+
+     dr_jpeg_decoder_start   once, to choose what to decode;
+     dr_jpeg_decoder_step    until *finished, each call a bounded amount of work;
+     dr_jpeg_decoder_close   always, also after a failure or to give up early.
+
+   After any failure the decoder accepts nothing but close. */
+
+/* Prepares to decode the region (x, y, width, height), given in coordinates
+   of the image scaled by 1/scale_denom (scale_denom 1, 2, 4 or 8; scaled size
+   is ceil(size / scale_denom)), as RGBX rows `dst_stride` bytes apart.
    Grayscale, RGB, CMYK and YCCK files all come out as RGBX. With `luma_only`
    (ignored for CMYK and YCCK) only the luma is decoded, with BT.601 weights,
    and written to R, G and B alike; the chroma planes are never reconstructed.
-   The rest of the file is still decoded to its end so damage anywhere is
-   reported. Call once. */
-dr_jpeg_status dr_jpeg_decoder_read(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
-                                    int x, int y, int width, int height,
-                                    uint8_t *dst, size_t dst_stride, dr_jpeg_error *err);
+   Call once. For a progressive file this reads and decodes every scan, most
+   of the work, in this one call. The scanlines above the region are skipped
+   here too. */
+dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
+                                     int x, int y, int width, int height, size_t dst_stride,
+                                     dr_jpeg_error *err);
+
+/* Decodes at most about `max_lines` scanlines of the scaled image (at least
+   one): the next rows of the region, written to `dst` (the region's first
+   row, the same buffer at every step), then the scanlines after it. The rest
+   of the file is decoded to its end so damage anywhere is reported. Sets
+   *finished once the whole file has been read. */
+dr_jpeg_status dr_jpeg_decoder_step(dr_jpeg_decoder *dec, uint8_t *dst, int max_lines, int *finished,
+                                    dr_jpeg_error *err);
 
 /* Number of warnings seen so far. */
 int dr_jpeg_decoder_warnings(const dr_jpeg_decoder *dec);
 
 void dr_jpeg_decoder_close(dr_jpeg_decoder *dec);
 
-/* Encodes RGBX pixels. Chroma sampling is given as the luma factors
-   (1x1 = 4:4:4, 2x1 = 4:2:2, 2x2 = 4:2:0). With `gray` a one-component file
-   is written from the pixels' BT.601 luma (exactly R for gray pixels) and the
-   sampling is ignored. No metadata is written. On success *out holds a
-   malloc'ed buffer to release with dr_jpeg_free. */
-dr_jpeg_status dr_jpeg_encode_rgbx(const uint8_t *pixels, int width, int height, size_t stride,
-                                   int gray, int quality, int luma_h, int luma_v, int progressive,
-                                   int optimize_coding, uint8_t **out, size_t *out_length,
-                                   dr_jpeg_error *err);
+/* What an encoder reads and what it stores. */
+typedef enum dr_jpeg_input {
+    DR_JPEG_INPUT_RGBX = 0,          /* RGBX pixels, stored as YCbCr */
+    DR_JPEG_INPUT_RGBX_AS_GRAY = 1,  /* RGBX pixels, stored as one component: their BT.601
+                                        luma (exactly R for gray pixels) */
+    DR_JPEG_INPUT_GRAY = 2,          /* one byte per pixel, stored as grayscale */
+    DR_JPEG_INPUT_CMYK = 3,          /* CMYK samples, written as they are with an Adobe
+                                        marker (libjpeg does not invert them) */
+    DR_JPEG_INPUT_CMYK_AS_YCCK = 4   /* CMYK samples, stored as YCCK */
+} dr_jpeg_input;
 
-/* Encodes raw samples in another layout, used to build grayscale and CMYK files:
-   components 1 (grayscale) or 4 (CMYK samples, written as they are with an Adobe
-   marker; libjpeg does not invert them). When store_ycck is set the CMYK samples
-   are stored as YCCK. */
-dr_jpeg_status dr_jpeg_encode_raw(const uint8_t *samples, int width, int height, int components,
-                                  int store_ycck, int quality, uint8_t **out, size_t *out_length,
-                                  dr_jpeg_error *err);
+typedef struct dr_jpeg_encoder dr_jpeg_encoder;
+typedef struct dr_jpeg_encode_probe dr_jpeg_encode_probe;
+
+/* Encoding happens in steps too, with the same rules:
+
+     dr_jpeg_encoder_start   once, with the picture's size and the settings;
+     dr_jpeg_encoder_write   the rows, top to bottom, as many per call as wanted;
+     dr_jpeg_encoder_finish  once every row is written, for the file;
+     dr_jpeg_encoder_close   always, also after a failure or to give up early.
+
+   Chroma sampling is given as the luma factors (1x1 = 4:4:4, 2x1 = 4:2:2,
+   2x2 = 4:2:0); it applies to YCbCr output only. No metadata is written.
+   `probe` is a test hook (see below), NULL in normal use. Returns NULL and
+   fills `err` on failure. */
+dr_jpeg_encoder *dr_jpeg_encoder_start(int width, int height, dr_jpeg_input input, int quality,
+                                       int luma_h, int luma_v, int progressive, int optimize_coding,
+                                       dr_jpeg_encode_probe *probe, dr_jpeg_error *err);
+
+/* Writes the next `count` rows, `stride` bytes apart from `rows` on. */
+dr_jpeg_status dr_jpeg_encoder_write(dr_jpeg_encoder *enc, const uint8_t *rows, size_t stride, int count,
+                                     dr_jpeg_error *err);
+
+/* Completes the file. For a progressive file this is where most of the
+   entropy coding happens. On success *out holds a malloc'ed buffer to release
+   with dr_jpeg_free. */
+dr_jpeg_status dr_jpeg_encoder_finish(dr_jpeg_encoder *enc, uint8_t **out, size_t *out_length,
+                                      dr_jpeg_error *err);
+
+/* Releases the encoder and any output it still holds. */
+void dr_jpeg_encoder_close(dr_jpeg_encoder *enc);
 
 void dr_jpeg_free(uint8_t *buffer);
 
 /* Test hook, for tests only: it lets a test drive the encoder's output buffer
-   through its growth and error paths and see how the buffer was handled. */
-typedef struct dr_jpeg_encode_probe {
+   through its growth and error paths and see how the buffer was handled. An
+   injected failure ends the call as an allocation failure inside libjpeg
+   would: DR_JPEG_ENCODE_FAILED with libjpeg's "Insufficient memory" message. */
+struct dr_jpeg_encode_probe {
     size_t first_capacity; /* in: size of the first output buffer; 0 for the encoder's own estimate */
     size_t fail_after;     /* in: once this many bytes are written, the next growth of the buffer
                               fails as if realloc had returned NULL; 0 for never */
     int growths;           /* out: successful growths of the output buffer */
-    int buffers_freed;     /* out: output buffers the encoder released after an error */
-} dr_jpeg_encode_probe;
-
-/* Test hook: dr_jpeg_encode_rgbx under the control of `probe` (see above). An
-   injected failure ends the call as an allocation failure inside libjpeg would:
-   DR_JPEG_ENCODE_FAILED with libjpeg's "Insufficient memory" message. */
-dr_jpeg_status dr_jpeg_encode_rgbx_probed(const uint8_t *pixels, int width, int height, size_t stride,
-                                          int gray, int quality, int luma_h, int luma_v, int progressive,
-                                          int optimize_coding, uint8_t **out, size_t *out_length,
-                                          dr_jpeg_encode_probe *probe, dr_jpeg_error *err);
+    int buffers_freed;     /* out: output buffers the encoder released instead of handing them over */
+};
 
 #ifdef __cplusplus
 }

@@ -25,13 +25,21 @@ public enum JPEG {
     /// `shrink` rounding down and its size divided by `shrink` rounding up, and the
     /// result is clipped to the scaled image; the decoded pixels are then turned
     /// upright. With `shrink` 1 the output is exactly the region.
-    public static func decode(_ data: [UInt8], options: DecodeOptions = .init()) throws(ImageError) -> DecodedImage {
+    ///
+    /// The pixels are decoded a band of scanlines at a time (`bandLines`), with
+    /// a look at `cancellation` before each band; a cancelled decode throws
+    /// `ImageError.cancelled`. A progressive file's scans are all decoded
+    /// before the first band, in one piece.
+    public static func decode(
+        _ data: [UInt8], options: DecodeOptions = .init(), cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> DecodedImage {
         let limits = options.limits
         try precheck(data, limits: limits)
         let shrink = options.shrink
         guard shrink == 1 || shrink == 2 || shrink == 4 || shrink == 8 else {
             throw ImageError(.invalidArgument, "shrink must be 1, 2, 4 or 8, not \(shrink)")
         }
+        try cancellation.check()
         return try data.withUnsafeBufferPointer { (buffer) throws(ImageError) -> DecodedImage in
             let (decoder, header) = try open(buffer, limits: limits)
             defer { dr_jpeg_decoder_close(decoder) }
@@ -51,47 +59,79 @@ public enum JPEG {
             var error = dr_jpeg_error()
             var status = DR_JPEG_OK
             let stride = width * Image.bytesPerPixel
+            let band = Int32(bandLines(sourcePixelsPerLine: width * shrink * shrink))
             let pixels = [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
-                status = dr_jpeg_decoder_read(
+                count = 0
+                status = dr_jpeg_decoder_start(
                     decoder, Int32(shrink), options.lumaOnly ? 1 : 0, Int32(x), Int32(y), Int32(width), Int32(height),
-                    out.baseAddress, stride, &error)
-                count = stride * height
+                    stride, &error)
+                var finished: Int32 = 0
+                while status == DR_JPEG_OK && finished == 0 {
+                    if cancellation.poll() { return }
+                    status = dr_jpeg_decoder_step(decoder, out.baseAddress, band, &finished, &error)
+                }
+                if finished != 0 { count = stride * height }
             }
             guard status == DR_JPEG_OK else { throw imageError(error, data: buffer) }
+            try cancellation.check()
             let image = Image(width: width, height: height, pixels: pixels)
             return DecodedImage(
-                image: header.orientation == .up ? image : image.applying(header.orientation),
+                image: header.orientation == .up ? image : try image.applying(header.orientation, cancellation: cancellation),
                 header: header, shrink: shrink, warnings: Int(dr_jpeg_decoder_warnings(decoder)))
         }
     }
+
+    /// Scanlines per band of a decode or an encode, each scanline standing
+    /// for `sourcePixelsPerLine` pixels of the full-size picture (a decode
+    /// shrunk by s has s x s of them per output pixel): whole groups of 16
+    /// lines, about `bandPixels` source pixels, at least 16 lines. The codec's
+    /// own batches are 16 lines, so a band boundary never changes how it is
+    /// driven.
+    static func bandLines(sourcePixelsPerLine: Int) -> Int {
+        let lines = bandPixels / max(1, sourcePixelsPerLine)
+        return max(16, min(lines, 1 << 20) / 16 * 16)
+    }
+
+    /// Source pixels per band of the codec: a few milliseconds of libjpeg's
+    /// work at most, between two looks at the cancellation flag.
+    static let bandPixels = 1 << 17
 
     /// Encodes RGB pixels. No metadata is written (EXIF, ICC and comments are
     /// stripped; the pixels are already upright). Huffman tables are libjpeg's
     /// standard ones (`optimize_coding` off): encoding is faster and files are a
     /// few percent larger.
-    public static func encode(_ image: Image, options: EncodeOptions = .init()) throws(ImageError) -> [UInt8] {
-        try encodeRGBX(image, options: options, probe: nil)
+    ///
+    /// The rows go to the encoder a band at a time (`bandLines`), with a look
+    /// at `cancellation` before each band; a cancelled encode throws
+    /// `ImageError.cancelled`. A progressive file's entropy coding happens
+    /// after the last band, in one piece.
+    public static func encode(
+        _ image: Image, options: EncodeOptions = .init(), cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encodeRGBX(image, options: options, probe: nil, cancellation: cancellation)
     }
 
     /// How the encoder handled its output buffer, for tests of that buffer's
-    /// growth and error paths (the CJPEG test hook `dr_jpeg_encode_rgbx_probed`).
+    /// growth and error paths (the CJPEG test hook `dr_jpeg_encode_probe`).
     struct EncoderProbe {
         /// Size of the first output buffer; 0 for the encoder's own estimate.
         var firstCapacity = 0
-        /// Once this many bytes are written, the next growth of the buffer fails
-        /// as an allocation failure would; 0 for never.
+        /// Once this many bytes are written, the next growth of the buffer
+        /// fails as an allocation failure would; 0 for never.
         var failAfter = 0
         /// Set by the encode: successful growths of the output buffer.
         var growths = 0
-        /// Set by the encode: output buffers the encoder released after an error.
+        /// Set by the encode: output buffers the encoder released instead of
+        /// handing them over (after an error, or when cancelled).
         var buffersFreed = 0
     }
 
-    /// `encode(_:options:)` through the CJPEG test hook, under the control of
-    /// `probe`, which also receives what the encoder did with its buffer.
-    /// For tests only.
+    /// `encode(_:options:cancellation:)` through the CJPEG test hook, under
+    /// the control of `probe`, which also receives what the encoder did with
+    /// its buffer. For tests only.
     static func encode(
-        _ image: Image, options: EncodeOptions = .init(), probe: inout EncoderProbe
+        _ image: Image, options: EncodeOptions = .init(), probe: inout EncoderProbe,
+        cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
         var hook = dr_jpeg_encode_probe(
             first_capacity: probe.firstCapacity, fail_after: probe.failAfter, growths: 0, buffers_freed: 0)
@@ -99,11 +139,12 @@ public enum JPEG {
             probe.growths = Int(hook.growths)
             probe.buffersFreed = Int(hook.buffers_freed)
         }
-        return try encodeRGBX(image, options: options, probe: &hook)
+        return try encodeRGBX(image, options: options, probe: &hook, cancellation: cancellation)
     }
 
     private static func encodeRGBX(
-        _ image: Image, options: EncodeOptions, probe: UnsafeMutablePointer<dr_jpeg_encode_probe>?
+        _ image: Image, options: EncodeOptions, probe: UnsafeMutablePointer<dr_jpeg_encode_probe>?,
+        cancellation: CancellationFlag
     ) throws(ImageError) -> [UInt8] {
         guard (1...100).contains(options.quality) else {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(options.quality)")
@@ -114,22 +155,11 @@ public enum JPEG {
         case .s420: (lumaH, lumaV) = (2, 2)
         default: (lumaH, lumaV) = (1, 1)
         }
-        var error = dr_jpeg_error()
-        var out: UnsafeMutablePointer<UInt8>? = nil
-        var length = 0
-        let (width, height, gray) = (Int32(image.width), Int32(image.height), Int32(options.grayscale ? 1 : 0))
-        let (quality, progressive) = (Int32(options.quality), Int32(options.progressive ? 1 : 0))
-        let status = image.pixels.withUnsafeBufferPointer { pixels in
-            guard let probe else {
-                return dr_jpeg_encode_rgbx(
-                    pixels.baseAddress, width, height, image.stride, gray, quality, lumaH, lumaV, progressive, 0,
-                    &out, &length, &error)
-            }
-            return dr_jpeg_encode_rgbx_probed(
-                pixels.baseAddress, width, height, image.stride, gray, quality, lumaH, lumaV, progressive, 0,
-                &out, &length, probe, &error)
-        }
-        return try collect(status: status, out: out, length: length, error: error)
+        return try encodeRows(
+            image.pixels, width: image.width, height: image.height, stride: image.stride,
+            input: options.grayscale ? DR_JPEG_INPUT_RGBX_AS_GRAY : DR_JPEG_INPUT_RGBX,
+            quality: options.quality, luma: (lumaH, lumaV), progressive: options.progressive,
+            probe: probe, cancellation: cancellation)
     }
 
     /// Encodes a gray plane as a one-component (grayscale) JPEG: the file
@@ -142,16 +172,20 @@ public enum JPEG {
     /// RGBX into gray with SIMD code: when the RGBX picture exists anyway,
     /// encoding it with `grayscale` set gives the same file for fewer
     /// instructions (about 1.8 fewer per pixel).
-    public static func encode(_ image: GrayImage, options: EncodeOptions = .init()) throws(ImageError) -> [UInt8] {
+    public static func encode(
+        _ image: GrayImage, options: EncodeOptions = .init(), cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
         guard (1...100).contains(options.quality) else {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(options.quality)")
         }
         if options.progressive {
             var rgbx = options
             rgbx.grayscale = true
-            return try encode(Image(image), options: rgbx)
+            return try encode(Image(image), options: rgbx, cancellation: cancellation)
         }
-        return try encodeRaw(image.pixels, width: image.width, height: image.height, components: 1, quality: options.quality)
+        return try encodeRows(
+            image.pixels, width: image.width, height: image.height, stride: image.width, input: DR_JPEG_INPUT_GRAY,
+            quality: options.quality, cancellation: cancellation)
     }
 
     /// Encodes raw samples: 1 component (grayscale) or 4 (CMYK, written as given
@@ -160,16 +194,46 @@ public enum JPEG {
     static func encodeRaw(
         _ samples: [UInt8], width: Int, height: Int, components: Int, storeYCCK: Bool = false, quality: Int = 95
     ) throws(ImageError) -> [UInt8] {
-        guard width > 0, height > 0, samples.count == width * height * components else {
+        guard width > 0, height > 0, components == 1 || components == 4, samples.count == width * height * components else {
             throw ImageError(.invalidArgument, "sample buffer does not match \(width)x\(height)x\(components)")
         }
+        let input = components == 1 ? DR_JPEG_INPUT_GRAY : storeYCCK ? DR_JPEG_INPUT_CMYK_AS_YCCK : DR_JPEG_INPUT_CMYK
+        return try encodeRows(samples, width: width, height: height, stride: width * components, input: input, quality: quality)
+    }
+
+    /// Runs one encoder over `samples`, rows of `stride` bytes, a band of rows
+    /// per call with a look at `cancellation` before each.
+    private static func encodeRows(
+        _ samples: [UInt8], width: Int, height: Int, stride: Int, input: dr_jpeg_input, quality: Int,
+        luma: (h: Int32, v: Int32) = (1, 1), progressive: Bool = false,
+        probe: UnsafeMutablePointer<dr_jpeg_encode_probe>? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try cancellation.check()
         var error = dr_jpeg_error()
+        guard let encoder = dr_jpeg_encoder_start(
+            Int32(clamping: width), Int32(clamping: height), input, Int32(clamping: quality), luma.h, luma.v,
+            progressive ? 1 : 0, 0, probe, &error)
+        else {
+            throw encodeError(error.status, error)
+        }
+        defer { dr_jpeg_encoder_close(encoder) }
+        let band = bandLines(sourcePixelsPerLine: width)
+        var status = samples.withUnsafeBufferPointer { rows in
+            var row = 0
+            while row < height {
+                if cancellation.poll() { break }
+                let count = min(band, height - row)
+                let written = dr_jpeg_encoder_write(encoder, rows.baseAddress! + row * stride, stride, Int32(count), &error)
+                guard written == DR_JPEG_OK else { return written }
+                row += count
+            }
+            return DR_JPEG_OK
+        }
+        try cancellation.check()
         var out: UnsafeMutablePointer<UInt8>? = nil
         var length = 0
-        let status = samples.withUnsafeBufferPointer { s in
-            dr_jpeg_encode_raw(
-                s.baseAddress, Int32(width), Int32(height), Int32(components), storeYCCK ? 1 : 0,
-                Int32(quality), &out, &length, &error)
+        if status == DR_JPEG_OK {
+            status = dr_jpeg_encoder_finish(encoder, &out, &length, &error)
         }
         return try collect(status: status, out: out, length: length, error: error)
     }
@@ -180,11 +244,13 @@ public enum JPEG {
         status: dr_jpeg_status, out: UnsafeMutablePointer<UInt8>?, length: Int, error: dr_jpeg_error
     ) throws(ImageError) -> [UInt8] {
         defer { dr_jpeg_free(out) }
-        guard status == DR_JPEG_OK, let out else {
-            let code: ImageError.Code = status == DR_JPEG_INVALID_ARGUMENT ? .invalidArgument : .encodeFailed
-            throw ImageError(code, "JPEG encoding failed (libjpeg: \(message(of: error)))")
-        }
+        guard status == DR_JPEG_OK, let out else { throw encodeError(status, error) }
         return Array(UnsafeBufferPointer(start: out, count: length))
+    }
+
+    private static func encodeError(_ status: dr_jpeg_status, _ error: dr_jpeg_error) -> ImageError {
+        let code: ImageError.Code = status == DR_JPEG_INVALID_ARGUMENT ? .invalidArgument : .encodeFailed
+        return ImageError(code, "JPEG encoding failed (libjpeg: \(message(of: error)))")
     }
 
     /// Checks that need no parsing: empty input, input size, the SOI marker.

@@ -8,6 +8,17 @@ extension Image {
     /// backwards row, or column). For the transposing orientations the output is
     /// written in bands of rows so that source reads stay sequential.
     public func applying(_ orientation: Orientation) -> Image {
+        oriented(orientation, .never)
+    }
+
+    /// `applying(_:)`, stopped with `ImageError.cancelled` once `cancellation`
+    /// is set.
+    public func applying(_ orientation: Orientation, cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(oriented(orientation, cancellation))
+    }
+
+    /// `applying(_:)`, unfinished if `cancel` is set while it runs.
+    func oriented(_ orientation: Orientation, _ cancel: CancellationFlag) -> Image {
         if orientation == .up { return self }
         let w = width, h = height
         let upright = orientation.uprightSize(ofStored: Size(width: w, height: h))
@@ -28,8 +39,10 @@ extension Image {
         var out = [UInt8](repeating: 255, count: uw * uh * Image.bytesPerPixel)
         let src = pixels.span
         var dst = out.mutableSpan
+        let poll = RowPoll(cancel, workPerRow: uw * 4)
         if !orientation.swapsDimensions {
             for v in 0..<uh {
+                if poll.stop(at: v) { break }
                 let (start, step) = line(v)
                 var s = start * 4
                 var d = v * uw * 4
@@ -49,6 +62,7 @@ extension Image {
             let band = 16
             var v0 = 0
             while v0 < uh {
+                if poll.stop(at: v0) { break }
                 let v1 = min(v0 + band, uh)
                 let (start, step) = line(v0)
                 // Moving one output row down moves one source pixel along the stored row.

@@ -1,10 +1,21 @@
 /// Colour filters. Each is one pass over the pixels; the padding byte stays 255.
+/// Each takes a `CancellationFlag` too (given, or `.never`), and throws
+/// `ImageError.cancelled` once it is set.
 
 extension Image {
     /// Grey from Rec. 601 luma: Y = 0.299 R + 0.587 G + 0.114 B (the weights
     /// JPEG's own YCbCr uses), written to all three channels.
     public func grayscale() -> Image {
-        mapPixels { r, g, b in
+        grayscaled(.never)
+    }
+
+    /// `grayscale()`, stopped once `cancellation` is set.
+    public func grayscale(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(grayscaled(cancellation))
+    }
+
+    private func grayscaled(_ cancel: CancellationFlag) -> Image {
+        mapPixels(cancel) { r, g, b in
             let y = UInt8(truncatingIfNeeded: Image.luma601(r, g, b))
             return (y, y, y)
         }
@@ -17,7 +28,16 @@ extension Image {
     /// The classic sepia tone matrix (rows for R, G, B; saturating at 255):
     /// R' = .393R + .769G + .189B, G' = .349R + .686G + .168B, B' = .272R + .534G + .131B.
     public func sepia() -> Image {
-        mapPixels { r, g, b in
+        sepiaToned(.never)
+    }
+
+    /// `sepia()`, stopped once `cancellation` is set.
+    public func sepia(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(sepiaToned(cancellation))
+    }
+
+    private func sepiaToned(_ cancel: CancellationFlag) -> Image {
+        mapPixels(cancel) { r, g, b in
             // 16-bit fixed point coefficients (x 65536), rounded.
             let nr = (25756 * r + 50397 * g + 12386 * b + 32768) >> 16
             let ng = (22872 * r + 44958 * g + 11010 * b + 32768) >> 16
@@ -28,38 +48,46 @@ extension Image {
 
     /// Every channel replaced by 255 minus itself.
     public func inverted() -> Image {
-        mapChannels(table: (0...255).map { UInt8(255 - $0) })
+        mapChannels(table: Image.inversion, .never)
     }
+
+    /// `inverted()`, stopped once `cancellation` is set.
+    public func inverted(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(mapChannels(table: Image.inversion, cancellation))
+    }
+
+    private static var inversion: [UInt8] { (0...255).map { UInt8(255 - $0) } }
 
     /// Multiplies every channel by `factor` (1 leaves the image unchanged, 0 makes it
     /// black). `factor` must be finite and in 0...100.
-    public func adjustingBrightness(_ factor: Double) throws(ImageError) -> Image {
+    public func adjustingBrightness(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "brightness")
-        return mapChannels(table: (0...255).map { Image.clampToByte(Double($0) * factor) })
+        return try cancellation.checked(mapChannels(table: (0...255).map { Image.clampToByte(Double($0) * factor) }, cancellation))
     }
 
     /// Scales every channel's distance from mid-grey 128 by `factor` (1 leaves the
     /// image unchanged, 0 makes it flat grey). `factor` must be finite and in 0...100.
-    public func adjustingContrast(_ factor: Double) throws(ImageError) -> Image {
+    public func adjustingContrast(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "contrast")
-        return mapChannels(table: (0...255).map { Image.clampToByte((Double($0) - 128) * factor + 128) })
+        return try cancellation.checked(
+            mapChannels(table: (0...255).map { Image.clampToByte((Double($0) - 128) * factor + 128) }, cancellation))
     }
 
     /// Scales each pixel's distance from its Rec. 601 grey by `factor` (1 leaves the
     /// image unchanged, 0 makes it grey, above 1 more vivid). `factor` must be
     /// finite and in 0...100.
-    public func adjustingSaturation(_ factor: Double) throws(ImageError) -> Image {
+    public func adjustingSaturation(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "saturation")
         if factor == 1 { return self }
         let f = Int((factor * 4096).rounded())  // 12-bit fixed point
-        return mapPixels { r, g, b in
+        return try cancellation.checked(mapPixels(cancellation) { r, g, b in
             let y = Image.luma601(r, g, b)
             func channel(_ c: Int) -> UInt8 {
                 let v = y + (((c - y) * f + 2048) >> 12)
                 return UInt8(min(max(v, 0), 255))
             }
             return (channel(r), channel(g), channel(b))
-        }
+        })
     }
 
     // MARK: - Helpers
@@ -79,33 +107,47 @@ extension Image {
         UInt8(min(max(v.rounded(), 0), 255))
     }
 
-    /// Applies a 256-entry table to R, G and B.
-    func mapChannels(table: [UInt8]) -> Image {
+    /// Bytes between two looks at a cancellation flag in the passes below:
+    /// whole pixels.
+    static let bytesPerPoll = CancellationFlag.workPerPoll
+
+    /// Applies a 256-entry table to R, G and B. Unfinished if `cancel` is set
+    /// while it runs.
+    func mapChannels(table: [UInt8], _ cancel: CancellationFlag) -> Image {
         var out = pixels
         let lut = table.span
         var dst = out.mutableSpan
         var i = 0
         while i + 3 < dst.count {
-            dst[i] = lut[Int(dst[i])]
-            dst[i + 1] = lut[Int(dst[i + 1])]
-            dst[i + 2] = lut[Int(dst[i + 2])]
-            i += 4
+            if cancel.poll() { break }
+            let end = min(dst.count, i + Image.bytesPerPoll)
+            while i + 3 < end {
+                dst[i] = lut[Int(dst[i])]
+                dst[i + 1] = lut[Int(dst[i + 1])]
+                dst[i + 2] = lut[Int(dst[i + 2])]
+                i += 4
+            }
         }
         return Image(width: width, height: height, pixels: out)
     }
 
-    /// Applies `transform` to every pixel's (R, G, B).
+    /// Applies `transform` to every pixel's (R, G, B). Unfinished if `cancel`
+    /// is set while it runs.
     @inline(__always)
-    func mapPixels(_ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
+    func mapPixels(_ cancel: CancellationFlag, _ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
         var out = pixels
         var dst = out.mutableSpan
         var i = 0
         while i + 3 < dst.count {
-            let (r, g, b) = transform(Int(dst[i]), Int(dst[i + 1]), Int(dst[i + 2]))
-            dst[i] = r
-            dst[i + 1] = g
-            dst[i + 2] = b
-            i += 4
+            if cancel.poll() { break }
+            let end = min(dst.count, i + Image.bytesPerPoll)
+            while i + 3 < end {
+                let (r, g, b) = transform(Int(dst[i]), Int(dst[i + 1]), Int(dst[i + 2]))
+                dst[i] = r
+                dst[i + 1] = g
+                dst[i + 2] = b
+                i += 4
+            }
         }
         return Image(width: width, height: height, pixels: out)
     }

@@ -2,9 +2,10 @@
 
 extension Image {
     /// The pixels inside `rect`. Throws if the rectangle is empty or does not lie
-    /// wholly inside the image.
-    public func cropped(to rect: Rect) throws(ImageError) -> Image {
-        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: Image.bytesPerPixel, to: rect) else {
+    /// wholly inside the image, and `ImageError.cancelled` once `cancellation`
+    /// is set.
+    public func cropped(to rect: Rect, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+        guard let out = try Image.croppedRows(pixels, width: width, height: height, bytesPerPixel: Image.bytesPerPixel, to: rect, cancellation) else {
             return self
         }
         return Image(width: rect.width, height: rect.height, pixels: out)
@@ -12,8 +13,11 @@ extension Image {
 
     /// The rows of `rect` cut from a row-major buffer of `width` x `height`
     /// pixels of `bytesPerPixel` bytes (RGBX or one-channel), or nil when
-    /// `rect` is the whole image. Throws if it is empty or does not fit.
-    static func croppedRows(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int, to rect: Rect) throws(ImageError) -> [UInt8]? {
+    /// `rect` is the whole image. Throws if it is empty or does not fit, and
+    /// `ImageError.cancelled` once `cancel` is set.
+    static func croppedRows(
+        _ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int, to rect: Rect, _ cancel: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8]? {
         guard rect.width > 0, rect.height > 0 else {
             throw ImageError(.invalidArgument, "rectangle \(rect) must have positive sides")
         }
@@ -23,7 +27,9 @@ extension Image {
         if rect.x == 0 && rect.y == 0 && rect.width == width && rect.height == height { return nil }
         var out = [UInt8]()
         out.reserveCapacity(rect.width * rect.height * bytesPerPixel)
+        let poll = RowPoll(cancel, workPerRow: rect.width * bytesPerPixel)
         for y in rect.y ..< rect.y + rect.height {
+            if poll.stop(at: y &- rect.y) { throw ImageError.cancelled }
             let start = (y * width + rect.x) * bytesPerPixel
             out.append(contentsOf: pixels[start ..< start + rect.width * bytesPerPixel])
         }
@@ -32,22 +38,29 @@ extension Image {
 
     /// The largest square (side `min(width, height)`) placed by `gravity`.
     public func croppedSquare(gravity: Gravity = .center) -> Image {
+        // The square always fits, so this cannot fail.
+        (try? croppedSquare(gravity: gravity, cancellation: .never)) ?? self
+    }
+
+    /// `croppedSquare(gravity:)`, stopped with `ImageError.cancelled` once
+    /// `cancellation` is set.
+    public func croppedSquare(gravity: Gravity = .center, cancellation: CancellationFlag) throws(ImageError) -> Image {
         let side = min(width, height)
         let rect = gravity.place(Size(width: side, height: side), in: Size(width: width, height: height))
-        // The square always fits, so this cannot fail.
-        return (try? cropped(to: rect)) ?? self
+        return try cropped(to: rect, cancellation: cancellation)
     }
 
     /// A window of `size` placed by `gravity`. Throws if `size` is empty or larger
-    /// than the image on either side.
-    public func cropped(to size: Size, gravity: Gravity) throws(ImageError) -> Image {
+    /// than the image on either side, and `ImageError.cancelled` once
+    /// `cancellation` is set.
+    public func cropped(to size: Size, gravity: Gravity, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard size.width > 0, size.height > 0 else {
             throw ImageError(.invalidArgument, "crop size \(size) must have positive sides")
         }
         guard size.width <= width, size.height <= height else {
             throw ImageError(.invalidArgument, "crop size \(size) exceeds image \(width)x\(height)")
         }
-        return try cropped(to: gravity.place(size, in: Size(width: width, height: height)))
+        return try cropped(to: gravity.place(size, in: Size(width: width, height: height)), cancellation: cancellation)
     }
 
     /// An aspect-fill copy at exactly `size`: scaled so it covers `size`, then
@@ -57,11 +70,15 @@ extension Image {
     /// only that region is resampled, which saves the work of scaling pixels that
     /// would be thrown away. The region is rounded to whole source pixels, so its
     /// aspect ratio can differ from `size` by under one source pixel.
-    public func thumbnail(_ size: Size, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> Image {
+    ///
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func thumbnail(
+        _ size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
         try Image.checkOutputSize(size, operation: "thumbnail")
         let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
         let rect = Gravity.center.place(region, in: Size(width: width, height: height))
-        return try cropped(to: rect).resized(to: size, kernel: kernel)
+        return try cropped(to: rect, cancellation: cancellation).resized(to: size, kernel: kernel, cancellation: cancellation)
     }
 
     /// The largest region of `source` with the aspect ratio of `target` (rounded

@@ -1,6 +1,7 @@
 import Foundation
 
-/// Neighbourhood filters: gaussian blur, unsharp mask, pixelate.
+/// Neighbourhood filters: gaussian blur, unsharp mask, pixelate. Each throws
+/// `ImageError.cancelled` once its `CancellationFlag` is set.
 
 extension Image {
     /// The largest blur radius accepted, in pixels of standard deviation.
@@ -9,7 +10,7 @@ extension Image {
     /// A separable gaussian blur with standard deviation `sigma` pixels (0 < sigma
     /// <= 100). The kernel spans ±3 sigma; near the edges the part of the kernel
     /// outside the image is dropped and the rest renormalised.
-    public func blurred(sigma: Double) throws(ImageError) -> Image {
+    public func blurred(sigma: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard sigma.isFinite, sigma > 0, sigma <= Image.maxBlurSigma else {
             throw ImageError(.invalidArgument, "blur sigma \(sigma) must be greater than 0 and at most \(Image.maxBlurSigma)")
         }
@@ -18,24 +19,31 @@ extension Image {
         func gaussian(_ d: Double) -> Double { exp(-d * d / twoSigmaSquared) }
         let h = FilterWeights(convolving: width, radius: radius, weight: gaussian)
         let v = FilterWeights(convolving: height, radius: radius, weight: gaussian)
-        return convolved(horizontal: h, vertical: v)
+        return try cancellation.checked(convolved(horizontal: h, vertical: v, cancellation))
     }
 
     /// Unsharp mask: `self + amount × (self − blurred(sigma))`, per channel,
     /// saturating. `sigma` as for `blurred`; `amount` finite in 0...10.
-    public func sharpened(sigma: Double, amount: Double = 1.0) throws(ImageError) -> Image {
+    public func sharpened(sigma: Double, amount: Double = 1.0, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard amount.isFinite, amount >= 0, amount <= 10 else {
             throw ImageError(.invalidArgument, "sharpen amount \(amount) must be between 0 and 10")
         }
-        let blur = try blurred(sigma: sigma)
+        let blur = try blurred(sigma: sigma, cancellation: cancellation)
         let a = Int32((amount * 256).rounded())  // 8-bit fixed point
         var out = pixels
         let b = blur.pixels.span
         var dst = out.mutableSpan
-        for i in 0..<min(dst.count, b.count) {
-            let o = Int32(dst[i])
-            let v = o &+ (((o &- Int32(b[i])) &* a &+ 128) &>> 8)
-            dst[i] = UInt8(truncatingIfNeeded: min(max(v, 0), 255))
+        let count = min(dst.count, b.count)
+        var start = 0
+        while start < count {
+            if cancellation.poll() { throw ImageError.cancelled }
+            let end = min(count, start + CancellationFlag.workPerPoll)
+            for i in start..<end {
+                let o = Int32(dst[i])
+                let v = o &+ (((o &- Int32(b[i])) &* a &+ 128) &>> 8)
+                dst[i] = UInt8(truncatingIfNeeded: min(max(v, 0), 255))
+            }
+            start = end
         }
         // The difference is zero on the padding byte, but keep it exact regardless.
         var i = 3
@@ -46,17 +54,19 @@ extension Image {
     /// Replaces each `blockSize` × `blockSize` block (aligned to the top-left
     /// corner; partial at the right and bottom edges) by its mean colour.
     /// `blockSize` must be at least 1; blocks larger than the image cover it whole.
-    public func pixelated(blockSize: Int) throws(ImageError) -> Image {
+    public func pixelated(blockSize: Int, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard blockSize >= 1 else {
             throw ImageError(.invalidArgument, "pixelate block size \(blockSize) must be at least 1")
         }
         if blockSize == 1 { return self }
         let fx = min(blockSize, width), fy = min(blockSize, height)
-        let means = boxReduced(factorX: fx, factorY: fy)
+        let means = try cancellation.checked(boxReduced(factorX: fx, factorY: fy, cancellation))
         var out = [UInt8](repeating: 255, count: pixels.count)
         let m = means.pixels.span
         var dst = out.mutableSpan
+        let poll = RowPoll(cancellation, workPerRow: width * 4)
         for y in 0..<height {
+            if poll.stop(at: y) { throw ImageError.cancelled }
             let mrow = (y / fy) * means.width
             var o = y * width * 4
             for x in 0..<width {

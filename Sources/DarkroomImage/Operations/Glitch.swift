@@ -53,7 +53,9 @@ extension Image {
     /// Output pixel (x, y): take x' = (x − offset(y)) mod W, read R at
     /// min(x' + d, W − 1), G at x', B at max(x' − d, 0) from row y, then apply the
     /// row's permutation. One pass over the output.
-    public func glitched(seed: UInt64, amount: Double = 0.5) throws(ImageError) -> Image {
+    ///
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func glitched(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
         if amount == 0 { return self }
         var out = [UInt8](repeating: 255, count: pixels.count)
@@ -61,7 +63,9 @@ extension Image {
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes
         let rowLen = width * 4
+        let poll = RowPoll(cancellation, workPerRow: rowLen)
         for y in 0..<height {
+            if poll.stop(at: y) { throw ImageError.cancelled }
             plan.composeRow(y, from: src.extracting(y * rowLen ..< (y + 1) * rowLen), into: &dst)
         }
         return Image(width: width, height: height, pixels: out)
@@ -69,14 +73,19 @@ extension Image {
 
     /// `glitched(seed:amount:)` in place: the same bytes, without a second
     /// image-sized buffer (each row is read from a one-row copy).
-    public mutating func glitch(seed: UInt64, amount: Double = 0.5) throws(ImageError) {
+    ///
+    /// Throws `ImageError.cancelled` once `cancellation` is set, leaving the
+    /// image partly glitched.
+    public mutating func glitch(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) {
         let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
         if amount == 0 { return }
         let rowLen = width * 4, h = height
         var row = [UInt8](repeating: 0, count: rowLen)
         var span = pixels.mutableSpan
         var dst = span.mutableBytes
+        let poll = RowPoll(cancellation, workPerRow: rowLen)
         for y in 0..<h {
+            if poll.stop(at: y) { throw ImageError.cancelled }
             do {
                 var copyView = row.mutableSpan
                 var copy = copyView.mutableBytes

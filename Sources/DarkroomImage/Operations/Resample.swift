@@ -63,23 +63,29 @@ extension Image {
     }
 
     /// Scales the image into, onto or exactly to `box` (see `ScaleMode`).
-    public func scaled(to box: Size, mode: ScaleMode = .fit, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> Image {
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func scaled(
+        to box: Size, mode: ScaleMode = .fit, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
         guard box.width > 0, box.height > 0 else {
             throw ImageError(.invalidArgument, "scale box \(box) must have positive sides")
         }
         let target = Image.scaledSize(of: Size(width: width, height: height), to: box, mode: mode)
-        return try resized(to: target, kernel: kernel)
+        return try resized(to: target, kernel: kernel, cancellation: cancellation)
     }
 
     /// Resamples the image to exactly `size`, ignoring the aspect ratio.
-    public func resized(to size: Size, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> Image {
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func resized(
+        to size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
         try Image.checkOutputSize(size, operation: "resize")
         if size.width == width && size.height == height { return self }
         switch kernel {
         case .nearest:
-            return resampledNearest(to: size)
+            return try cancellation.checked(resampledNearest(to: size, cancellation))
         case .lanczos3, .bilinear:
-            return resampledSeparable(to: size, kernel: kernel)
+            return try cancellation.checked(resampledSeparable(to: size, kernel: kernel, cancellation))
         }
     }
 
@@ -98,7 +104,11 @@ extension Image {
 
     // MARK: - Nearest
 
-    func resampledNearest(to size: Size) -> Image {
+    // Below, a function that takes a `CancellationFlag` polls it from its
+    // loops and stops early once it is set: its result is then unfinished,
+    // and callers check the flag before using it (`CancellationFlag.checked`).
+
+    func resampledNearest(to size: Size, _ cancel: CancellationFlag = .never) -> Image {
         let outW = size.width, outH = size.height
         // Source column of each output column: the pixel under the output centre.
         var columns = [Int](repeating: 0, count: outW)
@@ -110,7 +120,9 @@ extension Image {
         let cols = columns.span
         var dst = out.mutableSpan
         let rowLen = width * 4
+        let poll = RowPoll(cancel, workPerRow: outW * 4)
         for y in 0..<outH {
+            if poll.stop(at: y) { break }
             let sy = Image.nearestSource(y, of: outH, in: height)
             let row = src.extracting(sy * rowLen ..< (sy + 1) * rowLen)
             var o = y * outW * 4
@@ -145,34 +157,37 @@ extension Image {
         return x >= 2 || y >= 2 ? (x, y) : nil
     }
 
-    func resampledSeparable(to size: Size, kernel: ResampleKernel) -> Image {
+    func resampledSeparable(to size: Size, kernel: ResampleKernel, _ cancel: CancellationFlag = .never) -> Image {
         var source = self
         if let factor = Image.preShrink(Size(width: width, height: height), to: size) {
-            source = boxReduced(factorX: factor.x, factorY: factor.y)
+            source = boxReduced(factorX: factor.x, factorY: factor.y, cancel)
+            if cancel.isCancelled { return source }
         }
         let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
         let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)
-        return source.convolved(horizontal: hWeights, vertical: vWeights)
+        return source.convolved(horizontal: hWeights, vertical: vWeights, cancel)
     }
 
     /// Applies a horizontal then a vertical filter (or the reverse, whichever
     /// needs fewer multiply-adds). Either may be nil to skip that axis.
-    func convolved(horizontal: FilterWeights?, vertical: FilterWeights?) -> Image {
+    func convolved(horizontal: FilterWeights?, vertical: FilterWeights?, _ cancel: CancellationFlag = .never) -> Image {
         let outW = horizontal?.outCount ?? width
         let outH = vertical?.outCount ?? height
         guard let h = horizontal else {
             guard let v = vertical else { return self }
-            return Image(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: stride, weights: v))
+            return Image(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: stride, weights: v, cancel))
         }
         guard let v = vertical else {
-            return Image(width: outW, height: height, pixels: Image.horizontalPass(pixels, width: width, height: height, weights: h))
+            return Image(width: outW, height: height, pixels: Image.horizontalPass(pixels, width: width, height: height, weights: h, cancel: cancel))
         }
         if Image.horizontalFirst(width: width, height: height, horizontal: h, vertical: v) {
-            let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h)
-            return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW * 4, weights: v))
+            let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h, cancel: cancel)
+            if cancel.isCancelled { return self }
+            return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW * 4, weights: v, cancel))
         } else if v.taps > FilterWeights.maxFastTaps {
-            let mid = Image.verticalPass(pixels, rowLength: stride, weights: v)
-            return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h))
+            let mid = Image.verticalPass(pixels, rowLength: stride, weights: v, cancel)
+            if cancel.isCancelled { return self }
+            return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h, cancel: cancel))
         } else {
             // A strip of output rows at a time: the vertical pass's rows stay in
             // cache for the horizontal pass, and neither an image-sized
@@ -188,6 +203,7 @@ extension Image {
                 var mid = [Int16](repeating: 0, count: width * 4 * stripRows)
                 var strip = [UInt8](repeating: 255, count: outW * 4 * stripRows)
                 while y < outH {
+                    if cancel.poll() { return self }
                     let rows = y ..< min(outH, y + stripRows)
                     Image.verticalPassWide(pixels, rowLength: stride, weights: v, rows: rows, into: &mid)
                     Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, into: &strip)
@@ -197,6 +213,7 @@ extension Image {
                 return Image(width: outW, height: outH, pixels: out)
             }
             while y < outH {
+                if cancel.poll() { return self }
                 let rows = y ..< min(outH, y + stripRows)
                 let mid = Image.verticalPass(pixels, rowLength: stride, weights: v, rows: rows)
                 out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h))
@@ -229,9 +246,12 @@ extension Image {
     /// padding, 255; without, it is filtered like the other three, so four
     /// gray rows held as the channels of one row are filtered at once
     /// (`GrayImage.horizontalPass`).
-    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
+    static func horizontalPass(
+        _ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true,
+        cancel: CancellationFlag = .never
+    ) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
-            return horizontalPassPrecise(source, width: width, height: height, weights: fw, opaquePadding: opaquePadding)
+            return horizontalPassPrecise(source, width: width, height: height, weights: fw, opaquePadding: opaquePadding, cancel: cancel)
         }
         let outW = fw.outCount
         let taps = fw.taps
@@ -253,6 +273,7 @@ extension Image {
         let hide = fw.opaqueZero
         let rounding = SIMD8<Int16>(repeating: fw.fastRounding)
         let opaque = opaquePadding ? SIMD8<UInt8>(0, 0, 0, 255, 0, 0, 0, 255) : .zero
+        let poll = RowPoll(cancel, workPerRow: outW * 4 * taps)
         // One output pixel's sum, rounded, in lanes 0-3 (lanes 4-7 unused).
         @inline(__always)
         func filtered(_ i: Int, _ rowBase: Int) -> SIMD8<Int16> {
@@ -289,6 +310,7 @@ extension Image {
             func run(quads: Int, dst: inout MutableRawSpan) {
                 var y = 0
                 while y < height {
+                    if poll.stop(at: y) { break }
                     let pair = y &+ 1 < height
                     let rowBase = y &* rowLen
                     // The second row of a pair; a lone last row filters itself twice.
@@ -357,6 +379,7 @@ extension Image {
             return out
         }
         for y in 0..<height {
+            if poll.stop(at: y) { break }
             let rowBase = y * rowLen
             var o = y * outW * 4
             // Two output pixels at a time share the rounding and the store.
@@ -387,7 +410,10 @@ extension Image {
     /// never exceed it), so the loads carry no per-pixel bounds checks.
     ///
     /// `opaquePadding` as for `horizontalPass`.
-    static func horizontalPassWide(_ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true, into out: inout [UInt8]) {
+    static func horizontalPassWide(
+        _ source: [Int16], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true,
+        into out: inout [UInt8], cancel: CancellationFlag = .never
+    ) {
         let taps = fw.taps
         let outW = fw.outCount
         precondition(taps % 4 == 0 && taps <= FilterWeights.maxFastTaps && taps <= width, "unsupported tap count")
@@ -404,6 +430,7 @@ extension Image {
         let r = fw.fastRounding
         let p = opaquePadding ? r &+ 16384 : r
         let rounding = SIMD8<Int16>(r, r, r, p, r, r, r, p)
+        let poll = RowPoll(cancel, workPerRow: outW * 4 * taps)
         // `quads` groups of four taps: 32 bytes of lanes and 32 of weights each.
         // Four rows go through together, sharing each pixel's start and weights.
         @inline(__always)
@@ -412,6 +439,7 @@ extension Image {
             let outRow = outW &* 4
             var y = 0
             while y < height {
+                if poll.stop(at: y) { break }
                 // Rows past the end repeat the last one (and its output).
                 let y1 = min(y + 1, height - 1), y2 = min(y + 2, height - 1), y3 = min(y + 3, height - 1)
                 let b0 = y * rowBytes, b1 = y1 * rowBytes, b2 = y2 * rowBytes, b3 = y3 * rowBytes
@@ -474,7 +502,10 @@ extension Image {
     /// (w0 w1 w0 w1 ...) with adjacent products summed, the shape that lowers to
     /// one `pmaddwd` (16-bit multiply, 32-bit pairwise add) even on baseline SSE2,
     /// where a plain 32-bit vector multiply has no single instruction.
-    static func horizontalPassPrecise(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true) -> [UInt8] {
+    static func horizontalPassPrecise(
+        _ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, opaquePadding: Bool = true,
+        cancel: CancellationFlag = .never
+    ) -> [UInt8] {
         let outW = fw.outCount
         let taps = fw.taps
         let pairs = taps / 2
@@ -487,7 +518,9 @@ extension Image {
         var dst = out.mutableSpan
         let rowLen = width * 4
         let rounding = SIMD4<Int32>(repeating: 1 << (FilterWeights.fractionBits - 1))
+        let poll = RowPoll(cancel, workPerRow: outW * 4 * taps)
         for y in 0..<height {
+            if poll.stop(at: y) { break }
             let row = src.extracting(y * rowLen ..< (y + 1) * rowLen)
             var o = y * outW * 4
             for i in 0..<starts.count {
@@ -545,20 +578,22 @@ extension Image {
     /// bytes each, whatever the pixels hold: RGBX rows (`width * 4`, the
     /// padding byte stays 255 since a constant stays constant) and gray planes
     /// (`width`) go through the same code.
-    static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights, _ cancel: CancellationFlag = .never) -> [UInt8] {
         guard fw.taps <= FilterWeights.maxFastTaps else {
-            return verticalPassPrecise(source, rowLength: rowLength, weights: fw)
+            return verticalPassPrecise(source, rowLength: rowLength, weights: fw, cancel)
         }
-        return verticalPass(source, rowLength: rowLength, weights: fw, rows: 0..<fw.outCount)
+        return verticalPass(source, rowLength: rowLength, weights: fw, rows: 0..<fw.outCount, cancel)
     }
 
     /// Output rows `rows` of the fast vertical pass (which needs
     /// `fw.taps <= FilterWeights.maxFastTaps`), as their own buffer.
-    static func verticalPass(_ source: [UInt8], rowLength: Int, weights fw: FilterWeights, rows outRows: Range<Int>) -> [UInt8] {
+    static func verticalPass(
+        _ source: [UInt8], rowLength: Int, weights fw: FilterWeights, rows outRows: Range<Int>, _ cancel: CancellationFlag = .never
+    ) -> [UInt8] {
         var out = [UInt8](repeating: 255, count: rowLength * outRows.count)
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes
-        verticalRows(source, rowLength: rowLength, weights: fw, rows: outRows, wide: false, into: &dst)
+        verticalRows(source, rowLength: rowLength, weights: fw, rows: outRows, wide: false, into: &dst, cancel)
         return out
     }
 
@@ -578,7 +613,10 @@ extension Image {
     /// written once: as clamped bytes, or with `wide` as bytes widened to
     /// 16-bit lanes (`FilterWeights.widen`).
     @inline(__always)
-    private static func verticalRows(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool, into dst: inout MutableRawSpan) {
+    private static func verticalRows(
+        _ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights, rows outRows: Range<Int>, wide: Bool,
+        into dst: inout MutableRawSpan, _ cancel: CancellationFlag = .never
+    ) {
         let taps = fw.taps
         let vectorEnd = rowLen - rowLen % 16
         let laneBytes = wide ? 2 : 1
@@ -640,7 +678,9 @@ extension Image {
                 dst.storeBytes(of: SIMD16<UInt8>(lowHalf: narrow(lo), highHalf: narrow(hi)), toByteOffset: o, as: SIMD16<UInt8>.self)
             }
         }
+        let poll = RowPoll(cancel, workPerRow: rowLen * taps)
         for i in outRows {
+            if poll.stop(at: i &- outRows.lowerBound) { break }
             let start = fw.starts[i]
             // Only the taps with non-zero weights (padding adds zeros at the ends).
             // Written through spans: no uniqueness check per tap, which counts
@@ -721,14 +761,16 @@ extension Image {
     /// The vertical pass with 32-bit accumulators, for filters with more than
     /// `FilterWeights.maxFastTaps` taps. Computed a row at a time so the inner
     /// loop streams contiguous bytes (the compiler vectorises it).
-    static func verticalPassPrecise(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func verticalPassPrecise(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights, _ cancel: CancellationFlag = .never) -> [UInt8] {
         let outH = fw.outCount
         let taps = fw.taps
         var out = [UInt8](repeating: 255, count: rowLen * outH)
         var acc = [Int32](repeating: 0, count: rowLen)
         let src = source.span
         let rounding = Int32(1 << (FilterWeights.fractionBits - 1))
+        let poll = RowPoll(cancel, workPerRow: rowLen * taps)
         for i in 0..<outH {
+            if poll.stop(at: i) { break }
             let start = fw.starts[i]
             do {
                 var a = acc.mutableSpan
@@ -758,15 +800,16 @@ extension Image {
 
     /// Averages blocks of `factorX` x `factorY` pixels into one. Blocks at the
     /// right and bottom edges may be smaller and are averaged over what they hold.
-    func boxReduced(factorX: Int, factorY: Int) -> Image {
+    func boxReduced(factorX: Int, factorY: Int, _ cancel: CancellationFlag = .never) -> Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         let rowLen = width * 4
         // Column sums of one band of rows, in 16-bit lanes: a block of up to 257
         // pixels sums to at most 65535.
         guard factorX * factorY <= 257 else {
-            return boxReducedWide(factorX: factorX, factorY: factorY)
+            return boxReducedWide(factorX: factorX, factorY: factorY, cancel)
         }
+        let poll = RowPoll(cancel, workPerRow: rowLen * factorY)
         var out = [UInt8](repeating: 255, count: outW * outH * 4)
         var sums = [UInt16](repeating: 0, count: rowLen)
         // A power-of-two block count divides by a shift, four lanes at a time.
@@ -774,6 +817,7 @@ extension Image {
         let shiftBits = fullCount & (fullCount - 1) == 0 ? fullCount.trailingZeroBitCount : -1
         let opaque = SIMD4<UInt8>(0, 0, 0, 255)
         for oy in 0..<outH {
+            if poll.stop(at: oy) { break }
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             Image.columnSums(pixels, rowLength: rowLen, rows: y0..<y1, into: &sums)
@@ -863,14 +907,16 @@ extension Image {
     }
 
     /// `boxReduced` for blocks of more than 257 pixels, with 32-bit sums.
-    func boxReducedWide(factorX: Int, factorY: Int) -> Image {
+    func boxReducedWide(factorX: Int, factorY: Int, _ cancel: CancellationFlag = .never) -> Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         let rowLen = width * 4
         var out = [UInt8](repeating: 255, count: outW * outH * 4)
         var sums = [UInt32](repeating: 0, count: rowLen)
         let src = pixels.span
+        let poll = RowPoll(cancel, workPerRow: rowLen * factorY)
         for oy in 0..<outH {
+            if poll.stop(at: oy) { break }
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             do {

@@ -13,21 +13,26 @@
 
 extension GrayImage {
     /// Resamples the image to exactly `size`, ignoring the aspect ratio, as
-    /// `Image.resized(to:kernel:)` does.
-    public func resized(to size: Size, kernel: ResampleKernel = .lanczos3) throws(ImageError) -> GrayImage {
+    /// `Image.resized(to:kernel:cancellation:)` does.
+    public func resized(
+        to size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> GrayImage {
         try Image.checkOutputSize(size, operation: "resize")
         if size.width == width && size.height == height { return self }
         switch kernel {
         case .nearest:
-            return resampledNearest(to: size)
+            return try cancellation.checked(resampledNearest(to: size, cancellation))
         case .lanczos3, .bilinear:
-            return resampledSeparable(to: size, kernel: kernel)
+            return try cancellation.checked(resampledSeparable(to: size, kernel: kernel, cancellation))
         }
     }
 
     // MARK: - Nearest
 
-    func resampledNearest(to size: Size) -> GrayImage {
+    // As in Resample.swift, a function that takes a `CancellationFlag` stops
+    // early once it is set, its result then unfinished.
+
+    func resampledNearest(to size: Size, _ cancel: CancellationFlag = .never) -> GrayImage {
         let outW = size.width, outH = size.height
         var columns = [Int](repeating: 0, count: outW)
         for x in 0..<outW { columns[x] = Image.nearestSource(x, of: outW, in: width) }
@@ -35,7 +40,9 @@ extension GrayImage {
         let src = pixels.span
         let cols = columns.span
         var dst = out.mutableSpan
+        let poll = RowPoll(cancel, workPerRow: outW)
         for y in 0..<outH {
+            if poll.stop(at: y) { break }
             let sy = Image.nearestSource(y, of: outH, in: height)
             let row = src.extracting(sy * width ..< (sy + 1) * width)
             let o = y * outW
@@ -48,35 +55,38 @@ extension GrayImage {
 
     /// `Image.resampledSeparable` on one channel: a box pre-shrink for big
     /// shrinks (same rule), then the kernel.
-    func resampledSeparable(to size: Size, kernel: ResampleKernel) -> GrayImage {
+    func resampledSeparable(to size: Size, kernel: ResampleKernel, _ cancel: CancellationFlag = .never) -> GrayImage {
         var source = self
         if let factor = Image.preShrink(Size(width: width, height: height), to: size) {
-            source = boxReduced(factorX: factor.x, factorY: factor.y)
+            source = boxReduced(factorX: factor.x, factorY: factor.y, cancel)
+            if cancel.isCancelled { return source }
         }
         let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
         let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)
-        return source.convolved(horizontal: hWeights, vertical: vWeights)
+        return source.convolved(horizontal: hWeights, vertical: vWeights, cancel)
     }
 
     /// Applies a horizontal and a vertical filter in the order
     /// `Image.convolved` would (`Image.horizontalFirst`); either may be nil
     /// to skip that axis.
-    func convolved(horizontal: FilterWeights?, vertical: FilterWeights?) -> GrayImage {
+    func convolved(horizontal: FilterWeights?, vertical: FilterWeights?, _ cancel: CancellationFlag = .never) -> GrayImage {
         let outW = horizontal?.outCount ?? width
         let outH = vertical?.outCount ?? height
         guard let h = horizontal else {
             guard let v = vertical else { return self }
-            return GrayImage(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: width, weights: v))
+            return GrayImage(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: width, weights: v, cancel))
         }
         guard let v = vertical else {
-            return GrayImage(width: outW, height: height, pixels: GrayImage.horizontalPass(pixels, width: width, height: height, weights: h))
+            return GrayImage(width: outW, height: height, pixels: GrayImage.horizontalPass(pixels, width: width, height: height, weights: h, cancel))
         }
         if Image.horizontalFirst(width: width, height: height, horizontal: h, vertical: v) {
-            let mid = GrayImage.horizontalPass(pixels, width: width, height: height, weights: h)
-            return GrayImage(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW, weights: v))
+            let mid = GrayImage.horizontalPass(pixels, width: width, height: height, weights: h, cancel)
+            if cancel.isCancelled { return self }
+            return GrayImage(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW, weights: v, cancel))
         }
-        let mid = Image.verticalPass(pixels, rowLength: width, weights: v)
-        return GrayImage(width: outW, height: outH, pixels: GrayImage.horizontalPass(mid, width: width, height: outH, weights: h))
+        let mid = Image.verticalPass(pixels, rowLength: width, weights: v, cancel)
+        if cancel.isCancelled { return self }
+        return GrayImage(width: outW, height: outH, pixels: GrayImage.horizontalPass(mid, width: width, height: outH, weights: h, cancel))
     }
 
     /// Filters every row of a `width` x `height` plane: output sample i of a
@@ -90,16 +100,18 @@ extension GrayImage {
     /// `horizontalPassWide` (tap counts that are multiples of four, up to
     /// `FilterWeights.maxFastTaps`), so does this: the rows are widened to
     /// its 16-bit lanes as they are interleaved.
-    static func horizontalPass(_ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights) -> [UInt8] {
+    static func horizontalPass(
+        _ source: [UInt8], width: Int, height: Int, weights fw: FilterWeights, _ cancel: CancellationFlag = .never
+    ) -> [UInt8] {
         let quads = (height + 3) / 4
         if fw.taps % 4 == 0 && fw.taps <= FilterWeights.maxFastTaps {
             let lanes = interleavedLanes(source, width: width, height: height)
             var filtered = [UInt8](repeating: 0, count: fw.outCount * 4 * quads)
-            Image.horizontalPassWide(lanes, width: width, height: quads, weights: fw, opaquePadding: false, into: &filtered)
+            Image.horizontalPassWide(lanes, width: width, height: quads, weights: fw, opaquePadding: false, into: &filtered, cancel: cancel)
             return deinterleavedRows(filtered, width: fw.outCount, height: height)
         }
         let pixels = interleavedRows(source, width: width, height: height)
-        let filtered = Image.horizontalPass(pixels, width: width, height: quads, weights: fw, opaquePadding: false)
+        let filtered = Image.horizontalPass(pixels, width: width, height: quads, weights: fw, opaquePadding: false, cancel: cancel)
         return deinterleavedRows(filtered, width: fw.outCount, height: height)
     }
 
@@ -120,10 +132,11 @@ extension GrayImage {
     /// `Image.boxReduced` on one channel: the mean of each `factorX` x
     /// `factorY` block (smaller at the right and bottom edges), rounded the
     /// same way.
-    func boxReduced(factorX: Int, factorY: Int) -> GrayImage {
+    func boxReduced(factorX: Int, factorY: Int, _ cancel: CancellationFlag = .never) -> GrayImage {
         guard factorX * factorY <= 257 else {
-            return boxReducedWide(factorX: factorX, factorY: factorY)
+            return boxReducedWide(factorX: factorX, factorY: factorY, cancel)
         }
+        let poll = RowPoll(cancel, workPerRow: width * factorY)
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         var out = [UInt8](repeating: 0, count: outW * outH)
@@ -136,6 +149,7 @@ extension GrayImage {
         let mask = SIMD8<UInt16>(0, 1, 2, 3, 4, 5, 6, 7) .< SIMD8(repeating: UInt16(truncatingIfNeeded: factorX))
         let groups = factorX <= 8 ? width / (4 * factorX) : 0
         for oy in 0..<outH {
+            if poll.stop(at: oy) { break }
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             Image.columnSums(pixels, rowLength: width, rows: y0..<y1, into: &sums)
@@ -181,13 +195,15 @@ extension GrayImage {
     }
 
     /// `boxReduced` for blocks of more than 257 pixels, with 32-bit sums.
-    func boxReducedWide(factorX: Int, factorY: Int) -> GrayImage {
+    func boxReducedWide(factorX: Int, factorY: Int, _ cancel: CancellationFlag = .never) -> GrayImage {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         var out = [UInt8](repeating: 0, count: outW * outH)
         var sums = [UInt32](repeating: 0, count: width)
         let src = pixels.span
+        let poll = RowPoll(cancel, workPerRow: width * factorY)
         for oy in 0..<outH {
+            if poll.stop(at: oy) { break }
             let y0 = oy * factorY
             let y1 = min(y0 + factorY, height)
             do {

@@ -4,6 +4,18 @@ extension Image {
     /// The image turned clockwise by `quarterTurnsClockwise` × 90°. Any integer is
     /// accepted and taken modulo 4 (so -1 is a quarter turn counter-clockwise).
     public func rotated(quarterTurnsClockwise: Int) -> Image {
+        turned(quarterTurnsClockwise, .never)
+    }
+
+    /// `rotated(quarterTurnsClockwise:)`, stopped with `ImageError.cancelled`
+    /// once `cancellation` is set.
+    public func rotated(quarterTurnsClockwise: Int, cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(turned(quarterTurnsClockwise, cancellation))
+    }
+
+    /// `rotated(quarterTurnsClockwise:)`, unfinished if `cancel` is set while
+    /// it runs.
+    func turned(_ quarterTurnsClockwise: Int, _ cancel: CancellationFlag) -> Image {
         let turns = ((quarterTurnsClockwise % 4) + 4) % 4
         if turns == 0 { return self }
         let w = width, h = height
@@ -31,7 +43,9 @@ extension Image {
         }
         // Square tiles keep both the reads and the writes within a few pages.
         let tile = 32
+        let poll = RowPoll(cancel, workPerRow: outW * 4)
         for ty in Swift.stride(from: 0, to: outH, by: tile) {
+            if poll.stop(at: ty) { break }
             for tx in Swift.stride(from: 0, to: outW, by: tile) {
                 for oy in ty..<min(ty + tile, outH) {
                     var s = base(oy) + tx * step
@@ -50,7 +64,19 @@ extension Image {
 
     /// The mirror image: `horizontally` true mirrors left to right, false top to bottom.
     public func flipped(horizontally: Bool) -> Image {
+        mirrored(horizontally, .never)
+    }
+
+    /// `flipped(horizontally:)`, stopped with `ImageError.cancelled` once
+    /// `cancellation` is set.
+    public func flipped(horizontally: Bool, cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked(mirrored(horizontally, cancellation))
+    }
+
+    /// `flipped(horizontally:)`, unfinished if `cancel` is set while it runs.
+    func mirrored(_ horizontally: Bool, _ cancel: CancellationFlag) -> Image {
         let rowLen = width * 4
+        let poll = RowPoll(cancel, workPerRow: rowLen)
         var out = [UInt8]()
         out.reserveCapacity(pixels.count)
         if horizontally {
@@ -59,6 +85,7 @@ extension Image {
             var outSpan = out.mutableSpan
             var dst = outSpan.mutableBytes
             for y in 0..<height {
+                if poll.stop(at: y) { break }
                 let base = y * rowLen
                 for x in 0..<width {
                     let px = src.unsafeLoadUnaligned(fromByteOffset: base + x * 4, as: SIMD4<UInt8>.self)
@@ -67,6 +94,7 @@ extension Image {
             }
         } else {
             for y in Swift.stride(from: height - 1, through: 0, by: -1) {
+                if poll.stop(at: height - 1 - y) { return self }
                 out.append(contentsOf: pixels[y * rowLen ..< (y + 1) * rowLen])
             }
         }
