@@ -353,15 +353,7 @@ public struct CancelRequest: WireMessage {
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
         requestID = try r.u64("request id")
-        let i = r.index
-        let text = try r.text("target", bytes: 1...26)
-        if text == "queued" {
-            target = .queued
-        } else if let id = ULID(text) {
-            target = .job(id)
-        } else {
-            throw r.error(frame: i, "target", "must be \"queued\" or a job id, got '\(text)'")
-        }
+        target = try r.target(word: "queued").map(CancelTarget.job) ?? .queued
     }
 
     public func write(to w: inout MessageWriter) {
@@ -385,11 +377,16 @@ public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
 
 extension MessageReader {
     mutating func deadTarget() throws(ProtocolError) -> DeadTarget {
+        try target(word: "all").map(DeadTarget.job) ?? .all
+    }
+
+    /// A target frame: the one `word`, read as nil, or a job id.
+    mutating func target(word: String) throws(ProtocolError) -> ULID? {
         let i = index
         let text = try self.text("target", bytes: 1...26)
-        if text == "all" { return .all }
-        guard let id = ULID(text) else { throw error(frame: i, "target", "must be \"all\" or a job id, got '\(text)'") }
-        return .job(id)
+        if text == word { return nil }
+        guard let id = ULID(text) else { throw error(frame: i, "target", "must be \"\(word)\" or a job id, got '\(text)'") }
+        return id
     }
 }
 

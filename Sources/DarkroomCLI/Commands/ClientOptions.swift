@@ -77,8 +77,10 @@ enum Format {
         failure.text(withCode: false)
     }
 
-    static func eventJSON(_ event: Event) -> String {
-        var o = JSONObject()
+    /// An event as one JSON object, after the members already in `head`
+    /// (submit's results put the input and its status first).
+    static func eventJSON(_ event: Event, after head: JSONObject = JSONObject()) -> String {
+        var o = head
         o.set("seq", Int(event.seq))
         o.set("time", Int(event.time))
         o.set("kind", event.kind.description)

@@ -1,5 +1,6 @@
 import DarkroomClient
 import DarkroomCore
+import DarkroomImage
 import DarkroomPipeline
 import DarkroomProtocol
 import DarkroomZMQ
@@ -97,28 +98,31 @@ enum FollowFolder {
 
         func submit(_ name: String) {
             let path = directory + "/" + name
-            guard let key = fileKey(path) else { return }  // gone again
+            guard let key = fileKey(path), !state.contains(key), !reported.contains(key) else { return }
             // Open for writing again since the close that named it: its
             // next close names it again.
             if FolderWatch.isOpenForWriting(path) == true { return }
-            guard !state.contains(key), !reported.contains(key) else { return }
-            if let problem = SubmitCommand.check(path, pipeline: settings.pipeline) {
+            // Read once: the bytes checked are the bytes sent.
+            let problem: String?
+            var bytes: [UInt8] = []
+            do {
+                bytes = try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes)
+                problem = SubmitInputs.check(bytes, pipeline: settings.pipeline)
+            } catch {
+                problem = error.message
+            }
+            if let problem {
                 reported.insert(key)
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: problem)
                 return
             }
-            var request = SubmitRequest.file(path, pipeline: settings.pipeline.canonical, options: settings.options,
-                                             priority: settings.priority)
-            request.submitKey = key
+            let request = SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
+                                        options: settings.options, priority: settings.priority, submitKey: key)
             let result: SubmitResult
-            do { result = try producer.submit(request) } catch let error as ClientError {
+            do { result = try producer.submit(request) } catch {
                 failures += 1
                 Console.err("\(path): \(error.message)")
-                return
-            } catch {
-                failures += 1
-                Console.err("\(path): \(error)")
                 return
             }
             switch result {

@@ -415,26 +415,10 @@ enum SubmitCommand {
     /// The final object of an input that ended stored or dead: its status,
     /// then the event's fields as `watch --json` prints them.
     static func resultJSON(input: String, status: String, event: Event) -> String {
-        var o = JSONObject()
-        o.set("input", input)
-        o.set("status", status)
-        o.set("seq", Int(event.seq))
-        o.set("time", Int(event.time))
-        o.set("kind", event.kind.description)
-        o.set("job", event.jobID.description)
-        o.set("source", event.sourceName)
-        o.set("attempt", Int(event.attempt))
-        o.set("worker", event.workerID.isEmpty ? nil : event.workerID)
-        o.set("record", event.recordID?.description)
-        if let failure = event.failure {
-            var f = JSONObject()
-            f.set("step", Int(failure.stepIndex))
-            f.set("step_text", failure.step)
-            f.set("code", failure.code)
-            f.set("reason", failure.reason)
-            o.set("error", object: f)
-        }
-        return o.text
+        var head = JSONObject()
+        head.set("input", input)
+        head.set("status", status)
+        return Format.eventJSON(event, after: head)
     }
 
     /// Reads a file and checks it as the inputs are checked (a hot folder's
