@@ -31,6 +31,12 @@ public final class Poller {
     /// The number of items added.
     public var count: Int { targets.count }
 
+    /// Puts `socket` in the place of item `index`, which was a socket, with
+    /// the same events: for a socket closed and opened again.
+    public func replace(_ index: Int, with socket: Socket) {
+        targets[index].target = .socket(socket)
+    }
+
     /// Adds a socket and returns its item number.
     @discardableResult
     public func add(_ socket: Socket, events: PollEvents = .readable) -> Int {

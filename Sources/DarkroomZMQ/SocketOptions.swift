@@ -119,12 +119,10 @@ extension Socket {
     public func unsubscribe(_ prefix: [UInt8] = []) throws { try setOption(ZMQ_UNSUBSCRIBE, bytes: prefix) }
     public func unsubscribe(_ prefix: String) throws { try unsubscribe(Array(prefix.utf8)) }
 
-    /// On an XPUB: subscriptions take effect only when the owner applies
-    /// them (`ZMQ_XPUB_MANUAL`). Every subscribe and unsubscribe message is
-    /// passed up, and the owner calls `subscribe(_:)` or `unsubscribe(_:)`
-    /// on the XPUB, right after receiving it, to apply it to the
-    /// subscriber that sent it, or does nothing to drop it.
-    public func setXPubManual(_ on: Bool) throws { try setFlag(ZMQ_XPUB_MANUAL, on) }
+    /// On an XPUB: pass every subscribe and unsubscribe a peer sends up to
+    /// the owner, and one unsubscribe for each topic a departed peer held
+    /// (`ZMQ_XPUB_VERBOSER`), not only the first and the last of a topic.
+    public func setXPubVerboser(_ on: Bool) throws { try setFlag(ZMQ_XPUB_VERBOSER, on) }
 
     // MARK: Connection health
 

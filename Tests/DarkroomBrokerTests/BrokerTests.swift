@@ -748,7 +748,10 @@ import Testing
         #expect(pong == .pong(Pong(requestID: client.nextID - 1)))
     }
 
-    @Test func theEventsSocketTakesOnlyDRK1TopicsAndNoHugeSubscription() throws {
+    /// Subscriptions are prefixes (section 8): `e` takes both forms, a
+    /// topic the broker never publishes under gets nothing, and a
+    /// subscription over 4 KiB gets its connection dropped.
+    @Test func theEventsSocketMatchesPrefixesAndTakesNoHugeSubscription() throws {
         let harness = try Harness()
         let batches = try harness.subscriber(Wire.eventBatchTopic)
         let foreign = try harness.subscriber(Array("zz".utf8))
@@ -760,11 +763,16 @@ import Testing
         let huge = try harness.subscriber([UInt8](repeating: 0x65, count: 4_096))
         Thread.sleep(forTimeInterval: 0.3)
         let client = try harness.client()
-        _ = try client.submitAccepted()
+        let accepted = try client.submitAccepted()
         let events = try collectEvents(batches, count: 1)
         #expect(events.map(\.kind) == [.accepted])
-        // The others got nothing: their topics are not DRK1's.
-        for socket in [foreign, prefix, huge] {
+        var forms: Set<[UInt8]> = []
+        while let frames = try prefix.receive() {
+            #expect(try EventMessage.decode(frames).events.contains { $0.jobID == accepted.jobID })
+            if let topic = frames.first { forms.insert(topic) }
+        }
+        #expect(forms == [Wire.eventTopic, Wire.eventBatchTopic])
+        for socket in [foreign, huge] {
             #expect(try socket.receive() == nil)
         }
         #expect(try client.request { Ping(requestID: $0).frames() } == .pong(Pong(requestID: client.nextID - 1)))

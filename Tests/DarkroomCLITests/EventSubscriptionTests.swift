@@ -1,3 +1,4 @@
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
@@ -57,5 +58,40 @@ struct EventSubscriptionTests {
             peer.close()
         }
         stranger.close()
+    }
+
+    /// A peer that floods the events socket with subscriptions to topics
+    /// the broker never publishes makes it drop every events connection
+    /// (an XPUB cannot close one). A `darkroom watch` connected meanwhile
+    /// reconnects by itself and, replaying what it missed, prints every
+    /// event once and in order.
+    @Test("stray subscriptions get every events connection dropped; a watch reconnects and misses no event")
+    func strayFloodDropsConnections() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("w1")
+        let input = try h.writeImages(2, name: "first", size: Size(width: 64, height: 48))
+        try h.start("watch", ["watch", "--json", "--from", "1"] + h.clientFlags, separateStderr: true)
+        let first = try h.run(["submit", input.path, "--ops", "grayscale", "--thumb", "16x16", "--wait"] + h.clientFlags)
+        #expect(first.status == 0, "\(first.stderr)")
+
+        let peer = try ZMTPPeer(port: SystemHarness.port(of: h.events))
+        try peer.handshake(socketType: "SUB")
+        for n in 0..<100 { peer.write(ZMTPPeer.subscription(Array("stray-\(n)-".utf8) + [UInt8](repeating: 0x61, count: 3_000))) }
+        #expect(peer.waitForClose(timeout: 5), "the broker did not drop the flooding peer")
+        peer.close()
+        #expect(h.log("broker").contains("dropping every events connection"), "\(h.log("broker").suffix(2000))")
+
+        let more = try h.writeImages(2, name: "second", size: Size(width: 64, height: 48))
+        let second = try h.run(["submit", more.path, "--ops", "grayscale", "--thumb", "16x16", "--wait"] + h.clientFlags)
+        #expect(second.status == 0, "\(second.stderr)")
+        func stored() -> Int { SystemHarness.jsonLines(h.log("watch")).filter { $0["kind"] as? String == "stored" }.count }
+        try h.waitUntil("the watch prints 4 stored events", timeout: .seconds(20)) { stored() >= 4 }
+        let seqs = SystemHarness.jsonLines(h.log("watch")).compactMap { $0["seq"] as? Int }
+        #expect(seqs == Array(1...(seqs.last ?? 0)), "the watch printed seqs \(seqs)")
+        #expect(stored() == 4)
+        #expect(h.processes["watch"]?.isRunning == true, "\(h.log("watch.err"))")
+        _ = h.signal("watch", SIGTERM)
     }
 }

@@ -1,19 +1,30 @@
 import DarkroomProtocol
 
-/// The subscriptions of the events socket. The socket is an XPUB in manual
-/// mode: every subscribe and unsubscribe comes up here, and only the
-/// topics DRK1 defines (`ev`, `eb`, and the empty prefix, which takes both)
-/// are applied; any other subscription is dropped, so a peer cannot make
-/// the broker match arbitrary prefixes. (The socket's `ZMQ_MAXMSGSIZE` of
-/// `maxMessageBytes` keeps a huge one from even being read: ZeroMQ drops
-/// the peer that sends it.)
+/// What the broker knows of the events socket's subscriptions.
 ///
-/// Known limits, both libzmq's (4.3): it keeps every subscription a
-/// connected peer sends, applied or not, to unsubscribe it when the peer
-/// goes, at some 35 bytes of memory for each byte of topic, however many the
-/// peer sends; and a message that is not a subscription, which it queues
-/// without its peer, makes it apply the subscriptions read after it in the
-/// same batch to other peers' connections.
+/// The socket is an XPUB that applies each subscription itself, to the
+/// connection that sent it, and passes every subscribe and unsubscribe up
+/// (`ZMQ_XPUB_VERBOSER`). The broker publishes under `ev` and `eb` only, so
+/// a subscription delivers something only when it is a prefix of one of
+/// them (the empty prefix, `e`, `ev`, `eb`); any other matches nothing.
+///
+/// Why not manual mode, where the broker would apply only DRK1's topics:
+/// libzmq 4.3.4 keeps the connection of a queued subscription only for
+/// subscriptions, not for the other messages it queues with them, so one
+/// peer's stray message made the broker apply the subscriptions read after
+/// it to other peers' connections; and it could apply one to a connection
+/// already freed. Applied by the socket, a subscription always lands on the
+/// connection that sent it.
+///
+/// What this type bounds: every subscription costs memory while its peer
+/// stays (libzmq's trie, some 35 bytes per byte of topic), and an XPUB
+/// cannot close one peer's connection. So the subscriptions that match
+/// nothing are charged (their bytes and `overheadBytes` each), and when
+/// the charge passes `strayLimitBytes` the broker drops every events
+/// connection (`Switchboard.reopenEvents`). A DRK1 subscriber costs a few
+/// bytes and never comes near it. (The socket's `ZMQ_MAXMSGSIZE` of
+/// `maxMessageBytes` keeps a huge subscription from even being read:
+/// ZeroMQ drops the peer that sends it.)
 struct EventSubscriptions {
     /// The largest frame the events socket reads. ZeroMQ applies the limit
     /// to the CURVE handshake's commands too (HELLO is 200 bytes, INITIATE
@@ -23,54 +34,64 @@ struct EventSubscriptions {
     /// subscription is still never read.
     static let maxMessageBytes: Int64 = 4096
 
-    /// The topics a subscriber may take.
-    static let topics: Set<[UInt8]> = [[], Wire.eventTopic, Wire.eventBatchTopic]
+    /// The charge of held subscriptions that match no published topic, in
+    /// bytes of topic plus `overheadBytes` each, beyond which every events
+    /// connection is dropped: about 4.5 MB of libzmq's trie at most.
+    static let strayLimitBytes = 128 << 10
 
-    /// Applied subscriptions per topic: one for each subscribe, less one
-    /// for each subscriber that went away holding it.
+    /// What one held subscription is charged beyond its topic's bytes.
+    static let overheadBytes = 64
+
+    /// The topics the broker publishes under.
+    static let published: [[UInt8]] = [Wire.eventTopic, Wire.eventBatchTopic]
+
+    /// Held subscriptions per topic that is a prefix of a published one:
+    /// one for each subscribe, less one for each that a departed
+    /// subscriber's connection gave up.
     private(set) var counts: [[UInt8]: Int] = [:]
 
-    /// What to do with one message the XPUB passed up.
-    enum Decision: Equatable {
-        case subscribe([UInt8])
-        case unsubscribe([UInt8])
-        case drop
+    /// The charge of held subscriptions that match no published topic.
+    private(set) var strayBytes = 0
+
+    /// Whether the broker must drop every events connection now.
+    enum Outcome: Equatable {
+        case noted
+        case overLimit
     }
 
-    /// Counts a subscribe or unsubscribe of a DRK1 topic and says to apply
-    /// it; anything else is dropped. `fromConnection`: the message came
+    /// Notes one message the socket passed up. `fromConnection`: it came
     /// from a subscriber's connection (`Socket.receiveNotingConnection`),
-    /// rather than from the socket itself.
+    /// rather than from the socket itself as a departed connection's
+    /// subscriptions are given up.
     ///
-    /// The socket passes up every unsubscribe a peer sends, whether or not
-    /// that peer holds the topic, and does not say which peer sent it.
-    /// Applied, an unsubscribe acts on the sender's connection alone, so
-    /// one from a peer that never subscribed changes nothing there; but
-    /// counted, it would take away another subscriber's subscription, and
-    /// the broker would stop publishing a form that subscriber still
-    /// wants. So a peer's own unsubscribe is applied and not counted, and
-    /// the count falls only by the unsubscribes the socket makes itself
-    /// for a subscriber that has gone, one for each topic it held. A
-    /// subscriber that unsubscribes before it goes (no darkroom client
-    /// does) leaves its topic counted: the broker then publishes a form
-    /// nobody may want, which costs only the publishing.
-    mutating func take(_ message: [UInt8], fromConnection: Bool) -> Decision {
-        guard let kind = message.first else { return .drop }
+    /// A peer's own unsubscribe is not counted: the socket passes it up
+    /// whether or not that peer held the topic, and counted, a stranger's
+    /// unsubscribe would take away a subscriber's form. The count falls
+    /// only by the unsubscribes the socket makes for a connection that has
+    /// gone, one for each topic it held. A subscriber that unsubscribes
+    /// before it goes (no darkroom client does) leaves its topic counted:
+    /// the broker then publishes a form nobody may want, which costs only
+    /// the publishing; a stray subscription given up that way stays
+    /// charged, which brings the drop of every connection nearer, and only
+    /// for a peer outside DRK1.
+    mutating func take(_ message: [UInt8], fromConnection: Bool) -> Outcome {
+        guard let kind = message.first, kind <= 1 else { return .noted }
         let topic = Array(message.dropFirst())
-        guard Self.topics.contains(topic) else { return .drop }
-        switch kind {
-        case 1:
+        let matches = Self.published.contains { $0.starts(with: topic) }
+        switch (kind, fromConnection) {
+        case (1, _) where matches:
             counts[topic, default: 0] += 1
-            return .subscribe(topic)
-        case 0 where fromConnection:
-            return .unsubscribe(topic)
-        case 0:
-            guard let count = counts[topic], count > 0 else { return .drop }
-            counts[topic] = count == 1 ? nil : count - 1
-            return .unsubscribe(topic)
+        case (1, _):
+            strayBytes += topic.count + Self.overheadBytes
+            if strayBytes > Self.strayLimitBytes { return .overLimit }
+        case (0, true):
+            break
+        case (0, false) where matches:
+            if let count = counts[topic] { counts[topic] = count > 1 ? count - 1 : nil }
         default:
-            return .drop
+            strayBytes = max(0, strayBytes - topic.count - Self.overheadBytes)
         }
+        return .noted
     }
 
     /// Whether some subscriber receives messages published under `topic`.

@@ -27,7 +27,9 @@ final class Switchboard {
     let logger: Logger
     let frontend: Socket
     let backend: Socket
-    let events: Socket
+    /// Opened again, as a new socket, to drop every subscriber (`reopenEvents`).
+    private(set) var events: Socket
+    private let context: Context
     let inbox: MailboxInbox<SwitchboardInstruction>
     let boundEndpoints: [String: String]
     private let poller = Poller()
@@ -64,6 +66,7 @@ final class Switchboard {
         self.core = core
         self.board = board
         self.backlog = backlog
+        self.context = context
         lastLap = BrokerCore.monotonicNow()
         var opened: [Socket] = []
         do {
@@ -71,11 +74,9 @@ final class Switchboard {
             opened.append(frontend)
             backend = try context.socket(.router)
             opened.append(backend)
-            // XPUB rather than PUB: the same to subscribers, and it tells
-            // the broker which forms (EVENT, EVENTS) anyone subscribed to.
-            events = try context.socket(.xpub)
+            events = try Self.openEvents(context: context, configuration: configuration)
             opened.append(events)
-            for socket in opened {
+            for socket in [frontend, backend] {
                 try socket.setLinger(milliseconds: 100)
                 try socket.setMaxMessageSize(Wire.maxMessageSize)
             }
@@ -83,13 +84,9 @@ final class Switchboard {
             try frontend.setReceiveHighWaterMark(100_000)
             try backend.setSendHighWaterMark(10_000)
             try backend.setRouterHandover(true)
-            try events.setSendHighWaterMark(100_000)
-            try events.setXPubManual(true)
-            try events.setMaxMessageSize(EventSubscriptions.maxMessageBytes)
             if let curve = configuration.curve {
                 try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)
                 try backend.setCurveServer(curve, zapDomain: ServerCurve.Domain.backend)
-                try events.setCurveServer(curve, zapDomain: ServerCurve.Domain.events)
             }
             try frontend.bind(configuration.frontendEndpoint)
             try backend.bind(configuration.backendEndpoint)
@@ -191,7 +188,7 @@ final class Switchboard {
             case .finish:
                 finished = true
             case .keysRevoked:
-                reopenEvents()
+                reopenEvents("after keys were revoked; subscribers reconnect and are checked again")
             }
         }
     }
@@ -462,34 +459,69 @@ final class Switchboard {
         config.admission?(ConnectionIdentity(userID: userID)) ?? true
     }
 
-    /// Drops every subscriber by binding the events socket anew on the same
-    /// endpoint: an XPUB cannot close one subscriber's connection, and a
-    /// revoked key's subscriber must not go on receiving. The others
-    /// reconnect by themselves and miss nothing they cannot replay.
-    private func reopenEvents() {
-        let endpoint = boundEndpoints["events"] ?? config.eventsEndpoint
+    /// The events socket, not yet bound. An XPUB rather than a PUB: the same
+    /// to subscribers, and it tells the broker which forms (EVENT, EVENTS)
+    /// anyone subscribed to.
+    private static func openEvents(context: Context, configuration: BrokerConfiguration) throws -> Socket {
+        let events = try context.socket(.xpub)
         do {
-            try events.unbind(endpoint)
-            for attempt in 1...50 {
-                do {
-                    try events.bind(endpoint)
-                    break
-                } catch ZMQError.Code.addressInUse where attempt < 50 {
-                    // The old binding leaves on the I/O thread, a moment later.
-                    usleep(20_000)
-                }
+            try events.setLinger(milliseconds: 100)
+            try events.setSendHighWaterMark(100_000)
+            // Each subscription applied by the socket to its own connection,
+            // and every one passed up (see `EventSubscriptions`).
+            try events.setXPubVerboser(true)
+            // The socket applies what a connection sent as it reads it, before
+            // the broker can count it: a short queue per connection keeps a
+            // flood from landing all at once (a subscriber sends one to three).
+            try events.setReceiveHighWaterMark(16)
+            try events.setMaxMessageSize(EventSubscriptions.maxMessageBytes)
+            if let curve = configuration.curve {
+                try events.setCurveServer(curve, zapDomain: ServerCurve.Domain.events)
             }
-            // The counts stay: the socket unsubscribes each dropped
-            // subscriber's topics as its connection ends, which brings them
-            // down; starting them afresh would let those unsubscribes take
-            // away the subscriptions of subscribers that came back first.
-            logger.info("events socket bound again on \(endpoint) after keys were revoked; subscribers reconnect and are checked again")
+            return events
         } catch {
-            logger.error("events socket: could not bind again after keys were revoked: \(error)")
+            events.close()
+            throw error
         }
     }
 
-    /// Reads the subscribe and unsubscribe messages the XPUB socket passes up.
+    /// Drops every subscriber by closing the events socket and binding a
+    /// new one on the same endpoint: an XPUB cannot close one subscriber's
+    /// connection, and a revoked key's subscriber must not go on receiving,
+    /// nor a peer go on holding stray subscriptions. Closed, the socket
+    /// reads nothing more from any connection at once (an unbind would end
+    /// them a few hops later, while it went on reading). The subscribers
+    /// reconnect by themselves and miss nothing they cannot replay. `why`
+    /// ends the log line.
+    private func reopenEvents(_ why: String) {
+        let endpoint = boundEndpoints["events"] ?? config.eventsEndpoint
+        let fresh: Socket
+        do { fresh = try Self.openEvents(context: context, configuration: config) } catch {
+            logger.error("events socket: could not open it again (\(why)): \(error)")
+            return
+        }
+        events.close()
+        events = fresh
+        poller.replace(eventsIndex, with: fresh)
+        // The new socket holds no subscription yet.
+        subscriptions = EventSubscriptions()
+        for attempt in 1...50 {
+            do {
+                try events.bind(endpoint)
+                logger.info("events socket bound again on \(endpoint) \(why)")
+                return
+            } catch ZMQError.Code.addressInUse where attempt < 50 {
+                // The old socket's listener closes on ZeroMQ's own thread, a moment later.
+                usleep(20_000)
+            } catch {
+                logger.error("events socket: could not bind \(endpoint) again (\(why)): \(error); no events are published until the broker restarts")
+                return
+            }
+        }
+    }
+
+    /// Reads the subscribe and unsubscribe messages the XPUB socket passes
+    /// up, and the peers' messages that are neither, which it drops.
     private func readSubscriptions() {
         for _ in 0..<1_000 {
             let message: (frames: [[UInt8]], fromConnection: Bool)?
@@ -499,18 +531,11 @@ final class Switchboard {
             }
             guard let message else { return }
             // Every frame: libzmq takes any frame that starts with 0 or 1 for
-            // a subscription, the later frames of a message too, and keeps
-            // it for the unsubscribe it makes when the subscriber goes.
-            for frame in message.frames {
-                do {
-                    switch subscriptions.take(frame, fromConnection: message.fromConnection) {
-                    case .subscribe(let topic): try events.subscribe(topic)
-                    case .unsubscribe(let topic): try events.unsubscribe(topic)
-                    case .drop: logger.debug("events socket: ignored a subscription to a topic DRK1 does not define")
-                    }
-                } catch {
-                    logger.warn("events socket: \(error)")
-                }
+            // a subscription, the later frames of a message too.
+            for frame in message.frames where subscriptions.take(frame, fromConnection: message.fromConnection) == .overLimit {
+                logger.warn("events socket: subscriptions to topics the broker never publishes hold over \(EventSubscriptions.strayLimitBytes >> 10) KiB; dropping every events connection (ZeroMQ cannot close one), subscribers reconnect and replay what they missed")
+                reopenEvents("after stray subscriptions; subscribers reconnect")
+                return
             }
         }
     }
