@@ -118,3 +118,45 @@ struct RowPoll {
         row & mask == 0 && flag.poll()
     }
 }
+
+// A new image-sized buffer costs about as much as a pass over it: the kernel
+// maps each page the first time it is written. The loops above only start
+// after it exists, so its making looks at the flag too.
+extension Array where Element == UInt8 {
+    /// `count` bytes of `value`, as `init(repeating:count:)` makes them,
+    /// written a megabyte at a time with a look at `cancel` before each.
+    /// Once `cancel` is set the bytes not yet written are left as they are,
+    /// never read: the caller's loop stops at its first look, and its result
+    /// is thrown away.
+    init(repeating value: UInt8, count: Int, _ cancel: CancellationFlag) {
+        self.init(unsafeUninitializedCapacity: count) { buffer, initialized in
+            var start = 0
+            while start < count {
+                if cancel.poll() { break }
+                let end = Swift.min(count, start + CancellationFlag.workPerPoll)
+                buffer.baseAddress!.advanced(by: start).initialize(repeating: value, count: end - start)
+                start = end
+            }
+            initialized = count
+        }
+    }
+
+    /// A copy of `source`, made a megabyte at a time with a look at `cancel`
+    /// before each; once `cancel` is set the rest is left as it is, as for
+    /// `init(repeating:count:_:)`.
+    init(copying source: [UInt8], _ cancel: CancellationFlag) {
+        let count = source.count
+        self.init(unsafeUninitializedCapacity: count) { buffer, initialized in
+            source.withUnsafeBufferPointer { from in
+                var start = 0
+                while start < count {
+                    if cancel.poll() { break }
+                    let end = Swift.min(count, start + CancellationFlag.workPerPoll)
+                    buffer.baseAddress!.advanced(by: start).initialize(from: from.baseAddress!.advanced(by: start), count: end - start)
+                    start = end
+                }
+            }
+            initialized = count
+        }
+    }
+}

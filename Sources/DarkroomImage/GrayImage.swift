@@ -54,7 +54,8 @@ public struct GrayImage: Sendable, Equatable {
     /// is made.
     private static func lumaPlane(of image: Image, _ cancel: CancellationFlag) -> [UInt8]? {
         let count = image.width * image.height
-        var plane = [UInt8](repeating: 0, count: count)
+        var plane = [UInt8](repeating: 0, count: count, cancel)
+        if cancel.isCancelled { return nil }
         let src = image.pixels.span.bytes
         do {
             var planeView = plane.mutableSpan

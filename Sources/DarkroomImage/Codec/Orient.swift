@@ -36,7 +36,8 @@ extension Image {
             case .left: return (w - 1 - v, w)
             }
         }
-        var out = [UInt8](repeating: 255, count: uw * uh * Image.bytesPerPixel)
+        var out = [UInt8](repeating: 255, count: uw * uh * Image.bytesPerPixel, cancel)
+        if cancel.isCancelled { return self }
         let src = pixels.span
         var dst = out.mutableSpan
         let poll = RowPoll(cancel, workPerRow: uw * 4)

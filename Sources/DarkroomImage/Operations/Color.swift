@@ -113,41 +113,55 @@ extension Image {
 
     /// Applies a 256-entry table to R, G and B. Unfinished if `cancel` is set
     /// while it runs.
+    ///
+    /// The pixels go a megabyte at a time, each megabyte through the loop the
+    /// pass always had, run over a span of just that part: bounded by the
+    /// span's own length, the loop compiles as it did over the whole buffer
+    /// (bounded by a running end instead, it took three more instructions per
+    /// pixel).
     func mapChannels(table: [UInt8], _ cancel: CancellationFlag) -> Image {
-        var out = pixels
+        var out = [UInt8](copying: pixels, cancel)
+        if cancel.isCancelled { return self }
         let lut = table.span
-        var dst = out.mutableSpan
-        var i = 0
-        while i + 3 < dst.count {
+        var whole = out.mutableSpan
+        var start = 0
+        while start < whole.count {
             if cancel.poll() { break }
-            let end = min(dst.count, i + Image.bytesPerPoll)
-            while i + 3 < end {
+            let end = min(whole.count, start + Image.bytesPerPoll)
+            var dst = whole.extracting(start ..< end)
+            var i = 0
+            while i + 3 < dst.count {
                 dst[i] = lut[Int(dst[i])]
                 dst[i + 1] = lut[Int(dst[i + 1])]
                 dst[i + 2] = lut[Int(dst[i + 2])]
                 i += 4
             }
+            start = end
         }
         return Image(width: width, height: height, pixels: out)
     }
 
-    /// Applies `transform` to every pixel's (R, G, B). Unfinished if `cancel`
-    /// is set while it runs.
+    /// Applies `transform` to every pixel's (R, G, B), a megabyte at a time as
+    /// `mapChannels` does. Unfinished if `cancel` is set while it runs.
     @inline(__always)
     func mapPixels(_ cancel: CancellationFlag, _ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
-        var out = pixels
-        var dst = out.mutableSpan
-        var i = 0
-        while i + 3 < dst.count {
+        var out = [UInt8](copying: pixels, cancel)
+        if cancel.isCancelled { return self }
+        var whole = out.mutableSpan
+        var start = 0
+        while start < whole.count {
             if cancel.poll() { break }
-            let end = min(dst.count, i + Image.bytesPerPoll)
-            while i + 3 < end {
+            let end = min(whole.count, start + Image.bytesPerPoll)
+            var dst = whole.extracting(start ..< end)
+            var i = 0
+            while i + 3 < dst.count {
                 let (r, g, b) = transform(Int(dst[i]), Int(dst[i + 1]), Int(dst[i + 2]))
                 dst[i] = r
                 dst[i + 1] = g
                 dst[i + 2] = b
                 i += 4
             }
+            start = end
         }
         return Image(width: width, height: height, pixels: out)
     }

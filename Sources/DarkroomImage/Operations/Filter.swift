@@ -17,8 +17,10 @@ extension Image {
         let radius = max(1, 3 * sigma)
         let twoSigmaSquared = 2 * sigma * sigma
         func gaussian(_ d: Double) -> Double { exp(-d * d / twoSigmaSquared) }
-        let h = FilterWeights(convolving: width, radius: radius, weight: gaussian)
-        let v = FilterWeights(convolving: height, radius: radius, weight: gaussian)
+        let h = FilterWeights(convolving: width, radius: radius, cancel: cancellation, weight: gaussian)
+        try cancellation.check()
+        let v = FilterWeights(convolving: height, radius: radius, cancel: cancellation, weight: gaussian)
+        try cancellation.check()
         return try cancellation.checked(convolved(horizontal: h, vertical: v, cancellation))
     }
 
@@ -30,7 +32,8 @@ extension Image {
         }
         let blur = try blurred(sigma: sigma, cancellation: cancellation)
         let a = Int32((amount * 256).rounded())  // 8-bit fixed point
-        var out = pixels
+        var out = [UInt8](copying: pixels, cancellation)
+        try cancellation.check()
         let b = blur.pixels.span
         var dst = out.mutableSpan
         let count = min(dst.count, b.count)
@@ -61,7 +64,8 @@ extension Image {
         if blockSize == 1 { return self }
         let fx = min(blockSize, width), fy = min(blockSize, height)
         let means = try cancellation.checked(boxReduced(factorX: fx, factorY: fy, cancellation))
-        var out = [UInt8](repeating: 255, count: pixels.count)
+        var out = [UInt8](repeating: 255, count: pixels.count, cancellation)
+        try cancellation.check()
         let m = means.pixels.span
         var dst = out.mutableSpan
         let poll = RowPoll(cancellation, workPerRow: width * 4)

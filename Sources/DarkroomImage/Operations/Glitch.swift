@@ -58,7 +58,8 @@ extension Image {
     public func glitched(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
         if amount == 0 { return self }
-        var out = [UInt8](repeating: 255, count: pixels.count)
+        var out = [UInt8](repeating: 255, count: pixels.count, cancellation)
+        try cancellation.check()
         let src = pixels.span
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes

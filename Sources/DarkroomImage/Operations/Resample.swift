@@ -115,7 +115,8 @@ extension Image {
         for x in 0..<outW {
             columns[x] = Image.nearestSource(x, of: outW, in: width) * 4
         }
-        var out = [UInt8](repeating: 255, count: outW * outH * 4)
+        var out = [UInt8](repeating: 255, count: outW * outH * 4, cancel)
+        if cancel.isCancelled { return self }
         let src = pixels.span
         let cols = columns.span
         var dst = out.mutableSpan
@@ -259,7 +260,8 @@ extension Image {
         let quads = pairs / 2
         let lastPair = pairs % 2 == 1
         let oddTap = taps % 2 == 1
-        var out = [UInt8](repeating: 255, count: outW * height * 4)
+        var out = [UInt8](repeating: 255, count: outW * height * 4, cancel)
+        if cancel.isCancelled { return out }
         // Whole vectors are loaded and stored through the byte views; those
         // accesses are bounds-checked, and any bit pattern is a valid SIMD of
         // bytes, so they are memory-safe.
@@ -510,7 +512,8 @@ extension Image {
         let taps = fw.taps
         let pairs = taps / 2
         let oddTap = taps % 2 == 1
-        var out = [UInt8](repeating: 255, count: outW * height * 4)
+        var out = [UInt8](repeating: 255, count: outW * height * 4, cancel)
+        if cancel.isCancelled { return out }
         let src = source.span
         let starts = fw.starts.span
         let pairWeights = fw.pairWeights.span
@@ -590,7 +593,8 @@ extension Image {
     static func verticalPass(
         _ source: [UInt8], rowLength: Int, weights fw: FilterWeights, rows outRows: Range<Int>, _ cancel: CancellationFlag = .never
     ) -> [UInt8] {
-        var out = [UInt8](repeating: 255, count: rowLength * outRows.count)
+        var out = [UInt8](repeating: 255, count: rowLength * outRows.count, cancel)
+        if cancel.isCancelled { return out }
         var outSpan = out.mutableSpan
         var dst = outSpan.mutableBytes
         verticalRows(source, rowLength: rowLength, weights: fw, rows: outRows, wide: false, into: &dst, cancel)
@@ -764,7 +768,8 @@ extension Image {
     static func verticalPassPrecise(_ source: [UInt8], rowLength rowLen: Int, weights fw: FilterWeights, _ cancel: CancellationFlag = .never) -> [UInt8] {
         let outH = fw.outCount
         let taps = fw.taps
-        var out = [UInt8](repeating: 255, count: rowLen * outH)
+        var out = [UInt8](repeating: 255, count: rowLen * outH, cancel)
+        if cancel.isCancelled { return out }
         var acc = [Int32](repeating: 0, count: rowLen)
         let src = source.span
         let rounding = Int32(1 << (FilterWeights.fractionBits - 1))
@@ -810,7 +815,8 @@ extension Image {
             return boxReducedWide(factorX: factorX, factorY: factorY, cancel)
         }
         let poll = RowPoll(cancel, workPerRow: rowLen * factorY)
-        var out = [UInt8](repeating: 255, count: outW * outH * 4)
+        var out = [UInt8](repeating: 255, count: outW * outH * 4, cancel)
+        if cancel.isCancelled { return self }
         var sums = [UInt16](repeating: 0, count: rowLen)
         // A power-of-two block count divides by a shift, four lanes at a time.
         let fullCount = factorX * factorY
@@ -911,7 +917,8 @@ extension Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
         let rowLen = width * 4
-        var out = [UInt8](repeating: 255, count: outW * outH * 4)
+        var out = [UInt8](repeating: 255, count: outW * outH * 4, cancel)
+        if cancel.isCancelled { return self }
         var sums = [UInt32](repeating: 0, count: rowLen)
         let src = pixels.span
         let poll = RowPoll(cancel, workPerRow: rowLen * factorY)
@@ -1069,8 +1076,11 @@ struct FilterWeights: Sendable {
 
     /// Weights for a same-size convolution with a symmetric kernel of the given
     /// radius (in samples); `weight` receives the distance from the centre.
-    init(convolving count: Int, radius: Double, weight: (Double) -> Double) {
-        self.init(inCount: count, outCount: count, radius: radius, center: { Double($0) + 0.5 }, weight: weight)
+    /// Wide kernels take a while to build (a blur of sigma 100 across 8000
+    /// pixels evaluates `weight` about five million times), so this looks at
+    /// `cancel` as it goes; weights built under a flag that is set are unfinished.
+    init(convolving count: Int, radius: Double, cancel: CancellationFlag = .never, weight: (Double) -> Double) {
+        self.init(inCount: count, outCount: count, radius: radius, center: { Double($0) + 0.5 }, cancel: cancel, weight: weight)
     }
 
     /// With `openWindow`, a window holds only the samples whose centres lie
@@ -1080,7 +1090,7 @@ struct FilterWeights: Sendable {
     /// padding below would have made 12.
     init(
         inCount: Int, outCount: Int, radius: Double, openWindow: Bool = false,
-        center: (Int) -> Double, weight: (Double) -> Double
+        center: (Int) -> Double, cancel: CancellationFlag = .never, weight: (Double) -> Double
     ) {
         self.outCount = outCount
         var windows = [(lo: Int, hi: Int, center: Double)]()
@@ -1109,7 +1119,10 @@ struct FilterWeights: Sendable {
         var starts = [Int](repeating: 0, count: outCount)
         var weights = [Int16](repeating: 0, count: outCount * taps)
         var real = [Double](repeating: 0, count: taps)
+        // A weight costs some tens of multiply-adds.
+        let poll = RowPoll(cancel, workPerRow: taps * 32)
         for i in 0..<outCount {
+            if poll.stop(at: i) { break }
             let (lo, hi, c) = windows[i]
             let start = min(lo, inCount - taps)
             starts[i] = start

@@ -21,7 +21,8 @@ extension Image {
         let w = width, h = height
         let outW = turns == 2 ? w : h
         let outH = turns == 2 ? h : w
-        var out = [UInt8](repeating: 255, count: w * h * 4)
+        var out = [UInt8](repeating: 255, count: w * h * 4, cancel)
+        if cancel.isCancelled { return self }
         // Whole pixels move as 4-byte loads and stores through the byte views
         // (bounds-checked; any bit pattern is a valid SIMD of bytes).
         let src = pixels.span.bytes
@@ -34,6 +35,26 @@ extension Image {
         case 2: step = -1   // 180°: (ox, oy) <- (w - 1 - ox, h - 1 - oy)
         default: step = w   // 270° clockwise: (ox, oy) <- (w - 1 - oy, ox)
         }
+        // Square tiles keep both the reads and the writes within a few pages;
+        // a band of them at a time, with a look at the flag before each.
+        let tile = 32
+        let poll = RowPoll(cancel, workPerRow: outW * 4)
+        for ty in Swift.stride(from: 0, to: outH, by: tile) {
+            if poll.stop(at: ty) { break }
+            Image.turnBand(ty ..< min(ty + tile, outH), tile: tile, turns: turns, step: step, width: w, height: h, outWidth: outW, from: src, into: &dst)
+        }
+        return Image(width: outW, height: outH, pixels: out)
+    }
+
+    /// Output rows `rows` of a turn by `turns` quarter turns of a `width` x
+    /// `height` image, tile by tile: output pixel (ox, oy) is source pixel
+    /// base(oy) + ox * step. Kept out of line: on its own the loop nest
+    /// compiles to about one instruction per pixel fewer (measured).
+    @inline(never)
+    private static func turnBand(
+        _ rows: Range<Int>, tile: Int, turns: Int, step: Int, width w: Int, height h: Int, outWidth outW: Int,
+        from src: RawSpan, into dst: inout MutableRawSpan
+    ) {
         func base(_ oy: Int) -> Int {
             switch turns {
             case 1: return (h - 1) * w + oy
@@ -41,25 +62,18 @@ extension Image {
             default: return w - 1 - oy
             }
         }
-        // Square tiles keep both the reads and the writes within a few pages.
-        let tile = 32
-        let poll = RowPoll(cancel, workPerRow: outW * 4)
-        for ty in Swift.stride(from: 0, to: outH, by: tile) {
-            if poll.stop(at: ty) { break }
-            for tx in Swift.stride(from: 0, to: outW, by: tile) {
-                for oy in ty..<min(ty + tile, outH) {
-                    var s = base(oy) + tx * step
-                    var o = (oy * outW + tx) * 4
-                    for _ in tx..<min(tx + tile, outW) {
-                        let px = src.unsafeLoadUnaligned(fromByteOffset: s * 4, as: SIMD4<UInt8>.self)
-                        dst.storeBytes(of: px, toByteOffset: o, as: SIMD4<UInt8>.self)
-                        s += step
-                        o += 4
-                    }
+        for tx in Swift.stride(from: 0, to: outW, by: tile) {
+            for oy in rows {
+                var s = base(oy) + tx * step
+                var o = (oy * outW + tx) * 4
+                for _ in tx..<min(tx + tile, outW) {
+                    let px = src.unsafeLoadUnaligned(fromByteOffset: s * 4, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: px, toByteOffset: o, as: SIMD4<UInt8>.self)
+                    s += step
+                    o += 4
                 }
             }
         }
-        return Image(width: outW, height: outH, pixels: out)
     }
 
     /// The mirror image: `horizontally` true mirrors left to right, false top to bottom.
@@ -80,7 +94,8 @@ extension Image {
         var out = [UInt8]()
         out.reserveCapacity(pixels.count)
         if horizontally {
-            out = [UInt8](repeating: 255, count: pixels.count)
+            out = [UInt8](repeating: 255, count: pixels.count, cancel)
+            if cancel.isCancelled { return self }
             let src = pixels.span.bytes
             var outSpan = out.mutableSpan
             var dst = outSpan.mutableBytes
