@@ -120,8 +120,10 @@ struct RowPoll {
 }
 
 // A new image-sized buffer costs about as much as a pass over it: the kernel
-// maps each page the first time it is written. The loops above only start
-// after it exists, so its making looks at the flag too.
+// maps each page the first time it is written. The loops only start after it
+// exists, so its making looks at the flag too. (Passes that write every byte
+// from a source, such as the colour maps, take an unfilled buffer instead,
+// `Image.unfilled(count:)`, and fill it as they go.)
 extension Array where Element == UInt8 {
     /// `count` bytes of `value`, as `init(repeating:count:)` makes them,
     /// written a megabyte at a time with a look at `cancel` before each.
@@ -136,25 +138,6 @@ extension Array where Element == UInt8 {
                 let end = Swift.min(count, start + CancellationFlag.workPerPoll)
                 buffer.baseAddress!.advanced(by: start).initialize(repeating: value, count: end - start)
                 start = end
-            }
-            initialized = count
-        }
-    }
-
-    /// A copy of `source`, made a megabyte at a time with a look at `cancel`
-    /// before each; once `cancel` is set the rest is left as it is, as for
-    /// `init(repeating:count:_:)`.
-    init(copying source: [UInt8], _ cancel: CancellationFlag) {
-        let count = source.count
-        self.init(unsafeUninitializedCapacity: count) { buffer, initialized in
-            source.withUnsafeBufferPointer { from in
-                var start = 0
-                while start < count {
-                    if cancel.poll() { break }
-                    let end = Swift.min(count, start + CancellationFlag.workPerPoll)
-                    buffer.baseAddress!.advanced(by: start).initialize(from: from.baseAddress!.advanced(by: start), count: end - start)
-                    start = end
-                }
             }
             initialized = count
         }
