@@ -74,10 +74,10 @@ public final class CancellationFlag: Sendable {
     }
 
     /// About how much work the engine does between two looks at the flag, in
-    /// units of one byte streamed or one multiply-add: around a millisecond
-    /// or less on one core for every loop that polls by it, so a cancelled
-    /// operation stops within a few milliseconds, and the look costs nothing
-    /// measurable.
+    /// units of one byte streamed or one multiply-add. Measured in thread CPU
+    /// time on an 8000x6000 image, no loop goes 5 ms without a look (most
+    /// under 2 ms), so a cancelled operation stops within a few milliseconds,
+    /// while the looks cost nothing measurable.
     package static let workPerPoll = 1 << 20
 
     /// Throws `ImageError.cancelled` if the flag is set.
