@@ -216,6 +216,7 @@ enum SubmitCommand {
         var unanswered = valid
         var stored = 0
         var dead = 0
+        var cancelled = 0
 
         let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait, beforeWait: out.flush) { update in
             switch update {
@@ -288,6 +289,7 @@ enum SubmitCommand {
                         err("dead   \(event.jobID) \(path): \(reason)")
                     }
                 case .cancelled:
+                    cancelled += 1
                     statuses[index] = .cancelled(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "cancelled", event: event)) } else {
                         progress?.clearLine()
@@ -318,7 +320,7 @@ enum SubmitCommand {
                 progress?.clearLine()
                 switch contact {
                 case .lost:
-                    err("submit: broker at \(endpoint) not answering; still following \(accepted.count - stored - dead) job(s) for up to \(spoken(deadline))")
+                    err("submit: broker at \(endpoint) not answering; still following \(accepted.count - stored - dead - cancelled) job(s) for up to \(spoken(deadline))")
                 case .regained(let silence, _):
                     err("submit: broker back after \(spoken(silence))")
                 }
