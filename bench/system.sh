@@ -14,6 +14,8 @@
 #   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
 #                       DARKROOM_BIN, else built)
 #   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
+#   BENCH_REPEAT        runs of the README path and of each tuned
+#                       configuration, interleaved; the median counts (3; quick 1)
 #   TUNED_CONFIGS       up configurations tried, WORKERSxTHREADS (up -w -c) or default
 #                       ("default 1x256 1x512 1x1024 2x256 2x512";
 #                       quick "default 1x512")
@@ -34,6 +36,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 QUICK=${BENCH_QUICK:-0}
 q() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }  # q FULL QUICK
 TINY_JOBS=${TINY_JOBS:-$(q 5000 1000)}
+REPEAT=${BENCH_REPEAT:-$(q 3 1)}
 TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x1 1x2 1x4 2x1 2x2" "default 1x2")}
 TUNED_WINDOW=${TUNED_WINDOW:-1000}
 LAT_WORKERS=${LAT_WORKERS:-2}
@@ -103,45 +106,70 @@ PHOTO_OPS=(--ops "$P1" --thumb 256x256)
 
 # ------------------------------------------------------------ README path
 # Exactly the README's two commands: `darkroom up` with its defaults and
-# `darkroom submit DIR --wait`, timed from the submit's start to its exit.
-if want readme; then
+# `darkroom submit DIR --wait` (its text output), timed from the submit's
+# start to its exit, so the client's start-up counts. Each run is a second
+# or two on a shared machine, so the README path and every tuned
+# configuration run REPEAT times, interleaved round by round, and each
+# row gives the median run with the spread.
+# median_of "RATE EXTRA..." lines on stdin: the line whose rate is the median.
+median_of() { sort -g | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
+spread_of() { sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%s–%s", a, b }'; }
+readme_run() {
     if start_up readme; then
-        submit_wait "$TINY_DIR" "$TMP/readme.json" "${TINY_OPS[@]}"
+        submit_wait "$TINY_DIR" "$TMP/readme.out" "${TINY_OPS[@]}"
         log "README path: $STORED of $TINY_JOBS stored in $SECONDS_TAKEN s (submit exit $SUBMIT_STATUS)"
-        result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $SUBMIT_CPU_US µs/job); $UP_ENDPOINTS" \
-            jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")" exit="$SUBMIT_STATUS"
+        if [ "$STORED" = "$TINY_JOBS" ]; then
+            echo "$(calc "round($STORED / $SECONDS_TAKEN, 1)") $SECONDS_TAKEN $SUBMIT_CPU_US" >>"$TMP/readme.runs"
+        else
+            failed readme "run stored $STORED of $TINY_JOBS (submit exit $SUBMIT_STATUS): $(tail -3 "$TMP/readme.out.log")"
+        fi
         stop "$UP_PID"
     else
         failed readme "darkroom up did not answer"
     fi
+}
+# tuned_run CFG: `darkroom up` in CFG (default or WxC) driven by the load generator.
+tuned_run() {
+    local cfg=$1 w c up_flags up_text
+    w=${cfg%x*}; c=${cfg#*x}
+    if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
+    else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
+    if ! start_up "tuned-$cfg" "${up_flags[@]}"; then failed tuned "$up_text did not answer"; return; fi
+    R=$(/usr/bin/time -f "%U %S" -o "$TMP/lg-$cfg.cpu" "$LG" --frontend "$FE" --events "$EV" --image "$TINY" \
+          --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600)
+    stop "$UP_PID"
+    RATE=$(jget "$R" jobsPerSecond)
+    if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; return; fi
+    log "tuned $up_text: $RATE jobs/s"
+    echo "$RATE $(jget "$R" p50ms) $(jget "$R" p99ms) $(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS")" >>"$TMP/tuned-$cfg.runs"
+}
+if want readme || want tuned; then
+    rm -f "$TMP"/readme.runs "$TMP"/tuned-*.runs
+    for round in $(seq 1 "$REPEAT"); do
+        want readme && readme_run
+        if want tuned; then for cfg in $TUNED_CONFIGS; do tuned_run "$cfg"; done; fi
+    done
 fi
-
-# ----------------------------------------------------------------- tuned
-# `darkroom up -w W -c C` for each configuration, driven by
-# darkroom-loadgen with TUNED_WINDOW jobs in flight; then the best one
-# with `darkroom submit --window TUNED_WINDOW` as the client.
+if want readme && [ -s "$TMP/readme.runs" ]; then
+    read -r RATE SECS CPU < <(median_of <"$TMP/readme.runs")
+    SPREAD=$(spread_of <"$TMP/readme.runs")
+    result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $CPU µs/job); $UP_ENDPOINTS" \
+        jobs="$TINY_JOBS" stored="$TINY_JOBS" seconds="$SECS" rate="$RATE" runs="$(wc -l <"$TMP/readme.runs")" spread="$SPREAD"
+fi
 if want tuned; then
     BEST_CFG=""; BEST_RATE=0
     for cfg in $TUNED_CONFIGS; do
-        w=${cfg%x*}; c=${cfg#*x}
-        if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
-        else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
-        if ! start_up "tuned-$cfg" "${up_flags[@]}"; then failed tuned "$up_text did not answer"; continue; fi
-        R=$(/usr/bin/time -f "%U %S" -o "$TMP/lg-$cfg.cpu" "$LG" --frontend "$FE" --events "$EV" --image "$TINY" \
-              --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600)
-        stop "$UP_PID"
-        RATE=$(jget "$R" jobsPerSecond)
-        if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; continue; fi
-        LG_US=$(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS")
-        log "tuned $up_text: $RATE jobs/s"
+        [ -s "$TMP/tuned-$cfg.runs" ] || continue
+        read -r RATE P50 P99 LG_US < <(median_of <"$TMP/tuned-$cfg.runs")
+        if [ "$cfg" = default ]; then up_text="darkroom up (defaults)"; else up_text="darkroom up -w ${cfg%x*} -c ${cfg#*x}"; fi
         result tuned "setup=$up_text + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
-            jobs="$TINY_JOBS" rate="$RATE" p50ms="$(jget "$R" p50ms)" p99ms="$(jget "$R" p99ms)" cfg="$cfg"
+            jobs="$TINY_JOBS" rate="$RATE" p50ms="$P50" p99ms="$P99" cfg="$cfg" runs="$(wc -l <"$TMP/tuned-$cfg.runs")" spread="$(spread_of <"$TMP/tuned-$cfg.runs")"
         if python3 -c "import sys; sys.exit(0 if $RATE > $BEST_RATE else 1)"; then BEST_RATE=$RATE; BEST_CFG=$cfg; fi
     done
     if [ -n "$BEST_CFG" ] && [ "$BEST_CFG" != default ]; then
         w=${BEST_CFG%x*}; c=${BEST_CFG#*x}
         if start_up tuned-submit -w "$w" -c "$c"; then
-            submit_wait "$TINY_DIR" "$TMP/tuned-submit.json" "${TINY_OPS[@]}" --window "$TUNED_WINDOW"
+            submit_wait "$TINY_DIR" "$TMP/tuned-submit.out" "${TINY_OPS[@]}" --window "$TUNED_WINDOW"
             result tuned-submit "setup=darkroom up -w $w -c $c + darkroom submit DIR --wait --window $TUNED_WINDOW (its CPU $SUBMIT_CPU_US µs/job)" \
                 jobs="$TINY_JOBS" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 1)")"
             stop "$UP_PID"
@@ -242,7 +270,7 @@ lat_run() {
     fi
     start_workers "lat-$kind-$mode" "$LAT_WORKERS" "$be" "$st"
     if wait_workers "$LAT_WORKERS"; then
-        submit_wait "$dir" "$TMP/lat-$kind-$mode.json" "$@"
+        submit_wait "$dir" "$TMP/lat-$kind-$mode.out" "$@"
         log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s"
         result "lat-$kind-$mode" "setup=$setup" jobs="$jobs" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")"
     else
@@ -278,7 +306,7 @@ if want big; then
         if start_roles big; then
             start_workers big 1 "$BE" "$ST"
             if wait_workers 1; then
-                submit_wait "$TMP/big-inputs" "$TMP/big.json" "${PHOTO_OPS[@]}" --timeout 30
+                submit_wait "$TMP/big-inputs" "$TMP/big.out" "${PHOTO_OPS[@]}" --timeout 30
                 WP=${WORKER_PIDS[0]}
                 log "big inputs: $STORED of $BIG_INPUTS stored in $SECONDS_TAKEN s; worker VmHWM $(hwm_mib "$WP") MiB"
                 result big "setup=darkroom broker + darkroom store + 1 × darkroom worker (default flags), P1 + thumbnail 256×256" \
@@ -314,7 +342,7 @@ if want images; then
             ENGINE_T+=("$(calc "$(now) - $T0")")
         rm -rf "$TMP/img-out"
         if start_up "img-$run"; then
-            submit_wait "$TMP/img" "$TMP/img-$run.json" "${PHOTO_OPS[@]}"
+            submit_wait "$TMP/img" "$TMP/img-$run.out" "${PHOTO_OPS[@]}"
             [ "$STORED" = "$NIMG" ] && SYSTEM_T+=("$SECONDS_TAKEN")
             IMG_STORED=$STORED
             stop "$UP_PID"

@@ -200,11 +200,12 @@ submit_wait() {
     local dir=$1 out=$2 t0 t1
     shift 2
     t0=$(now)
-    /usr/bin/time -f "%U %S" -o "$out.cpu" "$BIN" submit "$dir" --wait --json --broker "$FE" --events "$EV" "$@" >"$out" 2>"$out.log"
+    # The text a user sees: one "stored JOB INPUT record ID" line per job.
+    /usr/bin/time -f "%U %S" -o "$out.cpu" "$BIN" submit "$dir" --wait --broker "$FE" --events "$EV" "$@" >"$out" 2>"$out.log"
     SUBMIT_STATUS=$?
     t1=$(now)
     SECONDS_TAKEN=$(calc "round($t1 - $t0, 3)")
-    STORED=$(grep -c '"status" *: *"stored"' "$out")
+    STORED=$(grep -c '^stored ' "$out")
     SUBMIT_CPU_US=$(cpu_us "$out.cpu" "$STORED")
 }
 # cpu_us FILE JOBS: microseconds of CPU per job from /usr/bin/time's "%U %S".

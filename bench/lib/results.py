@@ -84,6 +84,10 @@ def report(path, notes):
     readme = first.get("readme")
     rows, verdicts = [], []
 
+    def runs(e):
+        # Rows run several times: the median run, and the spread of all.
+        return f"; median of {e['runs']} runs ({e['spread']} jobs/s)" if e.get("runs", 1) > 1 else ""
+
     def row(name, setup, work, result, ratio=""):
         rows.append(f"| {name} | {setup} | {work} | {result} | {ratio} |")
 
@@ -91,11 +95,11 @@ def report(path, notes):
         k = e["key"]
         if k == "readme":
             ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})" if best else ""
-            row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
+            row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s){runs(e)}", ratio)
         elif k == "tuned":
             mark = " **(best)**" if e is best else ""
             ratio = f"README path is {pct(readme['rate'], e['rate'])} of this" if readme else ""
-            row(("default server, load generator" if e["cfg"] == "default" else "tuned") + mark, e["setup"], f"{e['jobs']:,} tiny jobs", f"{fmt_rate(e['rate'])} jobs/s; p50 {e['p50ms']} ms, p99 {e['p99ms']} ms", ratio)
+            row(("default server, load generator" if e["cfg"] == "default" else "tuned") + mark, e["setup"], f"{e['jobs']:,} tiny jobs", f"{fmt_rate(e['rate'])} jobs/s; p50 {e['p50ms']} ms, p99 {e['p99ms']} ms{runs(e)}", ratio)
         elif k == "tuned-submit":
             ratio = f"{pct(e['rate'], best['rate'])} of best tuned" if best else ""
             row("tuned server, submit client", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
