@@ -135,13 +135,21 @@ tuned_run() {
     if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
     else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
     if ! start_up "tuned-$cfg" "${up_flags[@]}"; then failed tuned "$up_text did not answer"; return; fi
+    local t0 t1 own
+    t0=$(now)
     R=$(/usr/bin/time -f "%U %S" -o "$TMP/lg-$cfg.cpu" "$LG" --frontend "$FE" --events "$EV" --image "$TINY" \
           --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600)
+    t1=$(now)
     stop "$UP_PID"
-    RATE=$(jget "$R" jobsPerSecond)
-    if [ -z "$RATE" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; return; fi
-    log "tuned $up_text: $RATE jobs/s"
-    echo "$RATE $(jget "$R" p50ms) $(jget "$R" p99ms) $(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS")" >>"$TMP/tuned-$cfg.runs"
+    own=$(jget "$R" jobsPerSecond)
+    if [ -z "$own" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; return; fi
+    # Timed as the README path is, from the command's start to its exit
+    # (the load generator's own timer leaves out its start-up and set-up),
+    # less the 0.3 s it sleeps on purpose for its subscription to settle,
+    # which `darkroom submit` does not need (it replays what it missed).
+    RATE=$(calc "round($TINY_JOBS / ($t1 - $t0 - 0.3), 1)")
+    log "tuned $up_text: $RATE jobs/s by wall time less its 0.3 s settling pause ($own by its own timer)"
+    echo "$RATE $(jget "$R" p50ms) $(jget "$R" p99ms) $(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS") $own" >>"$TMP/tuned-$cfg.runs"
 }
 if want readme || want tuned; then
     rm -f "$TMP"/readme.runs "$TMP"/tuned-*.runs
@@ -160,10 +168,10 @@ if want tuned; then
     BEST_CFG=""; BEST_RATE=0
     for cfg in $TUNED_CONFIGS; do
         [ -s "$TMP/tuned-$cfg.runs" ] || continue
-        read -r RATE P50 P99 LG_US < <(median_of <"$TMP/tuned-$cfg.runs")
+        read -r RATE P50 P99 LG_US OWN < <(median_of <"$TMP/tuned-$cfg.runs")
         if [ "$cfg" = default ]; then up_text="darkroom up (defaults)"; else up_text="darkroom up -w ${cfg%x*} -c ${cfg#*x}"; fi
         result tuned "setup=$up_text + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
-            jobs="$TINY_JOBS" rate="$RATE" p50ms="$P50" p99ms="$P99" cfg="$cfg" runs="$(wc -l <"$TMP/tuned-$cfg.runs")" spread="$(spread_of <"$TMP/tuned-$cfg.runs")"
+            jobs="$TINY_JOBS" rate="$RATE" own="$OWN" p50ms="$P50" p99ms="$P99" cfg="$cfg" runs="$(wc -l <"$TMP/tuned-$cfg.runs")" spread="$(spread_of <"$TMP/tuned-$cfg.runs")"
         if python3 -c "import sys; sys.exit(0 if $RATE > $BEST_RATE else 1)"; then BEST_RATE=$RATE; BEST_CFG=$cfg; fi
     done
     if [ -n "$BEST_CFG" ] && [ "$BEST_CFG" != default ]; then
