@@ -134,11 +134,15 @@ private func run(_ group: ServiceGroup, within limit: Duration = .seconds(10)) -
         let group = ServiceGroup(entries, grace: .seconds(3), log: lines.log)
         // What the SIGTERM handler does, from another thread while the group runs.
         let answers = Mutex<[Bool]>([])
+        let asked = DispatchSemaphore(value: 0)
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
             answers.withLock { $0.append(group.requestStop(announcing: "received SIGTERM")) }
             answers.withLock { $0.append(group.requestStop(announcing: "received SIGINT")) }
+            asked.signal()
         }
         let outcome = run(group)
+        // The group may end between the two requests: wait for the second.
+        #expect(asked.wait(timeout: .now() + 10) == .success)
         #expect(outcome == .stopped)
         #expect(outcome?.exitStatus == 0)
         #expect(answers.withLock { $0 } == [true, false])
