@@ -470,9 +470,11 @@ final class Switchboard {
             // Each subscription applied by the socket to its own connection,
             // and every one passed up (see `EventSubscriptions`).
             try events.setXPubVerboser(true)
-            // The socket applies what a connection sent as it reads it, before
-            // the broker can count it: a short queue per connection keeps a
-            // flood from landing all at once (a subscriber sends one to three).
+            // A subscriber sends one to three messages; a short queue per
+            // connection keeps little of anything else waiting. (It does not
+            // stop a flood from landing before the broker counts it: the
+            // socket applies what it reads at once, and ZeroMQ refills the
+            // queue as fast as it is read.)
             try events.setReceiveHighWaterMark(16)
             try events.setMaxMessageSize(EventSubscriptions.maxMessageBytes)
             if let curve = configuration.curve {
