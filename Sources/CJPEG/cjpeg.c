@@ -223,6 +223,14 @@ static void gray_to_rgbx(const uint8_t *src, uint8_t *dst, int count) {
     }
 }
 
+/* What a decoder step does after libjpeg jumped back to its setjmp: the
+   error is already in `err`. (The setjmp itself must stay in the public
+   function's frame; this runs after the jump, so it may be a call.) */
+static dr_jpeg_status decoder_failed(dr_jpeg_decoder *dec, dr_jpeg_error *err) {
+    dec->jerr.err = NULL;
+    return err ? err->status : DR_JPEG_CORRUPT;
+}
+
 dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
                                      int x, int y, int width, int height, size_t dst_stride,
                                      dr_jpeg_error *err) {
@@ -238,10 +246,7 @@ dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int 
     dec->state = DR_DECODER_FAILED; /* until this call succeeds */
     struct jpeg_decompress_struct *c = &dec->cinfo;
     dec->jerr.err = err;
-    if (setjmp(dec->jerr.jump)) {
-        dec->jerr.err = NULL;
-        return err ? err->status : DR_JPEG_CORRUPT;
-    }
+    if (setjmp(dec->jerr.jump)) return decoder_failed(dec, err);
 
     int cmyk = (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK);
     /* Luma only: libjpeg then skips the chroma planes' IDCT, upsampling and
@@ -304,10 +309,7 @@ dr_jpeg_status dr_jpeg_decoder_step(dr_jpeg_decoder *dec, uint8_t *dst, int max_
     struct jpeg_decompress_struct *c = &dec->cinfo;
     dec->state = DR_DECODER_FAILED; /* until this call succeeds */
     dec->jerr.err = err;
-    if (setjmp(dec->jerr.jump)) {
-        dec->jerr.err = NULL;
-        return err ? err->status : DR_JPEG_CORRUPT;
-    }
+    if (setjmp(dec->jerr.jump)) return decoder_failed(dec, err);
 
     /* The region's rows, 16 at a time straight into the buffer when the
        scanlines are the rows, else one by one through the scratch row. */
@@ -468,6 +470,15 @@ static void release_output(dr_jpeg_encoder *enc) {
     if (enc->dest.probe) enc->dest.probe->buffers_freed++;
 }
 
+/* What an encoder step does after libjpeg jumped back to its setjmp: the
+   encoder is ended and its output released. */
+static dr_jpeg_status encoder_failed(dr_jpeg_encoder *enc) {
+    enc->jerr.err = NULL;
+    enc->ended = 1;
+    release_output(enc);
+    return DR_JPEG_ENCODE_FAILED;
+}
+
 dr_jpeg_encoder *dr_jpeg_encoder_start(int width, int height, dr_jpeg_input input, int quality,
                                        int luma_h, int luma_v, int progressive, int optimize_coding,
                                        dr_jpeg_encode_probe *probe, dr_jpeg_error *err) {
@@ -547,12 +558,7 @@ dr_jpeg_status dr_jpeg_encoder_write(dr_jpeg_encoder *enc, const uint8_t *rows, 
     }
     struct jpeg_compress_struct *c = &enc->cinfo;
     enc->jerr.err = err;
-    if (setjmp(enc->jerr.jump)) {
-        enc->jerr.err = NULL;
-        enc->ended = 1;
-        release_output(enc);
-        return DR_JPEG_ENCODE_FAILED;
-    }
+    if (setjmp(enc->jerr.jump)) return encoder_failed(enc);
     JDIMENSION first = c->next_scanline, end = first + (JDIMENSION)count;
     while (c->next_scanline < end) {
         JSAMPROW batch[16];
@@ -576,12 +582,7 @@ dr_jpeg_status dr_jpeg_encoder_finish(dr_jpeg_encoder *enc, uint8_t **out, size_
     }
     struct jpeg_compress_struct *c = &enc->cinfo;
     enc->jerr.err = err;
-    if (setjmp(enc->jerr.jump)) {
-        enc->jerr.err = NULL;
-        enc->ended = 1;
-        release_output(enc);
-        return DR_JPEG_ENCODE_FAILED;
-    }
+    if (setjmp(enc->jerr.jump)) return encoder_failed(enc);
     jpeg_finish_compress(c);
     enc->jerr.err = NULL;
     /* The buffer passes to the caller, who releases it with dr_jpeg_free. */

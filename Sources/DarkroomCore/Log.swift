@@ -64,7 +64,11 @@ public struct Logger: Sendable {
     public static func timestamp(_ date: Date = Date()) -> String {
         // Whole milliseconds first: subtracting whole seconds from a Double
         // loses a millisecond now and then (.042 reads as .04199…).
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// `timestamp` of Unix milliseconds, as events and records carry them.
+    public static func timestamp(milliseconds: Int64) -> String {
         var t = time_t(milliseconds / 1000)
         var parts = tm()
         gmtime_r(&t, &parts)

@@ -116,8 +116,6 @@ extension Socket {
     /// On a SUB: receive messages whose first frame starts with `prefix`; an empty prefix receives everything.
     public func subscribe(_ prefix: [UInt8] = []) throws { try setOption(ZMQ_SUBSCRIBE, bytes: prefix) }
     public func subscribe(_ prefix: String) throws { try subscribe(Array(prefix.utf8)) }
-    public func unsubscribe(_ prefix: [UInt8] = []) throws { try setOption(ZMQ_UNSUBSCRIBE, bytes: prefix) }
-    public func unsubscribe(_ prefix: String) throws { try unsubscribe(Array(prefix.utf8)) }
 
     /// On an XPUB: pass every subscribe and unsubscribe a peer sends up to
     /// the owner, and one unsubscribe for each topic a departed peer held

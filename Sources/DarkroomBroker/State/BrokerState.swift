@@ -318,10 +318,8 @@ struct BrokerState {
         default:
             return nil
         }
-        if cancelling.contains(lease.job.id) {
-            cancelNow(lease.job, attempt: lease.job.attempt, worker: lease.worker, at: now, into: &t)
-        } else if fail.failure.code == FailureDetail.Code.workerShutdown {
-            requeueUncounted(lease.job, failure: fail.failure, at: now, into: &t)
+        if fail.failure.code == FailureDetail.Code.workerShutdown {
+            requeueUncounted(lease.job, worker: lease.worker, failure: fail.failure, at: now, into: &t)
         } else {
             failAttempt(lease.job, worker: lease.worker, failure: fail.failure, retryable: fail.retryable,
                         immediate: false, at: now, into: &t)
@@ -339,10 +337,6 @@ struct BrokerState {
             for id in worker.jobs.sorted() {
                 guard let lease = leases[id] else { continue }
                 t.changes.append(.release(id))
-                if cancelling.contains(id) {
-                    cancelNow(lease.job, attempt: lease.job.attempt, worker: workerID, at: now, into: &t)
-                    continue
-                }
                 failAttempt(lease.job, worker: workerID, failure: failure, retryable: true, immediate: true, at: now, into: &t)
             }
         }
@@ -370,12 +364,10 @@ struct BrokerState {
                 // (`cancellingLeases`): the first CANCEL-JOB may be lost.
                 if cancelling.contains(job.id) { t.changes.append(.cancelling(job.id)) }
                 kept += 1
-            } else if cancelling.contains(job.id) {
-                cancelNow(job, attempt: job.attempt, worker: workerID, at: now, into: &t)
             } else {
                 let failure = FailureDetail(code: FailureDetail.Code.workerReconnected,
                                             reason: "worker \(workerID) came back without attempt \(job.attempt)")
-                requeueUncounted(job, failure: failure, at: now, into: &t)
+                requeueUncounted(job, worker: workerID, failure: failure, at: now, into: &t)
             }
         }
         t.changes.append(.settled(worker: workerID))
@@ -394,10 +386,6 @@ struct BrokerState {
         for hold in expired {
             let lease = hold.lease
             t.changes.append(.unhold(lease.job.id))
-            if cancelling.contains(lease.job.id) {
-                cancelNow(lease.job, attempt: lease.job.attempt, worker: lease.worker, at: now, into: &t)
-                continue
-            }
             let failure = FailureDetail(code: FailureDetail.Code.workerLost,
                                         reason: "worker \(lease.worker) did not come back for attempt \(lease.job.attempt)")
             failAttempt(lease.job, worker: lease.worker, failure: failure, retryable: true, immediate: true, at: now, into: &t)
@@ -461,7 +449,7 @@ struct BrokerState {
         switch place(of: id) {
         case .waiting(let job):
             t.changes.append(.unqueue(id))
-            cancelNow(job, attempt: job.attempt, worker: "", at: now, into: &t)
+            cancelNow(job, worker: "", at: now, into: &t)
             return .cancelled(t)
         case .leased(let lease):
             if !cancelling.contains(id) { t.changes.append(.cancelling(id)) }
@@ -470,7 +458,7 @@ struct BrokerState {
             // Its worker is away; if it comes back with the job stored, its
             // DONE finds the job finished and is ignored.
             t.changes.append(.unhold(id))
-            cancelNow(hold.lease.job, attempt: hold.lease.job.attempt, worker: hold.lease.worker, at: now, into: &t)
+            cancelNow(hold.lease.job, worker: hold.lease.worker, at: now, into: &t)
             return .cancelled(t)
         case nil:
             return nil
@@ -482,7 +470,7 @@ struct BrokerState {
         var t = Transition()
         for job in ready.allJobs {
             t.changes.append(.unqueue(job.id))
-            cancelNow(job, attempt: job.attempt, worker: "", at: now, into: &t)
+            cancelNow(job, worker: "", at: now, into: &t)
         }
         if t.cancelled > 0 { t.notes.append("cancelled \(t.cancelled) queued job(s)") }
         return t
@@ -495,16 +483,25 @@ struct BrokerState {
     }
 
     /// Ends a job for good with its `cancelled` event: its row and input go.
-    private func cancelNow(_ job: JobHandle, attempt: UInt32, worker: String, at now: Moment, into t: inout Transition) {
+    private func cancelNow(_ job: JobHandle, worker: String, at now: Moment, into t: inout Transition) {
         t.writes.append(.delete(job))
-        t.event(.cancelled, job, attempt: attempt, at: now, after: eventSeq, worker: worker)
+        t.event(.cancelled, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker)
         t.cancelled += 1
+    }
+
+    /// An attempt that ends, in any way, while its job is being cancelled
+    /// ends the job, cancelled: never failed, retried or dead. True when so.
+    private func endsCancelled(_ job: JobHandle, worker: String, at now: Moment, into t: inout Transition) -> Bool {
+        guard cancelling.contains(job.id) else { return false }
+        cancelNow(job, worker: worker, at: now, into: &t)
+        return true
     }
 
     /// Records a counted failed attempt, then requeues the job (retryable,
     /// attempts left; after a backoff unless `immediate`) or buries it.
     private func failAttempt(_ job: JobHandle, worker: String, failure: FailureDetail, retryable: Bool, immediate: Bool,
                              at now: Moment, into t: inout Transition) {
+        if endsCancelled(job, worker: worker, at: now, into: &t) { return }
         t.event(.failed, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker, failure: failure)
         t.failed += 1
         let used = job.attemptsUsed
@@ -528,7 +525,8 @@ struct BrokerState {
 
     /// Requeues a job at once without counting its attempt: nothing about
     /// the job failed (its worker stopped or came back without it).
-    private func requeueUncounted(_ job: JobHandle, failure: FailureDetail, at now: Moment, into t: inout Transition) {
+    private func requeueUncounted(_ job: JobHandle, worker: String, failure: FailureDetail, at now: Moment, into t: inout Transition) {
+        if endsCancelled(job, worker: worker, at: now, into: &t) { return }
         var requeued = job
         requeued.attemptBase += 1
         t.writes.append(.requeue(requeued, notBefore: 0, failure: failure))

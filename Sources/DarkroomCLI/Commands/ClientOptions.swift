@@ -42,7 +42,7 @@ extension Error {
 /// Formatting shared by the client commands.
 enum Format {
     static func time(_ ms: UInt64) -> String {
-        Logger.timestamp(Date(timeIntervalSince1970: Double(ms) / 1000))
+        Logger.timestamp(milliseconds: Int64(clamping: ms))
     }
 
     /// Bytes for people: B, KiB, MiB or GiB with one decimal.

@@ -103,15 +103,11 @@ enum FollowFolder {
             // next close names it again.
             if FolderWatch.isOpenForWriting(path) == true { return }
             // Read once: the bytes checked are the bytes sent.
-            let problem: String?
-            var bytes: [UInt8] = []
-            do {
-                bytes = try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes)
-                problem = SubmitInputs.check(bytes, pipeline: settings.pipeline)
-            } catch {
-                problem = error.message
-            }
-            if let problem {
+            let bytes: [UInt8]
+            switch SubmitInputs.readChecked(path, pipeline: settings.pipeline) {
+            case .bytes(let read):
+                bytes = read
+            case .problem(let problem):
                 reported.insert(key)
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: problem)

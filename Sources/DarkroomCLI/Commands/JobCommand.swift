@@ -93,18 +93,14 @@ enum JobCommand {
 
     /// Unix milliseconds as UTC date and time to the millisecond.
     static func time(_ ms: UInt64) -> String {
-        let date = Date(timeIntervalSince1970: Double(ms) / 1000)
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0) + clock(ms) + " UTC"
+        // The log's timestamp, `2026-12-01T19:30:01.123Z`, for people.
+        let iso = Format.time(ms)
+        return String(iso.prefix(10)) + " " + clock(ms) + " UTC"
     }
 
     /// The time of day of Unix milliseconds, UTC: `19:30:01.123`.
     static func clock(_ ms: UInt64) -> String {
-        let ofDay = ms % 86_400_000
-        return String(format: "%02d:%02d:%02d.%03d", Int(ofDay / 3_600_000), Int(ofDay / 60_000 % 60),
-                      Int(ofDay / 1000 % 60), Int(ofDay % 1000))
+        String(Format.time(ms).dropFirst(11).prefix(12))
     }
 
     static func span(from start: UInt64, to end: UInt64) -> String {

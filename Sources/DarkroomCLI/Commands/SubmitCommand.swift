@@ -170,14 +170,10 @@ enum SubmitCommand {
             out.flush()
             throw RuntimeError("\(invalid) of \(inputs.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
         }
-        if valid == 0 && !files.contains(where: \.isURL) {
-            out.flush()
-            throw RuntimeError("no valid inputs to submit")
-        }
         // URLs: downloaded and checked now; one that fails is reported and
         // the rest go on. The files are removed when submit ends.
         let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid) : nil
-        let downloads = try WebSources.download(files, limits: limits, check: { check($0, pipeline: pipeline) },
+        let downloads = try WebSources.download(files, limits: limits, check: { SubmitInputs.readChecked($0, pipeline: pipeline).problem },
                                                 progress: { progress?.downloaded($0, failed: $1, of: $2) }) { index, problem in
             if let problem {
                 inputs[index].problem = problem
@@ -421,16 +417,6 @@ enum SubmitCommand {
         head.set("input", input)
         head.set("status", status)
         return Format.eventJSON(event, after: head)
-    }
-
-    /// Reads a file and checks it as the inputs are checked (a hot folder's
-    /// file, a URL's download): nil when it may be submitted.
-    static func check(_ path: String, pipeline: Pipeline) -> String? {
-        do {
-            return SubmitInputs.check(try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes), pipeline: pipeline)
-        } catch {
-            return error.message
-        }
     }
 
     /// An input that will not be submitted, on its own line (stdout with

@@ -32,17 +32,36 @@ enum SubmitInputs {
             // A URL is checked once it is downloaded (`WebSources`).
             if file.isURL { return Input(path: file.path) }
             let bytes: [UInt8]
-            do {
-                bytes = try InputFiles.read(file.path, limit: DecodeLimits.default.maxInputBytes)
-            } catch let error as InputFiles.ReadError {
-                return Input(path: file.path, problem: error.message)
-            } catch {
-                return Input(path: file.path, problem: "\(error)")
+            switch readChecked(file.path, pipeline: pipeline) {
+            case .problem(let problem): return Input(path: file.path, problem: problem)
+            case .bytes(let read): bytes = read
             }
-            if let problem = check(bytes, pipeline: pipeline) { return Input(path: file.path, problem: problem) }
             guard kept + bytes.count <= keptBytes else { return Input(path: file.path) }
             kept += bytes.count
             return Input(path: file.path, bytes: bytes)
+        }
+    }
+
+    /// A file read and checked: its bytes, or why it cannot be submitted.
+    enum Checked {
+        case bytes([UInt8])
+        case problem(String)
+
+        var problem: String? {
+            if case .problem(let problem) = self { return problem }
+            return nil
+        }
+    }
+
+    /// Reads a file once and checks it as every input is checked (a
+    /// listed file, a hot folder's file, a URL's download).
+    static func readChecked(_ path: String, pipeline: Pipeline) -> Checked {
+        do {
+            let bytes = try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes)
+            if let problem = check(bytes, pipeline: pipeline) { return .problem(problem) }
+            return .bytes(bytes)
+        } catch {
+            return .problem(error.message)
         }
     }
 
