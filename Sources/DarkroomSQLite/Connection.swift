@@ -52,6 +52,12 @@ public final class Connection {
         /// (about 4 MB of log). A larger log is copied back less often, and a
         /// page written many times in between is copied once.
         public var walAutocheckpointPages: Int?
+        /// `PRAGMA temp_store`; nil keeps the library's default (a file).
+        /// With `.memory` a savepoint's journal stays in memory: on a file,
+        /// SQLite keeps writing every savepoint's first change to a page
+        /// into it once it has once grown past 64 KiB, a system call per
+        /// page.
+        public var tempStore: TempStore?
 
         public init() {}
     }
@@ -62,6 +68,12 @@ public final class Connection {
 
     public enum Synchronous: String, Sendable, Hashable {
         case off, normal, full, extra
+    }
+
+    /// `PRAGMA temp_store`: where temporary tables, sorts and statement
+    /// and savepoint journals live.
+    public enum TempStore: String, Sendable, Hashable {
+        case `default`, file, memory
     }
 
     /// `PRAGMA secure_delete`: `.on` zeroes deleted content always, `.fast`
@@ -152,6 +164,9 @@ public final class Connection {
         }
         if let pages = options.walAutocheckpointPages {
             try execute("PRAGMA wal_autocheckpoint = \(max(0, pages))")
+        }
+        if let tempStore = options.tempStore {
+            try execute("PRAGMA temp_store = \(tempStore.rawValue)")
         }
     }
 

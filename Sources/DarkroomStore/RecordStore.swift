@@ -119,9 +119,12 @@ final class RecordStore {
         try blobs.prepare()
         // Checkpoints every 8,000 pages of log (32 MB) rather than 1,000:
         // each one copies the pages back and syncs twice, and the index
-        // pages every STORE ends on are copied once per checkpoint.
+        // pages every STORE ends on are copied once per checkpoint. Each
+        // request's savepoint journal stays in memory (`tempStore`): on
+        // disk it costs a system call per page a request first changes.
         var options = Connection.Options()
         options.walAutocheckpointPages = 8_000
+        options.tempStore = .memory
         connection = try Connection(path: databasePath, options: options)
         guard try connection.pragma("journal_mode")?.lowercased() == "wal" else {
             throw StoreFailure(.internal, "\(databasePath): cannot switch the database to WAL mode")

@@ -61,6 +61,9 @@ struct Injected: Error, Equatable { let tag: Int }
         #expect(try tuned.pragma("wal_autocheckpoint") == "8000")
         options.secureDelete = .off
         #expect(try Connection(path: directory.path("q.sqlite"), options: options).pragma("secure_delete") == "0")
+        #expect(try plain.pragma("temp_store") == "0")  // the library's default
+        options.tempStore = .memory
+        #expect(try Connection(path: directory.path("q.sqlite"), options: options).pragma("temp_store") == "2")  // MEMORY
     }
 
     @Test func transactionCommitsAndReopenedFileSeesTheData() throws {
