@@ -104,8 +104,11 @@ public enum Posix {
         /// Reads the whole file into a new array, refusing a file over
         /// `limit` bytes before reading a byte of it, so a damaged or hostile
         /// file never makes the caller allocate without bound.
-        public func readAll(limit: Int) throws(PosixError) -> [UInt8] {
-            let expected = try info().size
+        /// `size` is the file's size if the caller has just asked `info()`
+        /// (one system call less a file).
+        public func readAll(limit: Int, size: Int? = nil) throws(PosixError) -> [UInt8] {
+            let expected: Int
+            if let size { expected = size } else { expected = try info().size }
             guard expected <= limit else {
                 throw PosixError("read", path, errno: EFBIG, detail: "file is \(expected) bytes, over the limit of \(limit)")
             }

@@ -146,7 +146,7 @@ enum InputFiles {
             throw ReadError(message: "file is \(info.size) bytes, over the \(limit)-byte input limit")
         }
         do {
-            return try file.readAll(limit: limit)
+            return try file.readAll(limit: limit, size: info.size)
         } catch where error.code == EFBIG {
             throw ReadError(message: "file grew past the \(limit)-byte input limit while being read")
         } catch {
