@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--ops", default="grayscale")
     ap.add_argument("--thumb", default="32x32")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--submit-keys", action="store_true", help="give every job a submit key of its own, as darkroom submit does")
     args = ap.parse_args()
 
     image = open(args.image, "rb").read()
@@ -47,6 +48,8 @@ def main():
     pipeline = args.ops.encode()
     source = b"bench.jpg"
     priority = b"\x05"
+    # With --submit-keys, job N's key is unique to this run and job.
+    run = "%x" % time.time_ns()
 
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
@@ -87,7 +90,10 @@ def main():
     while finished < n:
         while next_id <= n and in_flight < args.window:
             sent_at[next_id] = now()
-            dealer.send_multipart([DRK1, SUBMIT, struct.pack(">Q", next_id), priority, options, pipeline, source, image])
+            frames = [DRK1, SUBMIT, struct.pack(">Q", next_id), priority, options, pipeline, source, image]
+            if args.submit_keys:
+                frames.append(f"{run}-{next_id:09d}".encode())
+            dealer.send_multipart(frames)
             next_id += 1
             in_flight += 1
         if now() > deadline:

@@ -12,10 +12,13 @@ struct Options {
     var thumbWidth: UInt16 = 32
     var thumbHeight: UInt16 = 32
     var timeoutSeconds = 120.0
+    /// Give every SUBMIT a submit key of its own, as `darkroom submit` does.
+    var submitKeys = false
 
     static let usage = """
         usage: darkroom-loadgen --frontend ENDPOINT --events ENDPOINT --image FILE
                                 [--jobs N] [--window N] [--ops PIPELINE] [--thumb WxH] [--timeout SECONDS]
+                                [--submit-keys]
 
         Submits N copies of one JPEG to a broker frontend with a window of jobs in
         flight (submitted but not yet stored), follows the events socket, and prints
@@ -29,6 +32,7 @@ struct Options {
           --ops PIPELINE       the pipeline of every job (default grayscale)
           --thumb WxH          thumbnail size (default 32x32)
           --timeout SECONDS    give up after this long (default 120)
+          --submit-keys        give every job a submit key of its own, as darkroom submit does
           -h, --help           show this help
 
         Exit status: 0 when every job was stored, 1 when some were rejected or
@@ -54,6 +58,10 @@ struct Options {
             let argument = arguments[index]
             index += 1
             if argument == "-h" || argument == "--help" { return .help }
+            if argument == "--submit-keys" {
+                options.submitKeys = true
+                continue
+            }
             guard argument.hasPrefix("--") else { throw UsageError("unexpected argument '\(argument)'") }
             var name = String(argument.dropFirst(2))
             let value: String

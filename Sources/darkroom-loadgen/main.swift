@@ -115,7 +115,24 @@ func submitTemplate(_ options: Options, image: [UInt8]) throws(SetupError) -> [[
         throw SetupError(message: "--ops: \(error.reason)", status: 2)
     }
     return Submit(requestID: 1, priority: priority, options: jobOptions, pipeline: options.ops,
-                  sourceName: sourceName, image: image).frames()
+                  sourceName: sourceName, image: image, submitKey: options.submitKeys ? SubmitKeys.template : nil).frames()
+}
+
+/// With --submit-keys, job N's key is this run's ULID, a dash and N in nine
+/// digits: unique to the job, and written into the template's last frame
+/// in place.
+enum SubmitKeys {
+    static let run = ULIDGenerator.shared.next().description
+    static let digits = 9
+    static let template = run + "-" + String(repeating: "0", count: digits)
+
+    static func write(_ n: Int, into frame: inout [UInt8]) {
+        var n = n
+        for i in stride(from: frame.count - 1, through: frame.count - digits, by: -1) {
+            frame[i] = UInt8(ascii: "0") + UInt8(n % 10)
+            n /= 10
+        }
+    }
 }
 
 /// An EVENTS message as received on the events SUB socket: the topic "eb",
@@ -224,6 +241,7 @@ func measure(_ options: Options, _ template: [[UInt8]], dealer: Socket, subscrib
             // this writes it in place.
             let id = UInt64(nextID)
             for byte in 0..<8 { frames[requestIDFrame][byte] = UInt8(truncatingIfNeeded: id >> (56 - 8 * byte)) }
+            if options.submitKeys { SubmitKeys.write(nextID, into: &frames[frames.count - 1]) }
             sentAt[nextID] = now()
             try dealer.send(frames)
             nextID += 1
