@@ -184,10 +184,15 @@ public struct EventBatch: WireMessage {
                               _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
         var events: [Event] = []
         events.reserveCapacity(count)
-        // One frames array for every record, its fields replaced in turn.
+        // One frames array for every record, its fields rewritten in place
+        // in turn: once a record's reader is gone, each field's buffer is
+        // this function's alone again, and is reused rather than reallocated.
         var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
-            for f in 0..<fields.count { frames[2 + f] = Array(bytes[fields[f]]) }
+            for f in 0..<fields.count {
+                frames[2 + f].removeAll(keepingCapacity: true)
+                frames[2 + f].append(contentsOf: bytes[fields[f]])
+            }
             let event: Event
             do throws(ProtocolError) {
                 var reader = try MessageReader(frames, expecting: recordCommands, context: "in EVENTS")
