@@ -114,6 +114,10 @@ PHOTO_OPS=(--ops "$P1" --thumb 256x256)
 # median_of "RATE EXTRA..." lines on stdin: the line whose rate is the median.
 median_of() { sort -g | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 spread_of() { sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%s–%s", a, b }'; }
+# discard_data NAME: removes a stopped run's data directory (its log
+# stays), so that the kernel does not write its files back to disk while
+# the next run is being timed.
+discard_data() { rm -rf "${TMP:?}/$1"; }
 readme_run() {
     if start_up readme; then
         submit_wait "$TINY_DIR" "$TMP/readme.out" "${TINY_OPS[@]}"
@@ -124,6 +128,7 @@ readme_run() {
             failed readme "run stored $STORED of $TINY_JOBS (submit exit $SUBMIT_STATUS): $(tail -3 "$TMP/readme.out.log")"
         fi
         stop "$UP_PID"
+        discard_data readme
     else
         failed readme "darkroom up did not answer"
     fi
@@ -143,6 +148,7 @@ tuned_run() {
           --jobs "$TINY_JOBS" --window "$TUNED_WINDOW" --ops grayscale --thumb 32x32 --timeout 600 "${keys[@]}")
     t1=$(now)
     stop "$UP_PID"
+    discard_data "tuned-$cfg"
     own=$(jget "$R" jobsPerSecond)
     if [ -z "$own" ] || [ "$(jget "$R" timedOut)" = True ]; then failed tuned "$up_text: load generator said: $R"; return; fi
     # Timed as the README path is, from the command's start to its exit
