@@ -59,6 +59,11 @@ public struct BrokerConfiguration: Sendable {
     public var maxTurnBytes: Int = 32 << 20
     /// How long one turn goes on taking messages before it commits.
     public var maxTurnDuration: Duration = .milliseconds(200)
+    /// Most clients' messages (SUBMITs above all) one turn takes, after
+    /// every worker's message waiting: the jobs a turn hands to workers
+    /// leave only with its commit, and a turn of a thousand accepts keeps
+    /// workers with tiny jobs idle for tens of milliseconds.
+    public var maxClientMessagesPerTurn: Int = 256
     /// Input bytes handed to the core and not yet queued (waiting for a
     /// turn, or being written to a file) above which the broker stops
     /// reading SUBMITs until the core catches up. Heartbeats, PING and

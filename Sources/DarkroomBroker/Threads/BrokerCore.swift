@@ -7,8 +7,10 @@ import Dispatch
 /// their own. It never touches a socket: the switchboard hands it requests
 /// and facts, and it hands back what to send.
 ///
-/// It works in turns. A turn takes the inputs waiting (at most
-/// `maxMessagesPerTurn`, and `maxTurnBytes` of inline input), applies each
+/// It works in turns. A turn takes the inputs waiting, the workers' before
+/// the clients' (at most `maxMessagesPerTurn`, of them at most
+/// `maxClientMessagesPerTurn` from clients, and `maxTurnBytes` of inline
+/// input), applies each
 /// as a transition in its own savepoint, requeues held jobs whose worker
 /// did not come back, dispatches, and commits once; only then does it hand
 /// over the replies, JOBs and events the turn produced (group commit:
@@ -245,23 +247,39 @@ final class BrokerCore {
             waitingStart = 0
             return
         }
+        // Workers' messages first, clients' after them, each kind in the
+        // order it came: a burst of SUBMITs never holds back the DONEs
+        // and CREDITs behind it, and the clients' part of a turn stays
+        // short (`maxClientMessagesPerTurn`), so that the JOBs it frees
+        // leave soon. The two kinds come from different sockets and were
+        // never ordered between them.
         var count = 0
+        var clients = 0
         var bytes = 0
         let deadline = now.monotonic + UInt64(max(1, config.maxTurnDuration.milliseconds))
-        while waitingStart < waiting.count && !turnLost {
-            guard count < max(1, config.maxMessagesPerTurn), bytes < config.maxTurnBytes else { break }
-            if count % 64 == 63, BrokerCore.monotonicNow() >= deadline { break }
-            let input = waiting[waitingStart]
-            waitingStart += 1
-            count += 1
-            if case let .submit(submit, _, _) = input { bytes += submit.image.count }
-            handle(input, now: now)
-        }
-        if waitingStart == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingStart = 0
-        } else if waitingStart > 4_096 {
-            waiting.removeFirst(waitingStart)
+        let clientLimit = max(1, config.maxClientMessagesPerTurn)
+        for workersPass in [true, false] {
+            var left: [CoreInput] = []
+            for input in waiting[waitingStart...] {
+                let fromWorker: Bool
+                switch input {
+                case .backend, .silent: fromWorker = true
+                default: fromWorker = false
+                }
+                var take = fromWorker == workersPass && !turnLost
+                    && count < max(1, config.maxMessagesPerTurn) && bytes < config.maxTurnBytes
+                    && (fromWorker || clients < clientLimit)
+                if take, count % 64 == 63, BrokerCore.monotonicNow() >= deadline { take = false }
+                guard take else {
+                    left.append(input)
+                    continue
+                }
+                count += 1
+                if !fromWorker { clients += 1 }
+                if case let .submit(submit, _, _) = input { bytes += submit.image.count }
+                handle(input, now: now)
+            }
+            waiting = left
             waitingStart = 0
         }
     }
