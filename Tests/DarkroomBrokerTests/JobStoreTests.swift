@@ -166,6 +166,14 @@ final class StoreBench {
         #expect(try bench.store.events(from: 1, limit: 1_000) == bench.committedEvents)
         #expect(try bench.store.deadCount() == 1)
         #expect(try bench.store.acceptedJob(forKey: "key-4")?.eventSeq == 5)
+        // Each job's last event, as CANCEL's answer reads it, is the last
+        // one committed for it; a job the log never saw has none.
+        for lease in leases {
+            #expect(try bench.store.lastEvent(of: lease.job.id) == bench.committedEvents.last { $0.jobID == lease.job.id })
+        }
+        #expect(try bench.store.lastEvent(of: leases[3].job.id)?.kind == .stored)
+        #expect(try bench.store.lastEvent(of: leases[1].job.id)?.kind == .dead)
+        #expect(try bench.store.lastEvent(of: ULIDGenerator().next()) == nil)
 
         // The same after closing and opening the database again; a state
         // built from it has the same queue and holds every lease.

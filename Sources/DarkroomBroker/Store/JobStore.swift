@@ -705,6 +705,15 @@ final class JobStore {
             """, start, Int64(clamping: committedSeq), Int64(limit), map: JobStore.decodeEvent)
     }
 
+    /// A job's last committed event (one seek in the index on job id,
+    /// however long its story), nil when the log has none.
+    func lastEvent(of id: ULID) throws -> Event? {
+        try db.query("""
+            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            FROM events WHERE job_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1
+            """, id.description, Int64(clamping: committedSeq), map: JobStore.decodeEvent).first
+    }
+
     /// Everything the log and the queue's rows hold about one job: its
     /// committed events in order (by the index on job id, however long the
     /// log), and its pipeline and priority. At most `limit` events (the

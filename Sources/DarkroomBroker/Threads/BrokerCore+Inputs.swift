@@ -196,7 +196,7 @@ extension BrokerCore {
 
     /// Why CANCEL cannot act on a job that is not unfinished in memory.
     func whyNotCancellable(_ job: ULID) -> String {
-        let last = (try? store.story(of: job).events.last) ?? nil
+        let last = (try? store.lastEvent(of: job)) ?? nil
         switch last?.kind {
         case .stored:
             return "job \(job) is already stored\(last?.recordID.map { " (record \($0))" } ?? ""): a stored job cannot be cancelled"
