@@ -21,7 +21,9 @@
 #                       quick "default 1x512")
 #   TUNED_WINDOW        darkroom-loadgen's jobs in flight (1000)
 #   LAT_WORKERS         worker processes in the latency rows (2)
-#   LAT_TINY_JOBS       tiny jobs in each latency run (1000; quick 200)
+#   LAT_TINY_JOBS       tiny jobs in each latency run (10000: a run of 1,000
+#                       measures mostly the credit ramping up over 100 ms
+#                       round trips; quick 200)
 #   LINK_DELAY_MS       the proxy's delay each way (50: +100 ms a round trip)
 #   PHOTO_REPEAT        copies of the corpus in the photo rows (4; quick 1)
 #   BIG_INPUTS          ~20 MB inputs in the big row (50; quick 10)
@@ -40,7 +42,7 @@ REPEAT=${BENCH_REPEAT:-$(q 3 1)}
 TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x1 1x2 1x4 2x1 2x2" "default 1x2")}
 TUNED_WINDOW=${TUNED_WINDOW:-1000}
 LAT_WORKERS=${LAT_WORKERS:-2}
-LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 1000 200)}
+LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 10000 200)}
 LINK_DELAY_MS=${LINK_DELAY_MS:-50}
 PHOTO_REPEAT=${PHOTO_REPEAT:-$(q 4 1)}
 BIG_INPUTS=${BIG_INPUTS:-$(q 50 10)}
