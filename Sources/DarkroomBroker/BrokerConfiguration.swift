@@ -51,8 +51,9 @@ public struct BrokerConfiguration: Sendable {
     /// Input images larger than this are kept in content-addressed files
     /// next to the database instead of inside it.
     public var inputBlobThreshold: Int = 100 * 1024
-    /// Most messages one turn of the core applies before it commits (one
-    /// group commit); the rest wait for the next turn.
+    /// Most workers' messages one turn of the core applies before it
+    /// commits (one group commit); the rest wait for the next turn. (The
+    /// switchboard also reads at most this many messages a socket at once.)
     public var maxMessagesPerTurn: Int = 1_000
     /// Most inline input bytes one turn writes before it commits, so a
     /// burst of large SUBMITs is committed in pieces.
@@ -60,9 +61,9 @@ public struct BrokerConfiguration: Sendable {
     /// How long one turn goes on taking messages before it commits.
     public var maxTurnDuration: Duration = .milliseconds(200)
     /// Most clients' messages (SUBMITs above all) one turn takes, after
-    /// every worker's message waiting: the jobs a turn hands to workers
-    /// leave only with its commit, and a turn of a thousand accepts keeps
-    /// workers with tiny jobs idle for tens of milliseconds.
+    /// the workers' messages: the jobs a turn hands to workers leave only
+    /// with its commit, and a turn of a thousand accepts keeps workers
+    /// with tiny jobs idle for tens of milliseconds.
     public var maxClientMessagesPerTurn: Int = 256
     /// Input bytes handed to the core and not yet queued (waiting for a
     /// turn, or being written to a file) above which the broker stops

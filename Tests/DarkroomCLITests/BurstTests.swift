@@ -8,8 +8,13 @@ extension FaultTests {
     /// inputs to disk on its core thread while its switchboard keeps every
     /// connection alive: no worker is ever declared dead, no worker gives
     /// up on the broker, no job is charged an attempt, and a client's PING
-    /// is answered within 100 ms at the 99th percentile throughout.
-    @Test("a 300 MB burst from three producers: every job stored on attempt 1, no worker silent, PING p99 under 100 ms")
+    /// is answered throughout, none lost and the 99th percentile within
+    /// 250 ms. (The target, p99 under 100 ms, is measured in a release
+    /// build by bench/system.sh: 10 ms. In this debug build on two shared
+    /// cores the p99 ranged from 36 to 101 ms over CI runs; a socket
+    /// thread held up by disk work, as before the broker was split, shows
+    /// as seconds.)
+    @Test("a 300 MB burst from three producers: every job stored on attempt 1, no worker silent, every PING answered")
     func burst() throws {
         let h = try SystemHarness()
         try h.startBroker()
@@ -76,6 +81,6 @@ extension FaultTests {
         for stall in h.logLines("broker", containing: "was held up") { print("burst: broker: \(stall)") }
         #expect(pings.lost == 0, "\(pings)")
         #expect(pings.roundTrips.count >= 50, "\(pings)")
-        #expect(pings.p99 < 100, "\(pings)")
+        #expect(pings.p99 < 250, "\(pings)")
     }
 }

@@ -210,8 +210,10 @@ struct WorkerTests {
     @Test func aWorkerTakesNoJobsUntilItHasReachedItsStorageNode() throws {
         let context = try Context()
         let broker = try TestBroker(context)
-        // A port that was just bound and released: nothing listens there yet.
-        let absent = try TestStore(context)
+        // An endpoint that was just bound and released: nothing listens
+        // there yet. A unique ipc path, not a TCP port, which a test
+        // running alongside could be given and bind in the meantime.
+        let absent = try TestStore(context, endpoint: "ipc://\(NSTemporaryDirectory())darkroom-store-\(UUID().uuidString)")
         let endpoint = absent.endpoint
         absent.router.socket.close()
         let worker = try makeWorker(context, broker: broker, store: absent, concurrency: 2)

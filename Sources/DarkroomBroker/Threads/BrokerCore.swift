@@ -8,8 +8,8 @@ import Dispatch
 /// and facts, and it hands back what to send.
 ///
 /// It works in turns. A turn takes the inputs waiting, the workers' before
-/// the clients' (at most `maxMessagesPerTurn`, of them at most
-/// `maxClientMessagesPerTurn` from clients, and `maxTurnBytes` of inline
+/// the clients' (at most `maxMessagesPerTurn` of the workers' and
+/// `maxClientMessagesPerTurn` of the rest, and `maxTurnBytes` of inline
 /// input), applies each
 /// as a transition in its own savepoint, requeues held jobs whose worker
 /// did not come back, dispatches, and commits once; only then does it hand
@@ -35,9 +35,11 @@ final class BrokerCore {
     /// Deliveries made before the switchboard was attached.
     var undelivered: [Delivery] = []
 
-    /// Inputs waiting for a turn, oldest first.
-    var waiting: [CoreInput] = []
-    var waitingStart = 0
+    /// Inputs waiting for a turn, oldest first, in two queues taken in
+    /// their own order: the workers' messages, which a turn takes first,
+    /// and the rest (clients' requests, inputs written to their files).
+    var fromWorkers = InputQueue()
+    var fromClients = InputQueue()
 
     /// SUBMITs whose input is being written to its file, by job id.
     var parked: [ULID: Parked] = [:]
@@ -150,13 +152,15 @@ final class BrokerCore {
         state.leases.isEmpty && parked.isEmpty && waitingCount == 0
     }
 
-    var waitingCount: Int { waiting.count - waitingStart }
+    var waitingCount: Int { fromWorkers.count + fromClients.count }
 
     func receive(_ messages: [CoreMessage]) {
         for message in messages {
             switch message {
             case .inputs(let inputs):
-                waiting.append(contentsOf: inputs)
+                for input in inputs {
+                    if input.isFromWorkers { fromWorkers.append(input) } else { fromClients.append(input) }
+                }
             case .attach(let send):
                 self.send = send
                 for delivery in undelivered { send(.deliver(delivery)) }
@@ -233,54 +237,31 @@ final class BrokerCore {
     /// With `workersOnly`, only the workers' messages are taken; the rest
     /// wait for the next turn.
     func takeInputs(now: Moment, workersOnly: Bool = false) {
-        if workersOnly {
-            var others: [CoreInput] = []
-            for input in waiting[waitingStart...] {
-                switch input {
-                case .backend, .silent:
-                    if !turnLost { handle(input, now: now) } else { others.append(input) }
-                default:
-                    others.append(input)
-                }
-            }
-            waiting = others
-            waitingStart = 0
-            return
-        }
         // Workers' messages first, clients' after them, each kind in the
         // order it came: a burst of SUBMITs never holds back the DONEs
         // and CREDITs behind it, and the clients' part of a turn stays
         // short (`maxClientMessagesPerTurn`), so that the JOBs it frees
         // leave soon. The two kinds come from different sockets and were
-        // never ordered between them.
-        var count = 0
-        var clients = 0
-        var bytes = 0
+        // never ordered between them. Each part has its own limit, so
+        // neither can starve the other.
         let deadline = now.monotonic + UInt64(max(1, config.maxTurnDuration.milliseconds))
-        let clientLimit = max(1, config.maxClientMessagesPerTurn)
-        for workersPass in [true, false] {
-            var left: [CoreInput] = []
-            for input in waiting[waitingStart...] {
-                let fromWorker: Bool
-                switch input {
-                case .backend, .silent: fromWorker = true
-                default: fromWorker = false
-                }
-                var take = fromWorker == workersPass && !turnLost
-                    && count < max(1, config.maxMessagesPerTurn) && bytes < config.maxTurnBytes
-                    && (fromWorker || clients < clientLimit)
-                if take, count % 64 == 63, BrokerCore.monotonicNow() >= deadline { take = false }
-                guard take else {
-                    left.append(input)
-                    continue
-                }
+        var bytes = 0
+        // Each input is taken off its queue before it is handled (no access
+        // to the queue lasts across `handle`).
+        func take(from queue: ReferenceWritableKeyPath<BrokerCore, InputQueue>, limit: Int) {
+            var count = 0
+            while !turnLost, count < limit, bytes < config.maxTurnBytes, let input = self[keyPath: queue].first {
+                if count % 64 == 63, BrokerCore.monotonicNow() >= deadline { break }
+                self[keyPath: queue].removeFirst()
                 count += 1
-                if !fromWorker { clients += 1 }
                 if case let .submit(submit, _, _) = input { bytes += submit.image.count }
                 handle(input, now: now)
             }
-            waiting = left
-            waitingStart = 0
+            self[keyPath: queue].compact()
+        }
+        take(from: \.fromWorkers, limit: workersOnly ? Int.max : max(1, config.maxMessagesPerTurn))
+        if !workersOnly {
+            take(from: \.fromClients, limit: max(1, config.maxClientMessagesPerTurn))
         }
     }
 
@@ -389,8 +370,7 @@ final class BrokerCore {
         // The workers' messages of the lost turn go first in the next one.
         let facts = turnFacts
         turnFacts.removeAll()
-        waiting.replaceSubrange(0..<waitingStart, with: facts)
-        waitingStart = 0
+        fromWorkers.prepend(facts)
         failureBackoff = min(5_000, max(100, failureBackoff * 2))
         writeFailure = (now.monotonic + failureBackoff, reason)
         turnLost = false
@@ -398,8 +378,9 @@ final class BrokerCore {
 
     /// While writes are failing, SUBMITs are refused at once with the reason.
     func refuseSubmitsWhileFailing(_ reason: String) {
-        var kept: [CoreInput] = []
-        for input in waiting[waitingStart...] {
+        var kept = InputQueue()
+        while let input = fromClients.first {
+            fromClients.removeFirst()
             switch input {
             case let .submit(submit, _, client):
                 backlog.remove(submit.image.count)
@@ -411,8 +392,7 @@ final class BrokerCore {
                 kept.append(input)
             }
         }
-        waiting = kept
-        waitingStart = 0
+        fromClients = kept
     }
 
     func answerReadsWhileFailing() {
@@ -488,7 +468,14 @@ final class BrokerCore {
         writer.close()
         if let messages = try? inbox.drain() { receive(messages) }
         stopDeadline = stopDeadline ?? 0
-        turn()
+        // Every input waiting gets its answer (SUBMITs are refused, written
+        // inputs accepted); a turn takes only so many, so as many turns as
+        // that needs, within a bound should the queue keep failing.
+        var turns = 0
+        repeat {
+            turn()
+            turns += 1
+        } while waitingCount > 0 && turns < 10_000
         let connections = state.workers.values.map(\.identity)
         var last = Delivery()
         for connection in connections { last.backend.append((connection, BackendMessage.disconnect.frames())) }
@@ -515,4 +502,40 @@ final class BrokerCore {
 
 extension BrokerCore: ServiceLoop {
     var boundEndpoints: [String: String] { [:] }
+}
+
+/// A first-in, first-out queue of core inputs: taken from the front
+/// without moving the rest, compacted once the taken part is large.
+struct InputQueue {
+    private var items: [CoreInput] = []
+    private var start = 0
+
+    var count: Int { items.count - start }
+    var first: CoreInput? { start < items.count ? items[start] : nil }
+
+    mutating func append(_ input: CoreInput) { items.append(input) }
+
+    /// Drops the first input (there must be one).
+    mutating func removeFirst() {
+        precondition(start < items.count, "removeFirst of an empty InputQueue")
+        start += 1
+    }
+
+    /// Puts `inputs` before the rest, in their order.
+    mutating func prepend(_ inputs: [CoreInput]) {
+        guard !inputs.isEmpty else { return }
+        items.replaceSubrange(0..<start, with: inputs)
+        start = 0
+    }
+
+    /// Frees the taken part when it is all of the queue or most of a large one.
+    mutating func compact() {
+        if start == items.count {
+            items.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 4_096, start * 2 > items.count {
+            items.removeFirst(start)
+            start = 0
+        }
+    }
 }

@@ -26,6 +26,17 @@ enum CoreInput: Sendable {
     case written(job: ULID, failure: DurableFile.Failure?)
 }
 
+extension CoreInput {
+    /// Taken first in a turn, and alone while the queue cannot be written:
+    /// a worker's message, or a worker's silence.
+    var isFromWorkers: Bool {
+        switch self {
+        case .backend, .silent: return true
+        case .submit, .deadRetry, .deadDiscard, .cancel, .read, .written: return false
+        }
+    }
+}
+
 /// The core's mailbox.
 enum CoreMessage: Sendable {
     case inputs([CoreInput])
