@@ -108,7 +108,12 @@ public enum Posix {
         /// (one system call less a file).
         public func readAll(limit: Int, size: Int? = nil) throws(PosixError) -> [UInt8] {
             let expected: Int
-            if let size { expected = size } else { expected = try info().size }
+            if let size {
+                precondition(size >= 0, "readAll: a file's size cannot be negative")
+                expected = size
+            } else {
+                expected = try info().size
+            }
             guard expected <= limit else {
                 throw PosixError("read", path, errno: EFBIG, detail: "file is \(expected) bytes, over the limit of \(limit)")
             }

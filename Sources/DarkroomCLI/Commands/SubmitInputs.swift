@@ -35,8 +35,8 @@ enum SubmitInputs {
     static func check(_ files: [InputFiles.Input], pipeline: Pipeline,
                       threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) -> [Input] {
         // Slots written by one thread each; the budget of kept bytes is
-        // shared, so which files keep their bytes may differ from run to
-        // run, never how many bytes are kept.
+        // shared, so which files keep their bytes (and how many bytes that
+        // is) may differ from run to run, never beyond `keptBytes`.
         let results = Mutex([Input?](repeating: nil, count: files.count))
         let next = Atomic<Int>(0)
         let kept = Atomic<Int>(0)
