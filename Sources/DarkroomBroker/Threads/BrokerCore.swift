@@ -470,12 +470,14 @@ final class BrokerCore {
         stopDeadline = stopDeadline ?? 0
         // Every input waiting gets its answer (SUBMITs are refused, written
         // inputs accepted); a turn takes only so many, so as many turns as
-        // that needs, within a bound should the queue keep failing.
-        var turns = 0
-        repeat {
+        // that needs, while they make progress (a queue that cannot be
+        // written leaves the workers' messages waiting).
+        turn()
+        var left = Int.max
+        while waitingCount > 0, waitingCount < left {
+            left = waitingCount
             turn()
-            turns += 1
-        } while waitingCount > 0 && turns < 10_000
+        }
         let connections = state.workers.values.map(\.identity)
         var last = Delivery()
         for connection in connections { last.backend.append((connection, BackendMessage.disconnect.frames())) }
