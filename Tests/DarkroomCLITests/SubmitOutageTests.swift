@@ -1,3 +1,4 @@
+import DarkroomImage
 import Foundation
 import Testing
 
@@ -146,6 +147,56 @@ extension FaultTests {
         let lost = zip(recovered, answeredAtKill).map { $0 - $1 }
         print("submit through 2 broker kills: \(total) inputs of \(photo.count) bytes in \(elapsed); killed at \(answeredAtKill) answered, "
               + "\(recovered) committed (\(lost) accepted but unanswered, answered on resend); \(output.stderr.split(separator: "\n").filter { $0.hasPrefix("submit:") })")
+    }
+
+    /// Thousands of tiny SUBMITs in flight while two workers store jobs,
+    /// and the broker killed without warning twice in the middle: each
+    /// turn then takes the workers' messages first and only part of the
+    /// SUBMITs waiting, and its savepoints' journal is in memory. Every
+    /// input is still accepted once and stored once, and every result
+    /// printed.
+    @Test("submit --wait of 3,000 tiny inputs with workers running, the broker killed with SIGKILL twice mid-flood: each input accepted once, stored once")
+    func submitFloodThroughBrokerKills() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        try h.startWorker("flood-w1", concurrency: 2)
+        try h.startWorker("flood-w2", concurrency: 2)
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), options: EncodeOptions(quality: 80))
+        let total = 3_000
+        let folder = try h.writeCopies(of: tiny, total, name: "flood")
+        let inputs = Set((0..<total).map { folder.appendingPathComponent(String(format: "flood-%03d.jpg", $0)).path })
+
+        let submit = try BackgroundClient(["submit", folder.path, "--ops", "grayscale", "--thumb", "16x16", "--wait", "--json",
+                                           "--timeout", "1"] + h.clientFlags, name: "submit", in: h.dir)
+        func count(_ status: String, _ out: String) -> Int { out.components(separatedBy: "\"status\":\"\(status)\"").count - 1 }
+        var atKill: [(accepted: Int, stored: Int)] = []
+        for (kill, threshold) in [(1, 300), (2, 1_000)] {
+            try submit.waitForOutput("\(threshold) inputs are accepted and some stored before kill \(kill)", timeout: .seconds(120)) {
+                count("accepted", $0) >= threshold && count("stored", $0) > (atKill.last?.stored ?? 0)
+            }
+            let out = submit.stdout
+            atKill.append((count("accepted", out), count("stored", out)))
+            try #require(atKill.last!.accepted < total, "the accept phase ended before kill \(kill)")
+            #expect(h.signal("broker", SIGKILL) == SIGKILL)
+            try h.startBroker()
+        }
+        let output = try submit.finish()
+
+        #expect(output.status == 0, "submit exited \(output.status): \(output.stderr.suffix(3000))")
+        #expect(output.stderr.contains("\(total) input(s): \(total) stored, 0 dead, 0 refused, 0 never answered, 0 invalid"), "\(output.stderr.suffix(3000))")
+        let lines = SystemHarness.jsonLines(output.stdout)
+        let accepted = lines.filter { $0["status"] as? String == "accepted" }
+        let finals = lines.filter { Self.finalStatuses.contains($0["status"] as? String ?? "") }
+        #expect(accepted.count == total && Set(accepted.compactMap { $0["input"] as? String }) == inputs)
+        #expect(finals.count == total && finals.allSatisfy { $0["status"] as? String == "stored" })
+        let jobs = Set(accepted.compactMap { $0["job"] as? String })
+        #expect(jobs.count == total)
+        try Self.waitForRecords(h, atLeast: total, timeout: .seconds(120))
+        let events = EventLog(try h.allEvents())
+        #expect(events.of("accepted").count == total, "\(events.of("accepted").count) accepted events for \(total) inputs")
+        try Self.expectStoredOnce(jobs, h, events)
+        print("submit flood through 2 broker kills: killed at \(atKill.map { "\($0.accepted) accepted, \($0.stored) stored" })")
     }
 
     /// A broker killed mid-batch that never comes back: `submit` keeps

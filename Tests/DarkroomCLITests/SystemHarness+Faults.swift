@@ -31,7 +31,7 @@ extension SystemHarness {
     }
 
     /// The storage node's records, newest first (`darkroom ls --json`).
-    func records(limit: Int = 1_000) throws -> [[String: Any]] {
+    func records(limit: Int = 10_000) throws -> [[String: Any]] {
         let ls = try run(["ls", "--json", "--limit", String(limit), "--timeout", "5"] + storeFlags)
         guard ls.status == 0 else { throw HarnessError("ls failed (\(ls.status)): \(ls.stderr)") }
         return SystemHarness.jsonLines(ls.stdout)
