@@ -17,8 +17,7 @@ struct InputQueueTests {
     /// Takes everything, in order.
     static func drain(_ queue: inout InputQueue) -> [UInt64] {
         var taken: [UInt64] = []
-        while let first = queue.first {
-            queue.removeFirst()
+        while let first = queue.popFirst() {
             taken.append(silence(first) ?? 0)
         }
         queue.compact()
@@ -33,8 +32,7 @@ struct InputQueueTests {
         // Take in turns of 300, compacting after each, as a core turn does.
         for _ in 0..<20 {
             for _ in 0..<300 {
-                guard let first = queue.first else { break }
-                queue.removeFirst()
+                guard let first = queue.popFirst() else { break }
                 taken.append(Self.silence(first) ?? 0)
             }
             queue.compact()
@@ -46,7 +44,7 @@ struct InputQueueTests {
         queue.append(Self.input(99_999))
         #expect(queue.count == 4_003)
         #expect(Self.drain(&queue) == [90_001, 90_002] + (6_000..<10_000).map { UInt64($0) } + [99_999])
-        #expect(queue.count == 0 && queue.first == nil)
+        #expect(queue.count == 0 && queue.popFirst() == nil)
         queue.prepend([])
         #expect(queue.count == 0)
     }

@@ -700,7 +700,7 @@ final class JobStore {
     func events(from: UInt64, limit: Int) throws -> [Event] {
         let start = Int64(clamping: max(from, 1))
         return try db.query("""
-            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            SELECT \(JobStore.eventColumns)
             FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?
             """, start, Int64(clamping: committedSeq), Int64(limit), map: JobStore.decodeEvent)
     }
@@ -709,7 +709,7 @@ final class JobStore {
     /// however long its story), nil when the log has none.
     func lastEvent(of id: ULID) throws -> Event? {
         try db.query("""
-            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            SELECT \(JobStore.eventColumns)
             FROM events WHERE job_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1
             """, id.description, Int64(clamping: committedSeq), map: JobStore.decodeEvent).first
     }
@@ -721,7 +721,7 @@ final class JobStore {
     func story(of id: ULID, limit: Int = 10_000) throws -> (events: [Event], facts: JobStories.Facts) {
         let idText = id.description
         let events = try db.query("""
-            SELECT seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason
+            SELECT \(JobStore.eventColumns)
             FROM events WHERE job_id = ? AND seq <= ? ORDER BY seq LIMIT ?
             """, idText, Int64(clamping: committedSeq), Int64(limit), map: JobStore.decodeEvent)
         var facts = JobStories.Facts()
@@ -744,6 +744,9 @@ final class JobStore {
         }
         return (events, facts)
     }
+
+    /// The columns `decodeEvent` reads, in a SELECT of events.
+    private static let eventColumns = "seq, time, kind, job_id, attempt, source, worker, record_id, step_index, step, error_code, reason"
 
     private static func decodeEvent(_ row: Row) throws -> Event {
         let seq = try row.integer("seq", as: UInt64.self)

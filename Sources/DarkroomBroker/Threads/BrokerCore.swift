@@ -250,9 +250,9 @@ final class BrokerCore {
         // to the queue lasts across `handle`).
         func take(from queue: ReferenceWritableKeyPath<BrokerCore, InputQueue>, limit: Int) {
             var count = 0
-            while !turnLost, count < limit, bytes < config.maxTurnBytes, let input = self[keyPath: queue].first {
+            while !turnLost, count < limit, bytes < config.maxTurnBytes {
                 if count % 64 == 63, BrokerCore.monotonicNow() >= deadline { break }
-                self[keyPath: queue].removeFirst()
+                guard let input = self[keyPath: queue].popFirst() else { break }
                 count += 1
                 if case let .submit(submit, _, _) = input { bytes += submit.image.count }
                 handle(input, now: now)
@@ -379,8 +379,7 @@ final class BrokerCore {
     /// While writes are failing, SUBMITs are refused at once with the reason.
     func refuseSubmitsWhileFailing(_ reason: String) {
         var kept = InputQueue()
-        while let input = fromClients.first {
-            fromClients.removeFirst()
+        while let input = fromClients.popFirst() {
             switch input {
             case let .submit(submit, _, client):
                 backlog.remove(submit.image.count)
@@ -513,14 +512,14 @@ struct InputQueue {
     private var start = 0
 
     var count: Int { items.count - start }
-    var first: CoreInput? { start < items.count ? items[start] : nil }
 
     mutating func append(_ input: CoreInput) { items.append(input) }
 
-    /// Drops the first input (there must be one).
-    mutating func removeFirst() {
-        precondition(start < items.count, "removeFirst of an empty InputQueue")
+    /// Takes the first input, if any.
+    mutating func popFirst() -> CoreInput? {
+        guard start < items.count else { return nil }
         start += 1
+        return items[start - 1]
     }
 
     /// Puts `inputs` before the rest, in their order.
