@@ -192,6 +192,11 @@ extension FaultTests {
         #expect(finals.count == total && finals.allSatisfy { $0["status"] as? String == "stored" })
         let jobs = Set(accepted.compactMap { $0["job"] as? String })
         #expect(jobs.count == total)
+        // What went otherwise, said before waiting for the records.
+        let early = EventLog(try h.allEvents())
+        let notStored = finals.filter { $0["status"] as? String != "stored" }.prefix(5)
+        #expect(notStored.isEmpty && early.of("dead").isEmpty && early.of("failed").isEmpty,
+                "not stored: \(notStored); dead: \(EventLog.describe(early.of("dead"))); failed: \(EventLog.describe(early.of("failed")))")
         try Self.waitForRecords(h, atLeast: total, timeout: .seconds(120))
         let events = EventLog(try h.allEvents())
         #expect(events.of("accepted").count == total, "\(events.of("accepted").count) accepted events for \(total) inputs")
