@@ -717,12 +717,13 @@ import Testing
         }
     }
 
-    /// Every job's fate beyond what the state holds: accepted, dead, stored or discarded.
+    /// Every job's fate beyond what the state holds: accepted, dead, stored, discarded or cancelled.
     struct Ledger {
         var accepted: [ULID] = []
         var dead: [ULID: JobHandle] = [:]
         var stored: Set<ULID> = []
         var discarded: Set<ULID> = []
+        var cancelled: Set<ULID> = []
         var connections = 0
 
         mutating func record(_ t: Transition) {
@@ -730,13 +731,15 @@ import Testing
                 switch write {
                 case .bury(let job, _, _): dead[job.id] = job
                 case .revive(let job): dead[job.id] = nil
+                case .delete(let job) where t.events.contains(where: { $0.kind == .cancelled && $0.jobID == job.id }):
+                    cancelled.insert(job.id)
                 case .delete(let job):
                     if dead.removeValue(forKey: job.id) == nil || t.events.contains(where: { $0.kind == .stored && $0.jobID == job.id }) {
                         stored.insert(job.id)
                     } else {
                         discarded.insert(job.id)
                     }
-                case .insert, .lease, .requeue: break
+                case .insert, .lease, .requeue, .requestCancel: break
                 }
             }
         }
@@ -774,7 +777,7 @@ import Testing
         for step in 0..<400 {
             let now = driver.now
             let worker = Self.workerSlots.keys.sorted().randomElement(using: &random)!
-            switch Int.random(in: 0..<100, using: &random) {
+            switch Int.random(in: 0..<104, using: &random) {
             case 0..<18:
                 ledger.accepted.append(driver.accept(priority: UInt8.random(in: 0...9, using: &random)).id)
             case 18..<26:
@@ -801,7 +804,8 @@ import Testing
                     #expect(!ledger.stored.contains(id), "a stored job is stored again")
                     apply(t)
                 } else {
-                    #expect(ledger.stored.contains(id) || ledger.discarded.contains(id), "the DONE of an unfinished job was ignored")
+                    #expect(ledger.stored.contains(id) || ledger.discarded.contains(id) || ledger.cancelled.contains(id),
+                            "the DONE of an unfinished job was ignored")
                 }
             case 67..<79:
                 // FAIL for a leased or held job, mostly its current attempt.
@@ -833,6 +837,14 @@ import Testing
                 } else {
                     apply(driver.plan { $0.planDiscard(dead, now: now) })
                 }
+            case 97..<101:
+                // CANCEL of any job: a waiting or held one ends at once, a
+                // running one when its worker answers or is lost.
+                guard let id = anyJob() else { continue }
+                switch driver.plan({ $0.planCancel(id, now: now) }) {
+                case .cancelled(let t)?, .stopping(let t, _, _)?: apply(t)
+                case nil: #expect(driver.state.place(of: id) == nil, "CANCEL found no unfinished job \(id) at step \(step)")
+                }
             default:
                 // A turn is lost: from here, back to the memo taken earlier (or take one).
                 if let saved {
@@ -862,8 +874,11 @@ import Testing
                 "a job is in two places at step \(step)")
         #expect(dead.isDisjoint(with: ready.union(leased).union(held)), "a dead job is also unfinished at step \(step)")
         #expect(ledger.stored.isDisjoint(with: ready.union(leased).union(held).union(dead)), "a stored job is back at step \(step)")
-        #expect(ready.union(leased).union(held).union(dead).union(ledger.stored).union(ledger.discarded) == Set(ledger.accepted),
-                "a job went missing at step \(step)")
+        #expect(ledger.cancelled.isDisjoint(with: ready.union(leased).union(held).union(dead).union(ledger.stored)),
+                "a cancelled job is back at step \(step)")
+        #expect(ready.union(leased).union(held).union(dead).union(ledger.stored).union(ledger.discarded).union(ledger.cancelled)
+                    == Set(ledger.accepted), "a job went missing at step \(step)")
+        #expect(state.cancelling.isSubset(of: leased.union(held)), "a job being cancelled is not running at step \(step)")
         #expect(state.deadCount == dead.count, "dead count at step \(step)")
         #expect(state.depth == ready.count)
         for (id, lease) in state.leases {

@@ -169,6 +169,7 @@ import Testing
             DROP TABLE job_input;
             DROP INDEX jobs_open; DROP INDEX jobs_dead;
             CREATE INDEX jobs_dispatch ON jobs (state, priority DESC, id);
+            ALTER TABLE jobs DROP COLUMN cancel_requested;
             INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
                               source, input_bytes, created, finished, record_id)
             VALUES ('01JBX3Z7Q8M4N6P2R5T9V0W1XY', 0, 'done', 'crop:square,gravity=center', 256, 256, 95, 70,
@@ -186,7 +187,8 @@ import Testing
             #expect(job.image == images[ids.firstIndex(of: job.jobID) ?? 0])
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [3], "the latest schema version")
+        #expect(version == [4], "the latest schema version")
+        #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'cancel_requested'") { $0.int64(0) ?? -1 } == [1])
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
         #expect(objects == ["job_input", "jobs_dead", "jobs_open"])
         // Version 1 kept stored jobs' rows; version 2 has none.

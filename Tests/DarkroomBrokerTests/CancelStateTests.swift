@@ -37,7 +37,9 @@ import Testing
         }
         #expect(stopping == lease)
         #expect(connection == StateDriver.identity("w1"))
-        #expect(t.events.isEmpty && t.writes.isEmpty)
+        // No event yet; the row is marked, so a restart asks again.
+        #expect(t.events.isEmpty)
+        #expect(t.writes == [.requestCancel(lease.job, at: now.wall)])
         driver.apply(t)
         #expect(driver.state.cancelling == [job.id])
         // Asking again changes nothing more.

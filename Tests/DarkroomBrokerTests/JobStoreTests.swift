@@ -189,6 +189,45 @@ final class StoreBench {
         #expect(restarted.deadCount == 1)
     }
 
+    @Test func aCancelAskedOfARunningJobIsStillPendingAfterARestartAndALostTurnTakesItsMarkWithIt() throws {
+        let bench = try StoreBench()
+        let first = try bench.accept(key: "first")
+        let second = try bench.accept(key: "second")
+        try bench.commit()
+        bench.driver.register("w1", slots: 2, credit: 2)
+        _ = try unwrap(try bench.dispatch())
+        _ = try unwrap(try bench.dispatch())
+        try bench.commit()
+
+        /// CANCEL of a running job: nil when the job is not running.
+        func askToStop(_ id: ULID) -> Transition? {
+            guard case let .stopping(t, _, _)? = bench.driver.state.planCancel(id, now: bench.driver.now) else { return nil }
+            return t
+        }
+        // A second CANCEL of the same job writes nothing more.
+        try bench.write(try unwrap(askToStop(first)))
+        #expect(askToStop(first)?.isEmpty == true)
+        try bench.commit()
+        #expect(bench.driver.state.cancelling == [first])
+
+        // A turn that marks the other one is lost: its mark goes with it.
+        let memo = bench.driver.state.memo()
+        try bench.write(try unwrap(askToStop(second)))
+        #expect(bench.driver.state.cancelling == [first, second])
+        try bench.lose(memo)
+        #expect(bench.driver.state.cancelling == [first])
+        #expect(try bench.summary == bench.expected)
+
+        // After a restart the job is still being cancelled: held for its
+        // worker, which is asked again when it comes back holding it.
+        try bench.reopen()
+        #expect(try bench.summary == bench.expected)
+        let restarted = BrokerState(policy: StateDriver.policy, reclaimWindow: 6_000, reconnectWindow: 3_000,
+                                    loaded: try bench.store.load(), now: bench.driver.now)
+        #expect(restarted.cancelling == [first])
+        #expect(Set(restarted.held.keys) == [first, second])
+    }
+
     @Test func aTransitionWhoseLaterWriteFailsLeavesNoneOfItsWritesWhileTheTurnsEarlierWorkCommits() throws {
         let bench = try StoreBench()
         let kept = try bench.accept(key: "kept")

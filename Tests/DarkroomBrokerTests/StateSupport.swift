@@ -137,6 +137,7 @@ struct StateDriver {
         var loaded = BrokerState.Loaded()
         loaded.queued = state.ready.all.sorted { $0.job.id < $1.job.id }
         loaded.leased = (Array(state.leases.values) + state.held.values.map(\.lease)).sorted { $0.job.id < $1.job.id }
+        loaded.cancelling = state.cancelling
         loaded.deadCount = state.deadCount
         loaded.eventSeq = state.eventSeq
         loaded.lastRowID = lastRowID ?? state.lastRowID
@@ -148,6 +149,7 @@ struct StateDriver {
 struct LoadedSummary: Equatable, CustomStringConvertible {
     var queued: [String]
     var leased: [String]
+    var cancelling: [String]
     var deadCount: Int
     var eventSeq: UInt64
     var lastRowID: Int64
@@ -161,13 +163,14 @@ struct LoadedSummary: Equatable, CustomStringConvertible {
         leased = loaded.leased.sorted { $0.job.id < $1.job.id }.map {
             "\($0.job.id) p\($0.job.priority) row \($0.job.rowID) attempt \($0.job.attempt)/\($0.job.attemptBase) \($0.job.source) \($0.job.inputFile ?? "inline") to \($0.worker)"
         }
+        cancelling = loaded.cancelling.sorted().map(\.description)
         deadCount = loaded.deadCount
         eventSeq = loaded.eventSeq
         lastRowID = loaded.lastRowID
     }
 
     var description: String {
-        "queued \(queued), leased \(leased), dead \(deadCount), event seq \(eventSeq), last rowid \(lastRowID)"
+        "queued \(queued), leased \(leased), cancelling \(cancelling), dead \(deadCount), event seq \(eventSeq), last rowid \(lastRowID)"
     }
 }
 

@@ -1,6 +1,9 @@
 import DarkroomImage
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `darkroom cancel` with real processes: a queued job and a running one
 /// (a large image through a slow pipeline) both end cancelled, nothing is
@@ -76,6 +79,50 @@ struct CancelTests {
         let again = try h.run(["cancel", queued] + h.brokerFlags)
         #expect(again.status == 1 && again.stderr.contains("already cancelled"), "\(again.stderr)")
         #expect(try h.run(["cancel"] + h.brokerFlags).status == 64)
+    }
+
+    @Test("a cancel asked of a running job outlives a SIGKILL of the broker: its worker is asked again and nothing is stored")
+    func pendingCancelOutlivesABrokerKill() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        // The worker reaches the broker through a proxy that can hold the
+        // broker's messages back while both ends stay connected.
+        let proxy = try TCPProxy(to: SystemHarness.port(of: h.backend))
+        defer { proxy.stop() }
+        try h.start("w", ["worker", "--broker", proxy.endpoint, "--store", h.store, "--concurrency", "1", "--id", "w", "--prefetch", "0"])
+        let slow = try h.writeImages(1, name: "slow", size: Size(width: 1600, height: 1200))
+        let submit = try h.run(["submit", slow.path, "--ops", "blur:8 | scale:300x300", "--json"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let job = try #require(SystemHarness.jsonLines(submit.stdout).first?["job"] as? String)
+        try h.waitUntil("the job runs") { try JobStoryTests.story(h, job)["state"] as? String == "running" }
+
+        // CANCEL-JOB leaves the broker but does not reach the worker, and
+        // the broker is killed before the worker could have answered.
+        proxy.stall()
+        let cancel = try h.run(["cancel", job, "--timeout", "1"] + h.brokerFlags)
+        #expect(cancel.status == 1 && cancel.stderr.contains("has not stopped it"), "\(cancel.stderr)")
+        #expect(h.log("broker").contains("job \(job) attempt 1: asking worker w to stop it"))
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        proxy.cut()
+        proxy.unstall()
+        proxy.restore()
+
+        // The restarted broker still knows the job is being cancelled; the
+        // worker comes back holding it, is asked again, and stops it.
+        try h.startBroker()
+        #expect(try JobStoryTests.story(h, job)["state"] as? String == "cancelling")
+        try h.waitUntil("the job ends", timeout: .seconds(180)) {
+            !["running", "cancelling"].contains(try JobStoryTests.story(h, job)["state"] as? String ?? "")
+        }
+        let story = try JobStoryTests.story(h, job)
+        #expect(story["state"] as? String == "cancelled", "\(story)")
+        #expect(JobStoryTests.attempts(story).last?["outcome"] as? String == "cancelled")
+        #expect(h.log("broker").contains("job \(job) attempt 1: asking worker w again to stop it"), "\(h.log("broker"))")
+        #expect(try h.records().isEmpty, "nothing stored for the cancelled job")
+        let events = try h.allEvents()
+        #expect(events.filter { $0["kind"] as? String == "cancelled" }.count == 1)
+        #expect(!events.contains { ["stored", "retrying", "dead"].contains($0["kind"] as? String ?? "") }, "\(events)")
     }
 
     @Test("--all-queued cancels every waiting job and submit --wait reports them cancelled")

@@ -7,7 +7,11 @@ import Glibc
 /// A TCP forwarder on 127.0.0.1 that a test puts between a client and one
 /// server port, to break the network for real: `cut()` closes every
 /// connection through it and refuses new ones (the port stops listening),
-/// `restore()` listens again on the same port. With `delay`, each chunk is
+/// `restore()` listens again on the same port. `stall()` keeps every
+/// connection open but stops passing the server's bytes to the client
+/// (what the client sends still flows) until `unstall()` or `cut()`, which
+/// drops what was held: a message lost on the way while both ends look
+/// alive. With `delay`, each chunk is
 /// passed on that long after it was read, for tests of a distant link: a
 /// delay line, so a round trip gains twice the delay while the bytes keep
 /// flowing (chunks read meanwhile are not held up behind it).
@@ -37,6 +41,8 @@ final class TCPProxy: Sendable {
         /// What the test asked for: listening or not.
         var wantOpen = true
         var stopping = false
+        /// Bytes from the server wait in the proxy (see `stall`).
+        var stalled = false
         /// What the accepting thread has done about it.
         var isOpen = false
         var acceptorDone = false
@@ -88,6 +94,19 @@ final class TCPProxy: Sendable {
             }
         }
         waitFor { !$0.isOpen && $0.connections.isEmpty }
+    }
+
+    /// Stops passing bytes from the server to the client on every
+    /// connection, new ones included; they wait until `unstall()`, or are
+    /// dropped by `cut()`. (Without a delay only.)
+    func stall() {
+        precondition(delay == .zero, "a delayed proxy does not stall")
+        state.withLock { $0.stalled = true }
+    }
+
+    /// Passes the server's bytes on again, those held first.
+    func unstall() {
+        state.withLock { $0.stalled = false }
     }
 
     /// Listens again on the same port; returns once it does.
@@ -186,7 +205,7 @@ final class TCPProxy: Sendable {
                 threads.append(Thread { [self] in read(id, from: from, into: line) })
                 threads.append(Thread { [self] in deliver(id, from: line, to: to) })
             } else {
-                threads.append(Thread { [self] in pump(id, from: from, to: to) })
+                threads.append(Thread { [self] in pump(id, from: from, to: to, towardClient: from == upstream) })
             }
             for thread in threads {
                 thread.name = "tcp-proxy-\(port)-\(id)"
@@ -229,11 +248,16 @@ final class TCPProxy: Sendable {
 
     /// Copies from one socket to the other until either end closes or the
     /// proxy is cut, then ends the whole connection.
-    private func pump(_ id: Int, from: Int32, to: Int32) {
+    private func pump(_ id: Int, from: Int32, to: Int32, towardClient: Bool) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         copying: while true {
             let count = buffer.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
             if count <= 0 { break }
+            // Stalled: hold the chunk until released, or drop it when the
+            // connection is cut (the send below then fails).
+            while towardClient && state.withLock({ $0.stalled && $0.wantOpen && !$0.stopping }) {
+                Thread.sleep(forTimeInterval: 0.005)
+            }
             var sent = 0
             while sent < count {
                 let n = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }

@@ -40,6 +40,31 @@ import Glibc
         #expect(Plain.send(again, "back") && Plain.receive(acceptedAgain) == "back")
         #expect(proxy.accepted == 2)
     }
+
+    @Test func aStallHoldsTheServersBytesWhileTheClientsFlowAndACutDropsThem() throws {
+        let server = try Plain.listener()
+        defer { close(server.fd) }
+        let proxy = try TCPProxy(to: server.port)
+        defer { proxy.stop() }
+        let client = try #require(Plain.connect(proxy.port))
+        defer { close(client) }
+        let accepted = accept(server.fd, nil, nil)
+        try #require(accepted >= 0)
+        defer { close(accepted) }
+
+        proxy.stall()
+        #expect(Plain.send(client, "up") && Plain.receive(accepted) == "up", "the client's bytes still flow")
+        #expect(Plain.send(accepted, "held"))
+        #expect(!Plain.readable(client, withinMilliseconds: 300), "the server's bytes wait in the proxy")
+        proxy.unstall()
+        #expect(Plain.receive(client) == "held", "and arrive once it is released")
+
+        proxy.stall()
+        #expect(Plain.send(accepted, "dropped"))
+        #expect(!Plain.readable(client, withinMilliseconds: 200))
+        proxy.cut()
+        #expect(Plain.receive(client) == "", "a cut closes the connection without what was held")
+    }
 }
 
 /// Plain blocking TCP on 127.0.0.1, for testing the proxy.
@@ -86,6 +111,12 @@ private enum Plain {
     static func send(_ fd: Int32, _ text: String) -> Bool {
         let bytes = Array(text.utf8)
         return Glibc.send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count
+    }
+
+    /// Whether something (bytes or the end) can be read within the time.
+    static func readable(_ fd: Int32, withinMilliseconds milliseconds: Int32) -> Bool {
+        var item = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&item, 1, milliseconds) > 0
     }
 
     /// What one read returns ("" at the end of the stream or on an error).

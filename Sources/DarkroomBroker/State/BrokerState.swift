@@ -55,8 +55,8 @@ struct BrokerState {
     private(set) var workers: [String: WorkerEntry] = [:]
     private(set) var workerIDs: [[UInt8]: String] = [:]
     private(set) var deadCount = 0
-    /// Running jobs whose worker was asked to stop them (CANCEL). Memory
-    /// only: after a broker restart a cancel must be asked again.
+    /// Running jobs whose worker was asked to stop them (CANCEL). The
+    /// database marks them too, so a restart asks their workers again.
     private(set) var cancelling: Set<ULID> = []
     /// The seq of the newest event (committed, or applied in this turn).
     private(set) var eventSeq: UInt64 = 0
@@ -69,6 +69,8 @@ struct BrokerState {
     struct Loaded: Sendable {
         var queued: [(job: JobHandle, notBefore: UInt64)] = []
         var leased: [Lease] = []
+        /// Leased jobs whose worker was asked to stop them.
+        var cancelling: Set<ULID> = []
         var deadCount = 0
         var eventSeq: UInt64 = 0
         var lastRowID: Int64 = 0
@@ -93,6 +95,7 @@ struct BrokerState {
         for (job, notBefore) in loaded.queued { ready.add(job, notBefore: notBefore, now: now.wall) }
         leases = [:]
         held = [:]
+        cancelling = loaded.cancelling
         deadCount = loaded.deadCount
         eventSeq = loaded.eventSeq
         lastRowID = loaded.lastRowID
@@ -452,7 +455,10 @@ struct BrokerState {
             cancelNow(job, worker: "", at: now, into: &t)
             return .cancelled(t)
         case .leased(let lease):
-            if !cancelling.contains(id) { t.changes.append(.cancelling(id)) }
+            if !cancelling.contains(id) {
+                t.writes.append(.requestCancel(lease.job, at: now.wall))
+                t.changes.append(.cancelling(id))
+            }
             return .stopping(t, lease, connection: workers[lease.worker]?.identity)
         case .held(let hold):
             // Its worker is away; if it comes back with the job stored, its

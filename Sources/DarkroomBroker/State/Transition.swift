@@ -40,6 +40,9 @@ enum QueueWrite: Sendable, Equatable {
     case bury(JobHandle, failure: FailureDetail, at: UInt64)
     /// Move a dead job back to the queue; its budget starts again from `job.attempt`.
     case revive(JobHandle)
+    /// Mark a leased job as asked to stop (CANCEL) at `at` (Unix ms), so
+    /// that the broker asks its worker again after a restart.
+    case requestCancel(JobHandle, at: UInt64)
 }
 
 /// A change to the in-memory state, applied after the writes succeeded.

@@ -46,6 +46,9 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// - `events`: the lifecycle events, `seq` gapless from 1 (older ones are
 ///   pruned past the retention; the newest always stays).
 /// - `submit_keys`: each accepted SUBMIT's key with its job and `accepted` seq.
+///
+/// A leased job's `cancel_requested` (Unix ms) says CANCEL asked its
+/// worker to stop it: the broker asks again after a restart.
 final class JobStore {
     let db: Connection
     let inputs: InputFiles
@@ -53,7 +56,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 3
+    static let schemaVersion: Int64 = 4
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -85,6 +88,7 @@ final class JobStore {
     private let updateRequeued: Statement
     private let updateDead: Statement
     private let updateRevived: Statement
+    private let updateCancelRequested: Statement
     private let selectSubmitKey: Statement
 
     // The open turn.
@@ -127,7 +131,8 @@ final class JobStore {
         db = try Connection(path: directory + "/queue.sqlite", options: JobStore.connectionOptions(maxPages: maxPages))
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
-        try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories)])
+        try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
+                                                         (4, JobStore.migrateCancelRequests)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -158,12 +163,12 @@ final class JobStore {
         deleteInput = try db.prepare("DELETE FROM job_input WHERE job = ?")
         deleteJob = try db.prepare("DELETE FROM jobs WHERE rowid = ?")
         updateRequeued = try db.prepare("""
-            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL, attempt_base = ?,
+            UPDATE jobs SET state = 'queued', not_before = ?, worker = NULL, attempt_base = ?, cancel_requested = NULL,
                 error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
             WHERE rowid = ? AND state IN ('queued', 'leased')
             """)
         updateDead = try db.prepare("""
-            UPDATE jobs SET state = 'dead', finished = ?, worker = NULL,
+            UPDATE jobs SET state = 'dead', finished = ?, worker = NULL, cancel_requested = NULL,
                 error_step_index = ?, error_step = ?, error_code = ?, error_reason = ?
             WHERE rowid = ? AND state IN ('queued', 'leased')
             """)
@@ -171,6 +176,7 @@ final class JobStore {
             UPDATE jobs SET state = 'queued', attempt_base = ?, not_before = 0, finished = NULL
             WHERE rowid = ? AND state = 'dead'
             """)
+        updateCancelRequested = try db.prepare("UPDATE jobs SET cancel_requested = ? WHERE rowid = ? AND state = 'leased'")
         selectSubmitKey = try db.prepare("SELECT job_id, event_seq FROM submit_keys WHERE key = ?")
     }
 
@@ -268,6 +274,12 @@ final class JobStore {
         try db.execute("CREATE INDEX IF NOT EXISTS events_job ON events (job_id, seq)")
     }
 
+    /// Version 4: a cancel asked of a running job outlives a restart.
+    private static func migrateCancelRequests(_ db: Connection) throws {
+        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
+        if !columns.contains("cancel_requested") { try db.execute("ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER") }
+    }
+
     /// A stored step index as DRK1 carries it: 0 when absent, never negative.
     static func wireStepIndex(_ stored: Int64?) -> Int32 {
         Int32(clamping: max(stored ?? 0, 0))
@@ -279,12 +291,13 @@ final class JobStore {
     func load() throws -> BrokerState.Loaded {
         var loaded = BrokerState.Loaded()
         try db.query("""
-            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file
+            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, cancel_requested
             FROM jobs WHERE finished IS NULL AND state IN ('queued', 'leased') ORDER BY priority DESC, id
             """) { row in
             let job = try JobStore.handle(row)
             if try row.string("state") == JobState.leased.rawValue {
                 loaded.leased.append(Lease(job: job, worker: try row.string("worker")))
+                if try row.optionalInt64("cancel_requested") != nil { loaded.cancelling.insert(job.id) }
             } else {
                 loaded.queued.append((job, try row.integer("not_before", as: UInt64.self)))
             }
@@ -517,6 +530,10 @@ final class JobStore {
         case .revive(let job):
             try updateRevived.execute(values: [.integer(Int64(job.attemptBase)), .integer(job.rowID)])
             try expectOneRow("revive", job)
+            return nil
+        case let .requestCancel(job, time):
+            try updateCancelRequested.execute(values: [.integer(Int64(clamping: time)), .integer(job.rowID)])
+            try expectOneRow("cancel request", job)
             return nil
         }
     }

@@ -273,6 +273,7 @@ extension BrokerCore {
             }
             for lease in state.cancellingLeases(of: worker) {
                 delivery.backend.append((connection, CancelJob(jobID: lease.job.id, attempt: lease.job.attempt).frames()))
+                logger.info("job \(lease.job.id) attempt \(lease.job.attempt): asking worker \(worker) again to stop it (it came back holding the job)")
             }
             if case .holding = message { return }
         }
