@@ -126,6 +126,41 @@ struct WebSourcesTests {
         #expect(missing.status == 1 && missing.stderr.contains("cannot read the list"), "\(missing.stderr)")
     }
 
+    @Test("Ctrl-C or SIGTERM during the downloads removes the downloaded files and ends submit by that signal",
+          .enabled(if: WebSourcesTests.pythonReady, "needs python3"))
+    func aStopSignalRemovesTheDownloads() throws {
+        let dir = try TemporaryDirectory()
+        let web = try WebServer(dir: dir, photos: ["a.jpg": 6])
+        defer { web.stop() }
+        for signal in [SIGINT, SIGTERM] {
+            // The downloads go under TMPDIR: one is done, one hangs.
+            let tmp = dir.url.appendingPathComponent("tmp-\(signal)")
+            try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+            let process = Process()
+            process.executableURL = DarkroomProcess.executable
+            process.arguments = ["submit", web.url("/files/a.jpg"), web.url("/slow.jpg"), "--ops", "invert", "--download-timeout", "60"]
+            process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            func downloaded() -> [String] {
+                let made = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+                return made.flatMap { sub in ((try? FileManager.default.contentsOfDirectory(atPath: tmp.appendingPathComponent(sub).path)) ?? []) }
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !downloaded().contains("0.jpg") && process.isRunning && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            try #require(downloaded().contains("0.jpg"), "the first URL was downloaded under \(tmp.path)")
+            kill(process.processIdentifier, signal)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == signal,
+                    "ended by signal \(signal), not \(process.terminationReason == .exit ? "exit status" : "signal") \(process.terminationStatus)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty, "nothing is left under TMPDIR")
+        }
+    }
+
     /// Runs `darkroom ARGS...` with `stdin` as its standard input.
     static func run(_ arguments: [String], stdin: String, dir: TemporaryDirectory) throws -> DarkroomProcess.Output {
         let input = dir.url.appendingPathComponent("stdin-\(UUID().uuidString)")

@@ -76,6 +76,9 @@ enum WebSources {
         let urls = all.filter { inputs[$0].problem == nil }
         guard !urls.isEmpty else { return Files(directory: nil) }
         let directory = try makeDirectory()
+        // Ctrl-C (or SIGTERM) during the downloads or the submit that
+        // follows would leave them behind.
+        RemoveOnSignal.install(directory)
         let files = Files(directory: directory)
         let requests = urls.map { index in
             FetchRequest(url: inputs[index].path, destination: (directory as NSString).appendingPathComponent("\(index).jpg"))
