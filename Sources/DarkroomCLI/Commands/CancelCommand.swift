@@ -33,13 +33,7 @@ enum CancelCommand {
         let ids = try args.positionals.map { try ClientOptions.id($0, what: "job id") }
         let timeout = try ClientOptions.timeout(args)
         let context = try Context()
-        let admin: Admin
-        do {
-            admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout,
-                              curve: try ClientOptions.brokerCurve(args))
-        } catch {
-            throw error.runtime
-        }
+        let admin = try ClientOptions.admin(args, context: context, timeout: timeout)
         if all {
             do {
                 let n = try admin.cancel(.queued)

@@ -22,6 +22,19 @@ enum ClientOptions {
     static func eventsEndpoint(_ args: ParsedArguments) -> String { args.value("events") ?? Wire.Endpoint.events }
     static func storeEndpoint(_ args: ParsedArguments) -> String { args.value("store") ?? Wire.Endpoint.store }
 
+    /// An admin client of the broker that `--broker`, `--timeout` (unless
+    /// given) and the CURVE options name; a bad option is a usage error,
+    /// a socket that cannot be set up a runtime one.
+    static func admin(_ args: ParsedArguments, context: Context, timeout: Duration? = nil) throws -> Admin {
+        let timeout = try timeout ?? ClientOptions.timeout(args)
+        let curve = try brokerCurve(args)
+        do {
+            return try Admin(endpoint: brokerEndpoint(args), context: context, timeout: timeout, curve: curve)
+        } catch {
+            throw error.runtime
+        }
+    }
+
     /// A ULID given on the command line (job or record id).
     static func id(_ text: String, what: String) throws -> ULID {
         guard let id = ULID(lenient: text) else {

@@ -25,13 +25,7 @@ enum JobCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let ids = try args.positionals.map { try ClientOptions.id($0, what: "job id") }
         let context = try Context()
-        let admin: Admin
-        do {
-            admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context,
-                              timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
-        } catch {
-            throw error.runtime
-        }
+        let admin = try ClientOptions.admin(args, context: context)
         var missing = 0
         for (index, id) in ids.enumerated() {
             do {

@@ -346,7 +346,7 @@ enum DeadCommand {
         let action = args.positionals.first ?? "list"
         let context = try Context()
         do {
-            let admin = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
+            let admin = try ClientOptions.admin(args, context: context)
             switch action {
             case "list":
                 let jobs = try admin.deadListAll()
