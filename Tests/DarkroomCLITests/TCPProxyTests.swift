@@ -14,11 +14,8 @@ import Glibc
         let proxy = try TCPProxy(to: server.port, delay: .milliseconds(150))
         defer { proxy.stop() }
 
-        let client = try #require(Plain.connect(proxy.port))
-        defer { close(client) }
-        let accepted = accept(server.fd, nil, nil)
-        try #require(accepted >= 0)
-        defer { close(accepted) }
+        let (client, accepted) = try Plain.pair(through: proxy, to: server.fd)
+        defer { close(client); close(accepted) }
 
         let started = ContinuousClock.now
         #expect(Plain.send(client, "ping") && Plain.receive(accepted) == "ping")
@@ -46,11 +43,8 @@ import Glibc
         defer { close(server.fd) }
         let proxy = try TCPProxy(to: server.port)
         defer { proxy.stop() }
-        let client = try #require(Plain.connect(proxy.port))
-        defer { close(client) }
-        let accepted = accept(server.fd, nil, nil)
-        try #require(accepted >= 0)
-        defer { close(accepted) }
+        let (client, accepted) = try Plain.pair(through: proxy, to: server.fd)
+        defer { close(client); close(accepted) }
 
         proxy.stall()
         #expect(Plain.send(client, "up") && Plain.receive(accepted) == "up", "the client's bytes still flow")
@@ -111,6 +105,17 @@ private enum Plain {
     static func send(_ fd: Int32, _ text: String) -> Bool {
         let bytes = Array(text.utf8)
         return Glibc.send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count
+    }
+
+    /// A client connected through `proxy`, and the server's end of it.
+    static func pair(through proxy: TCPProxy, to listener: Int32) throws -> (client: Int32, server: Int32) {
+        guard let client = connect(proxy.port) else { throw HarnessError("cannot connect to the proxy") }
+        let accepted = accept(listener, nil, nil)
+        guard accepted >= 0 else {
+            close(client)
+            throw HarnessError("the proxy's connection never reached the server")
+        }
+        return (client, accepted)
     }
 
     /// Whether something (bytes or the end) can be read within the time.
