@@ -279,26 +279,37 @@ fi
 # lat_run KIND MODE DIR JOBS OPS...: `darkroom broker` + `darkroom store`
 # and LAT_WORKERS `darkroom worker` processes with default flags, either
 # connected directly (MODE direct) or each worker through two delaying
-# proxies, one to the broker's backend and one to the store (MODE proxy);
-# then `darkroom submit DIR --wait` (the producer connects directly).
+# proxies, one to the broker's backend and one to the store (MODE proxy),
+# or through the same proxies without a delay (MODE relay: what forwarding
+# every byte through Python costs the machine's two cores, without the
+# distance); then `darkroom submit DIR --wait` (the producer connects
+# directly).
 lat_run() {
-    local kind=$1 mode=$2 dir=$3 jobs=$4 be st setup
+    local kind=$1 mode=$2 dir=$3 jobs=$4 be st setup proxy_cpu=0
     shift 4
     start_roles "lat-$kind-$mode" || { failed "latency-$kind" "broker or store did not answer"; return; }
     be=$BE; st=$ST; PROXY_PIDS=()
     setup="darkroom broker + darkroom store + $LAT_WORKERS × darkroom worker (default flags)"
-    if [ "$mode" = proxy ]; then
-        start_proxy "$TMP/lat-$kind.proxy-broker.log" "$BE" && be=$PROXY_EP
-        start_proxy "$TMP/lat-$kind.proxy-store.log" "$ST" && st=$PROXY_EP
-        setup="$setup, workers to broker and store through a +$((2 * LINK_DELAY_MS)) ms round-trip proxy"
+    if [ "$mode" = proxy ] || [ "$mode" = relay ]; then
+        local delay=$LINK_DELAY_MS
+        [ "$mode" = relay ] && delay=0
+        start_proxy "$TMP/lat-$kind.$mode-broker.log" "$BE" "$delay" && be=$PROXY_EP
+        start_proxy "$TMP/lat-$kind.$mode-store.log" "$ST" "$delay" && st=$PROXY_EP
+        if [ "$mode" = proxy ]; then
+            setup="$setup, workers to broker and store through a +$((2 * LINK_DELAY_MS)) ms round-trip proxy"
+        else
+            setup="$setup, workers to broker and store through the same proxy with no delay"
+        fi
     else
         setup="$setup, direct"
     fi
     start_workers "lat-$kind-$mode" "$LAT_WORKERS" "$be" "$st"
     if wait_workers "$LAT_WORKERS"; then
         submit_wait "$dir" "$TMP/lat-$kind-$mode.out" "$@"
-        log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s"
-        result "lat-$kind-$mode" "setup=$setup" jobs="$jobs" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")"
+        [ ${#PROXY_PIDS[@]} -gt 0 ] && proxy_cpu=$(cpu_seconds "${PROXY_PIDS[@]}")
+        log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s (proxies' CPU $proxy_cpu s)"
+        result "lat-$kind-$mode" "setup=$setup" jobs="$jobs" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")" \
+            proxyCpuSeconds="$proxy_cpu"
     else
         failed "latency-$kind" "$mode: the workers did not register"
     fi
@@ -308,14 +319,16 @@ lat_run() {
 }
 if want latency-tiny; then
     python3 "$BENCH/lib/make_inputs.py" copies "$TINY" "$LAT_TINY_JOBS" "$TMP/lat-tiny"
-    lat_run tiny direct "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
-    lat_run tiny proxy "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
+    for mode in direct relay proxy; do
+        lat_run tiny "$mode" "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
+    done
 fi
 if want latency-photos; then
     photo_set "$TMP/lat-photos" "$PHOTO_REPEAT"
     NPHOTOS=$(ls "$TMP/lat-photos" | wc -l)
-    lat_run photo direct "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
-    lat_run photo proxy "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
+    for mode in direct relay proxy; do
+        lat_run photo "$mode" "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
+    done
 fi
 
 # ------------------------------------------------------------ big inputs

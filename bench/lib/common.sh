@@ -92,6 +92,13 @@ spawn() {  # LOG COMMAND...: start in the background; its pid in LAST_PID
     LAST_PID=$!
     PIDS+=("$LAST_PID")
 }
+cpu_seconds() {  # PID...: their CPU so far (user + system), in seconds
+    local pid ticks=0
+    for pid in "$@"; do
+        ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    calc "round($ticks / $(getconf CLK_TCK), 2)"
+}
 stop() {  # PID...: SIGTERM each, then wait for each
     local pid
     for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
@@ -178,10 +185,10 @@ start_workers() {
 }
 # start_proxy LOG TARGET_ENDPOINT: a delaying forwarder (bench/latency_proxy.py,
 # LINK_DELAY_MS each way) to TARGET on a free port; its endpoint in PROXY_EP.
-start_proxy() {
-    local logfile=$1 target=${2#tcp://} port
+start_proxy() {  # LOG TARGET [DELAY_MS]: a delay-line proxy (LINK_DELAY_MS each way unless given)
+    local logfile=$1 target=${2#tcp://} delay=${3:-$LINK_DELAY_MS} port
     port=$(free_ports 1)
-    spawn "$logfile" python3 "$BENCH/latency_proxy.py" --listen "127.0.0.1:$port" --target "$target" --delay-ms "$LINK_DELAY_MS"
+    spawn "$logfile" python3 "$BENCH/latency_proxy.py" --listen "127.0.0.1:$port" --target "$target" --delay-ms "$delay"
     PROXY_EP=tcp://127.0.0.1:$port
     PROXY_PIDS+=("$LAST_PID")
     local i

@@ -12,9 +12,10 @@ Keys the report knows and what it compares:
     tuned-submit     the best tuned server with `darkroom submit --window N`
     tuned-keys       the default server, the load generator with submit keys
     sidekiq, celery  peers: darkroom's README path divided by theirs
-    lat-tiny-direct, lat-tiny-proxy,
-    lat-photo-direct, lat-photo-proxy
-                     the proxied run as % of the direct one
+    lat-tiny-direct, lat-tiny-relay, lat-tiny-proxy,
+    lat-photo-direct, lat-photo-relay, lat-photo-proxy
+                     the proxied runs as % of the direct one; the +100 ms
+                     run also as % of the same proxy without its delay
     big              peak RSS (VmHWM) of broker, store and worker
     img-engine, img-system
                      the queue's overhead over the engine alone (target < 10%)
@@ -118,11 +119,18 @@ def report(path, notes):
             kind, how = k.split("-")[1:]
             direct = first.get(f"lat-{kind}-direct")
             what = "tiny jobs" if kind == "tiny" else "photos"
-            ratio = ""
-            if how == "proxy" and direct:
-                ratio = f"{pct(e['rate'], direct['rate'])} of direct"
+            relay = first.get(f"lat-{kind}-relay")
+            ratios = []
+            if how in ("proxy", "relay") and direct:
+                ratios.append(f"{pct(e['rate'], direct['rate'])} of direct")
+            if how == "proxy" and relay:
+                ratios.append(f"{pct(e['rate'], relay['rate'])} of the same proxy without its delay")
+            ratio = "; ".join(ratios)
             result = f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)"
-            row(f"{what}, {'+100 ms link' if how == 'proxy' else 'direct'}", e["setup"], f"{e['jobs']:,} jobs, {e['stored']:,} stored", result, ratio)
+            if float(e.get("proxyCpuSeconds") or 0) > 0:
+                result += f"; the proxies used {e['proxyCpuSeconds']} s of CPU"
+            label = {"proxy": "+100 ms link", "relay": "relayed, no delay"}.get(how, "direct")
+            row(f"{what}, {label}", e["setup"], f"{e['jobs']:,} jobs, {e['stored']:,} stored", result, ratio)
         elif k == "big":
             decoded = e["width"] * e["height"] * 3 / 2**20
             row("big inputs", e["setup"], f"{e['jobs']} inputs of {e['meanMB']} MB, {e['stored']} stored",
