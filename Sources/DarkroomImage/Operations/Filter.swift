@@ -19,7 +19,8 @@ extension Image {
         func gaussian(_ d: Double) -> Double { exp(-d * d / twoSigmaSquared) }
         let h = FilterWeights(convolving: width, radius: radius, cancel: cancellation, weight: gaussian)
         try cancellation.check()
-        let v = FilterWeights(convolving: height, radius: radius, cancel: cancellation, weight: gaussian)
+        // A square image (after `crop:square`, say) blurs both ways alike.
+        let v = height == width ? h : FilterWeights(convolving: height, radius: radius, cancel: cancellation, weight: gaussian)
         try cancellation.check()
         return try cancellation.checked(convolved(horizontal: h, vertical: v, cancellation))
     }

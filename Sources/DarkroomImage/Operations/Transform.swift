@@ -91,26 +91,26 @@ extension Image {
     func mirrored(_ horizontally: Bool, _ cancel: CancellationFlag) -> Image {
         let rowLen = width * 4
         let poll = RowPoll(cancel, workPerRow: rowLen)
-        var out = [UInt8]()
-        out.reserveCapacity(pixels.count)
-        if horizontally {
-            out = [UInt8](repeating: 255, count: pixels.count, cancel)
-            if cancel.isCancelled { return self }
-            let src = pixels.span.bytes
-            var outSpan = out.mutableSpan
-            var dst = outSpan.mutableBytes
-            for y in 0..<height {
-                if poll.stop(at: y) { break }
-                let base = y * rowLen
-                for x in 0..<width {
-                    let px = src.unsafeLoadUnaligned(fromByteOffset: base + x * 4, as: SIMD4<UInt8>.self)
-                    dst.storeBytes(of: px, toByteOffset: base + (width - 1 - x) * 4, as: SIMD4<UInt8>.self)
-                }
-            }
-        } else {
+        guard horizontally else {
+            var out = [UInt8]()
+            out.reserveCapacity(pixels.count)
             for y in Swift.stride(from: height - 1, through: 0, by: -1) {
                 if poll.stop(at: height - 1 - y) { return self }
                 out.append(contentsOf: pixels[y * rowLen ..< (y + 1) * rowLen])
+            }
+            return Image(width: width, height: height, pixels: out)
+        }
+        // Every pixel is written, so the buffer needs no fill of its own.
+        var out = Image.unfilled(count: pixels.count)
+        let src = pixels.span.bytes
+        var outSpan = out.mutableSpan
+        var dst = outSpan.mutableBytes
+        for y in 0..<height {
+            if poll.stop(at: y) { return self }
+            let base = y * rowLen
+            for x in 0..<width {
+                let px = src.unsafeLoadUnaligned(fromByteOffset: base + x * 4, as: SIMD4<UInt8>.self)
+                dst.storeBytes(of: px, toByteOffset: base + (width - 1 - x) * 4, as: SIMD4<UInt8>.self)
             }
         }
         return Image(width: width, height: height, pixels: out)
