@@ -111,7 +111,9 @@ struct CancelTests {
         // The restarted broker still knows the job is being cancelled; the
         // worker comes back holding it, is asked again, and stops it.
         try h.startBroker()
-        #expect(try JobStoryTests.story(h, job)["state"] as? String == "cancelling")
+        // (Its worker may have come back and stopped it already.)
+        let after = try JobStoryTests.story(h, job)["state"] as? String
+        #expect(after == "cancelling" || after == "cancelled", "state \(after ?? "?") right after the restart")
         try h.waitUntil("the job ends", timeout: .seconds(180)) {
             !["running", "cancelling"].contains(try JobStoryTests.story(h, job)["state"] as? String ?? "")
         }
