@@ -111,7 +111,7 @@ public final class FreedMemoryReturner: RunnableService {
     public func start() throws {
         let thread = Thread { [self] in
             var rule = GiveBackRule(step: step, inUse: FreedMemory.heapBytesInUse(), resident: FreedMemory.residentBytes() ?? 0)
-            let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+            let seconds = interval.fractionalSeconds
             while !stopping.withLock({ $0 }) {
                 _ = wake.wait(timeout: .now() + seconds)
                 if stopping.withLock({ $0 }) { break }

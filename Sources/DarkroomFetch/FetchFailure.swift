@@ -64,7 +64,7 @@ public struct FetchFailure: Error, Sendable, Equatable {
 
     /// `1 s`, `1.5 s`.
     static func seconds(_ duration: Duration) -> String {
-        let ms = Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+        let ms = duration.wholeMilliseconds
         return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(Double(ms) / 1000) s"
     }
 
@@ -75,4 +75,12 @@ public struct FetchFailure: Error, Sendable, Equatable {
         406: "Not Acceptable", 408: "Request Timeout", 410: "Gone", 429: "Too Many Requests", 451: "Unavailable For Legal Reasons",
         500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
     ]
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down (what libcurl's timeouts take).
+    var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(clamping: seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+    }
 }

@@ -60,8 +60,7 @@ final class Transfer {
     }
 
     private func configure() -> CURLcode {
-        let milliseconds = { (d: Duration) -> Int in max(1, Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)) }
-        let total = milliseconds(limits.timeout)
+        let total = max(1, limits.timeout.wholeMilliseconds)
         // The transfer's context for the body callback: this object, which
         // the caller keeps alive for as long as the handle can call back.
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -74,7 +73,7 @@ final class Transfer {
             darkroom_curl_set_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"),
             darkroom_curl_set_long(handle, CURLOPT_FOLLOWLOCATION, 1),
             darkroom_curl_set_long(handle, CURLOPT_MAXREDIRS, limits.maxRedirects),
-            darkroom_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(milliseconds(limits.connectTimeout), total)),
+            darkroom_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(max(1, limits.connectTimeout.wholeMilliseconds), total)),
             darkroom_curl_set_long(handle, CURLOPT_TIMEOUT_MS, total),
             // Refuses a body whose announced length is over the limit before
             // it comes; the callback below stops one that runs over.

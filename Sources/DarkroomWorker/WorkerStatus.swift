@@ -105,8 +105,7 @@ public struct JobStageTimes: Sendable, Equatable {
     }
 
     mutating func record(_ stage: JobStage, _ duration: Duration) {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        histograms[stage.index].record(max(0, seconds))
+        histograms[stage.index].record(max(0, duration.fractionalSeconds))
     }
 }
 

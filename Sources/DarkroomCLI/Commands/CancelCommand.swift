@@ -1,4 +1,5 @@
 import DarkroomClient
+import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
@@ -94,7 +95,7 @@ enum CancelCommand {
             default:
                 return .other(story.state)
             }
-            Thread.sleep(forTimeInterval: pause / .milliseconds(1) / 1000)
+            Thread.sleep(forTimeInterval: pause.fractionalSeconds)
             pause = min(pause * 2, .milliseconds(200))
         }
     }

@@ -187,6 +187,6 @@ enum RoleMetrics {
     }
 
     static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        duration.fractionalSeconds
     }
 }
