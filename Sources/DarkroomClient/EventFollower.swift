@@ -122,6 +122,12 @@ public final class EventFollower {
     /// How long to wait, with nothing arriving, before asking the broker
     /// whether events were missed.
     public var idleCheck: Duration = .seconds(1)
+    /// Kinds of event passed over: their seqs move the cursor, but they are
+    /// neither delivered nor counted, and in a live batch they are read
+    /// only as far as their seq, kind and job id (`EventMessage.decode`).
+    /// `submit` passes over `accepted` and `started`, two of every job's
+    /// three events.
+    public var skippedKinds: Set<EventKind> = []
     /// The most events to ask for in one REPLAY; 0 lets the broker choose.
     /// Kept under ZeroMQ's default high-water mark (1000 messages), which a
     /// ROUTER silently drops beyond: a page that fits arrives whole.
@@ -384,6 +390,7 @@ public final class EventFollower {
         // pruned range), so it is right however this call ends.
         let deliver: (Event) -> FollowDecision = { event in
             self.nextSeq = event.seq + 1
+            if self.skippedKinds.contains(event.kind) { return .continue }
             self.lastDeliveredSeq = event.seq
             tally.delivered += 1
             return handler(event)
@@ -500,7 +507,7 @@ public final class EventFollower {
             noteAlive()
             // A malformed live message is dropped; its seqs show up as a
             // gap and are fetched again with REPLAY.
-            guard let message = try? EventMessage.decode(frames) else { continue }
+            guard let message = try? EventMessage.decode(frames, skipping: skippedKinds) else { continue }
             for event in message.events { state.offer(event, handler) }
         }
         return count

@@ -344,6 +344,9 @@ private final class FollowerLoop: ServiceLoop {
          silenceLimit: Duration, reports: Mailbox<FollowerReport>) throws {
         (mailbox, inbox) = try Mailbox<FollowerInstruction>.make(context: context)
         follower = try EventFollower(frontend: frontend, events: events, context: context, timeout: timeout, curve: curve)
+        // Only a job's later events are reported; these two of its three
+        // are passed over without being decoded in full.
+        follower.skippedKinds = [.accepted, .started]
         self.reports = reports
         self.silenceLimit = silenceLimit
         follower.onBrokerContact = { [reports] contact in reports.post(.contact(contact)) }
@@ -410,10 +413,8 @@ private final class FollowerLoop: ServiceLoop {
             from = nil
             do {
                 _ = try follower.follow(from: .seq(start), retry: .standard, giveUpAfterSilence: silenceLimit) { event in
-                    if event.kind != .accepted && event.kind != .started {
-                        batch.append(event)
-                        if batch.count >= 256 { flush() }
-                    }
+                    batch.append(event)
+                    if batch.count >= 256 { flush() }
                     return .continue
                 }
                 flush()

@@ -154,10 +154,16 @@ public struct EventBatch: WireMessage {
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
+        try self.init(from: &r, skipping: [])
+    }
+
+    /// Decodes as `init(from:)` does, except that events of the kinds in
+    /// `skipping` are read only as far as `skimmed` says.
+    init(from r: inout MessageReader, skipping: Set<EventKind>) throws(ProtocolError) {
         let count = try r.u32("count", 1...UInt32(EventBatch.maxEvents))
         let recordsFrame = r.index
         let records = try r.blob("events", minimum: 1)
-        events = try EventBatch.decodeRecords(records, count: Int(count)) { problem in
+        events = try EventBatch.decodeRecords(records, count: Int(count), skipping: skipping) { problem in
             r.error(frame: recordsFrame, "events", problem)
         }
     }
@@ -179,8 +185,9 @@ public struct EventBatch: WireMessage {
     private static let recordCommands: Set<Command> = [.event]
 
     /// Splits the records frame into `count` events, each checked as an EVENT
-    /// would be, and checks that their seqs follow one another.
-    static func decodeRecords(_ bytes: [UInt8], count: Int,
+    /// would be (those of a kind in `skipping` only as far as `skimmed`
+    /// reads them), and checks that their seqs follow one another.
+    static func decodeRecords(_ bytes: [UInt8], count: Int, skipping: Set<EventKind> = [],
                               _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
         var events: [Event] = []
         events.reserveCapacity(count)
@@ -189,6 +196,13 @@ public struct EventBatch: WireMessage {
         // this function's alone again, and is reused rather than reallocated.
         var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
+            if !skipping.isEmpty, let event = try skimmed(bytes, fields, skipping: skipping, { fail("event \(index + 1) of \(count): \($0)") }) {
+                if let previous = events.last, event.seq != previous.seq &+ 1 {
+                    throw fail("event \(index + 1) of \(count) has seq \(event.seq), must be \(previous.seq &+ 1)")
+                }
+                events.append(event)
+                return
+            }
             for f in 0..<fields.count {
                 frames[2 + f].removeAll(keepingCapacity: true)
                 frames[2 + f].append(contentsOf: bytes[fields[f]])
@@ -207,6 +221,24 @@ public struct EventBatch: WireMessage {
             events.append(event)
         }
         return events
+    }
+
+    /// A record of a kind in `skipping`, read only as far as its seq, kind
+    /// and job id (each checked as EVENT's are); its other fields are left
+    /// unread and unchecked, and come back empty. Nil for any other kind.
+    /// For a reader that drops such events but must see every seq.
+    private static func skimmed(_ bytes: [UInt8], _ fields: InlineArray<12, Range<Int>>, skipping: Set<EventKind>,
+                                _ fail: (String) -> ProtocolError) throws(ProtocolError) -> Event? {
+        guard fields[2].count == 1, let kind = EventKind(rawValue: bytes[fields[2].lowerBound]) else {
+            return nil  // read in full, which says what is wrong with it
+        }
+        guard skipping.contains(kind) else { return nil }
+        guard fields[0].count == 8 else { throw fail("seq must be 8 bytes, got \(fields[0].count)") }
+        let seq = bytes[fields[0]].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard let jobID = ULID.parse(bytes[fields[3]], values: ULID.strictValues) else {
+            throw fail("job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(bytes[fields[3]])))")
+        }
+        return Event(seq: seq, time: 0, kind: kind, jobID: jobID, attempt: 0, sourceName: "")
     }
 
     /// Walks the records frame: calls `body` with each of the `count`
@@ -240,14 +272,15 @@ public struct EventBatch: WireMessage {
         }
     }
 
-    /// Decodes a message received on the events SUB socket (topic first).
-    public static func decodePublished(_ frames: [[UInt8]]) throws(ProtocolError) -> EventBatch {
+    /// Decodes a message received on the events SUB socket (topic first);
+    /// events of the kinds in `skipping` only as far as `skimmed` reads them.
+    public static func decodePublished(_ frames: [[UInt8]], skipping: Set<EventKind> = []) throws(ProtocolError) -> EventBatch {
         guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
         guard topic == Wire.eventBatchTopic else {
             throw ProtocolError(.malformed, "frame 0 (topic) must be 'eb', got \(Wire.quoted(topic))")
         }
         var r = try MessageReader(frames, offset: 1, expecting: [.events], context: "under the topic 'eb'")
-        let batch = try EventBatch(from: &r)
+        let batch = try EventBatch(from: &r, skipping: skipping)
         try r.finish()
         return batch
     }
@@ -319,12 +352,15 @@ public enum EventMessage: Sendable, Equatable {
         }
     }
 
-    /// Decodes either form by its topic frame.
-    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> EventMessage {
+    /// Decodes either form by its topic frame. The events of a batch whose
+    /// kind is in `skipping` are read only as far as their seq, kind and job
+    /// id, and come back with their other fields empty: for a reader that
+    /// drops them anyway (a single EVENT is always read in full).
+    public static func decode(_ frames: [[UInt8]], skipping: Set<EventKind> = []) throws(ProtocolError) -> EventMessage {
         guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
         switch topic {
         case Wire.eventTopic: return .event(try Event.decodePublished(frames))
-        case Wire.eventBatchTopic: return .batch(try EventBatch.decodePublished(frames))
+        case Wire.eventBatchTopic: return .batch(try EventBatch.decodePublished(frames, skipping: skipping))
         default: throw ProtocolError(.malformed, "frame 0 (topic) must be 'ev' or 'eb', got \(Wire.quoted(topic))")
         }
     }

@@ -165,6 +165,31 @@ func eventBroker(_ context: Context, _ script: Shared<EventScript>) throws -> Te
         #expect(script.current.replays.contains(3))
     }
 
+    @Test func skippedKindsMoveTheCursorButAreNeitherDeliveredNorCounted() throws {
+        let context = try Context()
+        let job = ulid()
+        let record = ulid()
+        // Replayed first, then one live batch (consecutive seqs go out together).
+        let script = Shared(EventScript(log: [event(1, .accepted, job: job), event(2, .started, job: job)],
+                                        later: [event(3, .accepted, job: job), event(4, .started, job: job),
+                                                event(5, .stored, job: job, record: record), event(6, .dead, job: job)],
+                                        publish: [3, 4, 5, 6], replayLater: false))
+        let server = try eventBroker(context, script)
+        defer { server.stop() }
+
+        let follower = try EventFollower(frontend: server.endpoint, events: server.eventsEndpoint, context: context, timeout: .seconds(20))
+        follower.skippedKinds = [.accepted, .started]
+        var seen: [Event] = []
+        let result = try follower.follow(from: 1, for: .seconds(30)) { event in
+            seen.append(event)
+            return event.seq == 6 ? .stop : .continue
+        }
+        #expect(seen.map(\.seq) == [5, 6])
+        #expect(seen.first == event(5, .stored, job: job, record: record), "a delivered event is read in full")
+        #expect(result.delivered == 2 && result.lastSeq == 6)
+        #expect(follower.nextSeq == 7 && follower.lastDeliveredSeq == 6)
+    }
+
     @Test func aReplayWhoseEndIsLostIsAskedAgain() throws {
         let context = try Context()
         let job = ulid()

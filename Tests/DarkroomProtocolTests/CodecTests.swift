@@ -213,3 +213,49 @@ struct HostileInputTests {
         }
     }
 }
+
+/// A batch read by a follower that passes over some kinds of event.
+@Suite("Events read in part")
+struct SkimmedEventTests {
+    let job = ULID(milliseconds: 1_730_000_000_000, randomHigh: 1, randomLow: 2)
+    let record = ULID(milliseconds: 1_730_000_000_001, randomHigh: 3, randomLow: 4)
+
+    var batch: EventBatch {
+        EventBatch(events: [
+            Event(seq: 7, time: 10, kind: .accepted, jobID: job, attempt: 0, sourceName: "a.jpg"),
+            Event(seq: 8, time: 11, kind: .started, jobID: job, attempt: 1, sourceName: "a.jpg", workerID: "w1"),
+            Event(seq: 9, time: 12, kind: .stored, jobID: job, attempt: 1, sourceName: "a.jpg", workerID: "w1", recordID: record),
+        ])
+    }
+
+    @Test func skippedKindsKeepTheirSeqKindAndJobAndNothingElse() throws {
+        let full = try EventMessage.decode(batch.publishedFrames())
+        #expect(full == .batch(batch))
+        let skimmed = try EventMessage.decode(batch.publishedFrames(), skipping: [.accepted, .started]).events
+        #expect(skimmed.map(\.seq) == [7, 8, 9])
+        #expect(skimmed.map(\.kind) == [.accepted, .started, .stored])
+        #expect(skimmed.allSatisfy { $0.jobID == job })
+        #expect(skimmed[0] == Event(seq: 7, time: 0, kind: .accepted, jobID: job, attempt: 0, sourceName: ""))
+        #expect(skimmed[1].workerID.isEmpty && skimmed[1].attempt == 0, "the rest of a skipped event is not read")
+        #expect(skimmed[2] == batch.events[2], "the others are read in full")
+    }
+
+    @Test func aSkippedEventsSeqAndJobIdAreStillChecked() throws {
+        // A gap in the seqs, at a skipped event.
+        var gap = batch
+        gap.events[1].seq = 20
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(gap.publishedFrames(), skipping: [.started]) }
+
+        // A job id that is not a ULID, in a skipped record: the 26 bytes of
+        // the first record's job id (its fourth field) overwritten.
+        var frames = batch.publishedFrames()
+        var records = try #require(frames.last)  // topic, protocol, command, count, records
+        var position = 0
+        for _ in 0..<3 { position += 2 + (Int(records[position]) << 8 | Int(records[position + 1])) }
+        #expect(Int(records[position]) << 8 | Int(records[position + 1]) == 26)
+        for i in 0..<26 { records[position + 2 + i] = UInt8(ascii: "!") }
+        frames[frames.count - 1] = records
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(frames, skipping: [.accepted]) }
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(frames) }
+    }
+}
