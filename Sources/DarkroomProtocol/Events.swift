@@ -196,24 +196,21 @@ public struct EventBatch: WireMessage {
         // this function's alone again, and is reused rather than reallocated.
         var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
-            if !skipping.isEmpty, let event = try skimmed(bytes, fields, skipping: skipping, { fail("event \(index + 1) of \(count): \($0)") }) {
-                if let previous = events.last, event.seq != previous.seq &+ 1 {
-                    throw fail("event \(index + 1) of \(count) has seq \(event.seq), must be \(previous.seq &+ 1)")
-                }
-                events.append(event)
-                return
-            }
-            for f in 0..<fields.count {
-                frames[2 + f].removeAll(keepingCapacity: true)
-                frames[2 + f].append(contentsOf: bytes[fields[f]])
-            }
             let event: Event
-            do throws(ProtocolError) {
-                var reader = try MessageReader(frames, expecting: recordCommands, context: "in EVENTS")
-                event = try Event(from: &reader)
-                try reader.finish()
-            } catch {
-                throw fail("event \(index + 1) of \(count): \(error.reason)")
+            if !skipping.isEmpty, let skim = try skimmed(bytes, fields, skipping: skipping, { fail("event \(index + 1) of \(count): \($0)") }) {
+                event = skim
+            } else {
+                for f in 0..<fields.count {
+                    frames[2 + f].removeAll(keepingCapacity: true)
+                    frames[2 + f].append(contentsOf: bytes[fields[f]])
+                }
+                do throws(ProtocolError) {
+                    var reader = try MessageReader(frames, expecting: recordCommands, context: "in EVENTS")
+                    event = try Event(from: &reader)
+                    try reader.finish()
+                } catch {
+                    throw fail("event \(index + 1) of \(count): \(error.reason)")
+                }
             }
             if let previous = events.last, event.seq != previous.seq &+ 1 {
                 throw fail("event \(index + 1) of \(count) has seq \(event.seq), must be \(previous.seq &+ 1)")
@@ -234,7 +231,7 @@ public struct EventBatch: WireMessage {
         }
         guard skipping.contains(kind) else { return nil }
         guard fields[0].count == 8 else { throw fail("seq must be 8 bytes, got \(fields[0].count)") }
-        let seq = bytes[fields[0]].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let seq = FrameReader.bigEndian(bytes[fields[0]])
         guard let jobID = ULID.parse(bytes[fields[3]], values: ULID.strictValues) else {
             throw fail("job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(bytes[fields[3]])))")
         }

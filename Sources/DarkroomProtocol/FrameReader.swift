@@ -22,9 +22,12 @@ public struct FrameReader: Sendable {
     }
 
     mutating func unsigned(_ width: Int) throws(OutOfBytes) -> UInt64 {
-        var value: UInt64 = 0
-        for byte in try take(width) { value = value << 8 | UInt64(byte) }
-        return value
+        FrameReader.bigEndian(try take(width))
+    }
+
+    /// Up to eight bytes as a big-endian unsigned integer.
+    static func bigEndian(_ bytes: some Collection<UInt8>) -> UInt64 {
+        bytes.reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     public mutating func u8() throws(OutOfBytes) -> UInt8 { UInt8(truncatingIfNeeded: try unsigned(1)) }

@@ -17,8 +17,7 @@ extension FaultTests {
     @Test("a 300 MB burst from three producers: every job stored on attempt 1, no worker silent, every PING answered")
     func burst() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let workers = ["burst-w1", "burst-w2", "burst-w3"]
         for worker in workers { try h.startWorker(worker, concurrency: 1, grace: 30) }
         try h.waitUntil("the three workers are ready") { (try h.status()["workers"] as? [Any])?.count == 3 }

@@ -13,8 +13,7 @@ struct CancelTests {
     @Test("a running job and a queued one end cancelled, store nothing, and the worker takes its next job")
     func runningAndQueued() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         try h.startWorker("w", concurrency: 1, ["--prefetch", "0"])
         let slow = try h.writeImages(2, name: "slow", size: Size(width: 800, height: 600))
         let submit = try h.run(["submit", slow.path, "--ops", "blur:8 | scale:300x300", "--json"] + h.clientFlags)
@@ -84,8 +83,7 @@ struct CancelTests {
     @Test("a cancel asked of a running job outlives a SIGKILL of the broker: its worker is asked again and nothing is stored")
     func pendingCancelOutlivesABrokerKill() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         // The worker reaches the broker through a proxy that can hold the
         // broker's messages back while both ends stay connected.
         let proxy = try TCPProxy(to: SystemHarness.port(of: h.backend))
@@ -130,8 +128,7 @@ struct CancelTests {
     @Test("--all-queued cancels every waiting job and submit --wait reports them cancelled")
     func allQueued() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let input = try h.writeImages(4)
         // No worker: every job waits. submit --wait follows them until they end.
         let waiting = try h.start("submit", ["submit", input.path, "--ops", "invert", "--wait", "--json", "--timeout", "30"] + h.clientFlags,

@@ -56,8 +56,7 @@ struct FaultTests {
     @Test("the broker killed with SIGKILL five times mid-batch: every job stored exactly once, no attempt charged")
     func brokerKilledRepeatedly() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let workers = ["kill-w1", "kill-w2", "kill-w3"]
         for worker in workers { try h.startWorker(worker) }
         let jobs = try Self.submit(h, try h.writeImages(30, size: Size(width: 320, height: 240)))
@@ -174,8 +173,7 @@ struct FaultTests {
     @Test("the storage node killed with SIGKILL five times mid-batch: one record per job, every job stored once, none dead")
     func storeKilledRepeatedly() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let workers = ["store-w1", "store-w2", "store-w3"]
         for worker in workers { try h.startWorker(worker) }
         let jobs = try Self.submit(h, try h.writeImages(30, size: Size(width: 320, height: 240)))
@@ -198,9 +196,7 @@ struct FaultTests {
     @Test("a worker stopped with SIGTERM twenty times: each job it hands back goes to another worker, and the broker hears each stop")
     func workerStoppedRepeatedly() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("stay-a")
+        try h.startSystem(workers: [("stay-a", 1)])
         let input = try h.writeImages(30, size: Size(width: 320, height: 240))
         var jobs = try Self.submit(h, input)
         let stoppers = (1...20).map { "stop-b\($0)" }

@@ -68,9 +68,7 @@ struct EventSubscriptionTests {
     @Test("stray subscriptions get every events connection dropped; a watch reconnects and misses no event")
     func strayFloodDropsConnections() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w1")
+        try h.startSystem(workers: [("w1", 1)])
         let input = try h.writeImages(2, name: "first", size: Size(width: 64, height: 48))
         try h.start("watch", ["watch", "--json", "--from", "1"] + h.clientFlags, separateStderr: true)
         let first = try h.run(["submit", input.path, "--ops", "grayscale", "--thumb", "16x16", "--wait"] + h.clientFlags)

@@ -16,9 +16,7 @@ struct FollowFolderTests {
     @Test("files copied or moved in are stored once; a half-written file waits for its close; a restart submits nothing twice")
     func hotFolder() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w", concurrency: 2)
+        try h.startSystem(workers: [("w", 2)])
         let hot = h.dir.url.appendingPathComponent("hot")
         try FileManager.default.createDirectory(at: hot, withIntermediateDirectories: true)
         try Self.jpeg(seed: 1).write(to: hot.appendingPathComponent("already-there.jpg"))

@@ -35,8 +35,7 @@ struct FuzzTests {
         let started = clock.now
         print("fuzz: seed \(FuzzSeed.hex(seed))")
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         try h.startWorker(FuzzTests.worker, concurrency: 2)
 
         // A few normal jobs first: the memory measured next is that of a

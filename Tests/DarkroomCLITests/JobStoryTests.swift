@@ -21,8 +21,7 @@ struct JobStoryTests {
     @Test("queued, then running on a worker killed with SIGKILL, then stored by another; the story survives a broker SIGKILL")
     func throughAKilledWorker() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let input = try h.writeImages(1, size: Size(width: 800, height: 600))
         let submit = try h.run(["submit", input.path, "--ops", "blur:8 | scale:400x400,mode=fill | crop:square", "--priority", "7", "--json"] + h.clientFlags)
         try #require(submit.status == 0, "\(submit.stderr)")
@@ -83,9 +82,7 @@ struct JobStoryTests {
     @Test("a job that dies shows its failing stage; an unknown job exits 1 and says so; a bad id is a usage error")
     func deadAndUnknown() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w")
+        try h.startSystem(workers: [("w", 1)])
         let input = try h.writeImages(1)
         let good = [UInt8](try Data(contentsOf: input.appendingPathComponent("photo-000.jpg")))
         try Data(good.prefix(good.count * 2 / 3)).write(to: input.appendingPathComponent("photo-000.jpg"))

@@ -9,9 +9,7 @@ struct ListingTests {
     @Test("ls --all --json lists 5,000 records newest first, each once; --limit and --before page through them")
     func everyRecord() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w", concurrency: 64)
+        try h.startSystem(workers: [("w", 64)])
         // 5,000 tiny inputs: one JPEG made in code, written under 5,000 names.
         let folder = h.dir.url.appendingPathComponent("many")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -49,9 +47,7 @@ struct ListingTests {
     @Test("watch --from 0 starts at the first event, as --from 1 does")
     func watchFromZero() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w")
+        try h.startSystem(workers: [("w", 1)])
         let input = try h.writeImages(2)
         let submit = try h.run(["submit", input.path, "--ops", "invert", "--wait"] + h.clientFlags)
         try #require(submit.status == 0, "\(submit.stderr)")

@@ -83,8 +83,7 @@ extension FaultTests {
     @Test("submit --wait through two SIGKILLs of the broker while it accepts: every input accepted once, stored once, every result printed")
     func submitThroughBrokerKills() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         // Inputs of about 0.4 MB, each written to a file of its own by the
         // broker, two in flight at a time: an accept phase of a few seconds.
         let photo = try Fixtures.noisyJPEG(width: 800, height: 600, noise: 40, quality: 90)
@@ -158,10 +157,7 @@ extension FaultTests {
     @Test("submit --wait of 3,000 tiny inputs with workers running, the broker killed with SIGKILL twice mid-flood: each input accepted once, stored once")
     func submitFloodThroughBrokerKills() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("flood-w1", concurrency: 2)
-        try h.startWorker("flood-w2", concurrency: 2)
+        try h.startSystem(workers: [("flood-w1", 2), ("flood-w2", 2)])
         let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), options: EncodeOptions(quality: 80))
         let total = 3_000
         let folder = try h.writeCopies(of: tiny, total, name: "flood")

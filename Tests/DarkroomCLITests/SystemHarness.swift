@@ -93,6 +93,14 @@ final class SystemHarness {
         try start(name, ["worker", "--broker", backend, "--store", store, "--concurrency", String(concurrency), "--id", name, "--grace", String(grace)] + extra)
     }
 
+    /// The broker and the storage node, each waited for until it answers,
+    /// then a worker for each name, with its processing threads.
+    func startSystem(workers: [(name: String, concurrency: Int)] = []) throws {
+        try startBroker()
+        try startStore()
+        for worker in workers { try startWorker(worker.name, concurrency: worker.concurrency) }
+    }
+
     func log(_ name: String) -> String {
         (try? String(contentsOf: dir.url.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
     }

@@ -12,10 +12,7 @@ struct SystemTests {
     @Test("submit --wait stores one linked full-res and thumbnail per job, and get returns the stored bytes")
     func submitWaitListGet() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w1", concurrency: 2)
-        try h.startWorker("w2")
+        try h.startSystem(workers: [("w1", 2), ("w2", 1)])
         let input = try h.writeImages(6)
 
         let submit = try h.run(["submit", input.path, "--ops", "scale:128x128,mode=fill | crop:square | glitch:seed=3", "--thumb", "32x32", "--wait", "--json"] + h.clientFlags)
@@ -81,9 +78,7 @@ struct SystemTests {
     @Test("submit --wait of 300 inputs with a path given twice and a bad file: one job per input, accepted before its end, exit 1")
     func submitWaitManyInputs() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w1", concurrency: 4)
+        try h.startSystem(workers: [("w1", 4)])
         let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 9), options: EncodeOptions(quality: 80))
         let folder = try h.writeCopies(of: tiny, 300, name: "many")
         let twice = folder.appendingPathComponent("many-007.jpg").path
@@ -126,8 +121,7 @@ struct SystemTests {
     @Test("a worker killed with SIGKILL mid-batch loses nothing: its job is retried elsewhere, stored once")
     func killedWorker() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         // Big enough that one job takes a while in a debug build.
         let input = try h.writeImages(4, size: Size(width: 800, height: 600))
         try h.startWorker("victim")
@@ -164,9 +158,7 @@ struct SystemTests {
     @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")
     func badInput() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("w1")
+        try h.startSystem(workers: [("w1", 1)])
         let input = try h.writeImages(2)
         // Passes the local header check but fails while decoding the scan.
         let good = [UInt8](try Data(contentsOf: input.appendingPathComponent("photo-000.jpg")))
@@ -205,8 +197,7 @@ struct SystemTests {
     @Test("jobs accepted before a broker restart are all processed after it")
     func brokerRestart() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
+        try h.startSystem()
         let input = try h.writeImages(3)
         let submit = try h.run(["submit", input.path, "--ops", "grayscale"] + h.clientFlags)
         #expect(submit.status == 0)

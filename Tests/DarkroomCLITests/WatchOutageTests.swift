@@ -67,9 +67,7 @@ extension FaultTests {
     @Test("watch, live and from seq 1, across a 6 s SIGSTOP and a SIGKILL with restart while jobs flow: every event printed once, in order; one notice each way per outage")
     func watchAcrossBrokerPauseAndKill() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("watch-w1", concurrency: 2)
+        try h.startSystem(workers: [("watch-w1", 2)])
         let stream = try Self.jobStream(h)
         defer { _ = stream.stop() }
         try h.waitUntil("events flow") { try h.headSeq() >= 10 }
@@ -119,9 +117,7 @@ extension FaultTests {
     @Test("watch (live, from seq 1, started during the cut) and submit --wait through a TCP proxy cut for 6 s while jobs flow: every event printed once, in order; the wait ends with every job stored")
     func watchAcrossCutConnection() throws {
         let h = try SystemHarness()
-        try h.startBroker()
-        try h.startStore()
-        try h.startWorker("cut-w1", concurrency: 2)
+        try h.startSystem(workers: [("cut-w1", 2)])
         let frontend = try TCPProxy(to: SystemHarness.port(of: h.frontend))
         let events = try TCPProxy(to: SystemHarness.port(of: h.events))
         defer {

@@ -173,23 +173,8 @@ enum SubmitCommand {
         // URLs: downloaded and checked now; one that fails is reported and
         // the rest go on. The files are removed when submit ends.
         let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid) : nil
-        // A download is read once, by its check; its bytes are kept for
-        // sending within what the local files left of the kept-bytes bound.
-        var keptForDownloads = SubmitInputs.keptBytes - inputs.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
-        var downloaded: [String: [UInt8]] = [:]
-        func checkDownload(_ path: String) -> String? {
-            switch SubmitInputs.readChecked(path, pipeline: pipeline) {
-            case .problem(let problem):
-                return problem
-            case .bytes(let bytes):
-                if bytes.count <= keptForDownloads {
-                    keptForDownloads -= bytes.count
-                    downloaded[path] = bytes
-                }
-                return nil
-            }
-        }
-        let downloads = try WebSources.download(files, limits: limits, check: checkDownload,
+        var downloadChecks = SubmitInputs.DownloadChecks(pipeline: pipeline, after: inputs)
+        let downloads = try WebSources.download(files, limits: limits, check: { downloadChecks.check($0) },
                                                 progress: { progress?.downloaded($0, failed: $1, of: $2) }) { index, problem in
             if let problem {
                 inputs[index].problem = problem
@@ -203,7 +188,7 @@ enum SubmitCommand {
         defer { downloads.remove() }
         for index in inputs.indices where files[index].isURL && inputs[index].problem == nil {
             inputs[index].file = downloads.file(for: index)
-            inputs[index].bytes = inputs[index].file.flatMap { downloaded.removeValue(forKey: $0) }
+            inputs[index].bytes = inputs[index].file.flatMap { downloadChecks.takeBytes(of: $0) }
         }
         progress?.total = valid
         if valid == 0 {

@@ -76,6 +76,39 @@ enum SubmitInputs {
         return Input(path: file.path, bytes: bytes)
     }
 
+    /// The checks of URL downloads, as each finishes: a download is read
+    /// once, by its check, and its bytes are kept for sending within what
+    /// the local files left of `keptBytes`.
+    struct DownloadChecks {
+        let pipeline: Pipeline
+        private var room: Int
+        private var kept: [String: [UInt8]] = [:]
+
+        init(pipeline: Pipeline, after inputs: [Input]) {
+            self.pipeline = pipeline
+            room = keptBytes - inputs.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
+        }
+
+        /// Why the download at `path` cannot be submitted; nil when it can.
+        mutating func check(_ path: String) -> String? {
+            switch readChecked(path, pipeline: pipeline) {
+            case .problem(let problem):
+                return problem
+            case .bytes(let bytes):
+                if bytes.count <= room {
+                    room -= bytes.count
+                    kept[path] = bytes
+                }
+                return nil
+            }
+        }
+
+        /// The bytes kept for the download at `path` (once), if any.
+        mutating func takeBytes(of path: String) -> [UInt8]? {
+            kept.removeValue(forKey: path)
+        }
+    }
+
     /// A file read and checked: its bytes, or why it cannot be submitted.
     enum Checked {
         case bytes([UInt8])
