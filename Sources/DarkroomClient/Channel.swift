@@ -29,6 +29,8 @@ final class Channel {
     let timeout: Duration
     private let poller = Poller()
     private let sendPoller = Poller()
+    /// Waits for the monitor alone, while there is no connection to send on.
+    private let linkPoller = Poller()
     private let monitor: SocketMonitor
     private var handshake: HandshakeGuard
     private var lastRequestID: UInt64 = 0
@@ -46,10 +48,6 @@ final class Channel {
         do {
             try socket.setLinger(milliseconds: 0)
             try socket.setMaxMessageSize(Wire.maxMessageSize)
-            // Queue messages only on a finished connection: with no server, a
-            // send waits (up to the send timeout) instead of piling up
-            // requests that would all arrive, stale, when a server appears.
-            try socket.setImmediate(true)
             try socket.setSendTimeout(milliseconds: milliseconds(timeout))
             try socket.setReconnectInterval(100, maximum: 1000)
             try socket.setConnectTimeout(milliseconds: 2_000)
@@ -60,7 +58,7 @@ final class Channel {
         } catch {
             throw ClientError.zmq(error, "cannot configure the socket for \(role)")
         }
-        handshake = HandshakeGuard(usesCurve: curve != nil)
+        handshake = HandshakeGuard(usesCurve: curve != nil, linked: HandshakeGuard.startsLinked(endpoint))
         do {
             // Before connecting, so that the first handshake is seen.
             monitor = try SocketMonitor(watching: socket)
@@ -76,6 +74,7 @@ final class Channel {
         poller.add(monitor.socket)
         sendPoller.add(socket, events: .writable)
         sendPoller.add(monitor.socket)
+        linkPoller.add(monitor.socket)
     }
 
     deinit {
@@ -111,28 +110,36 @@ final class Channel {
         return lastRequestID
     }
 
-    /// Sends one message, waiting up to the timeout for a connection (the
-    /// socket queues messages only on a finished handshake); a refused
-    /// handshake ends the wait at once.
+    /// Sends one message, waiting up to the timeout for a connection: a
+    /// message is handed to the socket only while the monitor shows a
+    /// finished handshake, so that with no server a send waits instead of
+    /// piling up requests that would all arrive, stale, when one appears.
+    /// A refused handshake ends the wait at once.
     func send(_ frames: [[UInt8]], what: String) throws(ClientError) {
         let deadline = ContinuousClock.now + timeout
         while true {
-            do {
-                try socket.send(frames, dontWait: true)
-                return
-            } catch let error as ZMQError where error.isWouldBlock {
-                try checkHandshake()
-                let remaining = deadline - ContinuousClock.now
-                if remaining <= .zero {
-                    throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
-                }
+            try checkHandshake()
+            if handshake.linked {
                 do {
-                    _ = try sendPoller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
+                    try socket.send(frames, dontWait: true)
+                    return
+                } catch let error as ZMQError where error.isWouldBlock {
+                    // The connection's queue is full: wait until it drains.
                 } catch {
-                    throw ClientError.zmq(error, "cannot wait for \(role)")
+                    throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
                 }
+            }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero {
+                throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+            }
+            do {
+                // Unlinked, the socket itself would take the message at once:
+                // only the monitor's events can end this wait.
+                let poller = handshake.linked ? sendPoller : linkPoller
+                _ = try poller.poll(timeoutMilliseconds: max(1, milliseconds(remaining)))
             } catch {
-                throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
+                throw ClientError.zmq(error, "cannot wait for \(role)")
             }
         }
     }

@@ -204,15 +204,17 @@ final class WorkerLoop {
         store = try context.socket(.dealer)
         try store.setLinger(milliseconds: 0)
         try store.setMaxMessageSize(Wire.maxMessageSize)
-        // Queue a STORE only on a live connection, so "store down" shows as a
-        // send that would block and is retried, not a message parked forever.
-        try store.setImmediate(true)
         try store.setReconnectInterval(Int(configuration.reconnectInitial.milliseconds), maximum: Int(configuration.reconnectMaximum.milliseconds))
         if let curve = configuration.curve {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
         }
         storeReached = configuration.storeEndpoint.hasPrefix("inproc://")
-        storeHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
+        // A STORE goes to the socket only while the monitor shows a live
+        // connection (`storeHandshake.linked`), so "store down" is a send
+        // put off and retried, not a message parked in the socket. Not
+        // `ZMQ_IMMEDIATE`: see `HandshakeGuard.linked`.
+        storeHandshake = HandshakeGuard(usesCurve: configuration.curve != nil,
+                                        linked: HandshakeGuard.startsLinked(configuration.storeEndpoint))
         backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
         // Before connecting, so that the first handshake is seen.
         storeMonitor = try SocketMonitor(watching: store)
@@ -878,14 +880,20 @@ final class WorkerLoop {
     private func sendStore(run: UInt64) {
         guard var attempt = jobs[run]?.storing else { return }
         let now = clock.now
+        let soon = now + min(configuration.storeRetryInterval, .milliseconds(250))
         do {
-            try store.send(attempt.frames, dontWait: true)
-            attempt.sends += 1
-            if attempt.firstSent == nil { attempt.firstSent = now }
-            attempt.nextSend = now + configuration.storeRetryInterval
+            if storeHandshake.linked {
+                try store.send(attempt.frames, dontWait: true)
+                attempt.sends += 1
+                if attempt.firstSent == nil { attempt.firstSent = now }
+                attempt.nextSend = now + configuration.storeRetryInterval
+            } else {
+                // No live connection to the storage node: try again soon.
+                attempt.nextSend = soon
+            }
         } catch let error as ZMQError where error.isWouldBlock {
-            // No live connection to the storage node yet: try again soon.
-            attempt.nextSend = now + min(configuration.storeRetryInterval, .milliseconds(250))
+            // The connection's queue is full: try again soon.
+            attempt.nextSend = soon
         } catch {
             logger.warn("job \(jobs[run]?.jobID.description ?? "?"): could not send STORE: \(error)")
             attempt.nextSend = now + configuration.storeRetryInterval

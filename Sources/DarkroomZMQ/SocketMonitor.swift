@@ -127,14 +127,35 @@ public enum HandshakeRefusal: Sendable, Hashable {
 
 /// Watches a client socket's handshake events and decides when they mean
 /// the server refuses this client, as opposed to a server that is not
-/// there yet or is restarting (which a client rides out).
+/// there yet or is restarting (which a client rides out). It also follows
+/// whether the socket has a live connection (`linked`).
 public struct HandshakeGuard: Sendable {
     /// Whether the client connects with CURVE.
     public let usesCurve: Bool
     private var closedDuringHandshake = 0
+    /// Whether a connection has finished its handshake and has not been
+    /// lost since: a message sent now goes out on it.
+    ///
+    /// Clients send only while linked instead of setting `ZMQ_IMMEDIATE`.
+    /// With that option, libzmq 4.3 ends a connection's pipe from the
+    /// socket's side as soon as it learns of a reconnect, even when the
+    /// application has read only part of a multipart message from it, and
+    /// then aborts the whole process on the rest (`!_more`, fq.cpp). A
+    /// reconnect while a long message is being read (a broker killed
+    /// mid-flood) is exactly what clients must ride out.
+    public private(set) var linked: Bool
 
-    public init(usesCurve: Bool) {
+    /// - Parameter linked: the state before any event: false for a TCP or
+    ///   IPC endpoint; true for `inproc://`, which has no handshake events
+    ///   and never drops.
+    public init(usesCurve: Bool, linked: Bool = false) {
         self.usesCurve = usesCurve
+        self.linked = linked
+    }
+
+    /// The starting link state for a connection to `endpoint`.
+    public static func startsLinked(_ endpoint: String) -> Bool {
+        endpoint.hasPrefix("inproc://")
     }
 
     /// Takes one event; returns the refusal it proves, if any.
@@ -147,6 +168,10 @@ public struct HandshakeGuard: Sendable {
         switch event {
         case .handshakeSucceeded:
             closedDuringHandshake = 0
+            linked = true
+            return nil
+        case .disconnected:
+            linked = false
             return nil
         case .handshakeFailedAuth(let status):
             return status == 400 ? .keyRefused : nil
@@ -158,7 +183,7 @@ public struct HandshakeGuard: Sendable {
             guard usesCurve else { return nil }
             closedDuringHandshake += 1
             return closedDuringHandshake >= 2 ? .serverKeyMismatch : nil
-        case .connected, .disconnected, .other:
+        case .connected, .other:
             return nil
         }
     }

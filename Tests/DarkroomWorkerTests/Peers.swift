@@ -144,7 +144,8 @@ enum Fixture {
 func makeWorker(
     _ context: Context,
     broker: TestBroker,
-    store: TestStore,
+    store: TestStore? = nil,
+    storeEndpoint: String? = nil,
     concurrency: Int = 2,
     heartbeat: Duration = .seconds(5),
     storeTimeout: Duration = .seconds(20),
@@ -153,7 +154,7 @@ func makeWorker(
 ) throws -> Worker {
     let configuration = WorkerConfiguration(
         backendEndpoint: broker.endpoint,
-        storeEndpoint: store.endpoint,
+        storeEndpoint: storeEndpoint ?? store!.endpoint,
         concurrency: concurrency,
         heartbeatInterval: heartbeat,
         reconnectInitial: .milliseconds(50),
