@@ -25,7 +25,12 @@
 #                       measures mostly the credit ramping up over 100 ms
 #                       round trips; quick 200)
 #   LINK_DELAY_MS       the proxy's delay each way (50: +100 ms a round trip)
-#   PHOTO_REPEAT        copies of the corpus in the photo rows (4; quick 1)
+#   PHOTO_REPEAT        copies of the corpus in the image-overhead rows (4; quick 1)
+#   LAT_PHOTO_REPEAT    copies of the corpus in each photo latency run (16:
+#                       a run of a few seconds, in which the first result's
+#                       extra round trips weigh a few percent; quick 1)
+#   LAT_REPEAT          rounds of the latency runs (direct, relay, proxy),
+#                       interleaved; the median counts (5; quick 1)
 #   BIG_INPUTS          ~20 MB inputs in the big row (50; quick 10)
 #   IMAGE_RUNS          alternating engine/system runs (3; quick 1)
 #   MEM_JOBS            tiny jobs in the memory row (20000; quick 3000)
@@ -45,6 +50,8 @@ LAT_WORKERS=${LAT_WORKERS:-2}
 LAT_TINY_JOBS=${LAT_TINY_JOBS:-$(q 10000 200)}
 LINK_DELAY_MS=${LINK_DELAY_MS:-50}
 PHOTO_REPEAT=${PHOTO_REPEAT:-$(q 4 1)}
+LAT_PHOTO_REPEAT=${LAT_PHOTO_REPEAT:-$(q 16 1)}
+LAT_REPEAT=${LAT_REPEAT:-$(q 5 1)}
 BIG_INPUTS=${BIG_INPUTS:-$(q 50 10)}
 IMAGE_RUNS=${IMAGE_RUNS:-$(q 3 1)}
 MEM_JOBS=${MEM_JOBS:-$(q 20000 3000)}
@@ -308,8 +315,12 @@ lat_run() {
         submit_wait "$dir" "$TMP/lat-$kind-$mode.out" "$@"
         [ ${#PROXY_PIDS[@]} -gt 0 ] && proxy_cpu=$(cpu_seconds "${PROXY_PIDS[@]}")
         log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s (proxies' CPU $proxy_cpu s)"
-        result "lat-$kind-$mode" "setup=$setup" jobs="$jobs" stored="$STORED" seconds="$SECONDS_TAKEN" rate="$(calc "round($STORED / $SECONDS_TAKEN, 2)")" \
-            proxyCpuSeconds="$proxy_cpu"
+        if [ "$STORED" = "$jobs" ]; then
+            echo "$(calc "round($STORED / $SECONDS_TAKEN, 2)") $SECONDS_TAKEN $proxy_cpu" >>"$TMP/lat-$kind-$mode.runs"
+            echo "$setup" >"$TMP/lat-$kind-$mode.setup"
+        else
+            failed "latency-$kind" "$mode: run stored $STORED of $jobs (submit exit $SUBMIT_STATUS)"
+        fi
     else
         failed "latency-$kind" "$mode: the workers did not register"
     fi
@@ -317,18 +328,37 @@ lat_run() {
     [ ${#PROXY_PIDS[@]} -gt 0 ] && stop "${PROXY_PIDS[@]}"
     stop "$BROKER_PID" "$STORE_PID"
 }
+# lat_rows KIND DIR JOBS OPS...: LAT_REPEAT rounds of the three modes,
+# interleaved (direct, relay, proxy, direct, ...), so that the machine's
+# drift over the minutes the rows take falls on every mode alike; each
+# mode's row is its median run, with the spread, and the rates of its runs
+# in round order, from which the report takes each round's ratio. A round
+# with a failed run leaves the ratios out (the lists no longer pair).
+lat_rows() {
+    local kind=$1 dir=$2 jobs=$3 round mode line
+    shift 3
+    for round in $(seq 1 "$LAT_REPEAT"); do
+        for mode in direct relay proxy; do
+            lat_run "$kind" "$mode" "$dir" "$jobs" "$@"
+        done
+    done
+    for mode in direct relay proxy; do
+        [ -s "$TMP/lat-$kind-$mode.runs" ] || continue
+        line=$(median_of <"$TMP/lat-$kind-$mode.runs")
+        set -- $line
+        result "lat-$kind-$mode" "setup=$(cat "$TMP/lat-$kind-$mode.setup")" jobs="$jobs" stored="$jobs" seconds="$2" rate="$1" \
+            proxyCpuSeconds="$3" runs="$(wc -l <"$TMP/lat-$kind-$mode.runs")" spread="$(cut -d' ' -f1 "$TMP/lat-$kind-$mode.runs" | spread_of)" \
+            rates="$(cut -d' ' -f1 "$TMP/lat-$kind-$mode.runs" | tr '\n' ' ')"
+    done
+}
 if want latency-tiny; then
     python3 "$BENCH/lib/make_inputs.py" copies "$TINY" "$LAT_TINY_JOBS" "$TMP/lat-tiny"
-    for mode in direct relay proxy; do
-        lat_run tiny "$mode" "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
-    done
+    lat_rows tiny "$TMP/lat-tiny" "$LAT_TINY_JOBS" "${TINY_OPS[@]}"
 fi
 if want latency-photos; then
-    photo_set "$TMP/lat-photos" "$PHOTO_REPEAT"
+    photo_set "$TMP/lat-photos" "$LAT_PHOTO_REPEAT"
     NPHOTOS=$(ls "$TMP/lat-photos" | wc -l)
-    for mode in direct relay proxy; do
-        lat_run photo "$mode" "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
-    done
+    lat_rows photo "$TMP/lat-photos" "$NPHOTOS" "${PHOTO_OPS[@]}"
 fi
 
 # ------------------------------------------------------------ big inputs
@@ -431,7 +461,7 @@ fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 NOTES=("$DATE, $CORES cores, load average $LOAD_BEFORE before, $LOAD_AFTER after; release build $BIN")
 [ "$QUICK" = 1 ] && NOTES+=("**BENCH_QUICK=1**: fewer jobs, to check that the rows run; not numbers to quote.")
-NOTES+=("Tiny job: a 64×64 q95 JPEG, \`--ops grayscale --thumb 32x32\`, submit → stored. Photos: the corpus ($(ls "$CORPUS"/*.jpg | wc -l) files) × $PHOTO_REPEAT, P1 = \`$P1\` + thumbnail 256×256.")
+NOTES+=("Tiny job: a 64×64 q95 JPEG, \`--ops grayscale --thumb 32x32\`, submit → stored. Photos: the corpus ($(ls "$CORPUS"/*.jpg | wc -l) files) × $PHOTO_REPEAT (× $LAT_PHOTO_REPEAT in each latency run), P1 = \`$P1\` + thumbnail 256×256.")
 python3 "$BENCH/lib/results.py" report "$RESULTS" "${NOTES[@]}" | tee "$REPORT"
 cp "$RESULTS" "$OUT_DIR/system-latest.jsonl"
 log "report written to $REPORT"
