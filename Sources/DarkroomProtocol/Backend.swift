@@ -279,7 +279,7 @@ public struct Holding: WireMessage {
             guard let jobID = ULID.parse(idBytes, values: ULID.strictValues) else {
                 throw malformed("job \(index + 1) of \(count): job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(idBytes)))")
             }
-            let attempt = frame[start + 26 ..< start + Holding.entryBytes].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let attempt = UInt32(FrameReader.bigEndian(frame[start + 26 ..< start + Holding.entryBytes]))
             guard attempt >= 1 else {
                 throw malformed("job \(index + 1) of \(count): attempt is 0, must be 1…\(UInt32.max)")
             }

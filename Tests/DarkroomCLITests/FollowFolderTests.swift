@@ -37,7 +37,7 @@ struct FollowFolderTests {
         // Half of a file, its writer still holding it open.
         let half = try Self.jpeg(seed: 6)
         let partPath = hot.appendingPathComponent("half.jpg").path
-        FileManager.default.createFile(atPath: partPath, contents: nil)
+        #expect(FileManager.default.createFile(atPath: partPath, contents: nil))
         let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: partPath))
         try writer.write(contentsOf: half.prefix(half.count / 2))
         try h.waitUntil("the copied and moved files are stored") { try records().count == 5 }
