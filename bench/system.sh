@@ -294,6 +294,7 @@ fi
 lat_run() {
     local kind=$1 mode=$2 dir=$3 jobs=$4 be st setup proxy_cpu=0
     shift 4
+    LAT_RATE=-
     start_roles "lat-$kind-$mode" || { failed "latency-$kind" "broker or store did not answer"; return; }
     be=$BE; st=$ST; PROXY_PIDS=()
     setup="darkroom broker + darkroom store + $LAT_WORKERS × darkroom worker (default flags)"
@@ -316,7 +317,8 @@ lat_run() {
         [ ${#PROXY_PIDS[@]} -gt 0 ] && proxy_cpu=$(cpu_seconds "${PROXY_PIDS[@]}")
         log "latency $kind $mode: $STORED of $jobs stored in $SECONDS_TAKEN s (proxies' CPU $proxy_cpu s)"
         if [ "$STORED" = "$jobs" ]; then
-            echo "$(calc "round($STORED / $SECONDS_TAKEN, 2)") $SECONDS_TAKEN $proxy_cpu" >>"$TMP/lat-$kind-$mode.runs"
+            LAT_RATE=$(calc "round($STORED / $SECONDS_TAKEN, 2)")
+            echo "$LAT_RATE $SECONDS_TAKEN $proxy_cpu" >>"$TMP/lat-$kind-$mode.runs"
             echo "$setup" >"$TMP/lat-$kind-$mode.setup"
         else
             failed "latency-$kind" "$mode: run stored $STORED of $jobs (submit exit $SUBMIT_STATUS)"
@@ -331,24 +333,24 @@ lat_run() {
 # lat_rows KIND DIR JOBS OPS...: LAT_REPEAT rounds of the three modes,
 # interleaved (direct, relay, proxy, direct, ...), so that the machine's
 # drift over the minutes the rows take falls on every mode alike; each
-# mode's row is its median run, with the spread, and the rates of its runs
-# in round order, from which the report takes each round's ratio. A round
-# with a failed run leaves the ratios out (the lists no longer pair).
+# mode's row is its median run, with the spread, and the rate of each
+# round in order ("-" for a failed run), from which the report takes each
+# round's ratio.
 lat_rows() {
-    local kind=$1 dir=$2 jobs=$3 round mode line
+    local kind=$1 dir=$2 jobs=$3 round mode rate secs cpu
     shift 3
     for round in $(seq 1 "$LAT_REPEAT"); do
         for mode in direct relay proxy; do
             lat_run "$kind" "$mode" "$dir" "$jobs" "$@"
+            echo "$LAT_RATE" >>"$TMP/lat-$kind-$mode.rounds"
         done
     done
     for mode in direct relay proxy; do
         [ -s "$TMP/lat-$kind-$mode.runs" ] || continue
-        line=$(median_of <"$TMP/lat-$kind-$mode.runs")
-        set -- $line
-        result "lat-$kind-$mode" "setup=$(cat "$TMP/lat-$kind-$mode.setup")" jobs="$jobs" stored="$jobs" seconds="$2" rate="$1" \
-            proxyCpuSeconds="$3" runs="$(wc -l <"$TMP/lat-$kind-$mode.runs")" spread="$(cut -d' ' -f1 "$TMP/lat-$kind-$mode.runs" | spread_of)" \
-            rates="$(cut -d' ' -f1 "$TMP/lat-$kind-$mode.runs" | tr '\n' ' ')"
+        read -r rate secs cpu < <(median_of <"$TMP/lat-$kind-$mode.runs")
+        result "lat-$kind-$mode" "setup=$(cat "$TMP/lat-$kind-$mode.setup")" jobs="$jobs" stored="$jobs" seconds="$secs" rate="$rate" \
+            proxyCpuSeconds="$cpu" runs="$(wc -l <"$TMP/lat-$kind-$mode.runs")" spread="$(cut -d' ' -f1 "$TMP/lat-$kind-$mode.runs" | spread_of)" \
+            rates="$(tr '\n' ' ' <"$TMP/lat-$kind-$mode.rounds")"
     done
 }
 if want latency-tiny; then

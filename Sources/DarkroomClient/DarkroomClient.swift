@@ -11,9 +11,12 @@
 // - Every call blocks and has a deadline (`timeout`, 5 s by default). A
 //   silent server gives `ClientError` of kind `.timeout` whose message names
 //   the server, its endpoint, the timeout and the command that starts it.
-// - Sockets use ZMQ_IMMEDIATE: with no server listening, a send waits for a
-//   connection (up to the timeout) instead of queueing requests that would
-//   all arrive, stale, once a server starts.
+// - A request goes to the socket only while its monitor shows a finished
+//   handshake: with no server listening, a send waits for a connection (up
+//   to the timeout) instead of queueing requests that would all arrive,
+//   stale, once a server starts. Not ZMQ_IMMEDIATE, which makes libzmq 4.3
+//   abort a process that reconnects while reading a multipart message
+//   (`HandshakeGuard.linked`).
 // - Each client object owns its ZeroMQ sockets, so it belongs to the thread
 //   that made it and is not Sendable. Make one per thread; they may share a
 //   `Context`.

@@ -882,6 +882,11 @@ final class WorkerLoop {
         let now = clock.now
         let soon = now + min(configuration.storeRetryInterval, .milliseconds(250))
         do {
+            // The monitor's latest events first: a connection lost since the
+            // last poll must stop this STORE, which the socket would
+            // otherwise keep and deliver after a reconnect, even once the
+            // job has been given up and retried.
+            try watchStoreHandshakes()
             if storeHandshake.linked {
                 try store.send(attempt.frames, dontWait: true)
                 attempt.sends += 1

@@ -133,8 +133,9 @@ public struct HandshakeGuard: Sendable {
     /// Whether the client connects with CURVE.
     public let usesCurve: Bool
     private var closedDuringHandshake = 0
-    /// Whether a connection has finished its handshake and has not been
-    /// lost since: a message sent now goes out on it.
+    /// Whether a connection has finished its handshake and the monitor has
+    /// not reported it lost since (as of the events read so far: a
+    /// connection may be gone a moment before its event is read).
     ///
     /// Clients send only while linked instead of setting `ZMQ_IMMEDIATE`.
     /// With that option, libzmq 4.3 ends a connection's pipe from the
@@ -147,7 +148,8 @@ public struct HandshakeGuard: Sendable {
 
     /// - Parameter linked: the state before any event: false for a TCP or
     ///   IPC endpoint; true for `inproc://`, which has no handshake events
-    ///   and never drops.
+    ///   (a peer in the same process; a send to one that is gone waits for
+    ///   room and times out as before).
     public init(usesCurve: Bool, linked: Bool = false) {
         self.usesCurve = usesCurve
         self.linked = linked

@@ -24,35 +24,32 @@ import DarkroomZMQ
     func serverGoneMidMessage() throws {
         let context = try Context()
         let serverContext = try Context()
-        let bound = Handoff<Result<String, ZMQError>>()
+        // An ipc path of this test's own, bound again each round so that the
+        // client's one connection reconnects to it (a TCP port, once freed,
+        // could be taken by a test running alongside).
+        let endpoint = "ipc://\(NSTemporaryDirectory())darkroom-channel-\(UUID().uuidString)"
         let requested = DispatchSemaphore(value: 0)
+        let closed = DispatchSemaphore(value: 0)
         let serverDone = Handoff<String?>()
         Thread.detachNewThread {
-            var endpoint: String?
             do {
                 for round in 0..<Self.rounds {
                     let router = try serverContext.socket(.router)
-                    try router.setLinger(milliseconds: 0)
+                    // Closing sends what is queued first, then drops the
+                    // connection: every message reaches the client.
+                    try router.setLinger(milliseconds: 5_000)
                     try router.setSendHighWaterMark(0)
-                    if let endpoint {
-                        // The same port each round, so that the client's one
-                        // connection reconnects to it. libzmq closes the last
-                        // round's listener in the background: the port may
-                        // be busy for a moment.
-                        var attempts = 0
-                        while true {
-                            do {
-                                try router.bind(endpoint)
-                                break
-                            } catch where attempts < 200 {
-                                attempts += 1
-                                Thread.sleep(forTimeInterval: 0.01)
-                            }
+                    // libzmq closes the last round's listener in the
+                    // background: the path may be busy for a moment.
+                    var attempts = 0
+                    while true {
+                        do {
+                            try router.bind(endpoint)
+                            break
+                        } catch where attempts < 200 {
+                            attempts += 1
+                            Thread.sleep(forTimeInterval: 0.01)
                         }
-                    } else {
-                        try router.bind("tcp://127.0.0.1:*")
-                        endpoint = try router.lastEndpoint()
-                        bound.put(.success(endpoint!))
                     }
                     guard let request = try router.receive(), let peer = request.first else { throw ServerFailure("no request") }
                     requested.signal()
@@ -60,17 +57,16 @@ import DarkroomZMQ
                         let frames = [peer] + (0..<Self.framesPerMessage).map { Self.frame(round: round, message: message, frame: $0) }
                         try router.send(frames)
                     }
-                    // Let the bytes reach the client, then drop the connection.
+                    // Drop the connection while the client is still reading.
                     Thread.sleep(forTimeInterval: 0.1)
                     router.close()
+                    closed.signal()
                 }
                 serverDone.put(nil)
             } catch {
-                if endpoint == nil { bound.put(.failure(error as? ZMQError ?? ZMQError(code: 0, call: "server", message: "\(error)"))) }
                 serverDone.put("\(error)")
             }
         }
-        let endpoint = try #require(bound.take()).get()
 
         let channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: .seconds(10), curve: nil)
         var received: [Int: Int] = [:]
@@ -80,7 +76,7 @@ import DarkroomZMQ
             var next = 0
             // Slowly, so that the server closes while messages still wait
             // and libzmq's reconnect lands between frames of one of them.
-            while next < Self.messagesPerRound, let frames = try channel.receive(until: .now + .seconds(2)) {
+            while next < Self.messagesPerRound, let frames = try channel.receive(until: .now + .seconds(5)) {
                 #expect(frames.count == Self.framesPerMessage, "round \(round) message \(next): \(frames.count) frames")
                 let expected = (0..<Self.framesPerMessage).map { Self.frame(round: round, message: next, frame: $0) }
                 #expect(frames == expected, "round \(round): message \(next) not whole or out of order")
@@ -88,6 +84,9 @@ import DarkroomZMQ
                 Thread.sleep(forTimeInterval: 0.001)
             }
             received[round] = next
+            // The next request goes once this round's connection is gone.
+            #expect(closed.wait(timeout: .now() + 10) == .success, "round \(round): the server did not close")
+            Thread.sleep(forTimeInterval: 0.05)
         }
         #expect(serverDone.take() == .some(nil))
         // What reached the client before the server closed is still read:

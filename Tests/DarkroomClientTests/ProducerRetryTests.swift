@@ -151,8 +151,9 @@ import DarkroomZMQ
 
         #expect(summary.accepted == 3, "\(results)")
         #expect(elapsed >= .seconds(1) && elapsed < .milliseconds(2_500), "took \(elapsed)")
-        // Nothing reached the broker before it was listening: ZMQ_IMMEDIATE
-        // kept the SUBMIT back, and the producer held it until it could go.
+        // Nothing reached the broker before it was listening: the channel
+        // sends only on a finished handshake, and the producer held the
+        // SUBMIT until it could go.
         #expect(broker.received.current == 3, "the broker saw \(broker.received.current) SUBMIT(s)")
         #expect(notices.count == 2, "\(notices)")
         if case .brokerSilent? = notices.first {} else { Issue.record("first notice: \(notices)") }

@@ -80,12 +80,20 @@ def up_flags(cfg):
 def paired_ratios(e, base):
     """The ratios, in percent and sorted, of the runs of `e` to those of
     `base` made in the same round (the rounds interleave the modes, so a
-    pair shares the machine's state of that moment); [] without rates."""
+    pair shares the machine's state of that moment). `rates` lists each
+    round's rate in order, "-" for a failed run, whose round is left out;
+    [] without rates."""
     a = str(e.get("rates", "")).split()
     b = str(base.get("rates", "")).split()
     if not a or len(a) != len(b):
         return []
-    return sorted(100.0 * float(x) / float(y) for x, y in zip(a, b) if float(y) > 0)
+    return sorted(100.0 * float(x) / float(y) for x, y in zip(a, b) if x != "-" and y != "-" and float(y) > 0)
+
+
+def lower_median(values):
+    """The median of sorted values, the lower one of an even count (as the
+    shell's median_of picks its runs)."""
+    return values[(len(values) - 1) // 2]
 
 
 def report(path, notes):
@@ -138,11 +146,11 @@ def report(path, notes):
                 ratios.append(f"{pct(e['rate'], direct['rate'])} of direct")
                 paired = paired_ratios(e, direct)
                 if paired:
-                    ratios.append(f"round by round: median {paired[len(paired) // 2]:.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)")
+                    ratios.append(f"round by round: median {lower_median(paired):.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)")
                 if how == "proxy":
                     target = LATENCY_TARGETS[kind]
-                    got = paired[len(paired) // 2] if paired else 100.0 * e["rate"] / direct["rate"]
-                    how_measured = "median of the rounds' ratios" if paired else "one run each"
+                    got = lower_median(paired) if paired else 100.0 * e["rate"] / direct["rate"]
+                    how_measured = f"median of {len(paired)} rounds' ratios" if paired else "ratio of the medians"
                     verdicts.append(f"{'PASS' if got >= target else 'FAIL'} {what} through +100 ms: {got:.1f}% of direct ({how_measured}), target {target:g}%")
             if how == "proxy" and relay:
                 ratios.append(f"{pct(e['rate'], relay['rate'])} of the same proxy without its delay")
