@@ -284,7 +284,7 @@ public final class Producer {
     /// so they may come in any order; `onReply` and `onNotice` run on the
     /// calling thread.
     ///
-    /// The window adapts (`SubmitWindow`): it starts at up to 64 SUBMITs,
+    /// The window adapts (`SubmitWindow`): it starts at up to 1,024 SUBMITs,
     /// grows towards `window` while the broker answers quickly, shrinks when
     /// its answers slow down or it pushes back, and never holds more than
     /// `windowBytes` of images (one job always goes, however large).
