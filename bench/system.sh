@@ -298,18 +298,15 @@ lat_run() {
     start_roles "lat-$kind-$mode" || { failed "latency-$kind" "broker or store did not answer"; return; }
     be=$BE; st=$ST; PROXY_PIDS=()
     setup="darkroom broker + darkroom store + $LAT_WORKERS × darkroom worker (default flags)"
-    if [ "$mode" = proxy ] || [ "$mode" = relay ]; then
-        local delay=$LINK_DELAY_MS
-        [ "$mode" = relay ] && delay=0
+    local delay=$LINK_DELAY_MS
+    case $mode in
+        direct) setup="$setup, direct" ;;
+        relay) delay=0; setup="$setup, workers to broker and store through the same proxy with no delay" ;;
+        proxy) setup="$setup, workers to broker and store through a +$((2 * LINK_DELAY_MS)) ms round-trip proxy" ;;
+    esac
+    if [ "$mode" != direct ]; then
         start_proxy "$TMP/lat-$kind.$mode-broker.log" "$BE" "$delay" && be=$PROXY_EP
         start_proxy "$TMP/lat-$kind.$mode-store.log" "$ST" "$delay" && st=$PROXY_EP
-        if [ "$mode" = proxy ]; then
-            setup="$setup, workers to broker and store through a +$((2 * LINK_DELAY_MS)) ms round-trip proxy"
-        else
-            setup="$setup, workers to broker and store through the same proxy with no delay"
-        fi
-    else
-        setup="$setup, direct"
     fi
     start_workers "lat-$kind-$mode" "$LAT_WORKERS" "$be" "$st"
     if wait_workers "$LAT_WORKERS"; then

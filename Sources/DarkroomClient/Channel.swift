@@ -58,7 +58,7 @@ final class Channel {
         } catch {
             throw ClientError.zmq(error, "cannot configure the socket for \(role)")
         }
-        handshake = HandshakeGuard(usesCurve: curve != nil, linked: HandshakeGuard.startsLinked(endpoint))
+        handshake = HandshakeGuard(usesCurve: curve != nil, endpoint: endpoint)
         do {
             // Before connecting, so that the first handshake is seen.
             monitor = try SocketMonitor(watching: socket)

@@ -229,7 +229,7 @@ public final class EventFollower {
         } catch {
             throw ClientError.zmq(error, "cannot configure the socket for the broker's events")
         }
-        subscriberHandshake = HandshakeGuard(usesCurve: curve != nil)
+        subscriberHandshake = HandshakeGuard(usesCurve: curve != nil, endpoint: events)
         do {
             subscriberMonitor = try SocketMonitor(watching: subscriber)
         } catch {

@@ -277,7 +277,7 @@ public struct Holding: WireMessage {
             let start = index * Holding.entryBytes
             let idBytes = frame[start ..< start + 26]
             guard let jobID = ULID.parse(idBytes, values: ULID.strictValues) else {
-                throw malformed("job \(index + 1) of \(count): job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(idBytes)))")
+                throw malformed("job \(index + 1) of \(count): job id \(ULID.notWireForm(idBytes))")
             }
             let attempt = UInt32(FrameReader.bigEndian(frame[start + 26 ..< start + Holding.entryBytes]))
             guard attempt >= 1 else {

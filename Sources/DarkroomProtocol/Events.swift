@@ -233,7 +233,7 @@ public struct EventBatch: WireMessage {
         guard fields[0].count == 8 else { throw fail("seq must be 8 bytes, got \(fields[0].count)") }
         let seq = FrameReader.bigEndian(bytes[fields[0]])
         guard let jobID = ULID.parse(bytes[fields[3]], values: ULID.strictValues) else {
-            throw fail("job id is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(bytes[fields[3]])))")
+            throw fail("job id \(ULID.notWireForm(bytes[fields[3]]))")
         }
         return Event(seq: seq, time: 0, kind: kind, jobID: jobID, attempt: 0, sourceName: "")
     }

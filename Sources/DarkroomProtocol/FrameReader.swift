@@ -182,7 +182,7 @@ public struct MessageReader: Sendable {
     public mutating func ulid(_ field: String) throws(ProtocolError) -> ULID {
         let (i, frame) = next()
         guard let id = ULID(bytes: frame) else {
-            throw error(frame: i, field, "is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(frame))")
+            throw error(frame: i, field, ULID.notWireForm(frame))
         }
         return id
     }

@@ -63,6 +63,12 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
         return ULID(high: high, low: low)
     }
 
+    /// What is wrong with `bytes` that did not parse as the wire form, for
+    /// a decoder's message after the field's name.
+    static func notWireForm(_ bytes: some Collection<UInt8>) -> String {
+        "is not a ULID (26 characters of Crockford base32), got \(Wire.quoted(Array(bytes)))"
+    }
+
     /// Parses the canonical wire form (26 upper-case characters). Returns nil
     /// for anything else.
     public init?(bytes: [UInt8]) {

@@ -208,14 +208,14 @@ final class WorkerLoop {
         if let curve = configuration.curve {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)
         }
-        storeReached = configuration.storeEndpoint.hasPrefix("inproc://")
         // A STORE goes to the socket only while the monitor shows a live
         // connection (`storeHandshake.linked`), so "store down" is a send
         // put off and retried, not a message parked in the socket. Not
         // `ZMQ_IMMEDIATE`: see `HandshakeGuard.linked`.
-        storeHandshake = HandshakeGuard(usesCurve: configuration.curve != nil,
-                                        linked: HandshakeGuard.startsLinked(configuration.storeEndpoint))
-        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
+        storeHandshake = HandshakeGuard(usesCurve: configuration.curve != nil, endpoint: configuration.storeEndpoint)
+        // Reached from the start only over inproc, which has no handshake events.
+        storeReached = storeHandshake.linked
+        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil, endpoint: configuration.backendEndpoint)
         // Before connecting, so that the first handshake is seen.
         storeMonitor = try SocketMonitor(watching: store)
         try store.connect(configuration.storeEndpoint)
@@ -479,7 +479,7 @@ final class WorkerLoop {
         try socket.connect(configuration.backendEndpoint)
         backend = socket
         backendMonitor = monitor
-        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil)
+        backendHandshake = HandshakeGuard(usesCurve: configuration.curve != nil, endpoint: configuration.backendEndpoint)
         snapshot.sessions += 1
         snapshot.connected = true
         status.publish(snapshot)  // before READY: a peer that sees READY sees the new session

@@ -146,18 +146,13 @@ public struct HandshakeGuard: Sendable {
     /// mid-flood) is exactly what clients must ride out.
     public private(set) var linked: Bool
 
-    /// - Parameter linked: the state before any event: false for a TCP or
-    ///   IPC endpoint; true for `inproc://`, which has no handshake events
-    ///   (a peer in the same process; a send to one that is gone waits for
-    ///   room and times out as before).
-    public init(usesCurve: Bool, linked: Bool = false) {
+    /// - Parameter endpoint: where the socket connects. Before any event it
+    ///   is unlinked, except for an `inproc://` endpoint, which has no
+    ///   handshake events (a peer in the same process; a send to one that
+    ///   is gone waits for room and times out as before).
+    public init(usesCurve: Bool, endpoint: String) {
         self.usesCurve = usesCurve
-        self.linked = linked
-    }
-
-    /// The starting link state for a connection to `endpoint`.
-    public static func startsLinked(_ endpoint: String) -> Bool {
-        endpoint.hasPrefix("inproc://")
+        self.linked = endpoint.hasPrefix("inproc://")
     }
 
     /// Takes one event; returns the refusal it proves, if any.

@@ -139,13 +139,13 @@ enum Fixture {
     }
 }
 
-/// A worker connected to the test's broker and store, with timings short
-/// enough for tests (none of them is asserted).
+/// A worker connected to the test's broker and to the storage node at
+/// `store` (an endpoint: the test's store, or one nothing listens on),
+/// with timings short enough for tests (none of them is asserted).
 func makeWorker(
     _ context: Context,
     broker: TestBroker,
-    store: TestStore? = nil,
-    storeEndpoint: String? = nil,
+    store storeEndpoint: String,
     concurrency: Int = 2,
     heartbeat: Duration = .seconds(5),
     storeTimeout: Duration = .seconds(20),
@@ -154,7 +154,7 @@ func makeWorker(
 ) throws -> Worker {
     let configuration = WorkerConfiguration(
         backendEndpoint: broker.endpoint,
-        storeEndpoint: storeEndpoint ?? store!.endpoint,
+        storeEndpoint: storeEndpoint,
         concurrency: concurrency,
         heartbeatInterval: heartbeat,
         reconnectInitial: .milliseconds(50),
@@ -182,7 +182,7 @@ struct WorkerRig {
         context = try Context()
         broker = try TestBroker(context)
         store = try TestStore(context)
-        worker = try makeWorker(context, broker: broker, store: store)
+        worker = try makeWorker(context, broker: broker, store: store.endpoint)
         do {
             session = try #require(try broker.handshake())
         } catch {

@@ -11,7 +11,7 @@ struct ReconnectTests {
         let context = try Context()
         let first = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: first, store: store, concurrency: 3, heartbeat: .milliseconds(300))
+        let worker = try makeWorker(context, broker: first, store: store.endpoint, concurrency: 3, heartbeat: .milliseconds(300))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try first.handshake())
         #expect(session.credit == 3)
@@ -45,7 +45,7 @@ struct ReconnectTests {
         let context = try Context()
         let first = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: first, store: store, concurrency: 3, heartbeat: .milliseconds(300))
+        let worker = try makeWorker(context, broker: first, store: store.endpoint, concurrency: 3, heartbeat: .milliseconds(300))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try first.handshake())
         let job = Fixture.job()
@@ -74,7 +74,7 @@ struct ReconnectTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 3, heartbeat: .seconds(1))
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 3, heartbeat: .seconds(1))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
         let job = Fixture.job()
@@ -104,7 +104,7 @@ struct ReconnectTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, heartbeat: .seconds(1))
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, heartbeat: .seconds(1))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
         #expect(worker.status.longestBrokerSilence < .seconds(3))

@@ -33,7 +33,7 @@ struct StopTests {
         let broker = try TestBroker(context)
         let store = try TestStore(context)
         for round in 1...20 {
-            let worker = try makeWorker(context, broker: broker, store: store, concurrency: 1)
+            let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 1)
             let session = try #require(try broker.handshake())
             let job = Fixture.job(attempt: UInt32(round))
             try broker.send(.job(job), to: session.identity)

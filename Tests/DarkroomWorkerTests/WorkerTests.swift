@@ -13,7 +13,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 3)
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 3)
         defer { worker.stop(grace: .zero) }
 
         let session = try #require(try broker.handshake())
@@ -156,7 +156,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, storeTimeout: .milliseconds(800), storeRetry: .milliseconds(300))
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, storeTimeout: .milliseconds(800), storeRetry: .milliseconds(300))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
 
@@ -189,7 +189,7 @@ struct WorkerTests {
         // The storage node is there when the worker starts (a worker takes
         // jobs only once it has reached it), then goes away.
         let gone = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: gone, storeTimeout: .milliseconds(600), storeRetry: .milliseconds(200))
+        let worker = try makeWorker(context, broker: broker, store: gone.endpoint, storeTimeout: .milliseconds(600), storeRetry: .milliseconds(200))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
         gone.router.socket.close()
@@ -214,7 +214,7 @@ struct WorkerTests {
         // yet. (Not one bound and closed: libzmq closes a listener in the
         // background, and a worker quick enough would reach it.)
         let endpoint = "ipc://\(NSTemporaryDirectory())darkroom-store-\(UUID().uuidString)"
-        let worker = try makeWorker(context, broker: broker, storeEndpoint: endpoint, concurrency: 2)
+        let worker = try makeWorker(context, broker: broker, store: endpoint, concurrency: 2)
         defer { worker.stop(grace: .zero) }
         // READY, and no CREDIT while the storage node cannot be reached.
         let ready = try #require(try broker.next())
@@ -290,7 +290,7 @@ struct WorkerTests {
         let broker = try TestBroker(context)
         let store = try TestStore(context)
         // PINGs go once a second, as HEARTBEATs do by default.
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 1, heartbeat: .seconds(1))
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 1, heartbeat: .seconds(1))
         defer { worker.stop(grace: .zero) }
         let session = try #require(try broker.handshake())
 
@@ -322,7 +322,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 2, heartbeat: .milliseconds(100))
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 2, heartbeat: .milliseconds(100))
         defer { worker.stop(grace: .zero) }
 
         // The test never answers: after three silent intervals the worker
@@ -344,7 +344,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 2)
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 2)
         defer { worker.stop(grace: .zero) }
         let first = try #require(try broker.handshake())
 
@@ -373,7 +373,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 2)
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 2)
         let session = try #require(try broker.handshake())
 
         let job = Fixture.job()
@@ -406,7 +406,7 @@ struct WorkerTests {
         let context = try Context()
         let broker = try TestBroker(context)
         let store = try TestStore(context)
-        let worker = try makeWorker(context, broker: broker, store: store, concurrency: 1)
+        let worker = try makeWorker(context, broker: broker, store: store.endpoint, concurrency: 1)
         let session = try #require(try broker.handshake())
 
         let job = Fixture.job(attempt: 3)

@@ -183,9 +183,10 @@ start_workers() {
         WORKER_PIDS+=("$LAST_PID")
     done
 }
-# start_proxy LOG TARGET_ENDPOINT: a delaying forwarder (bench/latency_proxy.py,
-# LINK_DELAY_MS each way) to TARGET on a free port; its endpoint in PROXY_EP.
-start_proxy() {  # LOG TARGET [DELAY_MS]: a delay-line proxy (LINK_DELAY_MS each way unless given)
+# start_proxy LOG TARGET_ENDPOINT [DELAY_MS]: a delaying forwarder
+# (bench/latency_proxy.py, DELAY_MS each way, LINK_DELAY_MS unless given)
+# to TARGET on a free port; its endpoint in PROXY_EP.
+start_proxy() {
     local logfile=$1 target=${2#tcp://} delay=${3:-$LINK_DELAY_MS} port
     port=$(free_ports 1)
     spawn "$logfile" python3 "$BENCH/latency_proxy.py" --listen "127.0.0.1:$port" --target "$target" --delay-ms "$delay"

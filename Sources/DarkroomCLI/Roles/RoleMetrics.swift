@@ -161,11 +161,11 @@ enum RoleMetrics {
         text.gauge("darkroom_worker_input_budget_bytes", help: "The most input bytes the worker holds (--input-budget).",
                    workers.map { .init(label($0.id), count: $0.status.inputBudget) })
         text.gauge("darkroom_worker_job_seconds", help: "Processing time of one job on one thread, a moving average (absent before the first job).",
-                   workers.compactMap { worker in worker.status.jobTime.map { .init(label(worker.id), seconds($0)) } })
+                   workers.compactMap { worker in worker.status.jobTime.map { .init(label(worker.id), $0.fractionalSeconds) } })
         text.gauge("darkroom_worker_round_trip_seconds", help: "Round trip the credit target counts on: to the broker (CREDIT to JOB, bounded by PING) and to the storage node (STORE to STORED); the shortest of the last 2 s.",
                    workers.flatMap { worker in
                        [("broker", worker.status.brokerRoundTrip), ("store", worker.status.storeRoundTrip)].compactMap { peer, trip in
-                           trip.map { .init(label(worker.id) + [.init("peer", peer)], seconds($0)) }
+                           trip.map { .init(label(worker.id) + [.init("peer", peer)], $0.fractionalSeconds) }
                        }
                    })
         text.counter("darkroom_worker_jobs_done_total", help: "Jobs reported DONE (stored) since the worker started.",
@@ -177,16 +177,12 @@ enum RoleMetrics {
         text.gauge("darkroom_worker_connected", help: "1 while a broker connection is open, 0 while the worker waits to reconnect.",
                    workers.map { .init(label($0.id), count: $0.status.connected ? 1 : 0) })
         text.gauge("darkroom_worker_broker_silence_max_seconds", help: "The longest the broker has gone without sending the worker anything, over the worker's life.",
-                   workers.map { .init(label($0.id), seconds($0.status.longestBrokerSilence)) })
+                   workers.map { .init(label($0.id), $0.status.longestBrokerSilence.fractionalSeconds) })
         text.histogram("darkroom_worker_stage_seconds", help: "Seconds per job stage: decode, pipeline (every step), encode_full, encode_thumbnail, store (first STORE sent to STORED).",
                        workers.flatMap { worker in
                            JobStage.allCases.map { stage in
                                (labels: label(worker.id) + [.init("stage", stage.rawValue)], histogram: worker.status.stageTimes[stage])
                            }
                        })
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        duration.fractionalSeconds
     }
 }
