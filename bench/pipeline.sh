@@ -100,9 +100,9 @@ DR=""; DR_NOTE=""
 if [ -n "${DARKROOM_BIN:-}" ]; then
     if [ -x "$DARKROOM_BIN" ]; then DR="$DARKROOM_BIN"; else DR_NOTE="DARKROOM_BIN=$DARKROOM_BIN is not executable"; fi
 elif have swift; then
-    log "building darkroom (swift build -c release --product darkroom)"
-    if (cd "$REPO" && swift build -c release --product darkroom >"$WORK/build.log" 2>&1); then
-        bin_dir=$(cd "$REPO" && swift build -c release --show-bin-path 2>/dev/null)
+    log "building darkroom (swift build -c release --product darkroom --static-swift-stdlib)"
+    if (cd "$REPO" && swift build -c release --product darkroom --static-swift-stdlib >"$WORK/build.log" 2>&1); then
+        bin_dir=$(cd "$REPO" && swift build -c release --static-swift-stdlib --show-bin-path 2>/dev/null)
         if [ -x "$bin_dir/darkroom" ]; then DR="$bin_dir/darkroom"; else DR_NOTE="build produced no darkroom binary"; fi
     else
         DR_NOTE="swift build failed: $(tail -n 3 "$WORK/build.log" | tr '\n' ' ')"

@@ -10,7 +10,8 @@
 #   BENCH_ROWS=a,b      only these rows: readme, tuned, sidekiq, celery,
 #                       latency-tiny, latency-photos (or latency), big, images,
 #                       memory (default: all)
-#   DARKROOM_BIN        the darkroom binary (default: swift build -c release)
+#   DARKROOM_BIN        the darkroom binary (default: swift build -c release,
+#                       the Swift runtime linked statically as script/demo does)
 #   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
 #                       DARKROOM_BIN, else built)
 #   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
@@ -78,7 +79,7 @@ need_cmd python3 python3 || { log "python3 is needed"; exit 1; }
 if [ -n "${DARKROOM_BIN:-}" ]; then
     BIN=$DARKROOM_BIN
 else
-    (cd "$ROOT" && swift build -c release --product darkroom >&2) || { log "release build failed"; exit 1; }
+    (cd "$ROOT" && swift build -c release --product darkroom --static-swift-stdlib >&2) || { log "release build failed"; exit 1; }
     BIN=$ROOT/.build/release/darkroom
 fi
 if [ -n "${DARKROOM_LOADGEN:-}" ]; then
@@ -86,7 +87,7 @@ if [ -n "${DARKROOM_LOADGEN:-}" ]; then
 elif [ -x "$(dirname "$BIN")/darkroom-loadgen" ] && [ -n "${DARKROOM_BIN:-}" ]; then
     LG=$(dirname "$BIN")/darkroom-loadgen
 else
-    (cd "$ROOT" && swift build -c release --product darkroom-loadgen >&2) || { log "release build of darkroom-loadgen failed"; exit 1; }
+    (cd "$ROOT" && swift build -c release --product darkroom-loadgen --static-swift-stdlib >&2) || { log "release build of darkroom-loadgen failed"; exit 1; }
     LG=$ROOT/.build/release/darkroom-loadgen
 fi
 

@@ -772,7 +772,7 @@ def main():
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
     if not os.access(binary, os.X_OK):
-        sys.exit(f"no darkroom binary at {binary}: swift build -c release --product darkroom")
+        sys.exit(f"no darkroom binary at {binary}: swift build -c release --product darkroom --static-swift-stdlib")
     ports = list(range(a.base_port, a.base_port + 4)) + [a.base_port + o for o in METRICS_OFFSET.values()]
     for port in ports:
         with socket.socket() as s:
