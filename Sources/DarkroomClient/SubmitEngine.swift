@@ -65,6 +65,11 @@ public final class SubmitEngine {
     /// wake-ups a second instead of one per batch on each thread.
     static let reportInterval = Duration.milliseconds(10)
 
+    /// Once only following is left and no more jobs than this are open,
+    /// each report is taken as it comes: the end of the run (or of a small
+    /// one) is not held back for wake-ups that cost little at that rate.
+    static let promptBelow = 256
+
     /// Connects (in the background) to the broker's frontend, and to its
     /// events when `run` follows.
     public init(frontend: String = Wire.Endpoint.frontend, events: String = Wire.Endpoint.events, context: Context,
@@ -174,14 +179,14 @@ public final class SubmitEngine {
         // Only following is left: wait for the follower's reports, taking
         // them at most every `SubmitEngine.reportInterval` while they keep
         // coming, so that a slow stream of small event batches does not
-        // wake this thread once each.
+        // wake this thread once each; near the end, as they come.
         let poller = Poller()
         poller.add(inbox)
         var lastTaken = ContinuousClock.now - SubmitEngine.reportInterval
         while !tracker.open.isEmpty, tracker.followError == nil {
             beforeWait()
             let since = ContinuousClock.now - lastTaken
-            if since < SubmitEngine.reportInterval {
+            if since < SubmitEngine.reportInterval, tracker.open.count > SubmitEngine.promptBelow {
                 Thread.sleep(forTimeInterval: (SubmitEngine.reportInterval - since).fractionalSeconds)
             }
             _ = try? poller.poll(timeoutMilliseconds: 1_000)
