@@ -113,23 +113,9 @@ extension Image {
 
     /// Applies a 256-entry table to R, G and B. Unfinished if `cancel` is set
     /// while it runs.
-    ///
-    /// Each pixel is read from the source and written to a new, unfilled
-    /// buffer (one trip through memory; copying the source first and mapping
-    /// the copy in place took two), a megabyte between two looks at the flag.
-    /// The loop runs over spans of just that megabyte: bounded by their own
-    /// lengths, it compiles as tightly as a loop over the whole buffer.
     func mapChannels(table: [UInt8], _ cancel: CancellationFlag) -> Image {
-        let lut = table.span
-        var out = Image.unfilled(count: pixels.count)
-        let src = pixels.span
-        var whole = out.mutableSpan
-        var start = 0
-        while start < whole.count {
-            if cancel.poll() { break }
-            let end = min(whole.count, start + Image.bytesPerPoll)
-            var dst = whole.extracting(start ..< end)
-            let from = src.extracting(start ..< end)
+        mapChunks(cancel) { dst, from in
+            let lut = table.span
             var i = 0
             while i + 3 < min(dst.count, from.count) {
                 dst[i] = lut[Int(from[i])]
@@ -138,24 +124,14 @@ extension Image {
                 dst[i + 3] = from[i + 3]
                 i += 4
             }
-            start = end
         }
-        return Image(width: width, height: height, pixels: out)
     }
 
-    /// Applies `transform` to every pixel's (R, G, B), a megabyte at a time as
-    /// `mapChannels` does. Unfinished if `cancel` is set while it runs.
+    /// Applies `transform` to every pixel's (R, G, B). Unfinished if `cancel`
+    /// is set while it runs.
     @inline(__always)
     func mapPixels(_ cancel: CancellationFlag, _ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
-        var out = Image.unfilled(count: pixels.count)
-        let src = pixels.span
-        var whole = out.mutableSpan
-        var start = 0
-        while start < whole.count {
-            if cancel.poll() { break }
-            let end = min(whole.count, start + Image.bytesPerPoll)
-            var dst = whole.extracting(start ..< end)
-            let from = src.extracting(start ..< end)
+        mapChunks(cancel) { dst, from in
             var i = 0
             while i + 3 < min(dst.count, from.count) {
                 let (r, g, b) = transform(Int(from[i]), Int(from[i + 1]), Int(from[i + 2]))
@@ -165,6 +141,26 @@ extension Image {
                 dst[i + 3] = from[i + 3]
                 i += 4
             }
+        }
+    }
+
+    /// The pass both maps make: each pixel is read from the source and
+    /// written to a new, unfilled buffer (one trip through memory; copying
+    /// the source first and mapping the copy in place took two), a megabyte
+    /// between two looks at the flag. `body` maps one megabyte, given as
+    /// spans of just that: bounded by their own lengths, its loop compiles
+    /// as tightly as a loop over the whole buffer.
+    @inline(__always)
+    private func mapChunks(_ cancel: CancellationFlag, _ body: (inout MutableSpan<UInt8>, Span<UInt8>) -> Void) -> Image {
+        var out = Image.unfilled(count: pixels.count)
+        let src = pixels.span
+        var whole = out.mutableSpan
+        var start = 0
+        while start < whole.count {
+            if cancel.poll() { break }
+            let end = min(whole.count, start + Image.bytesPerPoll)
+            var dst = whole.extracting(start ..< end)
+            body(&dst, src.extracting(start ..< end))
             start = end
         }
         return Image(width: width, height: height, pixels: out)
