@@ -205,11 +205,11 @@ enum SpecChecks {
 
     /// The answer to `frames` on `socket` by steps 1 to 7, or, when it is
     /// well formed, by `semantic` (the command's own rules).
-    static func expect(_ frames: [[UInt8]], on socket: FuzzSocket, fieldsMalformed: Bool?, vector: MalformedVector?,
-                       decode: ([[UInt8]]) throws(ProtocolError) -> Void, semantic: () -> Expectation) -> Expectation {
+    static func expect<Message>(_ frames: [[UInt8]], on socket: FuzzSocket, fieldsMalformed: Bool?, vector: MalformedVector?,
+                                decode: ([[UInt8]]) throws(ProtocolError) -> Message,
+                                semantic: (Message) -> Expectation) -> Expectation {
         var expectation: Expectation
-        var decoded: ProtocolError?
-        do throws(ProtocolError) { try decode(frames) } catch { decoded = error }
+        let decoded = Result { () throws(ProtocolError) in try decode(frames) }
         switch check(frames, on: socket) {
         case .dropped, .error:
             expectation = .silence
@@ -218,14 +218,15 @@ enum SpecChecks {
         case .passes(let byte):
             let name = Command(rawValue: byte)?.name ?? "?"
             let id: UInt64 = carriesRequestID.contains(byte) && frames[2].count == 8 ? frames[2].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : 0
-            if let decoded {
+            switch decoded {
+            case .failure(let refusal):
                 // Step 7: the first bad field, named in the reason.
                 expectation = Expectation(.error(.malformed, requestID: id, reason: .prefix("\(name): frame ")))
-                if decoded.code != .malformed || fieldsMalformed == false {
-                    expectation.disagreement = "the decoder refuses it (\(decoded)), but by section 2.4 its fields are well formed"
+                if refusal.code != .malformed || fieldsMalformed == false {
+                    expectation.disagreement = "the decoder refuses it (\(refusal)), but by section 2.4 its fields are well formed"
                 }
-            } else {
-                expectation = semantic()
+            case .success(let message):
+                expectation = semantic(message)
                 if fieldsMalformed == true {
                     expectation.disagreement = "the decoder reads it, but by section 2.4 a field is malformed"
                 }
@@ -252,8 +253,7 @@ enum FrontendOracle {
 
     static func expect(_ frames: [[UInt8]], fieldsMalformed: Bool? = nil, vector: MalformedVector? = nil) -> Expectation {
         SpecChecks.expect(frames, on: .frontend, fieldsMalformed: fieldsMalformed, vector: vector,
-                          decode: { frames throws(ProtocolError) in _ = try FrontendMessage.decode(frames, to: .server) }) {
-            guard let message = try? FrontendMessage.decode(frames, to: .server) else { return .silence }
+                          decode: { frames throws(ProtocolError) in try FrontendMessage.decode(frames, to: .server) }) { message in
             switch message {
             case .submit(let submit): return expect(submit)
             case .ping(let ping): return Expectation(.reply(.pong, requestID: ping.requestID))
@@ -315,9 +315,8 @@ struct StoreOracle {
 
     mutating func expect(_ frames: [[UInt8]], fieldsMalformed: Bool? = nil, vector: MalformedVector? = nil) -> Expectation {
         SpecChecks.expect(frames, on: .store, fieldsMalformed: fieldsMalformed, vector: vector,
-                          decode: { frames throws(ProtocolError) in _ = try StoreMessage.decode(frames, to: .server) }) {
-            guard let message = try? StoreMessage.decode(frames, to: .server) else { return .silence }
-            return semantic(message)
+                          decode: { frames throws(ProtocolError) in try StoreMessage.decode(frames, to: .server) }) { message in
+            semantic(message)
         }
     }
 
@@ -397,9 +396,8 @@ struct BackendSession {
 
     mutating func expect(_ frames: [[UInt8]], fieldsMalformed: Bool? = nil, vector: MalformedVector? = nil) -> Expectation {
         SpecChecks.expect(frames, on: .backend, fieldsMalformed: fieldsMalformed, vector: vector,
-                          decode: { frames throws(ProtocolError) in _ = try BackendMessage.decode(frames, to: .server) }) {
-            guard let message = try? BackendMessage.decode(frames, to: .server) else { return .silence }
-            return semantic(message)
+                          decode: { frames throws(ProtocolError) in try BackendMessage.decode(frames, to: .server) }) { message in
+            semantic(message)
         }
     }
 
