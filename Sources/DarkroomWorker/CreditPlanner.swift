@@ -203,3 +203,36 @@ struct RecentMinimum: Sendable, Equatable {
         return samples.first { $0.at >= oldest }?.value ?? samples.last?.value
     }
 }
+
+/// The credit granted to the broker that no JOB has used yet, kept as the
+/// grants in the order they were sent: a JOB uses the oldest unit, and the
+/// time since that grant is a sample of the broker's round trip.
+struct OutstandingCredit {
+    private var grants: [(at: ContinuousClock.Instant, count: Int)] = []
+    /// The units granted and not yet used.
+    private(set) var count = 0
+
+    /// Notes `units` granted at `now`.
+    mutating func grant(_ units: Int, at now: ContinuousClock.Instant) {
+        guard units > 0 else { return }
+        count += units
+        grants.append((now, units))
+    }
+
+    /// Uses the oldest unit and returns when it was granted; nil when none
+    /// is outstanding.
+    mutating func use() -> ContinuousClock.Instant? {
+        guard !grants.isEmpty else { return nil }
+        let granted = grants[0].at
+        count -= 1
+        grants[0].count -= 1
+        if grants[0].count == 0 { grants.removeFirst() }
+        return granted
+    }
+
+    /// A new session with the broker, which forgot every grant.
+    mutating func reset() {
+        grants = []
+        count = 0
+    }
+}

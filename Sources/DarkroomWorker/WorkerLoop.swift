@@ -82,11 +82,7 @@ final class WorkerLoop {
     private var lastSent: ContinuousClock.Instant
     private var reconnectAt: ContinuousClock.Instant?
     private var backoff: Duration
-    private var credit = 0
-    /// When the outstanding credit was granted, oldest first, as counts:
-    /// a JOB uses the oldest unit, and the time since it was granted is a
-    /// sample of the broker's round trip.
-    private var creditGrants: [(at: ContinuousClock.Instant, count: Int)] = []
+    private var credit = OutstandingCredit()
     /// The PING on the broker connection that waits for its PONG, and when
     /// the next is due: PONG times are the plainest broker round trips.
     private var pendingPing: (requestID: UInt64, sent: ContinuousClock.Instant)?
@@ -320,7 +316,7 @@ final class WorkerLoop {
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
         snapshot.stopping = stopping
         snapshot.connected = backend != nil
-        snapshot.creditOutstanding = credit
+        snapshot.creditOutstanding = credit.count
         snapshot.heldBytes = heldBytes
         snapshot.peakHeldBytes = max(snapshot.peakHeldBytes, heldBytes)
         status.publish(snapshot)
@@ -487,7 +483,7 @@ final class WorkerLoop {
         rebuildPoller()
         let now = clock.now
         lastHeard = now
-        credit = 0
+        credit.reset()
         let ready = Ready(workerID: configuration.workerID, host: configuration.host, pid: UInt32(truncatingIfNeeded: getpid()), slots: UInt32(slots))
         sendToBroker(BackendMessage.ready(ready).frames())
         let held = heldJobs()
@@ -543,8 +539,7 @@ final class WorkerLoop {
         backendMonitor = nil
         backend?.close()
         backend = nil
-        credit = 0
-        creditGrants = []
+        credit.reset()
         pendingPing = nil
         pingRefused = false
         nextPing = clock.now
@@ -674,26 +669,23 @@ final class WorkerLoop {
     /// and none once stopping (callers check).
     private func topUp() {
         guard backend != nil, storeReached, storeRefusal == nil else { return }
-        let count = planner.creditToGrant(held: jobs.count, heldBytes: heldBytes, outstanding: credit, at: clock.now - origin)
+        let count = planner.creditToGrant(held: jobs.count, heldBytes: heldBytes, outstanding: credit.count, at: clock.now - origin)
         grant(count)
     }
 
     private func grant(_ count: Int) {
         guard count > 0, backend != nil, storeReached, storeRefusal == nil else { return }
-        credit += count
-        creditGrants.append((clock.now, count))
+        credit.grant(count, at: clock.now)
         sendToBroker(BackendMessage.credit(Credit(count: UInt32(count))).frames())
     }
 
     /// Uses the oldest unit of outstanding credit for a JOB that came now,
-    /// and tells the planner how long that credit waited.
-    private func useCredit(now: ContinuousClock.Instant) {
-        guard credit > 0 else { return }
-        credit -= 1
-        guard !creditGrants.isEmpty else { return }
-        planner.noteCreditToJob(now - creditGrants[0].at, at: now - origin)
-        creditGrants[0].count -= 1
-        if creditGrants[0].count <= 0 { creditGrants.removeFirst() }
+    /// and tells the planner how long that credit waited; false when no
+    /// credit was outstanding.
+    private func useCredit(now: ContinuousClock.Instant) -> Bool {
+        guard let granted = credit.use() else { return false }
+        planner.noteCreditToJob(now - granted, at: now - origin)
+        return true
     }
 
     /// Sends a PING to the broker, whose PONG measures the round trip. A
@@ -802,9 +794,7 @@ final class WorkerLoop {
             return
         }
         let now = clock.now
-        if credit > 0 {
-            useCredit(now: now)
-        } else {
+        if !useCredit(now: now) {
             logger.warn("\(label): JOB without outstanding credit; running it in a free slot")
         }
         planner.noteInput(bytes: job.image.count)

@@ -206,6 +206,29 @@ import Testing
         #expect(planner.creditToGrant(held: target + 5, heldBytes: 0, outstanding: 0, at: .zero) == 0)
     }
 
+    @Test func outstandingCreditIsUsedOldestGrantFirst() {
+        var credit = OutstandingCredit()
+        let start = ContinuousClock.now
+        #expect(credit.use() == nil)
+        credit.grant(2, at: start)
+        credit.grant(0, at: start + .seconds(1))
+        credit.grant(1, at: start + .seconds(2))
+        #expect(credit.count == 3)
+        // Each unit tells when its grant was sent: the broker's round trip.
+        #expect(credit.use() == start)
+        #expect(credit.use() == start)
+        #expect(credit.count == 1)
+        #expect(credit.use() == start + .seconds(2))
+        #expect(credit.count == 0)
+        #expect(credit.use() == nil)
+        #expect(credit.count == 0)
+        // A new session: the broker forgot the grants.
+        credit.grant(4, at: start)
+        credit.reset()
+        #expect(credit.count == 0)
+        #expect(credit.use() == nil)
+    }
+
     @Test func badLimitsAreRaisedToOne() {
         let planner = CreditPlanner(.init(threads: 0, slots: 0, inputBudget: 0))
         #expect(planner.limits == .init(threads: 1, slots: 1, inputBudget: 1))
