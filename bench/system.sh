@@ -16,7 +16,9 @@
 #                       DARKROOM_BIN, else built)
 #   TINY_JOBS           tiny jobs per throughput row (5000; quick 1000)
 #   BENCH_REPEAT        runs of the README path and of each tuned
-#                       configuration, interleaved; the median counts (3; quick 1)
+#                       configuration, interleaved; the median counts, and
+#                       the README path's ratio to the best is also taken
+#                       round by round (5; quick 1)
 #   TUNED_CONFIGS       up configurations tried, WORKERSxTHREADS (up -w -c) or default
 #                       ("default 1x256 1x512 1x1024 2x256 2x512";
 #                       quick "default 1x512")
@@ -44,7 +46,7 @@ CORPUS=${1:-$ROOT/../shared/corpus/good}
 QUICK=${BENCH_QUICK:-0}
 q() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }  # q FULL QUICK
 TINY_JOBS=${TINY_JOBS:-$(q 5000 1000)}
-REPEAT=${BENCH_REPEAT:-$(q 3 1)}
+REPEAT=${BENCH_REPEAT:-$(q 5 1)}
 TUNED_CONFIGS=${TUNED_CONFIGS:-$(q "default 1x1 1x2 1x4 2x1 2x2" "default 1x2")}
 TUNED_WINDOW=${TUNED_WINDOW:-1000}
 LAT_WORKERS=${LAT_WORKERS:-2}
@@ -169,18 +171,33 @@ tuned_run() {
     log "tuned $up_text: $RATE jobs/s by wall time less its 0.3 s settling pause ($own by its own timer)"
     echo "$RATE $(jget "$R" p50ms) $(jget "$R" p99ms) $(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS") $own" >>"$TMP/tuned-$cfg.runs"
 }
+# round_run NAME COMMAND...: one round of NAME; its rate goes to
+# NAME.rounds, "-" when the run failed, so that the rounds of two rows
+# pair up even then.
+round_run() {
+    local name=$1 before=0
+    shift
+    [ -f "$TMP/$name.runs" ] && before=$(wc -l <"$TMP/$name.runs")
+    "$@"
+    if [ -f "$TMP/$name.runs" ] && [ "$(wc -l <"$TMP/$name.runs")" -gt "$before" ]; then
+        tail -n 1 "$TMP/$name.runs" | cut -d' ' -f1 >>"$TMP/$name.rounds"
+    else
+        echo - >>"$TMP/$name.rounds"
+    fi
+}
 if want readme || want tuned; then
-    rm -f "$TMP"/readme.runs "$TMP"/tuned-*.runs
+    rm -f "$TMP"/readme.runs "$TMP"/tuned-*.runs "$TMP"/readme.rounds "$TMP"/tuned-*.rounds
     for round in $(seq 1 "$REPEAT"); do
-        want readme && readme_run
-        if want tuned; then for cfg in $TUNED_CONFIGS keys; do tuned_run "$cfg"; done; fi
+        want readme && round_run readme readme_run
+        if want tuned; then for cfg in $TUNED_CONFIGS keys; do round_run "tuned-$cfg" tuned_run "$cfg"; done; fi
     done
 fi
 if want readme && [ -s "$TMP/readme.runs" ]; then
     read -r RATE SECS CPU < <(median_of <"$TMP/readme.runs")
     SPREAD=$(spread_of <"$TMP/readme.runs")
     result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $CPU µs/job); $UP_ENDPOINTS" \
-        jobs="$TINY_JOBS" stored="$TINY_JOBS" seconds="$SECS" rate="$RATE" runs="$(wc -l <"$TMP/readme.runs")" spread="$SPREAD"
+        jobs="$TINY_JOBS" stored="$TINY_JOBS" seconds="$SECS" rate="$RATE" runs="$(wc -l <"$TMP/readme.runs")" spread="$SPREAD" \
+        rates="$(tr '\n' ' ' <"$TMP/readme.rounds")"
 fi
 if want tuned; then
     BEST_CFG=""; BEST_RATE=0
@@ -189,7 +206,8 @@ if want tuned; then
         read -r RATE P50 P99 LG_US OWN < <(median_of <"$TMP/tuned-$cfg.runs")
         if [ "$cfg" = default ]; then up_text="darkroom up (defaults)"; else up_text="darkroom up -w ${cfg%x*} -c ${cfg#*x}"; fi
         result tuned "setup=$up_text + darkroom-loadgen --window $TUNED_WINDOW (its CPU $LG_US µs/job)" \
-            jobs="$TINY_JOBS" rate="$RATE" own="$OWN" p50ms="$P50" p99ms="$P99" cfg="$cfg" runs="$(wc -l <"$TMP/tuned-$cfg.runs")" spread="$(spread_of <"$TMP/tuned-$cfg.runs")"
+            jobs="$TINY_JOBS" rate="$RATE" own="$OWN" p50ms="$P50" p99ms="$P99" cfg="$cfg" runs="$(wc -l <"$TMP/tuned-$cfg.runs")" spread="$(spread_of <"$TMP/tuned-$cfg.runs")" \
+            rates="$(tr '\n' ' ' <"$TMP/tuned-$cfg.rounds")"
         if python3 -c "import sys; sys.exit(0 if $RATE > $BEST_RATE else 1)"; then BEST_RATE=$RATE; BEST_CFG=$cfg; fi
     done
     # The default server again, the load generator now giving every job a

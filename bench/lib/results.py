@@ -7,11 +7,14 @@
 
 Keys the report knows and what it compares:
 
-    readme           `darkroom up` + `darkroom submit DIR --wait`: the reference
+    readme           `darkroom up` + `darkroom submit DIR --wait`: the reference,
+                     as % of the best tuned (the medians, and the median of
+                     each round's ratio), target 90%
     tuned            one line per configuration tried; the fastest is "best tuned"
     tuned-submit     the best tuned server with `darkroom submit --window N`
     tuned-keys       the default server, the load generator with submit keys
-    sidekiq, celery  peers: darkroom's README path divided by theirs
+    sidekiq, celery  peers: darkroom's README path divided by theirs (Sidekiq:
+                     target 2x)
     lat-tiny-direct, lat-tiny-relay, lat-tiny-proxy,
     lat-photo-direct, lat-photo-relay, lat-photo-proxy
                      the proxied runs as % of the direct one (medians, and
@@ -29,6 +32,8 @@ import sys
 OVERHEAD_TARGET = 10.0   # percent, image jobs through the queue vs the engine alone
 MEMORY_GROWTH_MIB = 16   # broker and store over a long run
 LATENCY_TARGETS = {"tiny": 70.0, "photo": 95.0}   # percent of direct through the +100 ms link
+README_TARGET = 90.0     # percent of the best tuned configuration, tiny jobs
+SIDEKIQ_TARGET = 2.0     # times Sidekiq's no-op jobs/s, tiny jobs
 
 
 def value(text):
@@ -121,7 +126,15 @@ def report(path, notes):
     for e in entries:
         k = e["key"]
         if k == "readme":
-            ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})" if best else ""
+            ratio = ""
+            if best:
+                ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})"
+                paired = paired_ratios(e, best)
+                if paired:
+                    ratio += f"; round by round: median {lower_median(paired):.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)"
+                got = lower_median(paired) if paired else 100.0 * e["rate"] / best["rate"]
+                how_measured = f"median of {len(paired)} rounds' ratios" if paired else "ratio of the medians"
+                verdicts.append(f"{'PASS' if got >= README_TARGET else 'FAIL'} README path: {got:.1f}% of the best tuned configuration ({how_measured}), target {README_TARGET:g}%")
             row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s){runs(e)}", ratio)
         elif k == "tuned":
             mark = " **(best)**" if e is best else ""
@@ -135,6 +148,9 @@ def report(path, notes):
             row("tuned server, submit client", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s)", ratio)
         elif k in ("sidekiq", "celery"):
             ratio = f"darkroom README path ÷ {k.capitalize()} = {times(readme['rate'], e['rate'])}" if readme else ""
+            if k == "sidekiq" and readme and e["rate"]:
+                got = readme["rate"] / e["rate"]
+                verdicts.append(f"{'PASS' if got >= SIDEKIQ_TARGET else 'FAIL'} README path ÷ Sidekiq: {got:.2f}× (the README path's median run, Sidekiq's one run), target {SIDEKIQ_TARGET:g}×")
             row(f"peer: {k.capitalize()}", e["setup"], f"{e['jobs']:,} jobs", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s, enqueue {e['enqueueSeconds']} s)", ratio)
         elif k.startswith("lat-"):
             kind, how = k.split("-")[1:]
