@@ -68,7 +68,7 @@ public final class SubmitEngine {
     /// Once only following is left and no more jobs than this are open,
     /// each report is taken as it comes: the end of the run (or of a small
     /// one) is not held back for wake-ups that cost little at that rate.
-    static let promptBelow = 256
+    static let promptAtMost = 256
 
     /// Connects (in the background) to the broker's frontend, and to its
     /// events when `run` follows.
@@ -186,7 +186,7 @@ public final class SubmitEngine {
         while !tracker.open.isEmpty, tracker.followError == nil {
             beforeWait()
             let since = ContinuousClock.now - lastTaken
-            if since < SubmitEngine.reportInterval, tracker.open.count > SubmitEngine.promptBelow {
+            if since < SubmitEngine.reportInterval, tracker.open.count > SubmitEngine.promptAtMost {
                 Thread.sleep(forTimeInterval: (SubmitEngine.reportInterval - since).fractionalSeconds)
             }
             _ = try? poller.poll(timeoutMilliseconds: 1_000)
