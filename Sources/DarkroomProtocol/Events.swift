@@ -126,7 +126,7 @@ public struct Event: WireMessage {
         guard topic == Wire.eventTopic else {
             throw ProtocolError(.malformed, "frame 0 (topic) must be 'ev', got \(Wire.quoted(topic))")
         }
-        var r = try MessageReader(frames, offset: 1, expecting: [.event], context: "under the topic 'ev'")
+        var r = try MessageReader(frames, offset: 1, expecting: .event, context: "under the topic 'ev'")
         let event = try Event(from: &r)
         try r.finish()
         return event
@@ -181,9 +181,6 @@ public struct EventBatch: WireMessage {
         [Wire.eventBatchTopic] + frames()
     }
 
-    /// What a record is read as.
-    private static let recordCommands: Set<Command> = [.event]
-
     /// Splits the records frame into `count` events, each checked as an EVENT
     /// would be (those of a kind in `skipping` only as far as `skimmed`
     /// reads them), and checks that their seqs follow one another.
@@ -205,7 +202,7 @@ public struct EventBatch: WireMessage {
                     frames[2 + f].append(contentsOf: bytes[fields[f]])
                 }
                 do throws(ProtocolError) {
-                    var reader = try MessageReader(frames, expecting: recordCommands, context: "in EVENTS")
+                    var reader = try MessageReader(frames, expecting: .event, context: "in EVENTS")
                     event = try Event(from: &reader)
                     try reader.finish()
                 } catch {
@@ -276,7 +273,7 @@ public struct EventBatch: WireMessage {
         guard topic == Wire.eventBatchTopic else {
             throw ProtocolError(.malformed, "frame 0 (topic) must be 'eb', got \(Wire.quoted(topic))")
         }
-        var r = try MessageReader(frames, offset: 1, expecting: [.events], context: "under the topic 'eb'")
+        var r = try MessageReader(frames, offset: 1, expecting: .events, context: "under the topic 'eb'")
         let batch = try EventBatch(from: &r, skipping: skipping)
         try r.finish()
         return batch

@@ -67,16 +67,27 @@ public struct MessageReader: Sendable {
     /// Checks the header and the exact frame count. `offset` is the index of
     /// the "DRK1" frame (1 on the events socket, after the topic).
     /// `context` completes the sentence "X is not valid …" for a command
-    /// outside `allowed`, e.g. "on the frontend".
+    /// outside `allowed`, e.g. "on the frontend" (made only then).
     ///
     /// The checks run in the order of section 3.2: protocol id, command
     /// byte, the command on this socket, then (given `receiver`) the
     /// command in this direction, then the frame count. Fields come after.
-    public init(_ frames: [[UInt8]], offset: Int = 0, expecting allowed: Set<Command>, context: String,
+    public init(_ frames: [[UInt8]], offset: Int = 0, expecting allowed: Set<Command>, context: @autoclosure () -> String,
                 receiving: (commands: Set<Command>, receiver: String)? = nil) throws(ProtocolError) {
+        try self.init(frames, offset: offset, allowing: { allowed.contains($0) }, context: context, receiving: receiving)
+    }
+
+    /// The same checks for a message that must be `command`: what a
+    /// decoder of one message reads with, without a set to build for it.
+    public init(_ frames: [[UInt8]], offset: Int = 0, expecting command: Command, context: @autoclosure () -> String) throws(ProtocolError) {
+        try self.init(frames, offset: offset, allowing: { $0 == command }, context: context, receiving: nil)
+    }
+
+    private init(_ frames: [[UInt8]], offset: Int, allowing isAllowed: (Command) -> Bool, context: () -> String,
+                 receiving: (commands: Set<Command>, receiver: String)?) throws(ProtocolError) {
         let command = try Wire.command(of: frames, at: offset)
-        guard allowed.contains(command) else {
-            throw ProtocolError(.unexpectedCommand, "\(command.name) is not valid \(context)")
+        guard isAllowed(command) else {
+            throw ProtocolError(.unexpectedCommand, "\(command.name) is not valid \(context())")
         }
         if let receiving, !receiving.commands.contains(command) {
             throw ProtocolError(.unexpectedCommand, "\(command.name) is not sent to \(receiving.receiver)")
@@ -172,8 +183,10 @@ public struct MessageReader: Sendable {
         guard !frame.starts(with: [0xEF, 0xBB, 0xBF]) else {
             throw error(frame: i, field, "starts with a byte-order mark (U+FEFF)")
         }
-        if singleLine, let bad = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw error(frame: i, field, "contains control character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4))")
+        // In UTF-8 these scalars are single bytes and no byte of another
+        // scalar is below 0x80, so the bytes are looked at, not the scalars.
+        if singleLine, let bad = frame.first(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw error(frame: i, field, "contains control character U+\(String(bad, radix: 16, uppercase: true).leftPadded(to: 4))")
         }
         return text
     }

@@ -16,7 +16,7 @@ extension WireMessage {
 
     /// Decodes a message that must be this command.
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> Self {
-        var reader = try MessageReader(frames, expecting: [command], context: "here (expected \(command.name))")
+        var reader = try MessageReader(frames, expecting: command, context: "here (expected \(command.name))")
         let message = try Self(from: &reader)
         try reader.finish()
         return message

@@ -6,6 +6,26 @@ struct CodecTests {
     let job = ULID(milliseconds: 1_730_000_000_000, randomHigh: 1, randomLow: 2)
     let record = ULID(milliseconds: 1_730_000_000_001, randomHigh: 3, randomLow: 4)
 
+    @Test func oneLineTextRefusesC0ControlsAndDeleteOnly() throws {
+        for (text, scalar) in [("a\tb", "0009"), ("line\n", "000A"), ("\u{1}x", "0001"), ("del\u{7F}", "007F")] {
+            let frames = ErrorReply(requestID: 1, code: .malformed, reason: text).frames()
+            #expect(throws: ProtocolError(.malformed, "ERROR: frame 4 (reason) contains control character U+\(scalar)")) {
+                _ = try ErrorReply.decode(frames)
+            }
+        }
+        // Every other scalar passes, among them C1's NEL (U+0085), whose
+        // UTF-8 bytes are 0xC2 0x85.
+        let fine = "café – 東京 ☃ \u{85} 🎞"
+        #expect(try ErrorReply.decode(ErrorReply(requestID: 1, code: .malformed, reason: fine).frames()).reason == fine)
+    }
+
+    @Test func aMessageOfAnotherCommandIsNamedInTheRefusal() throws {
+        let frames = ErrorReply(requestID: 1, code: .malformed, reason: "x").frames()
+        #expect(throws: ProtocolError(.unexpectedCommand, "ERROR is not valid here (expected PING)")) {
+            _ = try Ping.decode(frames)
+        }
+    }
+
     @Test func frontendMessagesRoundTrip() throws {
         let messages: [FrontendMessage] = [
             .submit(Submit(requestID: 1, priority: 0, options: .default, pipeline: "invert", sourceName: "", image: [0xFF, 0xD8])),
