@@ -95,6 +95,19 @@ def paired_ratios(e, base):
     return sorted(100.0 * float(x) / float(y) for x, y in zip(a, b) if x != "-" and y != "-" and float(y) > 0)
 
 
+def by_round(e, base):
+    """`e` against `base` round by round: the row's text ("round by
+    round: median …", "" without rounds), and the percentage a target is
+    judged by with how it was measured (the median of the rounds' own
+    ratios; without rounds, the ratio of the medians)."""
+    paired = paired_ratios(e, base)
+    if paired:
+        got = lower_median(paired)
+        return (f"round by round: median {got:.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)",
+                got, f"median of {len(paired)} rounds' ratios")
+    return "", 100.0 * e["rate"] / base["rate"], "ratio of the medians"
+
+
 def lower_median(values):
     """The median of sorted values, the lower one of an even count (as the
     shell's median_of picks its runs)."""
@@ -129,11 +142,9 @@ def report(path, notes):
             ratio = ""
             if best:
                 ratio = f"{pct(e['rate'], best['rate'])} of best tuned ({up_flags(best['cfg'])})"
-                paired = paired_ratios(e, best)
-                if paired:
-                    ratio += f"; round by round: median {lower_median(paired):.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)"
-                got = lower_median(paired) if paired else 100.0 * e["rate"] / best["rate"]
-                how_measured = f"median of {len(paired)} rounds' ratios" if paired else "ratio of the medians"
+                rounds, got, how_measured = by_round(e, best)
+                if rounds:
+                    ratio += f"; {rounds}"
                 verdicts.append(f"{'PASS' if got >= README_TARGET else 'FAIL'} README path: {got:.1f}% of the best tuned configuration ({how_measured}), target {README_TARGET:g}%")
             row("README path", e["setup"], f"{e['jobs']:,} tiny jobs, {e['stored']:,} stored", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s){runs(e)}", ratio)
         elif k == "tuned":
@@ -160,13 +171,11 @@ def report(path, notes):
             ratios = []
             if how in ("proxy", "relay") and direct:
                 ratios.append(f"{pct(e['rate'], direct['rate'])} of direct")
-                paired = paired_ratios(e, direct)
-                if paired:
-                    ratios.append(f"round by round: median {lower_median(paired):.1f}% ({paired[0]:.1f}–{paired[-1]:.1f}%)")
+                rounds, got, how_measured = by_round(e, direct)
+                if rounds:
+                    ratios.append(rounds)
                 if how == "proxy":
                     target = LATENCY_TARGETS[kind]
-                    got = lower_median(paired) if paired else 100.0 * e["rate"] / direct["rate"]
-                    how_measured = f"median of {len(paired)} rounds' ratios" if paired else "ratio of the medians"
                     verdicts.append(f"{'PASS' if got >= target else 'FAIL'} {what} through +100 ms: {got:.1f}% of direct ({how_measured}), target {target:g}%")
             if how == "proxy" and relay:
                 ratios.append(f"{pct(e['rate'], relay['rate'])} of the same proxy without its delay")
