@@ -132,35 +132,45 @@ public struct MessageReader: Sendable {
         return (i, FrameReader(frame))
     }
 
+    /// A frame of exactly `width` bytes (at most eight) as a big-endian
+    /// unsigned integer, read in place.
+    mutating func integer(_ field: String, _ width: Int) throws(ProtocolError) -> (Int, UInt64) {
+        let (i, frame) = next()
+        guard frame.count == width else {
+            throw error(frame: i, field, "must be \(width) byte\(width == 1 ? "" : "s"), got \(frame.count)")
+        }
+        var value: UInt64 = 0
+        for byte in frame { value = value << 8 | UInt64(byte) }
+        return (i, value)
+    }
+
     public mutating func u8(_ field: String, _ range: ClosedRange<UInt8> = 0...UInt8.max) throws(ProtocolError) -> UInt8 {
-        var (i, r) = try fixed(field, 1)
-        let v = (try? r.u8()) ?? 0
+        let (i, raw) = try integer(field, 1)
+        let v = UInt8(truncatingIfNeeded: raw)
         guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
         return v
     }
 
     public mutating func u16(_ field: String) throws(ProtocolError) -> UInt16 {
-        var (_, r) = try fixed(field, 2)
-        return (try? r.u16()) ?? 0
+        UInt16(truncatingIfNeeded: try integer(field, 2).1)
     }
 
     public mutating func u32(_ field: String, _ range: ClosedRange<UInt32> = 0...UInt32.max) throws(ProtocolError) -> UInt32 {
-        var (i, r) = try fixed(field, 4)
-        let v = (try? r.u32()) ?? 0
+        let (i, raw) = try integer(field, 4)
+        let v = UInt32(truncatingIfNeeded: raw)
         guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
         return v
     }
 
     public mutating func i32(_ field: String, _ range: ClosedRange<Int32>) throws(ProtocolError) -> Int32 {
-        var (i, r) = try fixed(field, 4)
-        let v = (try? r.i32()) ?? 0
+        let (i, raw) = try integer(field, 4)
+        let v = Int32(bitPattern: UInt32(truncatingIfNeeded: raw))
         guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
         return v
     }
 
     public mutating func u64(_ field: String) throws(ProtocolError) -> UInt64 {
-        var (_, r) = try fixed(field, 8)
-        return (try? r.u64()) ?? 0
+        try integer(field, 8).1
     }
 
     public mutating func bool(_ field: String) throws(ProtocolError) -> Bool {
@@ -175,9 +185,13 @@ public struct MessageReader: Sendable {
             if frame.isEmpty { throw error(frame: i, field, "is empty") }
             throw error(frame: i, field, "is \(frame.count) bytes, must be \(range.lowerBound)…\(range.upperBound)")
         }
-        guard let text = String(validating: frame, as: UTF8.self) else {
+        // Validated as a span: about twice as fast as the generic
+        // `String(validating:as:)`, and every text field of every message
+        // goes through here.
+        guard let valid = try? UTF8Span(validating: frame.span) else {
             throw error(frame: i, field, "is not valid UTF-8")
         }
+        let text = String(copying: valid)
         // DRK1 text carries no byte-order mark (section 2.4): one would be
         // echoed in events, and refused there by every strict receiver.
         guard !frame.starts(with: [0xEF, 0xBB, 0xBF]) else {
