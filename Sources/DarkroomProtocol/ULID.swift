@@ -91,14 +91,26 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 
     /// The 26 ASCII bytes of the canonical form.
     public var asciiBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(26)
-        appendASCII(to: &out)
-        return out
+        let characters = self.characters
+        return [UInt8](capacity: 26) { out in
+            for position in 0..<26 { out.append(characters[position]) }
+        }
     }
 
     /// Appends the 26 ASCII bytes of the canonical form to `out`.
     public func appendASCII(to out: inout [UInt8]) {
+        let characters = self.characters
+        out.append(addingCapacity: 26) { more in
+            for position in 0..<26 { more.append(characters[position]) }
+        }
+    }
+
+    /// The canonical form, worked out on the stack: every id that goes on
+    /// the wire, into a database or into a line of output passes through
+    /// here, and it allocates nothing.
+    private var characters: InlineArray<26, UInt8> {
+        let alphabet = ULID.alphabet
+        var out = InlineArray<26, UInt8>(repeating: 0)
         for position in 0..<26 {
             let shift = 125 - 5 * position
             let digit: UInt64
@@ -109,11 +121,17 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
             } else {
                 digit = low >> UInt64(shift)
             }
-            out.append(ULID.alphabet[Int(digit & 31)])
+            out[position] = alphabet[Int(digit & 31)]
         }
+        return out
     }
 
-    public var description: String { String(decoding: asciiBytes, as: UTF8.self) }
+    public var description: String {
+        let characters = self.characters
+        // The characters are ASCII, so the check cannot fail.
+        guard let text = try? UTF8Span(validating: characters.span) else { return "" }
+        return String(copying: text)
+    }
 
     public static func < (a: ULID, b: ULID) -> Bool { (a.high, a.low) < (b.high, b.low) }
 
