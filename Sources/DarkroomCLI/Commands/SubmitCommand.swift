@@ -233,7 +233,10 @@ enum SubmitCommand {
                         o.set("status", "accepted")
                         out.line(o.text)
                     } else if progress == nil {
-                        out.line("\(jobID) \(path)")
+                        out.write(jobID)
+                        out.write(" ")
+                        out.write(path)
+                        out.endLine()
                     }
                 case let .rejected(code, reason):
                     statuses[index] = .refused(code, reason)
@@ -276,7 +279,13 @@ enum SubmitCommand {
                     stored += 1
                     statuses[index] = .stored(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
-                        out.line("stored \(event.jobID) \(path) record \(event.recordID?.description ?? "?")")
+                        out.write("stored ")
+                        out.write(event.jobID)
+                        out.write(" ")
+                        out.write(path)
+                        out.write(" record ")
+                        if let record = event.recordID { out.write(record) } else { out.write("?") }
+                        out.endLine()
                     }
                 case .dead:
                     dead += 1

@@ -1,4 +1,5 @@
 import Foundation
+import DarkroomProtocol
 
 /// Where the CLI writes: stdout for results, stderr for diagnostics. Writes are
 /// whole lines, unbuffered, so the output of a long batch appears as it happens
@@ -30,6 +31,22 @@ final class OutputBuffer {
 
     func line(_ text: String) {
         pending.append(contentsOf: text.utf8)
+        pending.append(0x0A)
+        if pending.count >= 1 << 16 { flush() }
+    }
+
+    /// Writes a line in pieces, for a line printed once a job (`submit`'s
+    /// per-input lines): no String is built for it, and an id goes in as
+    /// its 26 characters.
+    func write(_ text: String) {
+        pending.append(contentsOf: text.utf8)
+    }
+
+    func write(_ id: ULID) {
+        id.appendASCII(to: &pending)
+    }
+
+    func endLine() {
         pending.append(0x0A)
         if pending.count >= 1 << 16 { flush() }
     }
