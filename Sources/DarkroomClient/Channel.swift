@@ -33,6 +33,15 @@ final class Channel {
     private let linkPoller = Poller()
     private let monitor: SocketMonitor
     private var handshake: HandshakeGuard
+    /// When the handshake events were last looked at.
+    private var handshakeCheckedAt: ContinuousClock.Instant?
+    /// How long a look at the handshake events stands for a send while the
+    /// link is up. Looking costs a system call (libzmq polls its mailbox
+    /// for the monitor's socket), and a producer sends thousands of SUBMITs
+    /// a second in bursts: one look serves a burst. The events reach the
+    /// monitor a moment after the fact anyway, so a drop could already go
+    /// unseen for about as long.
+    static let handshakeFreshness: Duration = .milliseconds(1)
     private var lastRequestID: UInt64 = 0
 
     init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?,
@@ -88,6 +97,7 @@ final class Channel {
     /// Reads the handshake events that came in; throws `.refused` when they
     /// prove that the server turns this client away.
     func checkHandshake() throws(ClientError) {
+        handshakeCheckedAt = .now
         while true {
             let next: (event: SocketMonitor.Event, endpoint: String)?
             do {
@@ -112,13 +122,17 @@ final class Channel {
 
     /// Sends one message, waiting up to the timeout for a connection: a
     /// message is handed to the socket only while the monitor shows a
-    /// finished handshake, so that with no server a send waits instead of
-    /// piling up requests that would all arrive, stale, when one appears.
-    /// A refused handshake ends the wait at once.
+    /// finished handshake (as looked at within `handshakeFreshness`), so
+    /// that with no server a send waits instead of piling up requests that
+    /// would all arrive, stale, when one appears. A refused handshake ends
+    /// the wait at once.
     func send(_ frames: [[UInt8]], what: String) throws(ClientError) {
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        let start = ContinuousClock.now
+        let deadline = start + timeout
+        if !handshake.linked || handshakeCheckedAt.map({ start - $0 >= Channel.handshakeFreshness }) ?? true {
             try checkHandshake()
+        }
+        while true {
             if handshake.linked {
                 do {
                     try socket.send(frames, dontWait: true)
@@ -141,6 +155,7 @@ final class Channel {
             } catch {
                 throw ClientError.zmq(error, "cannot wait for \(role)")
             }
+            try checkHandshake()
         }
     }
 

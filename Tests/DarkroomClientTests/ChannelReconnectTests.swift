@@ -95,6 +95,50 @@ import DarkroomZMQ
     }
 }
 
+/// A send looks at the handshake events at most `handshakeFreshness`
+/// apart while linked (one look serves a burst of SUBMITs); once the server
+/// is gone and that time has passed, a send must see the drop and wait for a
+/// connection instead of handing the message to the socket.
+@Suite struct ChannelSendGateTests {
+    @Test("a burst of sends while linked all arrive; after the server goes away, a send waits for a connection and ends unsent")
+    func sendAfterDropWaits() throws {
+        let context = try Context()
+        let serverContext = try Context()
+        let endpoint = "ipc://\(NSTemporaryDirectory())darkroom-gate-\(UUID().uuidString)"
+        let router = try serverContext.socket(.router)
+        try router.setLinger(milliseconds: 0)
+        try router.bind(endpoint)
+        let channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: .milliseconds(600), curve: nil)
+        // Linked: every message of a burst is handed over and arrives.
+        let burst = 200
+        for n in 0..<burst { try channel.send([Array("m\(n)".utf8)], what: "message \(n)") }
+        var arrived = 0
+        let poller = Poller()
+        poller.add(router)
+        while arrived < burst, try poller.poll(timeoutMilliseconds: 5_000).isReadable(0) {
+            while let frames = try router.receive(dontWait: true) {
+                #expect(frames.last == Array("m\(arrived)".utf8))
+                arrived += 1
+            }
+        }
+        #expect(arrived == burst)
+
+        router.close()
+        // Long past the freshness of the last look, and long enough for the
+        // monitor to report the drop.
+        Thread.sleep(forTimeInterval: 0.3)
+        let started = ContinuousClock.now
+        do {
+            try channel.send([Array("after the drop".utf8)], what: "the late message")
+            Issue.record("a send after the server went away was handed to the socket")
+        } catch {
+            #expect(error.kind == .timeout, "\(error)")
+            #expect(error.message.contains("could not send the late message"), "\(error.message)")
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(500), "the send did not wait for a connection")
+    }
+}
+
 private struct ServerFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
