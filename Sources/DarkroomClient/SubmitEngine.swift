@@ -183,7 +183,13 @@ public final class SubmitEngine {
         let poller = Poller()
         poller.add(inbox)
         var lastTaken = ContinuousClock.now - SubmitEngine.reportInterval
+        var promptAsked = false
         while !tracker.open.isEmpty, tracker.followError == nil {
+            if !promptAsked, tracker.open.count <= SubmitEngine.promptAtMost {
+                // The follower's naps would hold back the last events too.
+                thread.post(.prompt)
+                promptAsked = true
+            }
             beforeWait()
             let since = ContinuousClock.now - lastTaken
             if since < SubmitEngine.reportInterval, tracker.open.count > SubmitEngine.promptAtMost {
@@ -319,6 +325,9 @@ private struct JobTracker {
 enum FollowerInstruction: Sendable {
     /// Follow from this seq (or go back to it, if already further on).
     case follow(from: UInt64)
+    /// Few jobs are left open and only following remains: hand on events
+    /// as they come, with no nap to gather them first.
+    case prompt
     case stop
 }
 
@@ -344,6 +353,8 @@ private final class FollowerLoop: ServiceLoop {
     private var stopping = false
     /// Events not yet posted: posted in one message per wake-up of the follower.
     private var batch: [Event] = []
+    /// Whether events are handed on as they come (`FollowerInstruction.prompt`).
+    private var prompt = false
 
     init(frontend: String, events: String, context: Context, timeout: Duration, curve: CurveClientKeys?,
          silenceLimit: Duration, reports: Mailbox<FollowerReport>) throws {
@@ -374,6 +385,8 @@ private final class FollowerLoop: ServiceLoop {
             switch instruction {
             case .stop:
                 stopping = true
+            case .prompt:
+                prompt = true
             case .follow(let seq):
                 // Where following stands, or is about to start.
                 let cursor = from ?? follower.nextSeq
@@ -391,6 +404,7 @@ private final class FollowerLoop: ServiceLoop {
     private var lastWait = ContinuousClock.now
 
     private func nap() {
+        if prompt { return }
         let now = ContinuousClock.now
         let since = now - lastWait
         if since < SubmitEngine.reportInterval / 2 {
