@@ -23,6 +23,13 @@ static inline int darkroom_sqlite3_bind_blob_copy(sqlite3_stmt *statement, int i
     return sqlite3_bind_blob64(statement, index, bytes, length, SQLITE_TRANSIENT);
 }
 
+// sqlite3_config is variadic too: this turns off SQLite's memory
+// statistics (SQLITE_CONFIG_MEMSTATUS), which take a process-wide mutex
+// around every allocation SQLite makes. Must run before SQLite initializes.
+static inline int darkroom_sqlite3_config_memstatus(int on) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, on);
+}
+
 // sqlite3_db_config is variadic; this fixes the one form the project uses
 // (an int setting with an optional int result).
 static inline int darkroom_sqlite3_db_config_int(sqlite3 *db, int option, int value, int *result) {

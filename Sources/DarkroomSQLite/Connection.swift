@@ -130,9 +130,20 @@ public final class Connection {
         let rollback: Statement
     }
 
+    /// Process-wide settings made once, before the first connection opens
+    /// (which initializes SQLite; `sqlite3_config` refuses them after).
+    /// Memory statistics are off: no part of Darkroom reads them, and with
+    /// them on every allocation SQLite makes, on any connection, takes one
+    /// process-wide mutex, contended between the broker's and the storage
+    /// node's database threads in `darkroom up`.
+    private static let libraryConfigured: Bool = {
+        darkroom_sqlite3_config_memstatus(0) == SQLITE_OK
+    }()
+
     /// Opens (and by default creates) the database at `path` and applies
     /// `options`. `":memory:"` opens a private in-memory database.
     public init(path: String, options: Options = Options()) throws {
+        _ = Connection.libraryConfigured
         var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         if options.readOnly {
             flags |= SQLITE_OPEN_READONLY
