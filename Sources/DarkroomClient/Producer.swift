@@ -96,9 +96,10 @@ public struct SubmitRequest: Sendable {
         SubmitRequest(sourceName: path, image: .file(path), pipeline: pipeline, options: options, priority: priority)
     }
 
-    /// The SUBMIT message, after the checks a broker would make on it, so a
-    /// bad field is reported here instead of as a malformed message.
-    func message(requestID: UInt64) throws(ClientError) -> (Submit, Int) {
+    /// The SUBMIT message's frames and its image's size, after the checks a
+    /// broker would make on it, so a bad field is reported here instead of
+    /// as a malformed message.
+    func message(requestID: UInt64) throws(ClientError) -> (frames: [[UInt8]], imageBytes: Int) {
         let bytes = try image.load()
         guard !bytes.isEmpty else {
             throw ClientError(.invalidArgument, "\(sourceName): the image is empty")
@@ -106,18 +107,17 @@ public struct SubmitRequest: Sendable {
         guard bytes.count <= Wire.maxImageBytes else {
             throw ClientError(.invalidArgument, "\(sourceName): the image is \(bytes.count) bytes; DRK1 carries at most \(Wire.maxImageBytes)")
         }
-        // Check every other field with the receiver's own decoder, on a
-        // one-byte stand-in for the image so the image is not copied.
-        let probe = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: [0xFF],
-                           submitKey: submitKey)
+        // Every other field is checked by the receiver's own decoder, on
+        // the frames that will be sent (the image frame is shared, not
+        // copied, by the frames and the decoded message).
+        let frames = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
+                            submitKey: submitKey).frames()
         do {
-            _ = try Submit.decode(probe.frames())
+            _ = try Submit.decode(frames)
         } catch {
             throw ClientError(.invalidArgument, "\(sourceName.isEmpty ? "job" : sourceName): \(error.reason)")
         }
-        let submit = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
-                            submitKey: submitKey)
-        return (submit, bytes.count)
+        return (frames, bytes.count)
     }
 }
 
@@ -582,14 +582,14 @@ public final class Producer {
         /// Sends one copy of a job (`built`, or read again from its source).
         /// Returns false when it could not be queued (no connection): the
         /// job is then due again after a pause.
-        func send(_ id: UInt64, built: Submit? = nil) throws(ClientError) -> Bool {
+        func send(_ id: UInt64, built: [[UInt8]]? = nil) throws(ClientError) -> Bool {
             guard let job = pending[id] else { return true }
-            let submit: Submit
+            let frames: [[UInt8]]
             if let built {
-                submit = built
+                frames = built
             } else {
                 do {
-                    (submit, _) = try job.request.message(requestID: id)
+                    (frames, _) = try job.request.message(requestID: id)
                 } catch {
                     // The input went away since it was first read; a copy
                     // sent before may have been queued.
@@ -599,7 +599,7 @@ public final class Producer {
             }
             let noneAwaited = awaitedCount == 0
             do {
-                try channel.send(submit.frames(), what: "SUBMIT")
+                try channel.send(frames, what: "SUBMIT")
             } catch {
                 guard error.isRetryable else { throw fatal(error) }
                 // Not even queued: the broker is not reachable. Whatever went
@@ -690,10 +690,10 @@ public final class Producer {
                     if request.submitKey == nil { request.submitKey = ULIDGenerator.shared.next().description }
                     taken(request)
                     let id = channel.nextRequestID()
-                    let submit: Submit
+                    let frames: [[UInt8]]
                     let size: Int
                     do {
-                        (submit, size) = try request.message(requestID: id)
+                        (frames, size) = try request.message(requestID: id)
                     } catch {
                         report(request, .failed(error))
                         continue
@@ -703,7 +703,7 @@ public final class Producer {
                     dueCount += 1
                     order.append(id)
                     bytesInFlight += size
-                    if !(try send(id, built: submit)) { reachable = false }
+                    if !(try send(id, built: frames)) { reachable = false }
                     // Take answers that are already here every few sends.
                     sendsSinceDrain += 1
                     if sendsSinceDrain >= 16 {
