@@ -124,24 +124,25 @@ public struct MessageReader: Sendable {
         return i < frames.count ? (i, frames[i]) : (i, [])
     }
 
-    mutating func fixed(_ field: String, _ width: Int) throws(ProtocolError) -> (Int, FrameReader) {
+    /// The next frame, which must be exactly `width` bytes.
+    private mutating func frame(_ field: String, width: Int) throws(ProtocolError) -> (Int, [UInt8]) {
         let (i, frame) = next()
         guard frame.count == width else {
             throw error(frame: i, field, "must be \(width) byte\(width == 1 ? "" : "s"), got \(frame.count)")
         }
+        return (i, frame)
+    }
+
+    mutating func fixed(_ field: String, _ width: Int) throws(ProtocolError) -> (Int, FrameReader) {
+        let (i, frame) = try frame(field, width: width)
         return (i, FrameReader(frame))
     }
 
     /// A frame of exactly `width` bytes (at most eight) as a big-endian
     /// unsigned integer, read in place.
     mutating func integer(_ field: String, _ width: Int) throws(ProtocolError) -> (Int, UInt64) {
-        let (i, frame) = next()
-        guard frame.count == width else {
-            throw error(frame: i, field, "must be \(width) byte\(width == 1 ? "" : "s"), got \(frame.count)")
-        }
-        var value: UInt64 = 0
-        for byte in frame { value = value << 8 | UInt64(byte) }
-        return (i, value)
+        let (i, frame) = try frame(field, width: width)
+        return (i, FrameReader.bigEndian(frame))
     }
 
     public mutating func u8(_ field: String, _ range: ClosedRange<UInt8> = 0...UInt8.max) throws(ProtocolError) -> UInt8 {
@@ -191,7 +192,6 @@ public struct MessageReader: Sendable {
         guard let valid = try? UTF8Span(validating: frame.span) else {
             throw error(frame: i, field, "is not valid UTF-8")
         }
-        let text = String(copying: valid)
         // DRK1 text carries no byte-order mark (section 2.4): one would be
         // echoed in events, and refused there by every strict receiver.
         guard !frame.starts(with: [0xEF, 0xBB, 0xBF]) else {
@@ -202,7 +202,7 @@ public struct MessageReader: Sendable {
         if singleLine, let bad = frame.first(where: { $0 < 0x20 || $0 == 0x7F }) {
             throw error(frame: i, field, "contains control character U+\(String(bad, radix: 16, uppercase: true).leftPadded(to: 4))")
         }
-        return text
+        return String(copying: valid)
     }
 
     /// A ULID in its canonical 26-character form.

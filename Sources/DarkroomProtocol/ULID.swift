@@ -128,8 +128,9 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 
     public var description: String {
         let characters = self.characters
-        // The characters are ASCII, so the check cannot fail.
-        guard let text = try? UTF8Span(validating: characters.span) else { return "" }
+        // The characters are ASCII, so the check cannot fail; were it to,
+        // the slower way gives the same text.
+        guard let text = try? UTF8Span(validating: characters.span) else { return String(decoding: asciiBytes, as: UTF8.self) }
         return String(copying: text)
     }
 

@@ -136,8 +136,11 @@ public final class Connection {
     /// them on every allocation SQLite makes, on any connection, takes one
     /// process-wide mutex, contended between the broker's and the storage
     /// node's database threads in `darkroom up`.
-    private static let libraryConfigured: Bool = {
-        darkroom_sqlite3_config_memstatus(0) == SQLITE_OK
+    private static let libraryConfigured: Void = {
+        let code = darkroom_sqlite3_config_memstatus(0)
+        // Refused only once SQLite has initialized: something opened it
+        // before this point, and the statistics' mutex stays on.
+        assert(code == SQLITE_OK, "sqlite3_config(SQLITE_CONFIG_MEMSTATUS) came after SQLite initialized")
     }()
 
     /// Opens (and by default creates) the database at `path` and applies

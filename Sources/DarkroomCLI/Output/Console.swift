@@ -30,9 +30,8 @@ final class OutputBuffer {
     private var pending: [UInt8] = []
 
     func line(_ text: String) {
-        pending.append(contentsOf: text.utf8)
-        pending.append(0x0A)
-        if pending.count >= 1 << 16 { flush() }
+        write(text)
+        endLine()
     }
 
     /// Writes a line in pieces, for a line printed once a job (`submit`'s
