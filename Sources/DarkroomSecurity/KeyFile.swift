@@ -101,6 +101,9 @@ public struct KeyFile: Sendable, Hashable {
         var secretKey: CurveKey?
         var metadata: [String: String] = [:]
         var fieldLines: [String: Int] = [:]
+        // The first line whose field this format does not define: with no
+        // key line at all, it is most likely a key split at one of its '='.
+        var firstUnknownLine: Int?
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(rawLine).trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -131,6 +134,7 @@ public struct KeyFile: Sendable, Hashable {
                 }
                 if field == "public-key" { publicKey = key } else { secretKey = key }
             default:
+                if !KeyFile.definedFields.contains(field), firstUnknownLine == nil { firstUnknownLine = index + 1 }
                 if field == "role", Role(name: value) == nil {
                     throw SecurityError("\(place): role is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
@@ -152,6 +156,10 @@ public struct KeyFile: Sendable, Hashable {
             publicKey = derived
         }
         guard let publicKey else {
+            if let line = firstUnknownLine {
+                throw SecurityError("\(source) line \(line): the text before '=' is not a field of a key file, "
+                    + "and the file has no public-key line; is this a Darkroom key file?")
+            }
             throw SecurityError("\(source): no public-key line; is this a Darkroom key file?")
         }
         self.publicKey = publicKey

@@ -38,7 +38,8 @@ import Testing
         ("the key given twice", "secret-key = \"\(secret)\"\nsecret-key = \"\(secret)\"\n", "secret-key is given twice"),
         ("the key as the role", "public-key = \"\(publicKey)\"\nrole = \(secret)\n", "role is not one of"),
         ("a colon for '='", "secret-key: \"\(secret)\"\n", "expected 'field = value'"),
-        ("a field named by a piece of the key, once", "\(splitAsField)\n", "no public-key line"),
+        ("a field named by a piece of the key, once", "\(splitAsField)\n",
+         "server.key_secret line 1: the text before '=' is not a field of a key file, and the file has no public-key line"),
     ] as [(String, String, String)])
     func aMalformedSecretFileNeverShowsTheSecret(what: String, text: String, reason: String) throws {
         let dir = try TemporaryDirectory()
