@@ -130,12 +130,15 @@ spread_of() { sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%s–%s
 # stays), so that the kernel does not write its files back to disk while
 # the next run is being timed.
 discard_data() { rm -rf "${TMP:?}/$1"; }
+# Each run sets RATE, "-" when it failed, for its round (see below).
 readme_run() {
+    RATE=-
     if start_up readme; then
         submit_wait "$TINY_DIR" "$TMP/readme.out" "${TINY_OPS[@]}"
         log "README path: $STORED of $TINY_JOBS stored in $SECONDS_TAKEN s (submit exit $SUBMIT_STATUS)"
         if [ "$STORED" = "$TINY_JOBS" ]; then
-            echo "$(calc "round($STORED / $SECONDS_TAKEN, 1)") $SECONDS_TAKEN $SUBMIT_CPU_US" >>"$TMP/readme.runs"
+            RATE=$(calc "round($STORED / $SECONDS_TAKEN, 1)")
+            echo "$RATE $SECONDS_TAKEN $SUBMIT_CPU_US" >>"$TMP/readme.runs"
         else
             failed readme "run stored $STORED of $TINY_JOBS (submit exit $SUBMIT_STATUS): $(tail -3 "$TMP/readme.out.log")"
         fi
@@ -150,6 +153,7 @@ tuned_run() {
     local cfg=$1 w c up_flags up_text
     w=${cfg%x*}; c=${cfg#*x}
     local keys=()
+    RATE=-
     if [ "$cfg" = default ]; then up_flags=(); up_text="darkroom up (defaults)"
     elif [ "$cfg" = keys ]; then up_flags=(); up_text="darkroom up (defaults), load generator with submit keys"; keys=(--submit-keys)
     else up_flags=(-w "$w" -c "$c"); up_text="darkroom up -w $w -c $c"; fi
@@ -171,25 +175,16 @@ tuned_run() {
     log "tuned $up_text: $RATE jobs/s by wall time less its 0.3 s settling pause ($own by its own timer)"
     echo "$RATE $(jget "$R" p50ms) $(jget "$R" p99ms) $(cpu_us "$TMP/lg-$cfg.cpu" "$TINY_JOBS") $own" >>"$TMP/tuned-$cfg.runs"
 }
-# round_run NAME COMMAND...: one round of NAME; its rate goes to
-# NAME.rounds, "-" when the run failed, so that the rounds of two rows
-# pair up even then.
-round_run() {
-    local name=$1 before=0
-    shift
-    [ -f "$TMP/$name.runs" ] && before=$(wc -l <"$TMP/$name.runs")
-    "$@"
-    if [ -f "$TMP/$name.runs" ] && [ "$(wc -l <"$TMP/$name.runs")" -gt "$before" ]; then
-        tail -n 1 "$TMP/$name.runs" | cut -d' ' -f1 >>"$TMP/$name.rounds"
-    else
-        echo - >>"$TMP/$name.rounds"
-    fi
-}
+# Each round's rate goes to NAME.rounds ("-" for a failed run), so that
+# the rounds of two rows pair up even then.
 if want readme || want tuned; then
     rm -f "$TMP"/readme.runs "$TMP"/tuned-*.runs "$TMP"/readme.rounds "$TMP"/tuned-*.rounds
     for round in $(seq 1 "$REPEAT"); do
-        want readme && round_run readme readme_run
-        if want tuned; then for cfg in $TUNED_CONFIGS keys; do round_run "tuned-$cfg" tuned_run "$cfg"; done; fi
+        if want readme; then readme_run; echo "$RATE" >>"$TMP/readme.rounds"; fi
+        if want tuned; then
+            for cfg in $TUNED_CONFIGS; do tuned_run "$cfg"; echo "$RATE" >>"$TMP/tuned-$cfg.rounds"; done
+            tuned_run keys
+        fi
     done
 fi
 if want readme && [ -s "$TMP/readme.runs" ]; then

@@ -185,14 +185,15 @@ public final class SubmitEngine {
         var lastTaken = ContinuousClock.now - SubmitEngine.reportInterval
         var promptAsked = false
         while !tracker.open.isEmpty, tracker.followError == nil {
-            if !promptAsked, tracker.open.count <= SubmitEngine.promptAtMost {
+            let nearTheEnd = tracker.open.count <= SubmitEngine.promptAtMost
+            if nearTheEnd, !promptAsked {
                 // The follower's naps would hold back the last events too.
                 thread.post(.prompt)
                 promptAsked = true
             }
             beforeWait()
             let since = ContinuousClock.now - lastTaken
-            if since < SubmitEngine.reportInterval, tracker.open.count > SubmitEngine.promptAtMost {
+            if !nearTheEnd, since < SubmitEngine.reportInterval {
                 Thread.sleep(forTimeInterval: (SubmitEngine.reportInterval - since).fractionalSeconds)
             }
             _ = try? poller.poll(timeoutMilliseconds: 1_000)

@@ -35,7 +35,6 @@ public struct FrameReader: Sendable {
     public mutating func u32() throws(OutOfBytes) -> UInt32 { UInt32(truncatingIfNeeded: try unsigned(4)) }
     public mutating func u64() throws(OutOfBytes) -> UInt64 { try unsigned(8) }
     public mutating func i8() throws(OutOfBytes) -> Int8 { Int8(bitPattern: try u8()) }
-    public mutating func i32() throws(OutOfBytes) -> Int32 { Int32(bitPattern: try u32()) }
     public mutating func bytes(_ n: Int) throws(OutOfBytes) -> [UInt8] { Array(try take(n)) }
 }
 

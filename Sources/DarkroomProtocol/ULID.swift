@@ -91,10 +91,9 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 
     /// The 26 ASCII bytes of the canonical form.
     public var asciiBytes: [UInt8] {
-        let characters = self.characters
-        return [UInt8](capacity: 26) { out in
-            for position in 0..<26 { out.append(characters[position]) }
-        }
+        var out: [UInt8] = []
+        appendASCII(to: &out)
+        return out
     }
 
     /// Appends the 26 ASCII bytes of the canonical form to `out`.

@@ -101,9 +101,6 @@ public struct KeyFile: Sendable, Hashable {
         var secretKey: CurveKey?
         var metadata: [String: String] = [:]
         var fieldLines: [String: Int] = [:]
-        // The first line whose field this format does not define: with no
-        // key line at all, it is most likely a key split at one of its '='.
-        var firstUnknownLine: Int?
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(rawLine).trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -134,7 +131,6 @@ public struct KeyFile: Sendable, Hashable {
                 }
                 if field == "public-key" { publicKey = key } else { secretKey = key }
             default:
-                if !KeyFile.definedFields.contains(field), firstUnknownLine == nil { firstUnknownLine = index + 1 }
                 if field == "role", Role(name: value) == nil {
                     throw SecurityError("\(place): role is not one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
@@ -156,7 +152,9 @@ public struct KeyFile: Sendable, Hashable {
             publicKey = derived
         }
         guard let publicKey else {
-            if let line = firstUnknownLine {
+            // The first line whose field this format does not define: with
+            // no key line at all, most likely a key split at one of its '='.
+            if let line = fieldLines.filter({ !KeyFile.definedFields.contains($0.key) }).values.min() {
                 throw SecurityError("\(source) line \(line): the text before '=' is not a field of a key file, "
                     + "and the file has no public-key line; is this a Darkroom key file?")
             }
