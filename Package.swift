@@ -4,7 +4,8 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMicroHTTPD, CCurl, CMalloc (system libraries)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//                   CMicroHTTPD, CCurl (loaded on first use)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -29,10 +30,13 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
         .systemLibrary(name: "CCrypto"),
-        // libmicrohttpd, for the read-only HTTP listener that serves metrics.
-        .systemLibrary(name: "CMicroHTTPD"),
-        // libcurl (OpenSSL flavour), for downloading the web sources of `submit`.
-        .systemLibrary(name: "CCurl"),
+        // libmicrohttpd, for the read-only HTTP listener that serves metrics,
+        // and libcurl (OpenSSL flavour), for downloading the web sources of
+        // `submit`: each loaded when first used (dlopen), not linked, so that
+        // a process that uses neither does not map them and the 30 libraries
+        // they bring (see the headers).
+        .target(name: "CMicroHTTPD"),
+        .target(name: "CCurl"),
         // glibc's malloc controls, so that a server gives back the memory it freed.
         .systemLibrary(name: "CMalloc"),
 

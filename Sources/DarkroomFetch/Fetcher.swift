@@ -84,13 +84,21 @@ public enum Fetcher {
     public static func download(_ requests: [FetchRequest], limits: FetchLimits,
                                 finished: (Int, Result<Fetched, FetchFailure>) -> Void) {
         guard !requests.isEmpty else { return }
-        guard curlReady, let multi = curl_multi_init() else {
+        // libcurl is loaded here, the first time a download is asked for.
+        if let unusable = darkroom_curl_load() {
+            let why = String(cString: unusable)
+            for (index, request) in requests.enumerated() {
+                finished(index, .failure(FetchFailure(url: request.url, reason: .transfer(why))))
+            }
+            return
+        }
+        guard let multi = darkroom_curl_multi_init() else {
             for (index, request) in requests.enumerated() {
                 finished(index, .failure(FetchFailure(url: request.url, reason: .transfer("libcurl could not start"))))
             }
             return
         }
-        defer { curl_multi_cleanup(multi) }
+        defer { darkroom_curl_multi_cleanup(multi) }
 
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         var next = 0
@@ -103,7 +111,7 @@ public enum Fetcher {
                 next += 1
                 switch Transfer.start(index: index, request: requests[index], limits: limits) {
                 case .success(let transfer):
-                    if curl_multi_add_handle(multi, transfer.handle) == CURLM_OK {
+                    if darkroom_curl_multi_add_handle(multi, transfer.handle) == CURLM_OK {
                         active[transfer.handle] = transfer
                     } else {
                         finished(index, transfer.end(CURLE_FAILED_INIT))
@@ -117,12 +125,12 @@ public enum Fetcher {
         fill()
         while !active.isEmpty {
             var running: Int32 = 0
-            let performed = curl_multi_perform(multi, &running)
+            let performed = darkroom_curl_multi_perform(multi, &running)
             // Copy out each finished transfer first: a message does not
             // outlive the removal of its handle.
             var done: [(UnsafeMutableRawPointer, CURLcode)] = []
             var left: Int32 = 0
-            while let message = curl_multi_info_read(multi, &left) {
+            while let message = darkroom_curl_multi_info_read(multi, &left) {
                 if message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle {
                     done.append((handle, darkroom_curl_message_result(message)))
                 }
@@ -131,19 +139,19 @@ public enum Fetcher {
                 // The multi handle itself failed: nothing more can move.
                 for (handle, transfer) in active where !done.contains(where: { $0.0 == handle }) {
                     done.append((handle, CURLE_FAILED_INIT))
-                    transfer.note(String(cString: curl_multi_strerror(performed)))
+                    transfer.note(String(cString: darkroom_curl_multi_strerror(performed)))
                 }
             }
             for (handle, code) in done {
                 guard let transfer = active.removeValue(forKey: handle) else { continue }
-                curl_multi_remove_handle(multi, handle)
+                darkroom_curl_multi_remove_handle(multi, handle)
                 finished(transfer.index, transfer.end(code))
             }
             if performed != CURLM_OK {
                 // Whatever was not started fails the same way.
                 while next < requests.count {
                     finished(next, .failure(FetchFailure(url: requests[next].url,
-                                                         reason: .transfer(String(cString: curl_multi_strerror(performed))))))
+                                                         reason: .transfer(String(cString: darkroom_curl_multi_strerror(performed))))))
                     next += 1
                 }
                 return
@@ -152,10 +160,7 @@ public enum Fetcher {
             if active.isEmpty { break }
             // Sleeps until a socket is ready or one of libcurl's own timers
             // (a timeout) is due, whichever is first; a second at most.
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            _ = darkroom_curl_multi_poll(multi, 1000)
         }
     }
-
-    /// libcurl's global set-up, done once, before the first handle.
-    private static let curlReady: Bool = darkroom_curl_global_init() == CURLE_OK
 }

@@ -28,7 +28,7 @@ final class Transfer {
     }
 
     deinit {
-        curl_easy_cleanup(handle)
+        darkroom_curl_easy_cleanup(handle)
         if fd >= 0 { close(fd) }
         errorBuffer.deallocate()
     }
@@ -44,7 +44,7 @@ final class Transfer {
         guard fd >= 0 else {
             return .failure(FetchFailure(url: request.url, reason: .cannotWrite(String(cString: strerror(errno)))))
         }
-        guard let handle = curl_easy_init() else {
+        guard let handle = darkroom_curl_easy_init() else {
             close(fd)
             unlink(request.destination)
             return .failure(FetchFailure(url: request.url, reason: .transfer("libcurl could not make a handle")))
@@ -54,7 +54,7 @@ final class Transfer {
         guard code == CURLE_OK else {
             // Ending it removes the file again; a code other than OK always ends in a failure.
             if case .failure(let failure) = transfer.end(code) { return .failure(failure) }
-            return .failure(FetchFailure(url: request.url, reason: .transfer(String(cString: curl_easy_strerror(code)))))
+            return .failure(FetchFailure(url: request.url, reason: .transfer(String(cString: darkroom_curl_easy_strerror(code)))))
         }
         return .success(transfer)
     }
@@ -152,7 +152,7 @@ final class Transfer {
     private func failure(_ code: CURLcode, status: Int = 0) -> FetchFailure {
         let detail = extraDetail ?? {
             let text = String(cString: errorBuffer)
-            return text.isEmpty ? String(cString: curl_easy_strerror(code)) : text
+            return text.isEmpty ? String(cString: darkroom_curl_easy_strerror(code)) : text
         }()
         let reason: FetchFailure.Reason
         switch code {

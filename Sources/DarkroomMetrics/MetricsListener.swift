@@ -73,6 +73,8 @@ public final class MetricsListener: Sendable {
     public func start() throws(MetricsListenerError) {
         try state.withLock { (state: inout State) throws(MetricsListenerError) in
             guard !state.started else { throw MetricsListenerError("the metrics listener was already started") }
+            // libmicrohttpd is loaded here, when a listener first starts.
+            if let unusable = darkroom_mhd_load() { throw MetricsListenerError(String(cString: unusable)) }
             let socket = try ListenSocket.open(address)
             // The handler lives as long as the listener, which outlives the
             // daemon (`stop` stops the daemon before anything is released),
@@ -123,7 +125,7 @@ public final class MetricsListener: Sendable {
             return state.daemon
         }
         guard let daemon else { return }
-        MHD_stop_daemon(daemon)
+        darkroom_mhd_stop_daemon(daemon)
         running.leave()
     }
 
@@ -198,13 +200,13 @@ private let metricsAccessHandler: MHD_AccessHandlerCallback = { context, connect
     var body = Array(answer.body.utf8)
     let response = body.withUnsafeMutableBytes { bytes in
         // MUST_COPY: libmicrohttpd keeps its own copy of the body.
-        MHD_create_response_from_buffer(bytes.count, bytes.baseAddress, .RESPMEM_MUST_COPY)
+        darkroom_mhd_create_response_from_buffer(bytes.count, bytes.baseAddress, .RESPMEM_MUST_COPY)
     }
     guard let response else { return .NO }
-    defer { MHD_destroy_response(response) }
-    _ = MHD_add_response_header(response, "Content-Type", answer.contentType)
-    if let allow = answer.allow { _ = MHD_add_response_header(response, "Allow", allow) }
-    return MHD_queue_response(connection, answer.status, response)
+    defer { darkroom_mhd_destroy_response(response) }
+    _ = darkroom_mhd_add_response_header(response, "Content-Type", answer.contentType)
+    if let allow = answer.allow { _ = darkroom_mhd_add_response_header(response, "Allow", allow) }
+    return darkroom_mhd_queue_response(connection, answer.status, response)
 }
 
 // MARK: The listening socket

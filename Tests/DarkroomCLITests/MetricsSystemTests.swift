@@ -28,6 +28,27 @@ struct MetricsSystemTests {
         samples.filter { $0.key == name || $0.key.hasPrefix(name + "{") }.values.reduce(0, +)
     }
 
+    @Test("libmicrohttpd is mapped only by a role started with --metrics, libcurl by no role: both are loaded on first use")
+    func librariesAreLoadedOnFirstUse() throws {
+        let h = try SystemHarness()
+        try h.startBroker(["--metrics", "127.0.0.1:0"])
+        try startStore(h)
+        _ = try Self.metricsPort(h, "broker")
+        func mapped(_ name: String) throws -> String {
+            let pid = try #require(h.processes[name]).processIdentifier
+            // Read to the end: /proc says its files are empty, and a read by size stops short.
+            let file = try #require(FileHandle(forReadingAtPath: "/proc/\(pid)/maps"))
+            defer { try? file.close() }
+            return String(decoding: try #require(try file.readToEnd()), as: UTF8.self)
+        }
+        let broker = try mapped("broker"), store = try mapped("store")
+        #expect(broker.contains("/libmicrohttpd.so"))
+        #expect(!store.contains("/libmicrohttpd.so"))
+        #expect(!broker.contains("/libcurl.so") && !store.contains("/libcurl.so"))
+        // The store still serves: the library it did not load was not needed.
+        #expect(try h.run(["status", "--check", "--only", "store", "--store", h.store, "--timeout", "5"]).status == 0)
+    }
+
     @Test("ready rises while no worker runs and falls to 0 once one does; stored, records and the stage histograms count every job")
     func metricsFollowTheJobs() throws {
         let h = try SystemHarness()
