@@ -119,10 +119,15 @@ public enum Posix {
             }
             // One byte of room beyond the size fstat gave notices a file that
             // grew in the meantime; the array is filled in place, not copied.
+            // Reads that end exactly at that size are taken as the whole file,
+            // without one more read to see the end: a regular file gives less
+            // than asked only at its end, and one that grew since fstat fills
+            // the byte of room. (Growth after the last read goes unseen either
+            // way.) For 5,000 small inputs that is 5,000 system calls fewer.
             var failure: PosixError?
             var bytes = [UInt8](unsafeUninitializedCapacity: expected + 1) { buffer, count in
                 do throws(PosixError) {
-                    count = try readFully(into: UnsafeMutableRawBufferPointer(buffer))
+                    count = try readFully(into: UnsafeMutableRawBufferPointer(buffer), endingAt: expected)
                 } catch {
                     failure = error
                 }
@@ -145,8 +150,9 @@ public enum Posix {
             }
         }
 
-        /// Reads until `buffer` is full or the file ends; returns the count.
-        private func readFully(into buffer: UnsafeMutableRawBufferPointer) throws(PosixError) -> Int {
+        /// Reads until `buffer` is full, the file ends, or (given `end`)
+        /// exactly `end` bytes are in; returns the count.
+        private func readFully(into buffer: UnsafeMutableRawBufferPointer, endingAt end: Int? = nil) throws(PosixError) -> Int {
             guard let base = buffer.baseAddress else { return 0 }
             var offset = 0
             while offset < buffer.count {
@@ -155,6 +161,7 @@ public enum Posix {
                 }
                 if count == 0 { break }
                 offset += count
+                if offset == end { break }
             }
             return offset
         }

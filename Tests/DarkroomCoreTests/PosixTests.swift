@@ -53,6 +53,30 @@ struct PosixTests {
         }
     }
 
+    @Test("readAll reads a file that grew after its size was taken, and refuses one that grew past the limit")
+    func readAllSeesGrowthSinceTheSize() throws {
+        let dir = try temporaryDirectory("posix")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/growing"
+        let writer = try Posix.createNew(path)
+        try writer.writeAll(Array(repeating: 1, count: 4_000))
+        let reader = try Posix.openForReading(path)
+        defer { try? reader.close() }
+        let size = try reader.info().size
+        // Written after the size was taken, before the read.
+        try writer.writeAll(Array(repeating: 2, count: 100_000))
+        try writer.close()
+        let bytes = try reader.readAll(limit: 1 << 20, size: size)
+        #expect(bytes.count == 104_000)
+        #expect(bytes.prefix(4_000).allSatisfy { $0 == 1 } && bytes.suffix(100_000).allSatisfy { $0 == 2 })
+        // The same growth past a limit the size was within is refused.
+        let again = try Posix.openForReading(path)
+        defer { try? again.close() }
+        #expect(throws: PosixError("read", path, errno: EFBIG, detail: "file grew while being read, over the limit of 50000")) {
+            try again.readAll(limit: 50_000, size: 4_000)
+        }
+    }
+
     @Test("directories: made with their parents, listed without . and .., synced; files renamed and removed")
     func directories() throws {
         let dir = try temporaryDirectory("posix")
