@@ -128,6 +128,10 @@ public final class EventFollower {
     /// `submit` passes over `accepted` and `started`, two of every job's
     /// three events.
     public var skippedKinds: Set<EventKind> = []
+    /// Kinds of event delivered in brief from a live batch: without their
+    /// source name, worker id and failure, which are not read
+    /// (`EventMessage.decode`). For a handler that knows its jobs by id.
+    public var briefKinds: Set<EventKind> = []
     /// The most events to ask for in one REPLAY; 0 lets the broker choose.
     /// Kept under ZeroMQ's default high-water mark (1000 messages), which a
     /// ROUTER silently drops beyond: a page that fits arrives whole.
@@ -507,7 +511,7 @@ public final class EventFollower {
             noteAlive()
             // A malformed live message is dropped; its seqs show up as a
             // gap and are fetched again with REPLAY.
-            guard let message = try? EventMessage.decode(frames, skipping: skippedKinds) else { continue }
+            guard let message = try? EventMessage.decode(frames, skipping: skippedKinds, brief: briefKinds) else { continue }
             for event in message.events { state.offer(event, handler) }
         }
         return count

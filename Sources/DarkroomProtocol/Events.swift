@@ -158,12 +158,12 @@ public struct EventBatch: WireMessage {
     }
 
     /// Decodes as `init(from:)` does, except that events of the kinds in
-    /// `skipping` are read only as far as `skimmed` says.
-    init(from r: inout MessageReader, skipping: Set<EventKind>) throws(ProtocolError) {
+    /// `skipping` and `brief` are read only as far as `readInPart` says.
+    init(from r: inout MessageReader, skipping: Set<EventKind>, brief: Set<EventKind> = []) throws(ProtocolError) {
         let count = try r.u32("count", 1...UInt32(EventBatch.maxEvents))
         let recordsFrame = r.index
         let records = try r.blob("events", minimum: 1)
-        events = try EventBatch.decodeRecords(records, count: Int(count), skipping: skipping) { problem in
+        events = try EventBatch.decodeRecords(records, count: Int(count), skipping: skipping, brief: brief) { problem in
             r.error(frame: recordsFrame, "events", problem)
         }
     }
@@ -182,9 +182,9 @@ public struct EventBatch: WireMessage {
     }
 
     /// Splits the records frame into `count` events, each checked as an EVENT
-    /// would be (those of a kind in `skipping` only as far as `skimmed`
-    /// reads them), and checks that their seqs follow one another.
-    static func decodeRecords(_ bytes: [UInt8], count: Int, skipping: Set<EventKind> = [],
+    /// would be (those of a kind in `skipping` or `brief` only as far as
+    /// `readInPart` reads them), and checks that their seqs follow one another.
+    static func decodeRecords(_ bytes: [UInt8], count: Int, skipping: Set<EventKind> = [], brief: Set<EventKind> = [],
                               _ fail: (String) -> ProtocolError) throws(ProtocolError) -> [Event] {
         var events: [Event] = []
         events.reserveCapacity(count)
@@ -194,8 +194,9 @@ public struct EventBatch: WireMessage {
         var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
             let event: Event
-            if !skipping.isEmpty, let skim = try skimmed(bytes, fields, skipping: skipping, { fail("event \(index + 1) of \(count): \($0)") }) {
-                event = skim
+            if !skipping.isEmpty || !brief.isEmpty,
+               let part = try readInPart(bytes, fields, skipping: skipping, brief: brief, { fail("event \(index + 1) of \(count): \($0)") }) {
+                event = part
             } else {
                 for f in 0..<fields.count {
                     frames[2 + f].removeAll(keepingCapacity: true)
@@ -217,22 +218,41 @@ public struct EventBatch: WireMessage {
         return events
     }
 
-    /// A record of a kind in `skipping`, read only as far as its seq, kind
-    /// and job id (each checked as EVENT's are); its other fields are left
-    /// unread and unchecked, and come back empty. Nil for any other kind.
-    /// For a reader that drops such events but must see every seq.
-    private static func skimmed(_ bytes: [UInt8], _ fields: InlineArray<12, Range<Int>>, skipping: Set<EventKind>,
-                                _ fail: (String) -> ProtocolError) throws(ProtocolError) -> Event? {
+    /// A record of a kind in `skipping` or `brief`, read in part, straight
+    /// from the records frame; nil for any other kind (read in full).
+    /// - `skipping`: only its seq, kind and job id, for a reader that drops
+    ///   such events but must see every seq;
+    /// - `brief`: also its time, attempt and record id, for a reader that
+    ///   acts on such events but names the job by its own means.
+    /// The fields read are checked as EVENT's are; the others are left unread
+    /// and unchecked, and come back empty (texts "", numbers 0, no failure).
+    private static func readInPart(_ bytes: [UInt8], _ fields: InlineArray<12, Range<Int>>,
+                                   skipping: Set<EventKind>, brief: Set<EventKind>,
+                                   _ fail: (String) -> ProtocolError) throws(ProtocolError) -> Event? {
         guard fields[2].count == 1, let kind = EventKind(rawValue: bytes[fields[2].lowerBound]) else {
             return nil  // read in full, which says what is wrong with it
         }
-        guard skipping.contains(kind) else { return nil }
-        guard fields[0].count == 8 else { throw fail("seq must be 8 bytes, got \(fields[0].count)") }
-        let seq = FrameReader.bigEndian(bytes[fields[0]])
+        let skipped = skipping.contains(kind)
+        guard skipped || brief.contains(kind) else { return nil }
+        func integer(_ field: Int, _ name: String, bytes width: Int) throws(ProtocolError) -> UInt64 {
+            guard fields[field].count == width else { throw fail("\(name) must be \(width) bytes, got \(fields[field].count)") }
+            return FrameReader.bigEndian(bytes[fields[field]])
+        }
+        let seq = try integer(0, "seq", bytes: 8)
         guard let jobID = ULID.parse(bytes[fields[3]], values: ULID.strictValues) else {
             throw fail("job id \(ULID.notWireForm(bytes[fields[3]]))")
         }
-        return Event(seq: seq, time: 0, kind: kind, jobID: jobID, attempt: 0, sourceName: "")
+        if skipped { return Event(seq: seq, time: 0, kind: kind, jobID: jobID, attempt: 0, sourceName: "") }
+        let time = try integer(1, "time", bytes: 8)
+        let attempt = UInt32(truncatingIfNeeded: try integer(4, "attempt", bytes: 4))
+        var recordID: ULID?
+        if !fields[7].isEmpty {
+            guard let id = ULID.parse(bytes[fields[7]], values: ULID.strictValues) else {
+                throw fail("record id \(ULID.notWireForm(bytes[fields[7]]))")
+            }
+            recordID = id
+        }
+        return Event(seq: seq, time: time, kind: kind, jobID: jobID, attempt: attempt, sourceName: "", recordID: recordID)
     }
 
     /// Walks the records frame: calls `body` with each of the `count`
@@ -267,14 +287,16 @@ public struct EventBatch: WireMessage {
     }
 
     /// Decodes a message received on the events SUB socket (topic first);
-    /// events of the kinds in `skipping` only as far as `skimmed` reads them.
-    public static func decodePublished(_ frames: [[UInt8]], skipping: Set<EventKind> = []) throws(ProtocolError) -> EventBatch {
+    /// events of the kinds in `skipping` and `brief` only as far as
+    /// `readInPart` reads them.
+    public static func decodePublished(_ frames: [[UInt8]], skipping: Set<EventKind> = [],
+                                       brief: Set<EventKind> = []) throws(ProtocolError) -> EventBatch {
         guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
         guard topic == Wire.eventBatchTopic else {
             throw ProtocolError(.malformed, "frame 0 (topic) must be 'eb', got \(Wire.quoted(topic))")
         }
         var r = try MessageReader(frames, offset: 1, expecting: .events, context: "under the topic 'eb'")
-        let batch = try EventBatch(from: &r, skipping: skipping)
+        let batch = try EventBatch(from: &r, skipping: skipping, brief: brief)
         try r.finish()
         return batch
     }
@@ -349,12 +371,16 @@ public enum EventMessage: Sendable, Equatable {
     /// Decodes either form by its topic frame. The events of a batch whose
     /// kind is in `skipping` are read only as far as their seq, kind and job
     /// id, and come back with their other fields empty: for a reader that
-    /// drops them anyway (a single EVENT is always read in full).
-    public static func decode(_ frames: [[UInt8]], skipping: Set<EventKind> = []) throws(ProtocolError) -> EventMessage {
+    /// drops them anyway. Those whose kind is in `brief` are read as far as
+    /// their seq, time, kind, job id, attempt and record id, and come back
+    /// with no source name, worker id or failure: for a reader that knows
+    /// its jobs by id. (A single EVENT is always read in full.)
+    public static func decode(_ frames: [[UInt8]], skipping: Set<EventKind> = [],
+                              brief: Set<EventKind> = []) throws(ProtocolError) -> EventMessage {
         guard let topic = frames.first else { throw ProtocolError(.malformed, "event message has no frames") }
         switch topic {
         case Wire.eventTopic: return .event(try Event.decodePublished(frames))
-        case Wire.eventBatchTopic: return .batch(try EventBatch.decodePublished(frames, skipping: skipping))
+        case Wire.eventBatchTopic: return .batch(try EventBatch.decodePublished(frames, skipping: skipping, brief: brief))
         default: throw ProtocolError(.malformed, "frame 0 (topic) must be 'ev' or 'eb', got \(Wire.quoted(topic))")
         }
     }

@@ -260,6 +260,47 @@ struct SkimmedEventTests {
         #expect(skimmed[2] == batch.events[2], "the others are read in full")
     }
 
+    @Test func briefKindsKeepTheirNumbersAndIdsAndNoTexts() throws {
+        var events = batch.events
+        events.append(Event(seq: 10, time: 13, kind: .dead, jobID: job, attempt: 2, sourceName: "a.jpg", workerID: "w1",
+                            failure: FailureDetail(stepIndex: 1, step: "scale", code: "bad-input", reason: "bad")))
+        let frames = EventBatch(events: events).publishedFrames()
+        let read = try EventMessage.decode(frames, skipping: [.accepted], brief: [.stored]).events
+        #expect(read.map(\.seq) == [7, 8, 9, 10])
+        #expect(read[1] == events[1], "a kind in neither set is read in full")
+        #expect(read[2] == Event(seq: 9, time: 12, kind: .stored, jobID: job, attempt: 1, sourceName: "", recordID: record))
+        #expect(read[3] == events[3])
+        // Skipping wins over brief for a kind in both.
+        #expect(try EventMessage.decode(frames, skipping: [.stored], brief: [.stored]).events[2].time == 0)
+    }
+
+    @Test func aBriefEventsFieldsAreChecked() throws {
+        // The stored record (the third) with its record id, then its attempt, made malformed.
+        func records(_ change: (inout [UInt8], [Range<Int>]) -> Void) throws -> [[UInt8]] {
+            var frames = batch.publishedFrames()
+            var bytes = try #require(frames.last)
+            var fields: [Range<Int>] = []
+            var position = 0
+            for _ in 0..<(2 * 12 + 12) {
+                let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
+                fields.append(position + 2 ..< position + 2 + length)
+                position += 2 + length
+            }
+            change(&bytes, Array(fields[24...]))
+            frames[frames.count - 1] = bytes
+            return frames
+        }
+        let badRecord = try records { bytes, fields in bytes[fields[7].lowerBound] = UInt8(ascii: "!") }
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(badRecord, brief: [.stored]) }
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(badRecord) }
+        let badKind = try records { bytes, fields in bytes[fields[2].lowerBound] = 99 }
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(badKind, brief: [.stored]) }
+        // Unread fields are not checked: a source name that is not UTF-8.
+        let badName = try records { bytes, fields in bytes[fields[5].lowerBound] = 0xFF }
+        #expect(throws: ProtocolError.self) { try EventMessage.decode(badName) }
+        #expect(try EventMessage.decode(badName, brief: [.stored]).events[2].recordID == record)
+    }
+
     @Test func aSkippedEventsSeqAndJobIdAreStillChecked() throws {
         // A gap in the seqs, at a skipped event.
         var gap = batch

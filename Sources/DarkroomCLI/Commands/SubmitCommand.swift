@@ -206,6 +206,9 @@ enum SubmitCommand {
         } catch {
             throw error.runtime
         }
+        // A stored job's line names its input from this side; only --json
+        // prints what the event itself says (its source and worker).
+        engine.briefStoredEvents = !json
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
         var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority)
