@@ -108,19 +108,24 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
     /// the wire, into a database or into a line of output passes through
     /// here, and it allocates nothing.
     private var characters: InlineArray<26, UInt8> {
-        let alphabet = ULID.alphabet
+        // The alphabet as a value on the stack, not the shared array: no
+        // lazy-global check, reference count or bounds check a character.
+        let alphabet: InlineArray<32, UInt8> = [
+            0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39,  // 0-9
+            0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x4A, 0x4B,  // A-H J K
+            0x4D, 0x4E, 0x50, 0x51, 0x52, 0x53, 0x54, 0x56, 0x57, 0x58,  // M N P-T V W X
+            0x59, 0x5A,                                                  // Y Z
+        ]
         var out = InlineArray<26, UInt8>(repeating: 0)
-        for position in 0..<26 {
-            let shift = 125 - 5 * position
-            let digit: UInt64
-            if shift >= 64 {
-                digit = high >> UInt64(shift - 64)
-            } else if shift > 59 {
-                digit = low >> UInt64(shift) | high << UInt64(64 - shift)
-            } else {
-                digit = low >> UInt64(shift)
-            }
-            out[position] = alphabet[Int(digit & 31)]
+        // Character p holds bits 129-5p … 125-5p of the 130 (the first has
+        // only 3): the first 13 lie in `high`, the 14th straddles the two
+        // words, the last 12 lie in `low`. Constant shifts, no branches.
+        for position in 0..<13 {
+            out[position] = alphabet[Int(truncatingIfNeeded: (high >> UInt64(61 - 5 * position)) & 31)]
+        }
+        out[13] = alphabet[Int(truncatingIfNeeded: (high & 1) << 4 | low >> 60)]
+        for position in 14..<26 {
+            out[position] = alphabet[Int(truncatingIfNeeded: (low >> UInt64(125 - 5 * position)) & 31)]
         }
         return out
     }

@@ -13,6 +13,25 @@ struct ULIDTests {
         #expect(ULID(zero.description) == zero)
     }
 
+    @Test func everyDigitWritesItsCharacterAndReadsBack() throws {
+        // Digit d in every position of the last 25, and in the first (3 bits).
+        for digit in 0..<32 {
+            var low: UInt64 = 0
+            var high: UInt64 = 0
+            for _ in 0..<25 {
+                high = high << 5 | low >> 59
+                low = low << 5 | UInt64(digit)
+            }
+            high |= UInt64(digit & 7) << 61
+            let id = ULID(high: high, low: low)
+            let character = ULID.alphabet[digit]
+            #expect(Array(id.description.utf8.dropFirst()) == Array(repeating: character, count: 25))
+            #expect(id.description.utf8.first == ULID.alphabet[digit & 7])
+            #expect(id.asciiBytes == Array(id.description.utf8))
+            #expect(ULID(id.description) == id)
+        }
+    }
+
     @Test func timeIsTheFirstTenCharacters() throws {
         // 1730000000000 ms = 0x192_CD8D_9000, ten base32 digits.
         let id = ULID(milliseconds: 1_730_000_000_000, randomHigh: 0, randomLow: 0)
