@@ -42,7 +42,8 @@ static void load(void) {
     if (library == NULL) {
         const char *why = dlerror();
         snprintf(load_failure_text, sizeof load_failure_text,
-                 "libcurl could not be loaded (%s; Debian's package libcurl4 has it)",
+                 "libcurl could not be loaded (%s; install the package that provides "
+                 LIBCURL_SONAME ", libcurl4 on Debian 12)",
                  why != NULL ? why : LIBCURL_SONAME);
         load_failure = load_failure_text;
         return;

@@ -35,7 +35,8 @@ static void load(void) {
     if (library == NULL) {
         const char *why = dlerror();
         snprintf(load_failure_text, sizeof load_failure_text,
-                 "libmicrohttpd could not be loaded (%s; Debian's package libmicrohttpd12 has it)",
+                 "libmicrohttpd could not be loaded (%s; install the package that provides "
+                 LIBMICROHTTPD_SONAME ", libmicrohttpd12 on Debian 12)",
                  why != NULL ? why : LIBMICROHTTPD_SONAME);
         load_failure = load_failure_text;
         return;

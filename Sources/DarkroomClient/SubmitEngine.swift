@@ -51,12 +51,13 @@ public final class SubmitEngine {
         public var followError: ClientError?
     }
 
-    /// Whether a `stored` event reaches `onUpdate` in brief: its seq,
+    /// Whether a `stored` event may reach `onUpdate` in brief: its seq,
     /// time, kind, job id, attempt and record id, with no source name or
-    /// worker id (`EventMessage.decode`'s `brief`). For a caller that names
-    /// each job by its own input, as `submit`'s text output does; about a
-    /// quarter of the follower's work a job is decoding those two texts.
-    /// Set before the first run that follows.
+    /// worker id (`EventMessage.decode`'s `brief`). Only events from live
+    /// batches come so; those fetched again with REPLAY come whole. For a
+    /// caller that names each job by its own input, as `submit`'s text
+    /// output does: decoding the rest was about a quarter of the follower's
+    /// work a job. Set before the first run that follows.
     public var briefStoredEvents = false
 
     private let producer: Producer

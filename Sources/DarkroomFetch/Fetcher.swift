@@ -7,8 +7,9 @@ import CCurl
 // the project does. libcurl
 // is the client every Debian system already trusts: it brings redirects,
 // TLS through OpenSSL, connect and transfer timeouts, and proxies from the
-// usual environment variables. Every libcurl call and pointer of the
-// project lives in this module.
+// usual environment variables. Every libcurl call of the project is made
+// from this module, through CCurl's darkroom_curl_* functions (CCurl loads
+// the library on first use).
 
 /// The limits of one batch of downloads.
 public struct FetchLimits: Sendable, Equatable {

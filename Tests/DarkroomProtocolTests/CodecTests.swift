@@ -275,7 +275,7 @@ struct SkimmedEventTests {
     }
 
     @Test func aBriefEventsFieldsAreChecked() throws {
-        // The stored record (the third) with its record id, then its attempt, made malformed.
+        // The stored record (the third) with one of its fields made malformed.
         func records(_ change: (inout [UInt8], [Range<Int>]) -> Void) throws -> [[UInt8]] {
             var frames = batch.publishedFrames()
             var bytes = try #require(frames.last)
@@ -293,6 +293,21 @@ struct SkimmedEventTests {
         let badRecord = try records { bytes, fields in bytes[fields[7].lowerBound] = UInt8(ascii: "!") }
         #expect(throws: ProtocolError.self) { try EventMessage.decode(badRecord, brief: [.stored]) }
         #expect(throws: ProtocolError.self) { try EventMessage.decode(badRecord) }
+        // A time and an attempt one byte short (their length prefixes say so,
+        // so the record still splits).
+        for (field, problem) in [(1, "time must be 8 bytes, got 7"), (4, "attempt must be 4 bytes, got 3")] {
+            let short = try records { bytes, fields in
+                bytes.remove(at: fields[field].lowerBound)
+                bytes[fields[field].lowerBound - 1] -= 1
+            }
+            #expect {
+                try EventMessage.decode(short, brief: [.stored])
+            } throws: { error in
+                (error as? ProtocolError)?.reason.hasSuffix("event 3 of 3: \(problem)") == true
+            }
+            #expect(throws: ProtocolError.self) { try EventMessage.decode(short) }
+        }
+        // An unknown kind is read in full, which refuses it.
         let badKind = try records { bytes, fields in bytes[fields[2].lowerBound] = 99 }
         #expect(throws: ProtocolError.self) { try EventMessage.decode(badKind, brief: [.stored]) }
         // Unread fields are not checked: a source name that is not UTF-8.

@@ -5,10 +5,11 @@
 // it; every handle is made, driven and freed on one thread there.
 //
 // The library is loaded when it is first needed (darkroom_curl_load), not
-// when the program starts: libcurl brings 25 shared libraries with it
-// (TLS, Kerberos, LDAP, SSH, compression), and mapping and relocating them
-// cost every darkroom process about a third of its start-up, though only
-// a submit with a URL among its inputs downloads anything. The header
+// when the program starts: libcurl brings a score of shared libraries with
+// it (TLS, Kerberos, LDAP, SSH, compression), and mapping and relocating
+// them and libmicrohttpd's (23 libraries in all) cost every darkroom
+// process about a third of the CPU `darkroom --version` takes, though
+// only a submit with a URL among its inputs downloads anything. The header
 // still comes from libcurl's own, for its types and constants; its
 // functions are called only through the darkroom_curl_* functions below,
 // and the program does not link libcurl (a direct call would not link).

@@ -4,9 +4,9 @@
 // that parses requests, enforces limits and runs its own polling thread.
 //
 // The library is loaded when a listener first starts (darkroom_mhd_load),
-// not when the program starts: it brings GnuTLS and ten more shared
-// libraries with it, which every darkroom process would map and relocate
-// though only a role started with --metrics serves HTTP. The header still
+// not when the program starts: it brings GnuTLS and the libraries GnuTLS
+// needs, which every darkroom process would map and relocate though only
+// a role started with --metrics serves HTTP (see CCurl.h for the cost). The header still
 // comes from libmicrohttpd's own, for its types and constants; its
 // functions are called only through the darkroom_mhd_* functions below,
 // and the program does not link libmicrohttpd.
