@@ -261,9 +261,10 @@ public final class Producer {
     /// How long the broker may be silent before unanswered SUBMITs are resent.
     public var timeout: Duration { channel.timeout }
 
-    /// One job taken from the source and not yet finished.
+    /// Where one job taken from the source and not yet finished stands.
+    /// Its request is kept apart (`requests`), so that this, read and
+    /// changed several times a job, is copied without reference counting.
     private struct Pending {
-        var request: SubmitRequest
         var bytes: Int
         /// Copies handed to ZeroMQ so far.
         var sends = 0
@@ -271,9 +272,9 @@ public final class Producer {
         var lastSent: ContinuousClock.Instant?
         /// When to send (again); nil while a copy awaits its answer.
         var due: ContinuousClock.Instant?
-        /// The broker's last refusal-for-now, with how many there were.
-        var refusal: (code: ErrorCode, reason: String)?
-        var refusals = 0
+        /// How many times the broker refused it for now (the last refusal
+        /// is in `refusals`: nothing here needs reference counting).
+        var refusalCount = 0
 
         var awaited: Bool { due == nil && lastSent != nil }
     }
@@ -374,6 +375,11 @@ public final class Producer {
         var summary = SubmitSummary()
         var pending: [UInt64: Pending] = [:]
         pending.reserveCapacity(min(window.maximum, 4096))
+        /// The request of every job in `pending`, by the same id.
+        var requests: [UInt64: SubmitRequest] = [:]
+        /// The broker's last refusal-for-now of a job still pending.
+        var refusals: [UInt64: (code: ErrorCode, reason: String)] = [:]
+        requests.reserveCapacity(min(window.maximum, 4096))
         var order: [UInt64] = []  // send order: resends and reports go in it
         var bytesInFlight = 0
         /// Jobs with a copy out and no answer yet, and jobs due to be sent.
@@ -416,23 +422,24 @@ public final class Producer {
             onReply(request, result)
         }
 
-        /// Changes a pending job, keeping the counts of awaited and due jobs.
+        /// Changes a pending job in place, keeping the counts of awaited and due jobs.
         func update(_ id: UInt64, _ change: (inout Pending) -> Void) {
-            guard var job = pending[id] else { return }
-            let wasAwaited = job.awaited, wasDue = job.due != nil
-            change(&job)
+            guard let index = pending.index(forKey: id) else { return }
+            let wasAwaited = pending.values[index].awaited, wasDue = pending.values[index].due != nil
+            change(&pending.values[index])
+            let job = pending.values[index]
             awaitedCount += (job.awaited ? 1 : 0) - (wasAwaited ? 1 : 0)
             dueCount += (job.due != nil ? 1 : 0) - (wasDue ? 1 : 0)
             if let due = job.due { nextDue = min(nextDue ?? due, due) }
-            pending[id] = job
         }
 
         func finish(_ id: UInt64, _ result: SubmitResult) {
-            guard let job = pending.removeValue(forKey: id) else { return }
+            guard let job = pending.removeValue(forKey: id), let request = requests.removeValue(forKey: id) else { return }
+            if job.refusalCount > 0 { refusals[id] = nil }
             if job.awaited { awaitedCount -= 1 }
             if job.due != nil { dueCount -= 1 }
             bytesInFlight -= job.bytes
-            report(job.request, result)
+            report(request, result)
         }
 
         /// Every job with a copy out is due again now.
@@ -473,7 +480,7 @@ public final class Producer {
         func endAll(_ error: (Int) -> ClientError) {
             for id in order {
                 guard let job = pending[id] else { continue }
-                if let refusal = job.refusal {
+                if let refusal = refusals[id] {
                     finish(id, .rejected(code: refusal.code, reason: refusal.reason))
                 } else {
                     finish(id, .unanswered(sends: job.sends, error: error(job.sends)))
@@ -504,10 +511,10 @@ public final class Producer {
                 return
             }
             window.backOff()
+            refusals[id] = (code, reason)
             update(id) { job in
-                job.refusal = (code, reason)
-                job.refusals += 1
-                job.due = ContinuousClock.now + backoff.delay(job.refusals)
+                job.refusalCount += 1
+                job.due = ContinuousClock.now + backoff.delay(job.refusalCount)
             }
             outage(.brokerRefusing(code: code, reason: reason, waiting: pending.count, giveUpIn: giveUpIn()))
         }
@@ -589,7 +596,8 @@ public final class Producer {
                 frames = built
             } else {
                 do {
-                    (frames, _) = try job.request.message(requestID: id)
+                    guard let request = requests[id] else { return true }
+                    (frames, _) = try request.message(requestID: id)
                 } catch {
                     // The input went away since it was first read; a copy
                     // sent before may have been queued.
@@ -699,7 +707,8 @@ public final class Producer {
                         continue
                     }
                     if pending.isEmpty { lastProgress = .now }  // the deadline counts from here for this job
-                    pending[id] = Pending(request: request, bytes: size, due: .now)
+                    pending[id] = Pending(bytes: size, due: .now)
+                    requests[id] = request
                     dueCount += 1
                     order.append(id)
                     bytesInFlight += size
