@@ -269,9 +269,9 @@ public final class Producer {
         /// Copies handed to ZeroMQ so far.
         var sends = 0
         /// When the last copy was handed to ZeroMQ.
-        var lastSent: ContinuousClock.Instant?
+        var lastSent: ClockReading?
         /// When to send (again); nil while a copy awaits its answer.
-        var due: ContinuousClock.Instant?
+        var due: ClockReading?
         /// How many times the broker refused it for now (the last refusal
         /// is in `refusals`: nothing here needs reference counting).
         var refusalCount = 0
@@ -369,7 +369,7 @@ public final class Producer {
         // it for this long: long enough that a broker busy writing a window
         // of large images is not sent them twice.
         let staleAfter = timeout * 4
-        let start = ContinuousClock.now
+        let start = ClockReading.now
 
         var window = initialWindow
         var summary = SubmitSummary()
@@ -386,15 +386,15 @@ public final class Producer {
         var awaitedCount = 0
         var dueCount = 0
         /// No job is due before this (a lower bound; nil: none is due).
-        var nextDue: ContinuousClock.Instant?
+        var nextDue: ClockReading?
         /// Every copy sent, oldest first: the front one still awaited is the
         /// oldest copy out, the first that may be lost. Entries whose job
         /// was answered or sent again since are skipped when they reach the front.
-        var sent: [(id: UInt64, at: ContinuousClock.Instant)] = []
+        var sent: [(id: UInt64, at: ClockReading)] = []
         var sentHead = 0
         var exhausted = false
         /// The source had nothing ready: asked again from this instant on.
-        var sourceRetryAt: ContinuousClock.Instant?
+        var sourceRetryAt: ClockReading?
         /// The last final answer; the deadline counts from here.
         var lastProgress = start
         /// The last message of any kind from the broker.
@@ -405,10 +405,10 @@ public final class Producer {
         var silentRounds = 0
         var silenceLimit = timeout
         /// After a SUBMIT could not be queued, nothing is sent before this.
-        var sendsPausedUntil: ContinuousClock.Instant?
+        var sendsPausedUntil: ClockReading?
         /// When the current outage began (the broker's last answer before
         /// it); nil when there is none.
-        var outageSince: ContinuousClock.Instant?
+        var outageSince: ClockReading?
 
         func report(_ request: SubmitRequest, _ result: SubmitResult) {
             switch result {
@@ -443,16 +443,16 @@ public final class Producer {
         }
 
         /// Every job with a copy out is due again now.
-        func resendAwaited(_ now: ContinuousClock.Instant) {
+        func resendAwaited(_ now: ClockReading) {
             guard awaitedCount > 0 else { return }
             for id in order where pending[id]?.awaited == true { update(id) { $0.due = now } }
         }
 
-        func giveUpIn() -> Duration { max(.zero, lastProgress + patience - ContinuousClock.now) }
+        func giveUpIn() -> Duration { max(.zero, lastProgress + patience - ClockReading.now) }
 
         /// A final answer: the deadline starts again, and an outage is over.
         func progressed() {
-            let now = ContinuousClock.now
+            let now = ClockReading.now
             lastProgress = now
             if let since = outageSince {
                 outageSince = nil
@@ -461,7 +461,7 @@ public final class Producer {
         }
 
         func heard() {
-            let now = ContinuousClock.now
+            let now = ClockReading.now
             lastHeard = now
             silentSince = now
             silentRounds = 0
@@ -504,7 +504,7 @@ public final class Producer {
             guard let job = pending[id] else { return }
             guard code.isRetryable else {
                 if job.sends == 1, let sentAt = job.lastSent {
-                    window.answered(after: .now - sentAt, inFlight: pending.count)
+                    window.answered(after: ClockReading.now - sentAt, inFlight: pending.count)
                 }
                 finish(id, .rejected(code: code, reason: reason))
                 progressed()
@@ -514,7 +514,7 @@ public final class Producer {
             refusals[id] = (code, reason)
             update(id) { job in
                 job.refusalCount += 1
-                job.due = ContinuousClock.now + backoff.delay(job.refusalCount)
+                job.due = ClockReading.now + backoff.delay(job.refusalCount)
             }
             outage(.brokerRefusing(code: code, reason: reason, waiting: pending.count, giveUpIn: giveUpIn()))
         }
@@ -542,7 +542,7 @@ public final class Producer {
                 // Only a job sent once tells how long an answer takes: with
                 // two copies out, which one it answers is unknown.
                 if job.sends == 1, let sentAt = job.lastSent {
-                    window.answered(after: .now - sentAt, inFlight: pending.count)
+                    window.answered(after: ClockReading.now - sentAt, inFlight: pending.count)
                 }
                 finish(m.requestID, .accepted(jobID: m.jobID, eventSeq: m.eventSeq))
                 progressed()
@@ -574,13 +574,14 @@ public final class Producer {
 
         /// Receives one message (waiting until `deadline`, or not at all
         /// when nil). A failure a retry may mend is waited out, not thrown.
-        func receive(until deadline: ContinuousClock.Instant?, checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
+        func receive(until deadline: ClockReading?, checkingHandshake: Bool = true) throws(ClientError) -> [[UInt8]]? {
             do {
-                if let deadline { return try channel.receive(until: deadline) }
+                if let deadline { return try channel.receive(until: deadline.instant) }
                 return try channel.receiveNow(checkingHandshake: checkingHandshake)
             } catch {
                 guard error.isRetryable else { throw fatal(error) }
-                let pause = min(.milliseconds(100), max(.zero, (deadline ?? .now) - .now))
+                let now = ClockReading.now
+                let pause = min(.milliseconds(100), max(.zero, (deadline ?? now) - now))
                 if pause > .zero { Thread.sleep(forTimeInterval: pause.fractionalSeconds) }
                 return nil
             }
@@ -613,7 +614,7 @@ public final class Producer {
                 // Not even queued: the broker is not reachable. Whatever went
                 // out before may have been lost with the connection, so every
                 // job goes again once sending starts again.
-                let now = ContinuousClock.now
+                let now = ClockReading.now
                 silentRounds += 1
                 sendsPausedUntil = now + backoff.delay(silentRounds)
                 resendAwaited(now)
@@ -622,7 +623,7 @@ public final class Producer {
                 outage(.brokerSilent(waiting: pending.count, giveUpIn: giveUpIn()))
                 return false
             }
-            let now = ContinuousClock.now
+            let now = ClockReading.now
             if noneAwaited { silentSince = now }
             if job.sends > 0 { summary.resent += 1 }
             update(id) { job in
@@ -638,12 +639,12 @@ public final class Producer {
         /// Returns false when the broker could not be reached.
         func sendDue() throws(ClientError) -> Bool {
             guard dueCount > 0, let earliest = nextDue else { return true }
-            let now = ContinuousClock.now
+            let now = ClockReading.now
             guard earliest <= now else { return true }
             // Rebuilt as the scan goes: a job made due meanwhile (refused
             // again, say) lowers it through `update`.
             nextDue = nil
-            var later: ContinuousClock.Instant?
+            var later: ClockReading?
             for id in order {
                 guard let due = pending[id]?.due else { continue }
                 guard due <= now else {
@@ -661,7 +662,7 @@ public final class Producer {
         }
 
         /// The oldest copy still awaited, dropping entries that no longer are.
-        func oldestAwaited() -> ContinuousClock.Instant? {
+        func oldestAwaited() -> ClockReading? {
             while sentHead < sent.count {
                 let (id, at) = sent[sentHead]
                 if let job = pending[id], job.awaited, job.lastSent == at { return at }
@@ -674,14 +675,14 @@ public final class Producer {
 
         var sendsSinceDrain = 0
         while true {
-            if let pause = sendsPausedUntil, ContinuousClock.now >= pause { sendsPausedUntil = nil }
+            if let pause = sendsPausedUntil, ClockReading.now >= pause { sendsPausedUntil = nil }
             if sendsPausedUntil == nil {
                 // Jobs due again first, in the order they were first sent.
                 var reachable = try sendDue()
                 // Then fill the window.
                 fill: while reachable, !exhausted, window.hasRoom(inFlight: pending.count, bytesInFlight: bytesInFlight) {
                     if let retryAt = sourceRetryAt {
-                        guard ContinuousClock.now >= retryAt else { break }
+                        guard ClockReading.now >= retryAt else { break }
                         sourceRetryAt = nil
                     }
                     var request: SubmitRequest
@@ -689,7 +690,7 @@ public final class Producer {
                     case .job(let next):
                         request = next
                     case .notYet(let retryAt):
-                        sourceRetryAt = retryAt
+                        sourceRetryAt = ClockReading(retryAt)
                         break fill
                     case .end:
                         exhausted = true
@@ -766,7 +767,7 @@ public final class Producer {
             // The clocks are checked whether or not answers came: a broker
             // that keeps refusing for now, or answers others while a copy is
             // lost, never lets the wait above run out.
-            let now = ContinuousClock.now
+            let now = ClockReading.now
             if now >= lastProgress + patience {
                 let endpoint = channel.endpoint
                 endAll { sends in
