@@ -205,6 +205,62 @@ extension FaultTests {
         print("submit flood through 2 broker kills: killed at \(atKill.map { "\($0.accepted) accepted, \($0.stored) stored" })")
     }
 
+    /// The text output reads `stored` events in brief from live batches
+    /// (job id and record id, not the texts) and whole from REPLAY. With
+    /// the broker killed in the middle, a run sees both: every input still
+    /// gets exactly one `stored JOB INPUT record ID` line, and each line's
+    /// job and record are the ones the storage node holds for that job.
+    @Test("submit --wait in text through a broker SIGKILL: one stored line per input, naming the record the store holds for its job")
+    func submitTextLinesThroughBrokerKill() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("text-w1", 2)])
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 40, height: 24), seed: 9), options: EncodeOptions(quality: 80))
+        let total = 1_500
+        let folder = try h.writeCopies(of: tiny, total, name: "text")
+        let inputs = Set((0..<total).map { folder.appendingPathComponent(String(format: "text-%03d.jpg", $0)).path })
+
+        let submit = try BackgroundClient(["submit", folder.path, "--ops", "grayscale", "--thumb", "16x16", "--wait", "--timeout", "1"]
+                                          + h.clientFlags, name: "submit", in: h.dir)
+        try submit.waitForOutput("some inputs are stored before the kill", timeout: .seconds(120)) {
+            $0.components(separatedBy: "stored ").count - 1 >= 100
+        }
+        let storedAtKill = submit.stdout.components(separatedBy: "stored ").count - 1
+        try #require(storedAtKill < total, "the run ended before the kill")
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        try h.startBroker()
+        let output = try submit.finish()
+
+        #expect(output.status == 0, "submit exited \(output.status): \(output.stderr.suffix(3000))")
+        // "JOB INPUT" as each is accepted, then "stored JOB INPUT record RECORD".
+        var jobOfInput: [String: String] = [:]
+        var recordOfJob: [String: String] = [:]
+        var storedInputs: [String] = []
+        for line in output.stdoutLines {
+            let parts = line.split(separator: " ").map(String.init)
+            if parts.count == 2 {
+                #expect(jobOfInput[parts[1]] == nil, "\(parts[1]) accepted twice")
+                jobOfInput[parts[1]] = parts[0]
+            } else if parts.count == 5, parts[0] == "stored", parts[3] == "record" {
+                #expect(recordOfJob[parts[1]] == nil, "job \(parts[1]) stored twice")
+                #expect(jobOfInput[parts[2]] == parts[1], "\(parts[2]) stored as job \(parts[1]), accepted as \(jobOfInput[parts[2]] ?? "none")")
+                recordOfJob[parts[1]] = parts[4]
+                storedInputs.append(parts[2])
+            } else {
+                Issue.record("neither an accepted nor a stored line: \(line)")
+            }
+        }
+        #expect(Set(jobOfInput.keys) == inputs)
+        #expect(storedInputs.count == total && Set(storedInputs) == inputs)
+        try Self.waitForRecords(h, atLeast: total, timeout: .seconds(120))
+        let records = try h.records()
+        let storeRecordOfJob = Dictionary(records.compactMap { r in (r["jobId"] as? String).map { ($0, r["id"] as? String ?? "") } },
+                                          uniquingKeysWith: { a, _ in a })
+        #expect(records.count == total)
+        let mismatched = recordOfJob.filter { storeRecordOfJob[$0.key] != $0.value }
+        #expect(mismatched.isEmpty, "\(mismatched.count) lines name another record than the store holds, e.g. \(mismatched.prefix(3))")
+        print("submit text through a broker kill: \(total) inputs, killed at \(storedAtKill) stored; \(output.stderr.split(separator: "\n").filter { $0.hasPrefix("submit:") })")
+    }
+
     /// A broker killed mid-batch that never comes back: `submit` keeps
     /// resending until the deadline, then names every input it got no
     /// answer for and exits 2. The inputs it printed as accepted are queued,
