@@ -377,9 +377,9 @@ public final class Producer {
         pending.reserveCapacity(min(window.maximum, 4096))
         /// The request of every job in `pending`, by the same id.
         var requests: [UInt64: SubmitRequest] = [:]
+        requests.reserveCapacity(min(window.maximum, 4096))
         /// The broker's last refusal-for-now of a job still pending.
         var refusals: [UInt64: (code: ErrorCode, reason: String)] = [:]
-        requests.reserveCapacity(min(window.maximum, 4096))
         var order: [UInt64] = []  // send order: resends and reports go in it
         var bytesInFlight = 0
         /// Jobs with a copy out and no answer yet, and jobs due to be sent.

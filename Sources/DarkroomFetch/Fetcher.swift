@@ -86,16 +86,11 @@ public enum Fetcher {
                                 finished: (Int, Result<Fetched, FetchFailure>) -> Void) {
         guard !requests.isEmpty else { return }
         // libcurl is loaded here, the first time a download is asked for.
-        if let unusable = darkroom_curl_load() {
-            let why = String(cString: unusable)
+        let unusable = darkroom_curl_load().map { String(cString: $0) }
+        guard unusable == nil, let multi = darkroom_curl_multi_init() else {
+            let why = unusable ?? "libcurl could not start"
             for (index, request) in requests.enumerated() {
                 finished(index, .failure(FetchFailure(url: request.url, reason: .transfer(why))))
-            }
-            return
-        }
-        guard let multi = darkroom_curl_multi_init() else {
-            for (index, request) in requests.enumerated() {
-                finished(index, .failure(FetchFailure(url: request.url, reason: .transfer("libcurl could not start"))))
             }
             return
         }

@@ -44,13 +44,7 @@ extension MessageReader {
     /// A worker id (section 8): 1–64 bytes of printable ASCII without
     /// spaces, as in READY; EVENT leaves it empty when no worker is concerned.
     mutating func workerID(allowEmpty: Bool) throws(ProtocolError) -> String {
-        if let id = printableToken(bytes: (allowEmpty ? 0 : 1)...Wire.Limit.workerIDBytes) { return id }
-        let i = index
-        let id = try text("worker id", bytes: (allowEmpty ? 0 : 1)...Wire.Limit.workerIDBytes)
-        if id.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
-            throw error(frame: i, "worker id", "must be printable ASCII without spaces")
-        }
-        return id
+        try token("worker id", bytes: (allowEmpty ? 0 : 1)...Wire.Limit.workerIDBytes)
     }
 }
 

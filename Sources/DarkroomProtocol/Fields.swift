@@ -67,13 +67,7 @@ extension MessageReader {
 
     /// A submit key: 1–64 bytes of printable ASCII without spaces.
     mutating func submitKey(_ field: String = "submit key") throws(ProtocolError) -> String {
-        if let key = printableToken(bytes: 1...Wire.Limit.submitKeyBytes) { return key }
-        let i = index
-        let key = try text(field, bytes: 1...Wire.Limit.submitKeyBytes)
-        guard key.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw error(frame: i, field, "must be printable ASCII without spaces")
-        }
-        return key
+        try token(field, bytes: 1...Wire.Limit.submitKeyBytes)
     }
 
     mutating func sourceName(_ field: String = "source name") throws(ProtocolError) -> String {

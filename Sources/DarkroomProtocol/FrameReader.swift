@@ -123,18 +123,23 @@ public struct MessageReader: Sendable {
         return i < frames.count ? (i, frames[i]) : (i, [])
     }
 
-    /// The next frame as a String, read, when it is `range` bytes of
-    /// printable ASCII without spaces (the form of submit keys and worker
-    /// ids); nil, with nothing read, for anything else, which the caller
-    /// then reads the long way for the error it makes. Bytes are checked,
-    /// not a String's UTF-8 view: about a tenth of the work, on a field
-    /// every SUBMIT and every worker message carries.
-    mutating func printableToken(bytes range: ClosedRange<Int>) -> String? {
-        guard index < frames.count else { return nil }
-        let frame = frames[index]
-        guard range.contains(frame.count), frame.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
-        index += 1
-        return String(decoding: frame, as: UTF8.self)
+    /// A field of `range` bytes of printable ASCII without spaces (submit
+    /// keys, worker ids). The bytes are checked as they are, not through a
+    /// String's UTF-8 view: about a tenth of the work, on a field every
+    /// SUBMIT and every worker message carries. Anything else is read as
+    /// text, which says what is wrong with it when it can.
+    mutating func token(_ field: String, bytes range: ClosedRange<Int>) throws(ProtocolError) -> String {
+        func isTokenByte(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
+        if index < frames.count, range.contains(frames[index].count), frames[index].allSatisfy(isTokenByte) {
+            defer { index += 1 }
+            return String(decoding: frames[index], as: UTF8.self)
+        }
+        let i = index
+        let token = try text(field, bytes: range)
+        guard token.utf8.allSatisfy(isTokenByte) else {
+            throw error(frame: i, field, "must be printable ASCII without spaces")
+        }
+        return token
     }
 
     /// The next frame, which must be exactly `width` bytes.

@@ -28,7 +28,24 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
     /// Milliseconds since the Unix epoch at which the ULID was made.
     public var milliseconds: UInt64 { high >> 16 }
 
-    static let alphabet: [UInt8] = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+    /// Crockford's base32 alphabet, "0123456789ABCDEFGHJKMNPQRSTVWXYZ", as a
+    /// value made where it is read: writing an id reads it 26 times, and a
+    /// stored array would cost a lazy-global check, a reference count and a
+    /// bounds check each time.
+    static var digits: InlineArray<32, UInt8> {
+        [
+            0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39,  // 0-9
+            0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x4A, 0x4B,  // A-H J K
+            0x4D, 0x4E, 0x50, 0x51, 0x52, 0x53, 0x54, 0x56, 0x57, 0x58,  // M N P-T V W X
+            0x59, 0x5A,                                                  // Y Z
+        ]
+    }
+
+    /// The same alphabet as an array, for building the parse tables.
+    static let alphabet: [UInt8] = {
+        let digits = ULID.digits
+        return (0..<32).map { digits[$0] }
+    }()
 
     /// Crockford digit values for canonical (upper-case) input; 0xFF = invalid.
     static let strictValues: [UInt8] = {
@@ -108,14 +125,7 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
     /// the wire, into a database or into a line of output passes through
     /// here, and it allocates nothing.
     private var characters: InlineArray<26, UInt8> {
-        // The alphabet as a value on the stack, not the shared array: no
-        // lazy-global check, reference count or bounds check a character.
-        let alphabet: InlineArray<32, UInt8> = [
-            0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39,  // 0-9
-            0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x4A, 0x4B,  // A-H J K
-            0x4D, 0x4E, 0x50, 0x51, 0x52, 0x53, 0x54, 0x56, 0x57, 0x58,  // M N P-T V W X
-            0x59, 0x5A,                                                  // Y Z
-        ]
+        let alphabet = ULID.digits
         var out = InlineArray<26, UInt8>(repeating: 0)
         // Character p holds bits 129-5p … 125-5p of the 130 (the first has
         // only 3): the first 13 lie in `high`, the 14th straddles the two
