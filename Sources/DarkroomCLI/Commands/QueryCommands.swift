@@ -315,10 +315,21 @@ enum RemoveCommand {
             throw error.runtime
         }
         var failed = 0
-        for id in ids {
+        for (position, id) in ids.enumerated() {
             do {
                 _ = try client.delete(id)
                 Console.err("deleted \(id)")
+            } catch where error.kind == .timeout {
+                // The DELETE may have reached the node, or may still be
+                // queued on this connection; sending more would let a node
+                // that comes back meanwhile take this one too, after it was
+                // reported. Stop here: the queued ones go with the process.
+                Console.err("\(id): \(error.message); it may or may not have been deleted (`darkroom ls` shows what is left)")
+                let rest = ids.count - position - 1
+                if rest > 0 {
+                    Console.err("\(rest) not sent, the storage node not answering: \(ids[(position + 1)...].map(\.description).joined(separator: " "))")
+                }
+                return 1
             } catch {
                 failed += 1
                 Console.err("\(id): \(error.message)")
