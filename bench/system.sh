@@ -9,7 +9,7 @@
 #   BENCH_QUICK=1       fewer jobs everywhere: proves every row runs, in minutes
 #   BENCH_ROWS=a,b      only these rows: readme, tuned, sidekiq, celery,
 #                       latency-tiny, latency-photos (or latency), big, images,
-#                       memory (default: all)
+#                       memory, hotfolder (default: all)
 #   DARKROOM_BIN        the darkroom binary (default: swift build -c release,
 #                       the Swift runtime linked statically as script/demo does)
 #   DARKROOM_LOADGEN    the darkroom-loadgen binary (default: next to
@@ -37,6 +37,7 @@
 #   BIG_INPUTS          ~20 MB inputs in the big row (50; quick 10)
 #   IMAGE_RUNS          alternating engine/system runs (3; quick 1)
 #   MEM_JOBS            tiny jobs in the memory row (20000; quick 3000)
+#   HOT_FILES           tiny files dropped into the hot folder at once (1000; quick 200)
 set -u
 BENCH=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$BENCH/.." && pwd)
@@ -58,7 +59,8 @@ LAT_REPEAT=${LAT_REPEAT:-$(q 5 1)}
 BIG_INPUTS=${BIG_INPUTS:-$(q 50 10)}
 IMAGE_RUNS=${IMAGE_RUNS:-$(q 3 1)}
 MEM_JOBS=${MEM_JOBS:-$(q 20000 3000)}
-BENCH_ROWS=${BENCH_ROWS:-readme,tuned,sidekiq,celery,latency-tiny,latency-photos,big,images,memory}
+HOT_FILES=${HOT_FILES:-$(q 1000 200)}
+BENCH_ROWS=${BENCH_ROWS:-readme,tuned,sidekiq,celery,latency-tiny,latency-photos,big,images,memory,hotfolder}
 want() {  # ROW: asked for by BENCH_ROWS ("latency" means both latency rows)
     [[ ",$BENCH_ROWS," == *",$1,"* ]] || { [[ $1 == latency-* ]] && [[ ",$BENCH_ROWS," == *",latency,"* ]]; }
 }
@@ -467,6 +469,49 @@ if want memory; then
         stop "$BROKER_PID" "$STORE_PID"
     else
         failed memory "broker or store did not answer"
+    fi
+fi
+
+# ------------------------------------------------------------- hot folder
+# `darkroom submit --follow DIR` started on a folder holding HOT_FILES tiny
+# files (a burst, as when a batch is copied in), timed to the last stored
+# line, against `darkroom submit DIR --wait` on the same files; each on a
+# fresh `darkroom up`, REPEAT rounds interleaved.
+if want hotfolder; then
+    HOT_DIR=$TMP/hot-inputs
+    rm -rf "$HOT_DIR"; mkdir -p "$HOT_DIR"
+    ls "$TINY_DIR" | head -n "$HOT_FILES" | while read -r f; do cp "$TINY_DIR/$f" "$HOT_DIR/"; done
+    rm -f "$TMP"/hot-follow.runs "$TMP"/hot-submit.runs
+    for round in $(seq 1 "$REPEAT"); do
+        if start_up hot-follow; then
+            WATCHED=$TMP/hot-watched
+            rm -rf "$WATCHED"; cp -r "$HOT_DIR" "$WATCHED"
+            cat "$WATCHED"/* >/dev/null
+            t0=$(now)
+            "$BIN" submit --follow "$WATCHED" "${TINY_OPS[@]}" --broker "$FE" --events "$EV" >"$TMP/hot.out" 2>"$TMP/hot.log" &
+            HOT_PID=$!
+            deadline=$(( $(date +%s) + 300 ))
+            while [ "$(grep -c '^stored ' "$TMP/hot.out")" -lt "$HOT_FILES" ] && [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$HOT_PID" 2>/dev/null; do sleep 0.01; done
+            t1=$(now)
+            N=$(grep -c '^stored ' "$TMP/hot.out")
+            kill -INT "$HOT_PID" 2>/dev/null; wait "$HOT_PID" 2>/dev/null
+            if [ "$N" = "$HOT_FILES" ]; then
+                echo "$(calc "round($N / ($t1 - $t0), 1)")" >>"$TMP/hot-follow.runs"
+            else
+                failed hotfolder "the hot folder stored $N of $HOT_FILES: $(tail -3 "$TMP/hot.log")"
+            fi
+            stop "$UP_PID"; discard_data hot-follow
+        fi
+        if start_up hot-submit; then
+            submit_wait "$HOT_DIR" "$TMP/hot-submit.out" "${TINY_OPS[@]}"
+            [ "$STORED" = "$HOT_FILES" ] && echo "$(calc "round($STORED / $SECONDS_TAKEN, 1)")" >>"$TMP/hot-submit.runs"
+            stop "$UP_PID"; discard_data hot-submit
+        fi
+    done
+    if [ -s "$TMP/hot-follow.runs" ] && [ -s "$TMP/hot-submit.runs" ]; then
+        HF=$(median_of <"$TMP/hot-follow.runs"); HS=$(median_of <"$TMP/hot-submit.runs")
+        result hotfolder "setup=darkroom up (defaults) + darkroom submit --follow DIR, DIR holding the files when it starts" \
+            jobs="$HOT_FILES" rate="$HF" submitRate="$HS" runs="$(wc -l <"$TMP/hot-follow.runs")" spread="$(spread_of <"$TMP/hot-follow.runs")"
     fi
 fi
 

@@ -24,6 +24,8 @@ Keys the report knows and what it compares:
     img-engine, img-system
                      the queue's overhead over the engine alone (target < 10%)
     memory           RSS of broker and store over a long run (flat)
+    hotfolder        `submit --follow DIR` on a burst of tiny files, as % of
+                     `submit DIR --wait` on the same files
     failed           a row that could not run, with why
 """
 import json
@@ -208,6 +210,9 @@ def report(path, notes):
             for role in ("broker", "store"):
                 grew = e[f"{role}Peak"] - e[f"{role}Warm"]
                 verdicts.append(f"{'PASS' if grew <= MEMORY_GROWTH_MIB else 'FAIL'} {role} RSS flat: {grew} MiB over its RSS after warm-up (limit {MEMORY_GROWTH_MIB})")
+        elif k == "hotfolder":
+            row("hot folder, a burst", e["setup"], f"{e['jobs']:,} tiny files", f"{fmt_rate(e['rate'])} jobs/s to the last stored line{runs(e)}",
+                f"{pct(e['rate'], e['submitRate'])} of `submit DIR --wait` on the same files ({fmt_rate(e['submitRate'])} jobs/s)")
         elif k == "failed":
             row(e.get("row", "?"), e.get("setup", ""), "", f"did not run: {e.get('why', '?')}")
     print("# darkroom system benchmark")

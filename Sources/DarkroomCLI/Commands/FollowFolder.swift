@@ -33,6 +33,8 @@ enum FollowFolder {
         var broker: String
         var events: String
         var curve: CurveClientKeys?
+        /// The most SUBMITs in flight at once.
+        var window: Int
     }
 
     static func run(_ settings: Settings) throws -> Int32 {
@@ -96,12 +98,15 @@ enum FollowFolder {
             pending[event.jobID] = nil
         }
 
-        func submit(_ name: String) {
+        /// A candidate read and checked, as its job; nil when it was
+        /// submitted before, is still being written, or failed its check
+        /// (reported here).
+        func prepare(_ name: String) -> SubmitRequest? {
             let path = directory + "/" + name
-            guard let key = fileKey(path), !state.contains(key), !reported.contains(key) else { return }
+            guard let key = fileKey(path), !state.contains(key), !reported.contains(key) else { return nil }
             // Open for writing again since the close that named it: its
             // next close names it again.
-            if FolderWatch.isOpenForWriting(path) == true { return }
+            if FolderWatch.isOpenForWriting(path) == true { return nil }
             // Read once: the bytes checked are the bytes sent.
             let bytes: [UInt8]
             switch SubmitInputs.readChecked(path, pipeline: settings.pipeline) {
@@ -111,16 +116,16 @@ enum FollowFolder {
                 reported.insert(key)
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: problem)
-                return
+                return nil
             }
-            let request = SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
-                                        options: settings.options, priority: settings.priority, submitKey: key)
-            let result: SubmitResult
-            do { result = try producer.submit(request) } catch {
-                failures += 1
-                Console.err("\(path): \(error.message)")
-                return
-            }
+            return SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
+                                 options: settings.options, priority: settings.priority, submitKey: key)
+        }
+
+        /// What the broker answered to a candidate's SUBMIT.
+        func answered(_ request: SubmitRequest, _ result: SubmitResult) {
+            let path = request.sourceName
+            guard let key = request.submitKey else { return }
             switch result {
             case let .accepted(job, seq):
                 do { try state.add(key, job: job) } catch {
@@ -163,8 +168,21 @@ enum FollowFolder {
         }
 
         while true {
-            for name in candidates { submit(name) }
-            candidates = []
+            // The files in hand go out as `submit`'s do, many in flight at
+            // once: a burst of files dropped in is not a round trip each.
+            if !candidates.isEmpty {
+                var burst = Burst(names: candidates, prepare: prepare) {
+                    if !stopping, stopRequested(stopSignals) { stopping = true }
+                    return stopping
+                }
+                candidates = []
+                do {
+                    _ = try producer.submit(from: &burst, window: SubmitWindow(maximum: settings.window), onReply: answered)
+                } catch {
+                    failures += 1
+                    Console.err("submitting from \(directory): \(error.message); the files not accepted are tried again when they change or on restart")
+                }
+            }
             if stopping || stopRequested(stopSignals) { break }
             if let from = cursor, !pending.isEmpty {
                 do {
@@ -191,6 +209,28 @@ enum FollowFolder {
         Console.err("stopped following \(directory); \(pending.count) job(s) still running are not followed (see `darkroom job ID`)")
         if failures > 0 { Console.err("\(failures) file(s) were not stored (see above)") }
         return 0
+    }
+
+    /// The candidates of one turn as jobs, each read and checked only when
+    /// the window has room for it (a burst of large files is held a
+    /// window's bytes at a time), until a stop is asked for.
+    struct Burst: SubmitSource {
+        private var names: IndexingIterator<[String]>
+        private let prepare: (String) -> SubmitRequest?
+        private let stop: () -> Bool
+
+        init(names: [String], prepare: @escaping (String) -> SubmitRequest?, stop: @escaping () -> Bool) {
+            self.names = names.makeIterator()
+            self.prepare = prepare
+            self.stop = stop
+        }
+
+        mutating func next() -> SubmitSourceItem {
+            while !stop(), let name = names.next() {
+                if let request = prepare(name) { return .job(request) }
+            }
+            return .end
+        }
     }
 
     /// Takes a held SIGINT or SIGTERM, if one came.

@@ -140,7 +140,7 @@ enum SubmitCommand {
             return try FollowFolder.run(FollowFolder.Settings(
                 directory: folder, pipeline: pipeline, options: options, priority: priority, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
-                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args)))
+                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window))
         }
         let out = OutputBuffer()
         /// Every stderr line goes after the stdout lines before it.
