@@ -90,6 +90,57 @@ struct FollowFolderTests {
         #expect(try records().count == 7)
     }
 
+    /// A batch copied in goes out many SUBMITs at a time; the hot folder
+    /// is SIGKILLed with some accepted, some sent and not yet answered, and
+    /// the rest not read yet.
+    @Test("a burst of 400 files, the hot folder SIGKILLed mid-burst and restarted: every file stored once, one job each")
+    func burstThroughKill() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w", 2)])
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 4), options: EncodeOptions(quality: 80))
+        let hot = try h.writeCopies(of: tiny, 400, name: "hot")
+        // The broker 100 ms a round trip away and 50 SUBMITs in flight at
+        // most: the burst takes several round trips, and the kill comes
+        // in the middle of it.
+        let link = try TCPProxy(to: SystemHarness.port(of: h.frontend), delay: .milliseconds(50))
+        defer { link.stop() }
+        let args = ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json", "--window", "50",
+                    "--broker", link.endpoint, "--events", h.events]
+        func lines(_ name: String, _ status: String) -> [[String: Any]] {
+            SystemHarness.jsonLines(Self.stdout(h, name)).filter { $0["status"] as? String == status }
+        }
+        let first = try h.start("burst", args, separateStderr: true)
+        try h.waitUntil("some files are accepted", timeout: .seconds(60)) { lines("burst", "accepted").count >= 20 }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        let acceptedBefore = lines("burst", "accepted").count
+        #expect(acceptedBefore < 400, "the kill came after the burst")
+        print("hot folder burst: \(acceptedBefore) of 400 accepted at the SIGKILL")
+
+        let again = try h.start("burst-again", args, separateStderr: true)
+        func records() throws -> [[String: Any]] {
+            SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        }
+        try h.waitUntil("every file is stored", timeout: .seconds(120)) { try records().count >= 400 }
+        Thread.sleep(forTimeInterval: 1)
+        kill(again.processIdentifier, SIGTERM)
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 0, "\(h.errors("burst-again"))")
+
+        let stored = try records()
+        #expect(stored.count == 400, "records: \(stored.count)")
+        #expect(Set(stored.compactMap { $0["source"] as? String }).count == 400, "one record per file")
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        let acceptedJobs = events.filter { $0["kind"] as? String == "accepted" }
+        #expect(acceptedJobs.count == 400, "one job per file (\(acceptedBefore) accepted before the kill)")
+        // The restart named the files the first run had not finished with;
+        // none of those the first run recorded as accepted is taken again.
+        let recorded = try String(contentsOf: hot.appendingPathComponent(".darkroom-follow"), encoding: .utf8)
+            .split(separator: "\n").map { $0.split(separator: " ")[0] }
+        #expect(recorded.count == Set(recorded).count, "the state file lists a file twice")
+        #expect(Set(recorded).count == 400)
+    }
+
     @Test("--follow needs a directory and no inputs")
     func usage() throws {
         let h = try SystemHarness()
