@@ -145,7 +145,9 @@ final class Channel {
             }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .zero {
-                throw ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+                var error = ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+                error.requestNotSent = true
+                throw error
             }
             do {
                 // Unlinked, the socket itself would take the message at once:

@@ -32,6 +32,9 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public let kind: Kind
     /// One line, no trailing period.
     public let message: String
+    /// A `.timeout` that came before the request was handed to a
+    /// connection: the server cannot have received it.
+    public internal(set) var requestNotSent = false
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind

@@ -320,14 +320,20 @@ enum RemoveCommand {
                 _ = try client.delete(id)
                 Console.err("deleted \(id)")
             } catch where error.kind == .timeout {
-                // The DELETE may have reached the node, or may still be
-                // queued on this connection; sending more would let a node
-                // that comes back meanwhile take this one too, after it was
-                // reported. Stop here: the queued ones go with the process.
-                Console.err("\(id): \(error.message); it may or may not have been deleted (`darkroom ls` shows what is left)")
-                let rest = ids.count - position - 1
-                if rest > 0 {
-                    Console.err("\(rest) not sent, the storage node not answering: \(ids[(position + 1)...].map(\.description).joined(separator: " "))")
+                // Stop at the first: a DELETE handed to the connection may
+                // still be on its way, and going on would keep the
+                // connection open for a node that comes back meanwhile to
+                // take it after it was reported. Nothing more is sent.
+                let unsent: ArraySlice<ULID>
+                if error.requestNotSent {
+                    Console.err("\(id): not deleted: \(error.message)")
+                    unsent = ids[position...]
+                } else {
+                    Console.err("\(id): \(error.message); it may or may not have been deleted (`darkroom ls` shows what is left)")
+                    unsent = ids[(position + 1)...]
+                }
+                if !unsent.isEmpty {
+                    Console.err("\(unsent.count) not sent, the storage node not answering: \(unsent.map(\.description).joined(separator: " "))")
                 }
                 return 1
             } catch {
