@@ -141,6 +141,38 @@ struct FollowFolderTests {
         #expect(Set(recorded).count == 400)
     }
 
+    /// The broker is not there when the files land: the hot folder gives
+    /// each burst up after --deadline and tries the files again, at
+    /// growing intervals, until the broker answers.
+    @Test("files that land while the broker is down are tried again until it answers, then stored once")
+    func brokerDownThenUp() throws {
+        let h = try SystemHarness()
+        try h.startStore()
+        try h.startWorker("w", concurrency: 2)
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), options: EncodeOptions(quality: 80))
+        let hot = try h.writeCopies(of: tiny, 30, name: "hot")
+        let follow = try h.start("follow", ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json",
+                                            "--deadline", "1"] + h.clientFlags, separateStderr: true)
+        try h.waitUntil("the first burst is given up", timeout: .seconds(30)) { h.errors("follow").contains("30 file(s) not accepted yet") }
+        try h.waitUntil("a second try is given up", timeout: .seconds(30)) {
+            h.errors("follow").components(separatedBy: "30 file(s) not accepted yet").count >= 3
+        }
+        #expect(h.errors("follow").contains("trying again in 2 s"), "\(h.errors("follow"))")
+
+        try h.startBroker()
+        try h.waitUntil("every file is stored", timeout: .seconds(60)) {
+            SystemHarness.jsonLines(Self.stdout(h, "follow")).filter { $0["status"] as? String == "stored" }.count == 30
+        }
+        kill(follow.processIdentifier, SIGTERM)
+        follow.waitUntilExit()
+        #expect(follow.terminationStatus == 0, "\(h.errors("follow"))")
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        #expect(records.count == 30)
+        #expect(Set(records.compactMap { $0["source"] as? String }).count == 30, "one record per file")
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        #expect(events.filter { $0["kind"] as? String == "accepted" }.count == 30, "one job per file")
+    }
+
     @Test("--follow needs a directory and no inputs")
     func usage() throws {
         let h = try SystemHarness()

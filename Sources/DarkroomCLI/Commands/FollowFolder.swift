@@ -14,7 +14,11 @@ import Foundation
 /// its path, size and modification time, which the broker deduplicates,
 /// and a state file in DIR (`.darkroom-follow`) lists the keys already
 /// submitted, so a restart submits nothing twice and does not even ask.
-/// SIGINT or SIGTERM stops it after the files in hand are accepted.
+/// A batch of files goes out many SUBMITs at once, as `submit`'s inputs
+/// do; files the broker leaves unanswered are tried again, at growing
+/// intervals, until it answers. SIGINT or SIGTERM stops it once the
+/// SUBMITs in flight are answered; files not sent yet are submitted at the
+/// next start.
 ///
 /// Everything runs on the calling thread: the folder watch, the producer,
 /// the event follower and the story client each own their descriptor or
@@ -76,6 +80,15 @@ enum FollowFolder {
         var failures = 0
         var candidates = listJPEGs(directory)
         var stopping = false
+        // Files whose SUBMIT went unanswered, and those their burst did not
+        // reach: tried again once `retryAt` comes (the broker keeps a file
+        // sent twice to one job, by its submit key).
+        var retry: [String] = []
+        var retryAt: ContinuousClock.Instant?
+        var retryPause = Duration.seconds(1)
+        // Why a SUBMIT of the current burst went unanswered, if one did:
+        // the burst then reads no more files.
+        var silence: ClientError?
 
         func printEnd(_ event: Event, path: String) {
             switch event.kind {
@@ -162,25 +175,40 @@ enum FollowFolder {
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: error.message)
             case let .unanswered(_, error):
-                failures += 1
-                Console.err("\(path): not answered by the deadline (\(error.message)); it is tried again when it changes or on restart")
+                silence = error
+                retry.append(String(path.dropFirst(directory.count + 1)))
             }
         }
 
         while true {
+            if let due = retryAt, ContinuousClock.now >= due {
+                var seen = Set<String>()
+                candidates = (retry + candidates).filter { seen.insert($0).inserted }
+                retry = []
+                retryAt = nil
+            }
             // The files in hand go out as `submit`'s do, many in flight at
             // once: a burst of files dropped in is not a round trip each.
             if !candidates.isEmpty {
+                silence = nil
                 var burst = Burst(names: candidates, prepare: prepare) {
                     if !stopping, stopRequested(stopSignals) { stopping = true }
-                    return stopping
+                    return stopping || silence != nil
                 }
                 candidates = []
+                var failure: ClientError?
                 do {
                     _ = try producer.submit(from: &burst, window: SubmitWindow(maximum: settings.window), onReply: answered)
                 } catch {
-                    failures += 1
-                    Console.err("submitting from \(directory): \(error.message); the files not accepted are tried again when they change or on restart")
+                    failure = error
+                }
+                if let cause = failure ?? silence {
+                    if !stopping { retry += burst.remaining }
+                    Console.err("\(retry.count) file(s) not accepted yet (\(cause.message)); trying again in \(retryPause.components.seconds) s")
+                    retryAt = .now + retryPause
+                    retryPause = min(retryPause * 2, .seconds(60))
+                } else {
+                    retryPause = .seconds(1)
                 }
             }
             if stopping || stopRequested(stopSignals) { break }
@@ -207,6 +235,7 @@ enum FollowFolder {
             if stopRequested(stopSignals) { stopping = true }
         }
         Console.err("stopped following \(directory); \(pending.count) job(s) still running are not followed (see `darkroom job ID`)")
+        if !retry.isEmpty { Console.err("\(retry.count) file(s) not accepted yet are submitted at the next start") }
         if failures > 0 { Console.err("\(failures) file(s) were not stored (see above)") }
         return 0
     }
@@ -215,19 +244,24 @@ enum FollowFolder {
     /// the window has room for it (a burst of large files is held a
     /// window's bytes at a time), until a stop is asked for.
     struct Burst: SubmitSource {
-        private var names: IndexingIterator<[String]>
+        private let names: [String]
+        private var position = 0
         private let prepare: (String) -> SubmitRequest?
         private let stop: () -> Bool
 
         init(names: [String], prepare: @escaping (String) -> SubmitRequest?, stop: @escaping () -> Bool) {
-            self.names = names.makeIterator()
+            self.names = names
             self.prepare = prepare
             self.stop = stop
         }
 
+        /// The names not reached (the burst was stopped).
+        var remaining: ArraySlice<String> { names[position...] }
+
         mutating func next() -> SubmitSourceItem {
-            while !stop(), let name = names.next() {
-                if let request = prepare(name) { return .job(request) }
+            while !stop(), position < names.count {
+                position += 1
+                if let request = prepare(names[position - 1]) { return .job(request) }
             }
             return .end
         }

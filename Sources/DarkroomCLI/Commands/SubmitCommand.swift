@@ -62,9 +62,11 @@ enum SubmitCommand {
         DIR, complete (closed after writing, or moved in), is submitted once with
         these options and its end is printed as it comes. A file's submit key
         comes from its path, size and modification time, and DIR/.darkroom-follow
-        lists the files submitted, so a restart submits nothing twice. Ctrl-C or
-        SIGTERM stops it once the files in hand are accepted, with exit status 0
-        (files that could not be stored are named on stderr as they come).
+        lists the files submitted, so a restart submits nothing twice. Files the
+        broker leaves unanswered are tried again until it answers. Ctrl-C or
+        SIGTERM stops it once the SUBMITs in flight are answered (files not sent
+        yet go at the next start), with exit status 0 (files that could not be
+        stored are named on stderr as they come).
 
         Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
         globs such as 'photos/*.jpg', and http:// or https:// URLs; with
