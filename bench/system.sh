@@ -478,34 +478,50 @@ fi
 # line, against `darkroom submit DIR --wait` on the same files; each on a
 # fresh `darkroom up`, REPEAT rounds interleaved.
 if want hotfolder; then
+    [ "$HOT_FILES" -gt "$TINY_JOBS" ] && HOT_FILES=$TINY_JOBS
     HOT_DIR=$TMP/hot-inputs
     rm -rf "$HOT_DIR"; mkdir -p "$HOT_DIR"
     ls "$TINY_DIR" | head -n "$HOT_FILES" | while read -r f; do cp "$TINY_DIR/$f" "$HOT_DIR/"; done
     rm -f "$TMP"/hot-follow.runs "$TMP"/hot-submit.runs
+    HOT_WHY=""
     for round in $(seq 1 "$REPEAT"); do
         if start_up hot-follow; then
             WATCHED=$TMP/hot-watched
             rm -rf "$WATCHED"; cp -r "$HOT_DIR" "$WATCHED"
             cat "$WATCHED"/* >/dev/null
+            : >"$TMP/hot.out"
             t0=$(now)
             "$BIN" submit --follow "$WATCHED" "${TINY_OPS[@]}" --broker "$FE" --events "$EV" >"$TMP/hot.out" 2>"$TMP/hot.log" &
             HOT_PID=$!
+            PIDS+=("$HOT_PID")
+            # Polled lightly (the poll's own processes take CPU from the
+            # run); the end is the output file's last write, which is the
+            # last stored line: nothing else goes to stdout.
             deadline=$(( $(date +%s) + 300 ))
-            while [ "$(grep -c '^stored ' "$TMP/hot.out")" -lt "$HOT_FILES" ] && [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$HOT_PID" 2>/dev/null; do sleep 0.01; done
-            t1=$(now)
-            N=$(grep -c '^stored ' "$TMP/hot.out")
+            while n=$(grep -c '^stored ' "$TMP/hot.out"); [ "${n:-0}" -lt "$HOT_FILES" ] && [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$HOT_PID" 2>/dev/null; do
+                sleep 0.05
+            done
+            t1=$(stat -c %.9Y "$TMP/hot.out")
             kill -INT "$HOT_PID" 2>/dev/null; wait "$HOT_PID" 2>/dev/null
-            if [ "$N" = "$HOT_FILES" ]; then
-                echo "$(calc "round($N / ($t1 - $t0), 1)")" >>"$TMP/hot-follow.runs"
+            if [ "${n:-0}" = "$HOT_FILES" ]; then
+                calc "round($HOT_FILES / ($t1 - $t0), 1)" >>"$TMP/hot-follow.runs"
             else
-                failed hotfolder "the hot folder stored $N of $HOT_FILES: $(tail -3 "$TMP/hot.log")"
+                HOT_WHY="the hot folder stored ${n:-0} of $HOT_FILES: $(tail -3 "$TMP/hot.log")"
             fi
             stop "$UP_PID"; discard_data hot-follow
+        else
+            HOT_WHY="darkroom up did not answer"
         fi
         if start_up hot-submit; then
             submit_wait "$HOT_DIR" "$TMP/hot-submit.out" "${TINY_OPS[@]}"
-            [ "$STORED" = "$HOT_FILES" ] && echo "$(calc "round($STORED / $SECONDS_TAKEN, 1)")" >>"$TMP/hot-submit.runs"
+            if [ "$STORED" = "$HOT_FILES" ]; then
+                calc "round($STORED / $SECONDS_TAKEN, 1)" >>"$TMP/hot-submit.runs"
+            else
+                HOT_WHY="submit --wait stored $STORED of $HOT_FILES (exit $SUBMIT_STATUS)"
+            fi
             stop "$UP_PID"; discard_data hot-submit
+        else
+            HOT_WHY="darkroom up did not answer"
         fi
     done
     if [ -s "$TMP/hot-follow.runs" ] && [ -s "$TMP/hot-submit.runs" ]; then
@@ -513,6 +529,7 @@ if want hotfolder; then
         result hotfolder "setup=darkroom up (defaults) + darkroom submit --follow DIR, DIR holding the files when it starts" \
             jobs="$HOT_FILES" rate="$HF" submitRate="$HS" runs="$(wc -l <"$TMP/hot-follow.runs")" spread="$(spread_of <"$TMP/hot-follow.runs")"
     fi
+    [ -n "$HOT_WHY" ] && failed hotfolder "$HOT_WHY (the last failure of $REPEAT rounds)"
 fi
 
 # ---------------------------------------------------------------- report

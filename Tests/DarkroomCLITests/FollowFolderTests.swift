@@ -99,18 +99,19 @@ struct FollowFolderTests {
         try h.startSystem(workers: [("w", 2)])
         let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 4), options: EncodeOptions(quality: 80))
         let hot = try h.writeCopies(of: tiny, 400, name: "hot")
-        // The broker 100 ms a round trip away and 50 SUBMITs in flight at
-        // most: the burst takes several round trips, and the kill comes
-        // in the middle of it.
+        // The broker 100 ms a round trip away and 25 SUBMITs in flight at
+        // most: the burst takes some 16 round trips, and the kill comes in
+        // the middle of it.
         let link = try TCPProxy(to: SystemHarness.port(of: h.frontend), delay: .milliseconds(50))
         defer { link.stop() }
-        let args = ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json", "--window", "50",
+        let args = ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json", "--window", "25",
                     "--broker", link.endpoint, "--events", h.events]
         func lines(_ name: String, _ status: String) -> [[String: Any]] {
             SystemHarness.jsonLines(Self.stdout(h, name)).filter { $0["status"] as? String == status }
         }
         let first = try h.start("burst", args, separateStderr: true)
-        try h.waitUntil("some files are accepted", timeout: .seconds(60)) { lines("burst", "accepted").count >= 20 }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while lines("burst", "accepted").count < 20, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
         kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
         let acceptedBefore = lines("burst", "accepted").count
