@@ -146,4 +146,36 @@ struct CancelTests {
         #expect(waiting.terminationStatus == 1, "cancelled jobs are not stored")
         #expect(h.errors("submit").contains("4 cancelled"), "\(h.errors("submit"))")
     }
+
+    /// The broker paused (SIGSTOP) before `cancel` connects: no CANCEL can
+    /// reach it, cancel says so of every id, and nothing is cancelled once
+    /// the broker is back.
+    @Test("cancel against a broker that does not answer: nothing sent, every id named, the jobs still queued after it resumes")
+    func brokerNotAnswering() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        let input = try h.writeImages(3)
+        // No worker: the jobs wait.
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--json"] + h.clientFlags)
+        #expect(submit.status == 0, "\(submit.stderr)")
+        let jobs = SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String }
+        try #require(jobs.count == 3)
+
+        h.pause("broker")
+        let cancel = try h.start("cancel", ["cancel"] + jobs + ["--timeout", "2"] + h.brokerFlags, separateStderr: true)
+        cancel.waitUntilExit()
+        h.resume("broker")
+        let errors = h.errors("cancel")
+        #expect(cancel.terminationStatus == 1)
+        #expect(errors.contains("\(jobs[0]): not cancelled: no answer from the broker"), "\(errors)")
+        #expect(errors.contains("3 not sent, the broker not answering: \(jobs.joined(separator: " "))"), "\(errors)")
+
+        try h.waitUntil("the broker answers") { try h.run(["status", "--check", "--only", "broker"] + h.brokerFlags + ["--timeout", "1"]).status == 0 }
+        Thread.sleep(forTimeInterval: 1)
+        for job in jobs {
+            let story = try h.run(["job", job, "--json"] + h.brokerFlags)
+            let state = SystemHarness.jsonLines(story.stdout).first?["state"] as? String
+            #expect(state == "queued" || state == "ready", "\(job): \(state ?? story.stderr)")
+        }
+    }
 }

@@ -45,9 +45,20 @@ enum CancelCommand {
             }
         }
         var failed = 0
-        for id in ids {
+        for (position, id) in ids.enumerated() {
             do {
                 try admin.cancel(.job(id))
+            } catch let error where error.serverCode == .notFound {
+                failed += 1
+                Console.err(error.message)
+                continue
+            } catch where error.kind == .timeout {
+                Unanswered.report(error, ids: ids, at: position, done: "cancelled", server: "the broker", check: "darkroom job \(id)")
+                return 1
+            } catch {
+                throw error.runtime
+            }
+            do {
                 switch try waitUntilEnded(id, admin: admin, for: timeout) {
                 case .cancelled(let worker):
                     Console.out("cancelled \(id)" + (worker.map { " on worker \($0)" } ?? " (it was queued)"))
@@ -61,9 +72,11 @@ enum CancelCommand {
                     failed += 1
                     Console.err("\(id): worker \(worker ?? "?") has not stopped it within \(SubmitCommand.spoken(timeout)); it ends cancelled once it does (see `darkroom job \(id)`)")
                 }
-            } catch let error where error.serverCode == .notFound {
-                failed += 1
-                Console.err(error.message)
+            } catch where error.kind == .timeout {
+                // The broker took the cancel and then stopped answering.
+                Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message) (`darkroom job \(id)` shows it)")
+                Unanswered.notSent(ids[(position + 1)...], server: "the broker")
+                return 1
             } catch {
                 throw error.runtime
             }

@@ -320,21 +320,7 @@ enum RemoveCommand {
                 _ = try client.delete(id)
                 Console.err("deleted \(id)")
             } catch where error.kind == .timeout {
-                // Stop at the first: a DELETE handed to the connection may
-                // still be on its way, and going on would keep the
-                // connection open for a node that comes back meanwhile to
-                // take it after it was reported. Nothing more is sent.
-                let unsent: ArraySlice<ULID>
-                if error.requestNotSent {
-                    Console.err("\(id): not deleted: \(error.message)")
-                    unsent = ids[position...]
-                } else {
-                    Console.err("\(id): \(error.message); it may or may not have been deleted (`darkroom ls` shows what is left)")
-                    unsent = ids[(position + 1)...]
-                }
-                if !unsent.isEmpty {
-                    Console.err("\(unsent.count) not sent, the storage node not answering: \(unsent.map(\.description).joined(separator: " "))")
-                }
+                Unanswered.report(error, ids: ids, at: position, done: "deleted", server: "the storage node", check: "darkroom ls")
                 return 1
             } catch {
                 failed += 1
