@@ -107,15 +107,16 @@ func readImage(_ path: String) throws(SetupError) -> [UInt8] {
 func submitTemplate(_ options: Options, image: [UInt8]) throws(SetupError) -> [[UInt8]] {
     let jobOptions = JobOptions(thumbnailWidth: options.thumbWidth, thumbnailHeight: options.thumbHeight,
                                 quality: 95, thumbnailQuality: 70)
-    let probe = Submit(requestID: 1, priority: priority, options: jobOptions, pipeline: options.ops,
-                       sourceName: sourceName, image: [0xFF])
+    let frames = Submit(requestID: 1, priority: priority, options: jobOptions, pipeline: options.ops,
+                        sourceName: sourceName, image: image, submitKey: options.submitKeys ? SubmitKeys.template : nil).frames()
     do {
-        _ = try Submit.decode(probe.frames())
+        _ = try Submit.decode(frames)
     } catch {
+        // The image was checked when read and the key is made here: what
+        // can be wrong is the pipeline.
         throw SetupError(message: "--ops: \(error.reason)", status: 2)
     }
-    return Submit(requestID: 1, priority: priority, options: jobOptions, pipeline: options.ops,
-                  sourceName: sourceName, image: image, submitKey: options.submitKeys ? SubmitKeys.template : nil).frames()
+    return frames
 }
 
 /// With --submit-keys, job N's key is this run's ULID, a dash and N in nine
