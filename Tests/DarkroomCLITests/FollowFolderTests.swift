@@ -159,6 +159,7 @@ struct FollowFolderTests {
             h.errors("follow").components(separatedBy: "30 file(s) not accepted yet").count >= 3
         }
         #expect(h.errors("follow").contains("trying again in 2 s"), "\(h.errors("follow"))")
+        #expect(!h.errors("follow").contains("not submitted"), "\(h.errors("follow"))")
 
         try h.startBroker()
         try h.waitUntil("every file is stored", timeout: .seconds(60)) {
@@ -172,6 +173,37 @@ struct FollowFolderTests {
         #expect(Set(records.compactMap { $0["source"] as? String }).count == 30, "one record per file")
         let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
         #expect(events.filter { $0["kind"] as? String == "accepted" }.count == 30, "one job per file")
+    }
+
+    /// With the default --deadline (5 min), a stop during an outage waits
+    /// only for the burst under way, which gives up after 10 s.
+    @Test("a stop while the broker is down ends the hot folder; the files go at the next start, once")
+    func stopDuringOutage() throws {
+        let h = try SystemHarness()
+        try h.startStore()
+        try h.startWorker("w", concurrency: 2)
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 6), options: EncodeOptions(quality: 80))
+        let hot = try h.writeCopies(of: tiny, 5, name: "hot")
+        let args = ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json"] + h.clientFlags
+        let follow = try h.start("follow", args, separateStderr: true)
+        try h.waitUntil("the hot folder runs") { h.errors("follow").contains("following ") }
+        Thread.sleep(forTimeInterval: 1)
+        kill(follow.processIdentifier, SIGTERM)
+        try h.waitUntil("the hot folder stops", timeout: .seconds(60)) { !follow.isRunning }
+        #expect(follow.terminationStatus == 0, "\(h.errors("follow"))")
+        #expect(h.errors("follow").contains("5 file(s) not accepted yet are submitted at the next start"), "\(h.errors("follow"))")
+        #expect(!h.errors("follow").contains("were not stored"), "\(h.errors("follow"))")
+
+        try h.startBroker()
+        let again = try h.start("follow-again", args, separateStderr: true)
+        try h.waitUntil("every file is stored") {
+            SystemHarness.jsonLines(Self.stdout(h, "follow-again")).filter { $0["status"] as? String == "stored" }.count == 5
+        }
+        kill(again.processIdentifier, SIGTERM)
+        again.waitUntilExit()
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        #expect(records.count == 5)
+        #expect(Set(records.compactMap { $0["source"] as? String }).count == 5, "one record per file")
     }
 
     @Test("--follow needs a directory and no inputs")

@@ -295,4 +295,19 @@ struct RefusedKeyTests {
     }
 
     static func lines(_ text: String) -> Int { text.split(separator: "\n").count }
+
+    /// The hot folder with a key the broker does not allow: retrying the
+    /// same way cannot help, so it ends with the reason instead of trying
+    /// its files again forever.
+    @Test("a hot folder whose key the broker refuses ends with the reason, exit 1")
+    func hotFolderRefused() throws {
+        let system = try KeyedSystem()
+        let h = system.h
+        let hot = try h.writeImages(2, name: "hot")
+        let follow = try h.start("follow", ["submit", "--follow", hot.path, "--ops", "invert"] + h.clientFlags
+                                 + system.keyFlags("elsewhere/stranger.key_secret"), separateStderr: true)
+        try h.waitUntil("the hot folder ends", timeout: .seconds(60)) { !follow.isRunning }
+        #expect(follow.terminationStatus == 1, "\(h.errors("follow"))")
+        #expect(h.errors("follow").contains("refused this client's key"), "\(h.errors("follow"))")
+    }
 }

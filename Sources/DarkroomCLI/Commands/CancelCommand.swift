@@ -17,6 +17,9 @@ enum CancelCommand {
         is not in the dead-letter set. A job already stored cannot be cancelled:
         that is said, and the exit status is 1 (also for a dead or unknown job).
         --all-queued cancels every job waiting to run, running ones untouched.
+        When the broker stops answering, cancel stops there: the job whose
+        CANCEL went unanswered may or may not be cancelled, and the ids after
+        it are named as not sent.
         """,
         arguments: [ArgumentSpec(name: "job-id", help: "Jobs to cancel.", variadic: true, optional: true)],
         options: [
@@ -72,6 +75,11 @@ enum CancelCommand {
                     failed += 1
                     Console.err("\(id): worker \(worker ?? "?") has not stopped it within \(SubmitCommand.spoken(timeout)); it ends cancelled once it does (see `darkroom job \(id)`)")
                 }
+            } catch let error where error.serverCode == .notFound {
+                // Cancelled and then gone from the broker's story (its log
+                // trimmed meanwhile): the cancel itself was taken.
+                failed += 1
+                Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message)")
             } catch where error.kind == .timeout {
                 // The broker took the cancel and then stopped answering.
                 Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message) (`darkroom job \(id)` shows it)")

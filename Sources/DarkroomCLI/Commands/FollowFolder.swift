@@ -15,10 +15,11 @@ import Foundation
 /// and a state file in DIR (`.darkroom-follow`) lists the keys already
 /// submitted, so a restart submits nothing twice and does not even ask.
 /// A batch of files goes out many SUBMITs at once, as `submit`'s inputs
-/// do; files the broker leaves unanswered are tried again, at growing
-/// intervals, until it answers. SIGINT or SIGTERM stops it once the
-/// SUBMITs in flight are answered; files not sent yet are submitted at the
-/// next start.
+/// do; files the broker leaves unanswered (a burst waits at most
+/// `burstDeadline`) or refuses for now are tried again, at growing
+/// intervals, until it answers; a refused key ends it. SIGINT or SIGTERM
+/// stops it once the burst under way has its answers or gives up; files
+/// not sent yet are submitted at the next start.
 ///
 /// Everything runs on the calling thread: the folder watch, the producer,
 /// the event follower and the story client each own their descriptor or
@@ -64,8 +65,10 @@ enum FollowFolder {
         let follower: EventFollower
         let admin: Admin
         do {
+            // A burst waits for answers at most `burstDeadline`: its files
+            // are tried again later anyway, and a stop waits for the burst.
             producer = try Producer(endpoint: settings.broker, context: context, timeout: settings.timeout,
-                                    deadline: settings.deadline, curve: settings.curve)
+                                    deadline: min(settings.deadline, burstDeadline), curve: settings.curve)
             follower = try EventFollower(frontend: settings.broker, events: settings.events, context: context,
                                          timeout: settings.timeout, curve: settings.curve)
             admin = try Admin(endpoint: settings.broker, context: context, timeout: settings.timeout, curve: settings.curve)
@@ -84,11 +87,22 @@ enum FollowFolder {
         // reach: tried again once `retryAt` comes (the broker keeps a file
         // sent twice to one job, by its submit key).
         var retry: [String] = []
+        var retrying = Set<String>()
         var retryAt: ContinuousClock.Instant?
         var retryPause = Duration.seconds(1)
         // Why a SUBMIT of the current burst went unanswered, if one did:
         // the burst then reads no more files.
         var silence: ClientError?
+        // An answer no retry can change (a refused key, a broken answer):
+        // the burst's files are reported, not tried again.
+        var hopeless: ClientError?
+        var hopelessCount = 0
+        var acceptedInBurst = 0
+
+        func tryAgainLater(_ path: String) {
+            let name = String(path.dropFirst(directory.count + 1))
+            if retrying.insert(name).inserted { retry.append(name) }
+        }
 
         func printEnd(_ event: Event, path: String) {
             switch event.kind {
@@ -141,6 +155,7 @@ enum FollowFolder {
             guard let key = request.submitKey else { return }
             switch result {
             case let .accepted(job, seq):
+                acceptedInBurst += 1
                 do { try state.add(key, job: job) } catch {
                     Console.err("warning: cannot record \(path) in \(state.path): \(error); a restart asks the broker again, which still submits it once")
                 }
@@ -166,6 +181,10 @@ enum FollowFolder {
                 }
                 pending[job] = path
                 cursor = min(cursor ?? seq, seq)
+            case let .rejected(code, reason) where code.isRetryable:
+                // Refused for now (a full queue, a broker shutting down).
+                silence = ClientError(.server(code), "refused by the broker (\(code)): \(reason)")
+                tryAgainLater(path)
             case let .rejected(code, reason):
                 reported.insert(key)
                 failures += 1
@@ -174,9 +193,14 @@ enum FollowFolder {
                 reported.insert(key)
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: error.message)
-            case let .unanswered(_, error):
+            case let .unanswered(_, error) where error.isRetryable:
                 silence = error
-                retry.append(String(path.dropFirst(directory.count + 1)))
+                tryAgainLater(path)
+            case let .unanswered(_, error):
+                hopeless = error
+                hopelessCount += 1
+                reported.insert(key)
+                failures += 1
             }
         }
 
@@ -185,30 +209,39 @@ enum FollowFolder {
                 var seen = Set<String>()
                 candidates = (retry + candidates).filter { seen.insert($0).inserted }
                 retry = []
+                retrying = []
                 retryAt = nil
             }
             // The files in hand go out as `submit`'s do, many in flight at
             // once: a burst of files dropped in is not a round trip each.
             if !candidates.isEmpty {
-                silence = nil
+                (silence, hopeless, hopelessCount, acceptedInBurst) = (nil, nil, 0, 0)
                 var burst = Burst(names: candidates, prepare: prepare) {
                     if !stopping, stopRequested(stopSignals) { stopping = true }
-                    return stopping || silence != nil
+                    return stopping || silence != nil || hopeless != nil
                 }
                 candidates = []
-                var failure: ClientError?
                 do {
                     _ = try producer.submit(from: &burst, window: SubmitWindow(maximum: settings.window), onReply: answered)
                 } catch {
-                    failure = error
+                    if error.isRetryable { silence = silence ?? error } else { hopeless = error }
                 }
-                if let cause = failure ?? silence {
-                    if !stopping { retry += burst.remaining }
-                    Console.err("\(retry.count) file(s) not accepted yet (\(cause.message)); trying again in \(retryPause.components.seconds) s")
+                if let hopeless {
+                    // Retrying the same way cannot help.
+                    if hopeless.kind == .refused { throw hopeless.runtime }
+                    Console.err("\(hopelessCount) file(s) not submitted: \(hopeless.message); they are tried again when they change or at the next start")
+                } else if let silence {
+                    for name in burst.remaining { tryAgainLater(directory + "/" + name) }
+                    if !stopping {
+                        Console.err("\(retry.count) file(s) not accepted yet (\(silence.message)); trying again in \(retryPause.components.seconds) s")
+                    }
                     retryAt = .now + retryPause
                     retryPause = min(retryPause * 2, .seconds(60))
-                } else {
+                }
+                if acceptedInBurst > 0 {
+                    // The broker answers again: what waits goes now.
                     retryPause = .seconds(1)
+                    if retryAt != nil { retryAt = .now }
                 }
             }
             if stopping || stopRequested(stopSignals) { break }
@@ -266,6 +299,10 @@ enum FollowFolder {
             return .end
         }
     }
+
+    /// The longest a burst waits for answers (less with a shorter
+    /// --deadline) before its files wait for a later try.
+    static let burstDeadline = Duration.seconds(10)
 
     /// Takes a held SIGINT or SIGTERM, if one came.
     static func stopRequested(_ signals: sigset_t) -> Bool {

@@ -63,10 +63,12 @@ enum SubmitCommand {
         these options and its end is printed as it comes. A file's submit key
         comes from its path, size and modification time, and DIR/.darkroom-follow
         lists the files submitted, so a restart submits nothing twice. Files the
-        broker leaves unanswered are tried again until it answers. Ctrl-C or
-        SIGTERM stops it once the SUBMITs in flight are answered (files not sent
-        yet go at the next start), with exit status 0 (files that could not be
-        stored are named on stderr as they come).
+        broker leaves unanswered (a burst waits at most 10 s) or refuses for now
+        are tried again, at growing intervals, until it answers. Ctrl-C or
+        SIGTERM stops it once the burst under way has its answers or gives up
+        (files not sent yet go at the next start), with exit status 0; files
+        that could not be stored are named on stderr as they come, those still
+        waiting for the broker counted.
 
         Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
         globs such as 'photos/*.jpg', and http:// or https:// URLs; with
