@@ -98,6 +98,26 @@ enum FollowFolder {
         var hopeless: ClientError?
         var hopelessCount = 0
         var acceptedInBurst = 0
+        // Jobs of this burst the broker had accepted before, whose end the
+        // follower may have passed.
+        var knownBefore: [(job: ULID, path: String, seq: UInt64)] = []
+
+        /// Prints the end of each job accepted before that has ended, and
+        /// follows the others.
+        func settleKnownBefore() {
+            for (job, path, seq) in knownBefore {
+                if let story = try? admin.jobStory(job), ["stored", "dead", "cancelled", "discarded"].contains(story.state),
+                   let last = story.events.last {
+                    printEnd(Event(seq: last.seq, time: last.time, kind: EventKind(name: last.kind) ?? .stored, jobID: job,
+                                   attempt: last.attempt, sourceName: path, workerID: last.worker ?? "",
+                                   recordID: last.recordID, failure: last.failure), path: path)
+                } else {
+                    pending[job] = path
+                    cursor = min(cursor ?? seq, seq)
+                }
+            }
+            knownBefore.removeAll()
+        }
 
         func tryAgainLater(_ path: String) {
             let name = String(path.dropFirst(directory.count + 1))
@@ -170,14 +190,10 @@ enum FollowFolder {
                 }
                 if let next = cursor, seq < next {
                     // Accepted before (the broker knew its key): its end
-                    // may be behind the follower already; ask for it.
-                    if let story = try? admin.jobStory(job), ["stored", "dead", "cancelled", "discarded"].contains(story.state) {
-                        let last = story.events.last
-                        if let last { printEnd(Event(seq: last.seq, time: last.time, kind: EventKind(name: last.kind) ?? .stored, jobID: job,
-                                                     attempt: last.attempt, sourceName: path, workerID: last.worker ?? "",
-                                                     recordID: last.recordID, failure: last.failure), path: path) }
-                        return
-                    }
+                    // may be behind the follower already. Asked after the
+                    // burst, not while its other answers wait.
+                    knownBefore.append((job, path, seq))
+                    return
                 }
                 pending[job] = path
                 cursor = min(cursor ?? seq, seq)
@@ -226,6 +242,7 @@ enum FollowFolder {
                 } catch {
                     if error.isRetryable { silence = silence ?? error } else { hopeless = error }
                 }
+                settleKnownBefore()
                 if let hopeless {
                     // Retrying the same way cannot help.
                     if hopeless.kind == .refused { throw hopeless.runtime }
