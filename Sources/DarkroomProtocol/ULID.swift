@@ -67,13 +67,33 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
 
     static func parse(_ bytes: some Collection<UInt8>, values: [UInt8]) -> ULID? {
         guard bytes.count == 26 else { return nil }
+        return parse(span: Array(bytes).span, values: values.span)
+    }
+
+    static func parse(_ bytes: [UInt8], values: [UInt8]) -> ULID? {
+        parse(span: bytes.span, values: values.span)
+    }
+
+    static func parse(_ text: String.UTF8View, values: [UInt8]) -> ULID? {
+        parse(span: text.span, values: values.span)
+    }
+
+    /// A ULID inside a frame (the decoders' case): read in place.
+    static func parse(_ bytes: ArraySlice<UInt8>, values: [UInt8]) -> ULID? {
+        parse(span: bytes.span, values: values.span)
+    }
+
+    static func parse(span chars: Span<UInt8>, values: Span<UInt8>) -> ULID? {
+        guard chars.count == 26 else { return nil }
+        // The first digit carries only 3 bits: 26 × 5 = 130 > 128 (an
+        // invalid character's 0xFF is over 7 too).
+        let first = values[Int(chars[0])]
+        if first > 7 { return nil }
         var high: UInt64 = 0
-        var low: UInt64 = 0
-        for (position, char) in bytes.enumerated() {
-            let digit = values[Int(char)]
+        var low = UInt64(first)
+        for position in 1..<26 {
+            let digit = values[Int(chars[position])]
             if digit == 0xFF { return nil }
-            // The first digit carries only 3 bits: 26 × 5 = 130 > 128.
-            if position == 0, digit > 7 { return nil }
             high = high << 5 | low >> 59
             low = low << 5 | UInt64(digit)
         }
