@@ -271,7 +271,7 @@ public struct Holding: WireMessage {
         for index in 0..<count {
             let start = index * Holding.entryBytes
             let idBytes = frame[start ..< start + 26]
-            guard let jobID = ULID.parse(idBytes, values: ULID.strictValues) else {
+            guard let jobID = ULID.parse(idBytes.span, values: ULID.strictValues) else {
                 throw malformed("job \(index + 1) of \(count): job id \(ULID.notWireForm(idBytes))")
             }
             let attempt = UInt32(FrameReader.bigEndian(frame[start + 26 ..< start + Holding.entryBytes]))

@@ -239,7 +239,7 @@ public struct EventBatch: WireMessage {
             return FrameReader.bigEndian(bytes[fields[field]])
         }
         let seq = try integer(0, "seq", bytes: 8)
-        guard let jobID = ULID.parse(bytes[fields[3]], values: ULID.strictValues) else {
+        guard let jobID = ULID.parse(bytes[fields[3]].span, values: ULID.strictValues) else {
             throw fail("job id \(ULID.notWireForm(bytes[fields[3]]))")
         }
         if skipped { return Event(seq: seq, time: 0, kind: kind, jobID: jobID, attempt: 0, sourceName: "") }
@@ -247,7 +247,7 @@ public struct EventBatch: WireMessage {
         let attempt = UInt32(truncatingIfNeeded: try integer(4, "attempt", bytes: 4))
         var recordID: ULID?
         if !fields[7].isEmpty {
-            guard let id = ULID.parse(bytes[fields[7]], values: ULID.strictValues) else {
+            guard let id = ULID.parse(bytes[fields[7]].span, values: ULID.strictValues) else {
                 throw fail("record id \(ULID.notWireForm(bytes[fields[7]]))")
             }
             recordID = id

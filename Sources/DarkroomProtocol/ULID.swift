@@ -65,26 +65,12 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
         return table
     }()
 
-    static func parse(_ bytes: some Collection<UInt8>, values: [UInt8]) -> ULID? {
-        guard bytes.count == 26 else { return nil }
-        return parse(span: Array(bytes).span, values: values.span)
-    }
-
-    static func parse(_ bytes: [UInt8], values: [UInt8]) -> ULID? {
-        parse(span: bytes.span, values: values.span)
-    }
-
-    static func parse(_ text: String.UTF8View, values: [UInt8]) -> ULID? {
-        parse(span: text.span, values: values.span)
-    }
-
-    /// A ULID inside a frame (the decoders' case): read in place.
-    static func parse(_ bytes: ArraySlice<UInt8>, values: [UInt8]) -> ULID? {
-        parse(span: bytes.span, values: values.span)
-    }
-
-    static func parse(span chars: Span<UInt8>, values: Span<UInt8>) -> ULID? {
+    /// The ULID in `chars` (26 characters), with digit values from `values`
+    /// (`strictValues` or `lenientValues`); nil for anything else. Read in
+    /// place: a frame's slice, an array or a string's UTF-8, as a span.
+    static func parse(_ chars: Span<UInt8>, values table: [UInt8]) -> ULID? {
         guard chars.count == 26 else { return nil }
+        let values = table.span
         // The first digit carries only 3 bits: 26 × 5 = 130 > 128 (an
         // invalid character's 0xFF is over 7 too).
         let first = values[Int(chars[0])]
@@ -109,20 +95,20 @@ public struct ULID: Sendable, Hashable, Comparable, CustomStringConvertible, Los
     /// Parses the canonical wire form (26 upper-case characters). Returns nil
     /// for anything else.
     public init?(bytes: [UInt8]) {
-        guard let id = ULID.parse(bytes, values: ULID.strictValues) else { return nil }
+        guard let id = ULID.parse(bytes.span, values: ULID.strictValues) else { return nil }
         self = id
     }
 
     /// Parses the canonical form.
     public init?(_ description: String) {
-        guard let id = ULID.parse(description.utf8, values: ULID.strictValues) else { return nil }
+        guard let id = ULID.parse(description.utf8.span, values: ULID.strictValues) else { return nil }
         self = id
     }
 
     /// Parses text typed by a person: accepts lower case and Crockford's
     /// aliases (I and L for 1, O for 0). Use for command-line arguments only.
     public init?(lenient text: String) {
-        guard let id = ULID.parse(text.utf8, values: ULID.lenientValues) else { return nil }
+        guard let id = ULID.parse(text.utf8.span, values: ULID.lenientValues) else { return nil }
         self = id
     }
 

@@ -161,16 +161,12 @@ struct CancelTests {
         let jobs = SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String }
         try #require(jobs.count == 3)
 
-        h.pause("broker")
-        let cancel = try h.start("cancel", ["cancel"] + jobs + ["--timeout", "2"] + h.brokerFlags, separateStderr: true)
-        cancel.waitUntilExit()
-        h.resume("broker")
-        let errors = h.errors("cancel")
-        #expect(cancel.terminationStatus == 1)
+        let (status, errors) = try h.runWhilePaused("broker", "cancel", ["cancel"] + jobs + ["--timeout", "2"] + h.brokerFlags)
+        #expect(status == 1)
         #expect(errors.contains("\(jobs[0]): not cancelled: no answer from the broker"), "\(errors)")
         #expect(errors.contains("3 not sent, the broker not answering: \(jobs.joined(separator: " "))"), "\(errors)")
 
-        try h.waitUntil("the broker answers") { try h.run(["status", "--check", "--only", "broker"] + h.brokerFlags + ["--timeout", "1"]).status == 0 }
+        try h.waitUntilAnswering("broker")
         Thread.sleep(forTimeInterval: 1)
         for job in jobs {
             let story = try h.run(["job", job, "--json"] + h.brokerFlags)

@@ -13,6 +13,25 @@ struct FollowFolderTests {
         h.log(name)
     }
 
+    /// A folder of `count` copies of one small JPEG.
+    static func tinyFolder(_ h: SystemHarness, _ count: Int, seed: UInt64) throws -> URL {
+        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: seed), options: EncodeOptions(quality: 80))
+        return try h.writeCopies(of: tiny, count, name: "hot")
+    }
+
+    /// The storage node holds `count` records, one per file.
+    static func expectOneRecordPerFile(_ h: SystemHarness, _ count: Int) throws {
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        #expect(records.count == count, "records: \(records.count)")
+        #expect(Set(records.compactMap { $0["source"] as? String }).count == count, "one record per file")
+    }
+
+    /// How many jobs the broker accepted, from its event log.
+    static func acceptedJobs(_ h: SystemHarness) throws -> Int {
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
+        return events.filter { $0["kind"] as? String == "accepted" }.count
+    }
+
     @Test("files copied or moved in are stored once; a half-written file waits for its close; a restart submits nothing twice")
     func hotFolder() throws {
         let h = try SystemHarness()
@@ -97,8 +116,7 @@ struct FollowFolderTests {
     func burstThroughKill() throws {
         let h = try SystemHarness()
         try h.startSystem(workers: [("w", 2)])
-        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 4), options: EncodeOptions(quality: 80))
-        let hot = try h.writeCopies(of: tiny, 400, name: "hot")
+        let hot = try Self.tinyFolder(h, 400, seed: 4)
         // The broker 100 ms a round trip away and 25 SUBMITs in flight at
         // most: the burst takes some 16 round trips, and the kill comes in
         // the middle of it.
@@ -128,12 +146,8 @@ struct FollowFolderTests {
         again.waitUntilExit()
         #expect(again.terminationStatus == 0, "\(h.errors("burst-again"))")
 
-        let stored = try records()
-        #expect(stored.count == 400, "records: \(stored.count)")
-        #expect(Set(stored.compactMap { $0["source"] as? String }).count == 400, "one record per file")
-        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
-        let acceptedJobs = events.filter { $0["kind"] as? String == "accepted" }
-        #expect(acceptedJobs.count == 400, "one job per file (\(acceptedBefore) accepted before the kill)")
+        try Self.expectOneRecordPerFile(h, 400)
+        #expect(try Self.acceptedJobs(h) == 400, "one job per file (\(acceptedBefore) accepted before the kill)")
         // The restart named the files the first run had not finished with;
         // none of those the first run recorded as accepted is taken again.
         let recorded = try String(contentsOf: hot.appendingPathComponent(".darkroom-follow"), encoding: .utf8)
@@ -150,8 +164,7 @@ struct FollowFolderTests {
         let h = try SystemHarness()
         try h.startStore()
         try h.startWorker("w", concurrency: 2)
-        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), options: EncodeOptions(quality: 80))
-        let hot = try h.writeCopies(of: tiny, 30, name: "hot")
+        let hot = try Self.tinyFolder(h, 30, seed: 5)
         let follow = try h.start("follow", ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json",
                                             "--deadline", "1"] + h.clientFlags, separateStderr: true)
         try h.waitUntil("the first burst is given up", timeout: .seconds(30)) { h.errors("follow").contains("30 file(s) not accepted yet") }
@@ -168,11 +181,8 @@ struct FollowFolderTests {
         kill(follow.processIdentifier, SIGTERM)
         follow.waitUntilExit()
         #expect(follow.terminationStatus == 0, "\(h.errors("follow"))")
-        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
-        #expect(records.count == 30)
-        #expect(Set(records.compactMap { $0["source"] as? String }).count == 30, "one record per file")
-        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "0", "--duration", "2", "--json"] + h.clientFlags).stdout)
-        #expect(events.filter { $0["kind"] as? String == "accepted" }.count == 30, "one job per file")
+        try Self.expectOneRecordPerFile(h, 30)
+        #expect(try Self.acceptedJobs(h) == 30, "one job per file")
     }
 
     /// With the default --deadline (5 min), a stop during an outage waits
@@ -182,8 +192,7 @@ struct FollowFolderTests {
         let h = try SystemHarness()
         try h.startStore()
         try h.startWorker("w", concurrency: 2)
-        let tiny = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 6), options: EncodeOptions(quality: 80))
-        let hot = try h.writeCopies(of: tiny, 5, name: "hot")
+        let hot = try Self.tinyFolder(h, 5, seed: 6)
         let args = ["submit", "--follow", hot.path, "--ops", "grayscale", "--thumb", "16x16", "--json"] + h.clientFlags
         let follow = try h.start("follow", args, separateStderr: true)
         try h.waitUntil("the hot folder runs") { h.errors("follow").contains("following ") }
@@ -201,9 +210,7 @@ struct FollowFolderTests {
         }
         kill(again.processIdentifier, SIGTERM)
         again.waitUntilExit()
-        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
-        #expect(records.count == 5)
-        #expect(Set(records.compactMap { $0["source"] as? String }).count == 5, "one record per file")
+        try Self.expectOneRecordPerFile(h, 5)
     }
 
     @Test("--follow needs a directory and no inputs")

@@ -24,17 +24,13 @@ struct RemoveOutageTests {
     func nothingSent() throws {
         let h = try SystemHarness()
         let ids = try Self.storeRecords(h, 3)
-        h.pause("store")
-        let rm = try h.start("rm", ["rm"] + ids + ["--timeout", "2"] + h.storeFlags, separateStderr: true)
-        rm.waitUntilExit()
-        h.resume("store")
-        let errors = h.errors("rm")
-        #expect(rm.terminationStatus == 1)
+        let (status, errors) = try h.runWhilePaused("store", "rm", ["rm"] + ids + ["--timeout", "2"] + h.storeFlags)
+        #expect(status == 1)
         #expect(errors.contains("\(ids[0]): not deleted: no answer from the storage node"), "\(errors)")
         #expect(errors.contains("3 not sent, the storage node not answering: \(ids.joined(separator: " "))"), "\(errors)")
         #expect(!errors.contains("may or may not"))
 
-        try h.waitUntil("the store answers") { try h.run(["status", "--check", "--only", "store"] + h.storeFlags + ["--timeout", "1"]).status == 0 }
+        try h.waitUntilAnswering("store")
         Thread.sleep(forTimeInterval: 1)
         #expect(Set(try Self.records(h)) == Set(ids), "a DELETE reported not sent ran after all")
     }
@@ -65,7 +61,7 @@ struct RemoveOutageTests {
         let rest = ids[(deleted.count + 1)...]
         #expect(errors.contains("\(rest.count) not sent, the storage node not answering: \(rest.joined(separator: " "))"), "\(errors.suffix(1000))")
 
-        try h.waitUntil("the store answers") { try h.run(["status", "--check", "--only", "store"] + h.storeFlags + ["--timeout", "1"]).status == 0 }
+        try h.waitUntilAnswering("store")
         Thread.sleep(forTimeInterval: 1)
         let left = Set(try Self.records(h))
         #expect(left.isDisjoint(with: deleted), "a record reported deleted is still there")

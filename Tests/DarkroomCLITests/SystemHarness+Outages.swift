@@ -25,6 +25,22 @@ extension SystemHarness {
         kill(process.processIdentifier, SIGCONT)
     }
 
+    /// Runs a client command to its end while `role` is paused (SIGSTOP),
+    /// then lets the role go on; its exit status and what it wrote on stderr.
+    func runWhilePaused(_ role: String, _ name: String, _ arguments: [String]) throws -> (status: Int32, errors: String) {
+        pause(role)
+        let client = try start(name, arguments, separateStderr: true)
+        client.waitUntilExit()
+        resume(role)
+        return (client.terminationStatus, errors(name))
+    }
+
+    /// Waits until `role` ("broker" or "store") answers `status --check`.
+    func waitUntilAnswering(_ role: String) throws {
+        let flags = role == "store" ? storeFlags : brokerFlags
+        try waitUntil("the \(role) answers") { try run(["status", "--check", "--only", role] + flags + ["--timeout", "1"]).status == 0 }
+    }
+
     /// The broker's newest event seq.
     func headSeq() throws -> Int {
         try status()["eventSeq"] as? Int ?? 0

@@ -75,16 +75,17 @@ enum CancelCommand {
                     failed += 1
                     Console.err("\(id): worker \(worker ?? "?") has not stopped it within \(SubmitCommand.spoken(timeout)); it ends cancelled once it does (see `darkroom job \(id)`)")
                 }
-            } catch let error where error.serverCode == .notFound {
-                // Cancelled and then gone from the broker's story (its log
-                // trimmed meanwhile): the cancel itself was taken.
+            } catch let error where error.serverCode == .notFound || error.kind == .timeout {
+                // The broker took the cancel; then the job was gone from its
+                // story (its log trimmed meanwhile), or it stopped answering.
                 failed += 1
-                Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message)")
-            } catch where error.kind == .timeout {
-                // The broker took the cancel and then stopped answering.
-                Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message) (`darkroom job \(id)` shows it)")
-                Unanswered.notSent(ids[(position + 1)...], server: "the broker")
-                return 1
+                let stoppedAnswering = error.kind == .timeout
+                Console.err("\(id): cancel taken by the broker, its end not seen: \(error.message)"
+                            + (stoppedAnswering ? " (`darkroom job \(id)` shows it)" : ""))
+                if stoppedAnswering {
+                    Unanswered.notSent(ids[(position + 1)...], server: "the broker")
+                    return 1
+                }
             } catch {
                 throw error.runtime
             }

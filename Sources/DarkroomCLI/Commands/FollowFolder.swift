@@ -90,14 +90,7 @@ enum FollowFolder {
         var retrying = Set<String>()
         var retryAt: ContinuousClock.Instant?
         var retryPause = Duration.seconds(1)
-        // Why a SUBMIT of the current burst went unanswered, if one did:
-        // the burst then reads no more files.
-        var silence: ClientError?
-        // An answer no retry can change (a refused key, a broken answer):
-        // the burst's files are reported, not tried again.
-        var hopeless: ClientError?
-        var hopelessCount = 0
-        var acceptedInBurst = 0
+        var burstOutcome = BurstOutcome()
         // Jobs of this burst the broker had accepted before, whose end the
         // follower may have passed.
         var knownBefore: [(job: ULID, path: String, seq: UInt64)] = []
@@ -119,8 +112,7 @@ enum FollowFolder {
             knownBefore.removeAll()
         }
 
-        func tryAgainLater(_ path: String) {
-            let name = String(path.dropFirst(directory.count + 1))
+        func tryAgainLater(_ name: String) {
             if retrying.insert(name).inserted { retry.append(name) }
         }
 
@@ -172,10 +164,11 @@ enum FollowFolder {
         /// What the broker answered to a candidate's SUBMIT.
         func answered(_ request: SubmitRequest, _ result: SubmitResult) {
             let path = request.sourceName
+            let name = String(path.dropFirst(directory.count + 1))
             guard let key = request.submitKey else { return }
             switch result {
             case let .accepted(job, seq):
-                acceptedInBurst += 1
+                burstOutcome.accepted += 1
                 do { try state.add(key, job: job) } catch {
                     Console.err("warning: cannot record \(path) in \(state.path): \(error); a restart asks the broker again, which still submits it once")
                 }
@@ -199,8 +192,8 @@ enum FollowFolder {
                 cursor = min(cursor ?? seq, seq)
             case let .rejected(code, reason) where code.isRetryable:
                 // Refused for now (a full queue, a broker shutting down).
-                silence = ClientError(.server(code), "refused by the broker (\(code)): \(reason)")
-                tryAgainLater(path)
+                burstOutcome.silence = ClientError(.server(code), "refused by the broker (\(code)): \(reason)")
+                tryAgainLater(name)
             case let .rejected(code, reason):
                 reported.insert(key)
                 failures += 1
@@ -210,11 +203,11 @@ enum FollowFolder {
                 failures += 1
                 SubmitCommand.report(json: settings.json, path: path, problem: error.message)
             case let .unanswered(_, error) where error.isRetryable:
-                silence = error
-                tryAgainLater(path)
+                burstOutcome.silence = error
+                tryAgainLater(name)
             case let .unanswered(_, error):
-                hopeless = error
-                hopelessCount += 1
+                burstOutcome.hopeless = error
+                burstOutcome.hopelessCount += 1
                 reported.insert(key)
                 failures += 1
             }
@@ -231,31 +224,31 @@ enum FollowFolder {
             // The files in hand go out as `submit`'s do, many in flight at
             // once: a burst of files dropped in is not a round trip each.
             if !candidates.isEmpty {
-                (silence, hopeless, hopelessCount, acceptedInBurst) = (nil, nil, 0, 0)
+                burstOutcome = BurstOutcome()
                 var burst = Burst(names: candidates, prepare: prepare) {
                     if !stopping, stopRequested(stopSignals) { stopping = true }
-                    return stopping || silence != nil || hopeless != nil
+                    return stopping || burstOutcome.cutShort
                 }
                 candidates = []
                 do {
                     _ = try producer.submit(from: &burst, window: SubmitWindow(maximum: settings.window), onReply: answered)
                 } catch {
-                    if error.isRetryable { silence = silence ?? error } else { hopeless = error }
+                    if error.isRetryable { burstOutcome.silence = burstOutcome.silence ?? error } else { burstOutcome.hopeless = error }
                 }
                 settleKnownBefore()
-                if let hopeless {
+                if let hopeless = burstOutcome.hopeless {
                     // Retrying the same way cannot help.
                     if hopeless.kind == .refused { throw hopeless.runtime }
-                    Console.err("\(hopelessCount) file(s) not submitted: \(hopeless.message); they are tried again when they change or at the next start")
-                } else if let silence {
-                    for name in burst.remaining { tryAgainLater(directory + "/" + name) }
+                    Console.err("\(burstOutcome.hopelessCount) file(s) not submitted: \(hopeless.message); they are tried again when they change or at the next start")
+                } else if let silence = burstOutcome.silence {
+                    for name in burst.remaining { tryAgainLater(name) }
                     if !stopping {
                         Console.err("\(retry.count) file(s) not accepted yet (\(silence.message)); trying again in \(retryPause.components.seconds) s")
                     }
                     retryAt = .now + retryPause
                     retryPause = min(retryPause * 2, .seconds(60))
                 }
-                if acceptedInBurst > 0 {
+                if burstOutcome.accepted > 0 {
                     // The broker answers again: what waits goes now.
                     retryPause = .seconds(1)
                     if retryAt != nil { retryAt = .now }
@@ -288,6 +281,21 @@ enum FollowFolder {
         if !retry.isEmpty { Console.err("\(retry.count) file(s) not accepted yet are submitted at the next start") }
         if failures > 0 { Console.err("\(failures) file(s) were not stored (see above)") }
         return 0
+    }
+
+    /// How one burst went, as its answers came.
+    struct BurstOutcome {
+        /// Why a SUBMIT went unanswered or was refused for now, if one was:
+        /// its files are tried again later.
+        var silence: ClientError?
+        /// An answer no retry can change (a refused key, a broken answer):
+        /// the files it came for are reported, not tried again.
+        var hopeless: ClientError?
+        var hopelessCount = 0
+        var accepted = 0
+
+        /// Whether the burst reads no more files.
+        var cutShort: Bool { silence != nil || hopeless != nil }
     }
 
     /// The candidates of one turn as jobs, each read and checked only when
