@@ -262,6 +262,59 @@ final class StoreBench {
         #expect(try bench.summary == bench.expected)
     }
 
+    @Test func aTransitionThatFailsAfterTransitionsOfEveryKindIsUndoneAloneAndTheirWorkCommits() throws {
+        let bench = try StoreBench()
+        let stored = try bench.accept(file: true)
+        bench.driver.register("w1", credit: 3)
+        #expect(try unwrap(try bench.dispatch()).lease.job.id == stored)
+        try bench.commit()
+
+        // The turn, written without savepoints: an accept with an input
+        // file, one inline (its input kept warm), a lease of each, the
+        // first job stored (its file released), then a transition that
+        // fails after its first write, then one more accept.
+        let withFile = try bench.accept(file: true)
+        let inline = try bench.accept()
+        let leased = [try unwrap(try bench.dispatch()), try unwrap(try bench.dispatch())]
+        #expect(Set(leased.map(\.lease.job.id)) == [withFile, inline])
+        #expect(leased.allSatisfy { $0.payload?.image.isEmpty == false })
+        let now = bench.driver.now
+        try bench.write(try unwrap(bench.driver.plan {
+            $0.planDone(Done(jobID: stored, attempt: 1, recordID: stored), from: StateDriver.identity("w1"), dead: nil, now: now) }))
+        var failing = try bench.planAccept(jpeg(size: 300), file: true, key: "dropped")
+        let dropped = failing.events[0].jobID
+        let ghost = JobHandle(id: bench.driver.newID(), priority: 0, source: "ghost.jpg", rowID: 999)
+        failing.writes.append(.requeue(ghost, notBefore: 0, failure: nil))
+        guard case .rejected = bench.refusal(failing) else {
+            Issue.record("expected the failing transition to be rejected alone")
+            return
+        }
+        #expect(!bench.hasFile(dropped), "the refused accept's input file is removed")
+        #expect(bench.hasFile(withFile), "the turn's earlier accept keeps its file")
+        #expect(bench.hasFile(stored), "a released file goes only after the commit")
+        let last = try bench.accept(key: "last")
+        try bench.commit()
+
+        #expect(try bench.summary == bench.expected)
+        #expect(try bench.jobIDs() == [withFile.description, inline.description, last.description])
+        #expect(try bench.count("jobs WHERE state = 'leased'") == 2)
+        #expect(try bench.rowCount(of: dropped) == 0)
+        #expect(try bench.store.acceptedJob(forKey: "dropped") == nil)
+        #expect(try bench.store.acceptedJob(forKey: "last")?.job == last)
+        #expect(try bench.eventSeqs() == Array(1...bench.store.committedSeq))
+        #expect(bench.hasFile(withFile))
+        #expect(!bench.hasFile(stored), "the stored job's file goes once the turn commits")
+
+        // The next turn is written without savepoints again, and a lease
+        // of the job accepted after the failure reads its input.
+        bench.driver.register("w2", credit: 1)
+        let (lease, payload) = try unwrap(try bench.dispatch())
+        #expect(lease.job.id == last)
+        #expect(payload?.image.isEmpty == false)
+        try bench.commit()
+        #expect(try bench.summary == bench.expected)
+    }
+
     @Test func aTurnThatSQLiteRollsBackIsLostWholeAndTheStoreIsBackAtItsLastCommit() throws {
         let bench = try StoreBench()
         let leasedID = try bench.accept(file: true)

@@ -28,9 +28,15 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// and the external input files, owned by the broker's core thread.
 ///
 /// Work is grouped in turns. The first write of a turn opens a transaction
-/// (`BEGIN IMMEDIATE`); each transition is written in its own savepoint
-/// (`persist`), so a transition either writes all of its rows and events or
-/// none; `commit` ends the turn. If SQLite rolls the whole transaction back
+/// (`BEGIN IMMEDIATE`); a transition either writes all of its rows and
+/// events or none (`persist`); `commit` ends the turn. A turn's transitions
+/// are written as they come, with no savepoint each: a savepoint copies
+/// every page a transition changes first into its journal, and that was a
+/// quarter of the queue thread's work. Should a transition fail with the
+/// transaction still open, the turn is undone and written again, its
+/// earlier transitions each in a savepoint of its own, then the failed one
+/// in its own, as is the rest of that turn: the failed transition alone is
+/// undone, as if every transition had had its savepoint. If SQLite rolls the whole transaction back
 /// by itself (it may on SQLITE_FULL, IOERR, BUSY or NOMEM, in any statement
 /// of the turn, a read included), or the commit fails, the turn is lost:
 /// `persist` or `commit` throws `turnLost`, nothing of the turn is written
@@ -93,6 +99,12 @@ final class JobStore {
 
     // The open turn.
     private var turnOpen = false
+    /// Whether the open turn writes each transition in a savepoint of its
+    /// own (once one of its transitions failed).
+    private var turnIsolated = false
+    /// The transitions written so far in the open turn, without savepoints:
+    /// written again, each in its savepoint, if a later one fails.
+    private var turnWritten: [Transition] = []
     private var turnSeq: UInt64 = 0
     private var turnNewFiles: [String] = []
     private var turnReleasedFiles: [String] = []
@@ -322,9 +334,9 @@ final class JobStore {
     /// Whether the open turn has written anything.
     var turnHasWrites: Bool { turnOpen }
 
-    /// Writes a transition in its own savepoint of the turn's transaction
-    /// (opened by the turn's first write). Returns the payload of the job
-    /// it leases, if any.
+    /// Writes a transition in the turn's transaction (opened by the turn's
+    /// first write), all of its writes or none. Returns the payload of the
+    /// job it leases, if any.
     func persist(_ t: Transition) throws(JobStoreError) -> JobPayload? {
         if turnOpen && !db.isInTransaction {
             // SQLite ended the turn's transaction by itself after an error
@@ -339,6 +351,7 @@ final class JobStore {
             if !turnOpen {
                 try db.execute("BEGIN IMMEDIATE")
                 turnOpen = true
+                turnIsolated = false
                 turnSeq = committedSeq
             }
         } catch {
@@ -350,21 +363,48 @@ final class JobStore {
             removeNewFiles(of: t)
             throw .rejected(refusal)
         }
+        if turnIsolated { return try persistInSavepoint(t) }
+        var warmed: [ULID] = []
+        var files: (new: [String], released: [String]) = ([], [])
+        let payload: JobPayload?
+        do {
+            payload = try write(t, warmed: &warmed, files: &files)
+        } catch {
+            for id in warmed { dropWarm(id) }
+            guard db.isInTransaction else {
+                // SQLite ended the transaction: the turn is lost, as it
+                // would be with a savepoint.
+                for file in files.new { inputs.remove(file) }
+                abandonTurn()
+                throw .turnLost(Wire.line("\(error)"))
+            }
+            // Its input files stay: written again below, in a savepoint,
+            // the transition removes them if it fails again.
+            do throws(JobStoreError) {
+                try isolateTurn()
+            } catch {
+                for file in files.new { inputs.remove(file) }
+                throw error
+            }
+            return try persistInSavepoint(t)
+        }
+        turnWritten.append(t)
+        noteWritten(t, files: files)
+        return payload
+    }
+
+    /// Writes a transition in its own savepoint: a failure undoes it alone,
+    /// and the turn goes on. `again` for one of the turn's transitions
+    /// written again (`isolateTurn`): its files are the turn's already.
+    private func persistInSavepoint(_ t: Transition, again: Bool = false) throws(JobStoreError) -> JobPayload? {
         var payload: JobPayload?
         var warmed: [ULID] = []
         var files: (new: [String], released: [String]) = ([], [])
         do {
-            try db.withSavepoint("transition") {
-                for write in t.writes {
-                    if let leased = try self.apply(write, warmed: &warmed, files: &files) { payload = leased }
-                }
-                var accepted: [UInt64: NewJob] = [:]
-                for case let .insert(job, seq, _) in t.writes { accepted[seq] = job }
-                for event in t.events { try self.append(event, job: event.kind == .accepted ? accepted[event.seq] : nil) }
-            }
+            payload = try db.withSavepoint("transition") { try self.write(t, warmed: &warmed, files: &files) }
         } catch {
             for id in warmed { dropWarm(id) }
-            for file in files.new { inputs.remove(file) }
+            if !again { for file in files.new { inputs.remove(file) } }
             if let failure = error as? TransactionError {
                 abandonTurn()
                 throw .turnLost(Wire.line("\(failure)"))
@@ -378,10 +418,57 @@ final class JobStore {
             }
             throw .rejected(Wire.line("\(error)"))
         }
+        if again {
+            if let last = t.events.last { turnSeq = last.seq }
+        } else {
+            noteWritten(t, files: files)
+        }
+        return payload
+    }
+
+    /// A transition's rows and events.
+    private func write(_ t: Transition, warmed: inout [ULID], files: inout (new: [String], released: [String])) throws -> JobPayload? {
+        var payload: JobPayload?
+        for write in t.writes {
+            if let leased = try apply(write, warmed: &warmed, files: &files) { payload = leased }
+        }
+        var accepted: [UInt64: NewJob] = [:]
+        for case let .insert(job, seq, _) in t.writes { accepted[seq] = job }
+        for event in t.events { try append(event, job: event.kind == .accepted ? accepted[event.seq] : nil) }
+        return payload
+    }
+
+    private func noteWritten(_ t: Transition, files: (new: [String], released: [String])) {
         if let last = t.events.last { turnSeq = last.seq }
         turnNewFiles += files.new
         turnReleasedFiles += files.released
-        return payload
+    }
+
+    /// A transition of a turn written without savepoints failed, and the
+    /// transaction is still open: undoes the turn and writes its earlier
+    /// transitions again, each in a savepoint of its own, as the rest of
+    /// the turn will be. The database is then as if every transition had
+    /// had its savepoint. Should that fail, the turn is lost.
+    private func isolateTurn() throws(JobStoreError) {
+        let earlier = turnWritten
+        turnWritten.removeAll()
+        turnIsolated = true
+        do {
+            try db.execute("ROLLBACK")
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            abandonTurn()
+            throw .turnLost(Wire.line("cannot write the turn again after a transition failed: \(error)"))
+        }
+        turnSeq = committedSeq
+        for t in earlier {
+            do throws(JobStoreError) {
+                _ = try persistInSavepoint(t, again: true)
+            } catch {
+                abandonTurn()
+                throw .turnLost(Wire.line("cannot write the turn again after a transition failed: \(error)"))
+            }
+        }
     }
 
     /// Commits the turn: first makes the names of the turn's new input
@@ -401,6 +488,7 @@ final class JobStore {
             throw .turnLost(Wire.line("the turn could not be committed: \(error)"))
         }
         turnOpen = false
+        turnWritten.removeAll(keepingCapacity: true)
         committedSeq = turnSeq
         let released = turnReleasedFiles
         turnNewFiles.removeAll(keepingCapacity: true)
@@ -418,6 +506,7 @@ final class JobStore {
         for file in turnNewFiles { inputs.remove(file) }
         turnNewFiles.removeAll()
         turnReleasedFiles.removeAll()
+        turnWritten.removeAll()
         turnOpen = false
         turnSeq = committedSeq
         warm.removeAll()
@@ -488,7 +577,8 @@ final class JobStore {
             if let key = job.submitKey {
                 try insertSubmitKey.execute(values: [.text(key), .text(handle.idText), .integer(Int64(clamping: seq)), .integer(Int64(clamping: time))])
             }
-            if let inline = job.inlineInput, warmBytes + inline.count <= warmLimit {
+            // Already warm when the turn is written again (`isolateTurn`).
+            if let inline = job.inlineInput, warm[handle.id] == nil, warmBytes + inline.count <= warmLimit {
                 warm[handle.id] = JobPayload(options: job.options, pipeline: job.pipeline, image: inline)
                 warmBytes += inline.count
                 warmed.append(handle.id)
