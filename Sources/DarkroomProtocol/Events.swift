@@ -69,7 +69,8 @@ public struct Event: WireMessage {
     public var sourceName: String
     public var workerID: String
     public var recordID: ULID?
-    /// nil when frames 10–13 are -1 and empty.
+    /// nil when there is no failure: frame 10 (step index) is 0 and
+    /// frames 11–13 are empty.
     public var failure: FailureDetail?
 
     public init(seq: UInt64, time: UInt64, kind: EventKind, jobID: ULID, attempt: UInt32, sourceName: String,

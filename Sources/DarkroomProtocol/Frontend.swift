@@ -9,9 +9,11 @@
 ///     2 request id   u64
 ///     3 priority     u8, 0…9, higher runs first
 ///     4 options      8 bytes, see `JobOptions`
-///     5 pipeline     text, canonical pipeline, 1…4096 bytes
+///     5 pipeline     text, 1…4096 bytes: any form pipeline.md accepts; the
+///                    broker parses it and keeps its canonical form
 ///     6 source name  text, 0…1024 bytes
 ///     7 image        JPEG bytes, at least 1
+///     8 submit key   optional: 1…64 bytes of printable ASCII without spaces
 public struct Submit: WireMessage {
     public static let command = Command.submit
     public var requestID: UInt64
@@ -23,6 +25,9 @@ public struct Submit: WireMessage {
     /// The client's name for this job (frame 8, optional): a SUBMIT whose
     /// key the broker accepted before is answered with the first job
     /// instead of queuing another, so resending after a timeout is safe.
+    /// The broker looks the key up only after its other checks (image size,
+    /// JPEG marker, pipeline, not shutting down): a resend those refuse is
+    /// REJECTED although its job is queued (drk1.md section 5.1).
     public var submitKey: String?
 
     public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
@@ -188,7 +193,8 @@ public struct ReplayRequest: WireMessage {
 /// REPLAY-END (broker → client): the end of one REPLAY's events.
 ///
 ///     2 request id  u64
-///     3 last seq    u64, seq of the last EVENT sent (from seq − 1 if none)
+///     3 last seq    u64, seq of the last EVENT sent; if none, min(from seq − 1,
+///                   head seq), a from seq of 0 counting as 1
 ///     4 head seq    u64, the newest seq the broker has; more remain if last < head
 public struct ReplayEnd: WireMessage {
     public static let command = Command.replayEnd

@@ -104,6 +104,9 @@ public struct DeadJob: Codable, Sendable, Equatable {
     public var source: String
     public var pipeline: String
     public var priority: UInt8
+    /// The job's attempt number: that of its last dispatch (0 if never
+    /// dispatched), not the counted attempts of its retry budget, which a
+    /// DEAD-RETRY restarts while the number goes on.
     public var attempts: UInt32
     /// Unix ms when the job was accepted.
     public var submitted: UInt64
@@ -224,7 +227,8 @@ public struct StoreStats: Codable, Sendable, Equatable {
 public struct JobStory: Codable, Sendable, Equatable {
     public var jobID: ULID
     /// `queued`, `delayed` (waiting out a retry backoff until `notBefore`),
-    /// `running`, `stored`, `dead` or `discarded`.
+    /// `running`, `cancelling` (its worker was asked to stop it), `stored`,
+    /// `dead`, `discarded` or `cancelled`.
     public var state: String
     public var source: String
     /// The canonical pipeline and the priority; nil when the log no longer
@@ -277,9 +281,9 @@ public struct JobAttempt: Codable, Sendable, Equatable {
     /// Unix ms of `started`, and of the event that ended the attempt.
     public var started: UInt64
     public var ended: UInt64?
-    /// `running`, `stored`, `failed`, or `requeued` (the job went back to
-    /// the queue without a failure of its own: its worker stopped, or
-    /// reconnected without it).
+    /// `running`, `stored`, `failed`, `cancelled`, or `requeued` (the job
+    /// went back to the queue without a failure of its own: its worker
+    /// stopped, or reconnected without it).
     public var outcome: String
     /// Why it failed or was requeued.
     public var failure: FailureDetail?
@@ -294,7 +298,10 @@ public struct JobAttempt: Codable, Sendable, Equatable {
     }
 }
 
-/// One event of a job's story, as EVENT carries it (section 8).
+/// One event of a job's story (drk1.md section 10.5): an EVENT's fields
+/// without its job id and source name (the story's own), `kind` as its
+/// name, `worker`, `recordId` and `failure` absent when the EVENT has none,
+/// and the failure's error code under `code`.
 public struct JobEvent: Codable, Sendable, Equatable {
     public var seq: UInt64
     public var time: UInt64
