@@ -69,10 +69,11 @@ final class JobStore {
     /// zeroed and logged a second time; `fast` zeroes only what is written
     /// anyway. A log of 8,000 pages (32 MB) between checkpoints lets a page
     /// that later jobs reuse be copied back once rather than once per job.
-    /// Every transition runs in a savepoint, and a savepoint journal on
-    /// disk cost the busiest thread a system call per page it first
-    /// changed (some 20 KB a job): it is kept in memory, where it holds
-    /// the pages one transition changes.
+    /// A turn whose transition failed writes the rest in savepoints
+    /// (`isolateTurn`), and a savepoint journal on disk cost the busiest
+    /// thread a system call per page it first changed (some 20 KB a job,
+    /// when every transition had one): it is kept in memory, where it
+    /// holds the pages one transition changes.
     static func connectionOptions(maxPages: Int?) -> Connection.Options {
         var options = Connection.Options()
         options.secureDelete = .fast
