@@ -519,7 +519,12 @@ METRICS_OFFSET = {"broker": 10, "store": 11, "worker": 12}
 def localise(argv, binary, base, mounts, role):
     out = []
     for a in argv:
-        a = binary if a == IMAGE_BIN else a
+        if a == IMAGE_BIN:
+            # The local build is a path on this machine, not in the
+            # container: no mount rewrite applies to it (--bin /tmp/...
+            # would otherwise land in the /tmp emptyDir).
+            out.append(binary)
+            continue
         for host in ("darkroom-broker", "darkroom-store", "broker", "store"):
             a = a.replace(f"tcp://{host}:", "tcp://127.0.0.1:")
         a = re.sub(r":770([0-3])\b", lambda m: f":{base + int(m.group(1))}", a)
