@@ -89,6 +89,8 @@ final class RecordStore {
     let connection: Connection
     let blobs: BlobFiles
     let databasePath: String
+    /// The claim on the directory, held until `close`.
+    private let lock: DirectoryLock
     /// Blobs larger than this many bytes go to files.
     let threshold: Int
     /// The largest blob file `image` will read.
@@ -111,6 +113,13 @@ final class RecordStore {
     /// up to date and recovers from a crash: leftover temporary files and blob
     /// files no committed row names are removed.
     init(directory: String, threshold: Int, maxBlobBytes: Int, logger: Logger) throws {
+        // Claimed before the recovery below removes anything from it.
+        try Posix.makeDirectories(directory)
+        do {
+            lock = try DirectoryLock(directory: directory, holder: "storage node")
+        } catch {
+            throw StoreFailure(.internal, error.message)
+        }
         self.blobs = BlobFiles(root: directory + "/blobs")
         self.databasePath = directory + "/store.db"
         self.threshold = threshold
@@ -194,6 +203,7 @@ final class RecordStore {
 
     func close() {
         do { try connection.close() } catch { logger.warn("store database close: \(error)") }
+        lock.release()
     }
 
     // MARK: Batches

@@ -58,6 +58,8 @@ enum JobStoreError: Error, CustomStringConvertible {
 final class JobStore {
     let db: Connection
     let inputs: InputFiles
+    /// The claim on the directory, held until `close`.
+    private let lock: DirectoryLock
     /// The newest event seq committed.
     private(set) var committedSeq: UInt64 = 0
 
@@ -141,6 +143,12 @@ final class JobStore {
         } catch {
             throw BrokerError.storage("\(error)")
         }
+        // Before anything in the directory is read or swept.
+        do {
+            lock = try DirectoryLock(directory: directory, holder: "broker")
+        } catch {
+            throw BrokerError.storage(error.message)
+        }
         db = try Connection(path: directory + "/queue.sqlite", options: JobStore.connectionOptions(maxPages: maxPages))
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
@@ -195,6 +203,7 @@ final class JobStore {
 
     func close() {
         try? db.close()
+        lock.release()
     }
 
     // MARK: Schema
