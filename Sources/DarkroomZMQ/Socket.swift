@@ -81,6 +81,7 @@ public final class Socket {
     /// `inproc://name`. With a `*` port, read `lastEndpoint()` to learn the port.
     public func bind(_ endpoint: String) throws {
         let handle = try openHandle("zmq_bind")
+        try Socket.checkPort(endpoint, "zmq_bind")
         try zmqCall("zmq_bind(\(endpoint))") { zmq_bind(handle, endpoint) }
     }
 
@@ -88,7 +89,18 @@ public final class Socket {
     /// remade after failures, in the background.
     public func connect(_ endpoint: String) throws {
         let handle = try openHandle("zmq_connect")
+        try Socket.checkPort(endpoint, "zmq_connect")
         try zmqCall("zmq_connect(\(endpoint))") { zmq_connect(handle, endpoint) }
+    }
+
+    /// Refuses a TCP endpoint whose port is a number above 65535: libzmq
+    /// takes such a port modulo 65536 (…:73440 bound port 7904) instead of
+    /// refusing it.
+    static func checkPort(_ endpoint: String, _ call: String) throws {
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return }
+        let port = endpoint[endpoint.index(after: colon)...]
+        guard !port.isEmpty, port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber), (Int(port) ?? Int.max) > 65535 else { return }
+        throw ZMQError(code: EINVAL, call: "\(call)(\(endpoint))", message: "port \(port) is out of range: a TCP port is 0 to 65535")
     }
 
     public func unbind(_ endpoint: String) throws {

@@ -85,6 +85,23 @@ import DarkroomZMQ
         #expect(rest.allSatisfy { $0[0].starts(with: bytes("event.")) })
     }
 
+    @Test func aTCPPortAbove65535IsRefusedNotWrapped() throws {
+        let context = try Context()
+        let socket = try Socket.make(context, .router)
+        for endpoint in ["tcp://127.0.0.1:73440", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:99999999999999999999"] {
+            #expect {
+                try socket.bind(endpoint)
+            } throws: { error in
+                (error as? ZMQError)?.message == "port \(endpoint.split(separator: ":").last!) is out of range: a TCP port is 0 to 65535"
+            }
+            #expect(throws: ZMQError.self) { try socket.connect(endpoint) }
+        }
+        // No port was bound behind the refusals (73440 modulo 65536 is 7904).
+        #expect(try socket.lastEndpoint() == "")
+        try socket.bind("tcp://127.0.0.1:*")
+        #expect(try socket.lastEndpoint().hasPrefix("tcp://127.0.0.1:"))
+    }
+
     @Test func pollReturnsNothingWhenIdle() throws {
         let context = try Context()
         let pull = try Socket.make(context, .pull)
