@@ -155,6 +155,29 @@ struct SystemTests {
         #expect(retried.allSatisfy { ($0["attempt"] as? Int ?? 0) >= 2 })
     }
 
+    @Test("submit --wait says why a job is retried: its worker, SIGKILLed, stopped answering")
+    func retryLineSaysWhy() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        let input = try h.writeImages(3, size: Size(width: 800, height: 600))
+        try h.startWorker("victim")
+        let submit = try h.start("submit", ["submit", input.path, "--ops", "blur:3 | scale:200x200,mode=fill", "--wait"] + h.clientFlags,
+                                 separateStderr: true)
+        try h.waitUntil("the victim starts a job") {
+            let watch = try h.run(["watch", "--from", "1", "--duration", "1", "--json"] + h.clientFlags)
+            return SystemHarness.jsonLines(watch.stdout).contains { $0["kind"] as? String == "started" }
+        }
+        h.signal("victim", SIGKILL)
+        try h.startWorker("rescuer")
+        try h.waitUntil("submit ends", timeout: .seconds(180)) { !submit.isRunning }
+        #expect(submit.terminationStatus == 0, "\(h.log("submit"))")
+        let stderr = (try? String(contentsOf: h.dir.url.appendingPathComponent("submit.err"), encoding: .utf8)) ?? ""
+        let retries = stderr.split(separator: "\n").filter { $0.hasPrefix("retry  ") }
+        #expect(!retries.isEmpty, "\(stderr)")
+        #expect(retries.allSatisfy { $0.contains("(attempt 2): attempt 2 now") && $0.contains("victim") }, "\(stderr)")
+        #expect(h.log("submit").split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(h.log("submit"))")
+    }
+
     @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")
     func badInput() throws {
         let h = try SystemHarness()

@@ -311,7 +311,11 @@ enum SubmitCommand {
                     }
                 case .retrying where !json:
                     progress?.clearLine()
-                    if progress == nil { err("retry  \(event.jobID) \(path) (attempt \(event.attempt))") }
+                    // The event's reason says when and why (a worker that
+                    // stopped answering, a failed step).
+                    if progress == nil {
+                        err("retry  \(event.jobID) \(path) (attempt \(event.attempt))" + (event.failure.map { ": " + Format.failureText($0) } ?? ""))
+                    }
                 default:
                     break
                 }
