@@ -178,6 +178,19 @@ struct SystemTests {
         #expect(h.log("submit").split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(h.log("submit"))")
     }
 
+    @Test("two workers started with one --id: the broker says the id is used by two processes")
+    func twoWorkersOneID() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        let first = try h.start("first", ["worker", "--broker", h.backend, "--store", h.store, "--concurrency", "1", "--id", "twin"])
+        try h.waitUntil("the first worker is ready") { h.log("broker").contains("worker twin ready") }
+        let second = try h.start("second", ["worker", "--broker", h.backend, "--store", h.store, "--concurrency", "1", "--id", "twin"])
+        try h.waitUntil("the broker names the clash", timeout: .seconds(60)) { h.log("broker").contains("worker id twin is used by two processes") }
+        let line = h.log("broker").split(separator: "\n").first { $0.contains("is used by two processes") } ?? ""
+        #expect(line.contains("pid \(first.processIdentifier)") && line.contains("pid \(second.processIdentifier)"), "\(line)")
+        #expect(line.contains("give each worker its own --id"), "\(line)")
+    }
+
     @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")
     func badInput() throws {
         let h = try SystemHarness()

@@ -260,6 +260,11 @@ extension BrokerCore {
 
     func handleBackend(_ message: BackendMessage, connection: [UInt8], now: Moment) {
         if case .ready(let ready) = message {
+            let process = "host \(ready.host) pid \(ready.pid)"
+            if let other = workerClaims.note(ready.workerID, process: process, now: now.monotonic) {
+                logger.warn("worker id \(ready.workerID) is used by two processes, \(other) and \(process): each READY takes the id, "
+                            + "and the jobs leased under it, from the other; give each worker its own --id")
+            }
             let forgotten = state.register(ready, identity: connection, now: now)
             delivery.forget += forgotten
             logger.info("worker \(ready.workerID) ready: host \(ready.host), pid \(ready.pid), \(ready.slots) slot(s)\(forgotten.isEmpty ? "" : " (a new connection)")")

@@ -30,6 +30,8 @@ final class BrokerCore {
     let backlog: Backlog
     let ids = ULIDGenerator()
     var rates: RateCounter
+    /// The processes behind each worker id, to report two workers sharing one.
+    var workerClaims = WorkerIDClaims()
 
     var send: (@Sendable (SwitchboardInstruction) -> Void)?
     /// Deliveries made before the switchboard was attached.
