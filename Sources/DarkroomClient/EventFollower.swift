@@ -127,7 +127,12 @@ public final class EventFollower {
     /// only as far as their seq, kind and job id (`EventMessage.decode`).
     /// `submit` passes over `accepted` and `started`, two of every job's
     /// three events.
-    public var skippedKinds: Set<EventKind> = []
+    public var skippedKinds: Set<EventKind> = [] {
+        didSet { skippedMask = skippedKinds.reduce(0) { $0 | 1 << $1.rawValue } }
+    }
+    /// `skippedKinds` as bits (a kind's raw value is its bit), asked of
+    /// every event delivered.
+    private var skippedMask: UInt32 = 0
     /// Kinds of event delivered in brief from a live batch: without their
     /// source name, worker id and failure, which are not read
     /// (`EventMessage.decode`). For a handler that knows its jobs by id.
@@ -389,12 +394,13 @@ public final class EventFollower {
         }
         nextSeq = first
         var state = State(next: first)
+        if case .seq = start { state.asked = first }
         defer { nextSeq = state.next }
         // The cursor moves as each event is handed over (and past each
         // pruned range), so it is right however this call ends.
         let deliver: (Event) -> FollowDecision = { event in
             self.nextSeq = event.seq + 1
-            if self.skippedKinds.contains(event.kind) { return .continue }
+            if self.skippedMask & 1 << event.kind.rawValue != 0 { return .continue }
             self.lastDeliveredSeq = event.seq
             tally.delivered += 1
             return handler(event)
@@ -443,6 +449,8 @@ public final class EventFollower {
     private struct State {
         /// The next seq to deliver.
         var next: UInt64
+        /// The seq the caller asked to start from, when it named one.
+        var asked: UInt64?
         /// Events received ahead of `next`, by seq.
         var buffer: [UInt64: Event] = [:]
         var stopped = false
@@ -602,6 +610,10 @@ public final class EventFollower {
             }
             replayAbandoned = false
             if end.headSeq < from - 1 {
+                if from == state.asked {
+                    // Nothing seen yet: the start asked for is past the newest event.
+                    throw ClientError(.invalidArgument, "the broker at \(channel.endpoint) has no event \(from) to start from: its newest event is \(end.headSeq)")
+                }
                 throw ClientError(.protocolViolation, "the broker at \(channel.endpoint) says its newest event is \(end.headSeq), but event \(from - 1) was already seen (was the broker's data reset?)")
             }
             if state.next == from {

@@ -371,8 +371,7 @@ private final class FollowerLoop: ServiceLoop {
         (mailbox, inbox) = try Mailbox<FollowerInstruction>.make(context: context)
         follower = try EventFollower(frontend: frontend, events: events, context: context, timeout: timeout, curve: curve)
         // Only a job's later events are reported; these two of its three
-        // are passed over without being decoded in full, and go no further
-        // than the follower.
+        // are passed over without being decoded in full.
         follower.skippedKinds = [.accepted, .started]
         if briefStored { follower.briefKinds = [.stored] }
         self.reports = reports
@@ -444,7 +443,6 @@ private final class FollowerLoop: ServiceLoop {
             from = nil
             do {
                 _ = try follower.follow(from: .seq(start), retry: .standard, giveUpAfterSilence: silenceLimit) { event in
-                    if event.kind == .accepted || event.kind == .started { return .continue }
                     batch.append(event)
                     if batch.count >= 256 { flush() }
                     return .continue

@@ -56,5 +56,15 @@ struct ListingTests {
         let seqs = SystemHarness.jsonLines(zero.stdout).compactMap { $0["seq"] as? Int }
         #expect(seqs == [1, 2, 3])
         #expect(try h.run(["watch", "--from", "first"] + h.clientFlags).status == 64)
+
+        // Past the newest event (6: two jobs of three events): said so, not
+        // taken for a broker whose data was reset.
+        let ahead = try h.run(["watch", "--from", "1000", "--duration", "30"] + h.clientFlags)
+        #expect(ahead.status == 1)
+        #expect(ahead.stderr.contains("has no event 1000 to start from: its newest event is 6"), "\(ahead.stderr)")
+        #expect(!ahead.stderr.contains("reset"), "\(ahead.stderr)")
+        // The next event is not ahead: watch waits for it.
+        let next = try h.run(["watch", "--from", "7", "--duration", "1"] + h.clientFlags)
+        #expect(next.status == 0, "\(next.stderr)")
     }
 }
