@@ -104,6 +104,53 @@ struct ProcessCommandTests {
         #expect(result.stderr.contains("0 processed, 1 failed"))
     }
 
+    /// "x.thumb.jpg" would be written where the thumbnail of "x.jpg" goes,
+    /// and the second "x.jpg" where the input "x-2.jpg" goes: every file of
+    /// the run gets a name of its own, and holds its own input's image.
+    @Test("no output overwrites another: a result where a thumbnail goes, or where a renamed one goes")
+    func outputNamesAreUnique() throws {
+        let dir = try TemporaryDirectory()
+        let a = dir.url.appendingPathComponent("a")
+        let b = dir.url.appendingPathComponent("b")
+        try FileManager.default.createDirectory(at: a, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: b, withIntermediateDirectories: true)
+        // A different size each, so a file holding another input's result shows.
+        try Data(try Self.goodJPEG(width: 320, height: 200, seed: 1)).write(to: a.appendingPathComponent("x.jpg"))
+        try Data(try Self.goodJPEG(width: 150, height: 300, seed: 2)).write(to: a.appendingPathComponent("x.thumb.jpg"))
+        try Data(try Self.goodJPEG(width: 200, height: 120, seed: 3)).write(to: b.appendingPathComponent("x.jpg"))
+        try Data(try Self.goodJPEG(width: 100, height: 90, seed: 4)).write(to: dir.url.appendingPathComponent("x-2.jpg"))
+        let out = dir.url.appendingPathComponent("out")
+
+        let result = try DarkroomProcess.run([
+            "process", a.path, b.path, dir.path("x-2.jpg"), "--ops", "invert", "--thumb", "32x32", "--out", out.path, "--json",
+        ])
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        var outputs: [String: String] = [:]
+        var written: [String] = []
+        for line in result.stdoutLines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let input = try #require(object["input"] as? String)
+            let output = try #require(object["output"] as? String)
+            let thumb = try #require(object["thumbnail"] as? String)
+            outputs[input] = (output as NSString).lastPathComponent
+            written += [output, thumb]
+            let header = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: output))))
+            let source = Size(width: try #require(object["source_width"] as? Int), height: try #require(object["source_height"] as? Int))
+            #expect(header.storedSize == source, "\(output) holds another input's result")
+            let thumbHeader = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb))))
+            #expect(thumbHeader.storedSize == Size(width: 32, height: 32), "\(thumb) is not a thumbnail")
+        }
+        #expect(outputs == [
+            a.path + "/x.jpg": "x.jpg",
+            a.path + "/x.thumb.jpg": "x.thumb-2.jpg",
+            b.path + "/x.jpg": "x-2.jpg",
+            dir.path("x-2.jpg"): "x-2-2.jpg",
+        ])
+        #expect(Set(written).count == 8, "\(written.sorted())")
+        let files = try FileManager.default.contentsOfDirectory(atPath: out.path)
+        #expect(files.count == 8, "\(files.sorted())")
+    }
+
     @Test("outputs are deterministic for the same input and pipeline")
     func deterministic() throws {
         let dir = try TemporaryDirectory()

@@ -122,15 +122,30 @@ enum InputFiles {
     }
 
     /// Output base names: the input's name without its extension, made unique
-    /// with -2, -3... when two inputs share a name.
-    static func outputNames(for paths: [String]) -> [String] {
-        var seen: [String: Int] = [:]
+    /// with -2, -3... A name stands for every file written under it, NAME.jpg
+    /// and (with `thumbnails`) NAME.thumb.jpg, so it is taken when any of
+    /// them is another input's file too: not only a second "x.jpg", but
+    /// "x.thumb.jpg" beside "x.jpg" (whose thumbnail it would overwrite), or
+    /// "x-2.jpg" beside two "x.jpg".
+    static func outputNames(for paths: [String], thumbnails: Bool) -> [String] {
+        var taken: Set<String> = []
+        // The suffix each stem goes on from, so a thousand inputs of one
+        // name do not each try every suffix before theirs.
+        var nextSuffix: [String: Int] = [:]
         return paths.map { path in
             let base = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
             let stem = base.isEmpty ? "image" : base
-            let n = seen[stem, default: 0] + 1
-            seen[stem] = n
-            return n == 1 ? stem : "\(stem)-\(n)"
+            var n = nextSuffix[stem, default: 1]
+            while true {
+                let name = n == 1 ? stem : "\(stem)-\(n)"
+                let files = thumbnails ? [name + ".jpg", name + ".thumb.jpg"] : [name + ".jpg"]
+                n += 1
+                if files.allSatisfy({ !taken.contains($0) }) {
+                    taken.formUnion(files)
+                    nextSuffix[stem] = n
+                    return name
+                }
+            }
         }
     }
 

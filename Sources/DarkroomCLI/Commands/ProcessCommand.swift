@@ -13,9 +13,11 @@ enum ProcessCommand {
         abstract: "Run a pipeline on local JPEG files and write the results.",
         discussion: """
         Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
-        thumbnail of it) into the output directory for each input. A bad file is
-        reported with the step and the reason and never stops the batch. Exits 0
-        when every input succeeded, 1 when any failed.
+        thumbnail of it) into the output directory for each input. NAME is the
+        input's name without its extension, with -2, -3... added where another
+        input's file would have the same name. A bad file is reported with the
+        step and the reason and never stops the batch. Exits 0 when every input
+        succeeded, 1 when any failed.
 
         PIPELINE is one line of steps separated by '|', for example:
           'scale:2048x2048,mode=fill | crop:square | glitch:seed=7'
@@ -45,7 +47,7 @@ enum ProcessCommand {
         }
 
         let inputs = InputFiles.expand(args.positionals)
-        let names = InputFiles.outputNames(for: inputs.map(\.path))
+        let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil)
         let job = ImageJob(pipeline: pipeline, options: settings.jobOptions)
         let failures = Atomic<Int>(0)
         let next = Atomic<Int>(0)
