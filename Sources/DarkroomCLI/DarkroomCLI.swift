@@ -68,11 +68,16 @@ public enum DarkroomCLI {
             return 0
         }
         if first == "help" {
-            if args.count > 1, let sub = subcommands.first(where: { $0.spec.name == args[1] }) {
-                Console.out(sub.spec.help(program: program))
+            guard args.count > 1 else {
+                Console.out(overview)
                 return 0
             }
-            Console.out(overview)
+            // A name that is no subcommand is the same mistake as
+            // `darkroom nosuch`, not a request for the overview.
+            guard let sub = subcommands.first(where: { $0.spec.name == args[1] }) else {
+                return unknownSubcommand(args[1])
+            }
+            Console.out(sub.spec.help(program: program))
             return 0
         }
         if first == "--version" || first == "version" {
@@ -80,13 +85,7 @@ public enum DarkroomCLI {
             return 0
         }
         guard let sub = subcommands.first(where: { $0.spec.name == first }) else {
-            var message = "Error: unknown subcommand '\(first)'"
-            if let best = Suggestion.closest(to: first, in: subcommands.map(\.spec.name)) {
-                message += " (did you mean '\(best)'?)"
-            }
-            Console.err(message)
-            Console.err("Usage: darkroom <subcommand> [options]   (see 'darkroom --help')")
-            return 64
+            return unknownSubcommand(first)
         }
         args.removeFirst()
         do {
@@ -108,6 +107,18 @@ public enum DarkroomCLI {
             Console.err("Error: \(error)")
             return 1
         }
+    }
+
+    /// Reports a name that is no subcommand, with the closest one if any;
+    /// returns the usage error's exit status.
+    static func unknownSubcommand(_ name: String) -> Int32 {
+        var message = "Error: unknown subcommand '\(name)'"
+        if let best = Suggestion.closest(to: name, in: subcommands.map(\.spec.name)) {
+            message += " (did you mean '\(best)'?)"
+        }
+        Console.err(message)
+        Console.err("Usage: darkroom <subcommand> [options]   (see 'darkroom --help')")
+        return 64
     }
 
     public static let version = "0.1.0"

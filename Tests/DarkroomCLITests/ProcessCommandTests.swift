@@ -23,6 +23,9 @@ struct ProcessCommandTests {
         for heading in ["OVERVIEW:", "USAGE: darkroom process", "ARGUMENTS:", "OPTIONS:", "--ops <PIPELINE>", "--thumb", "glitch"] {
             #expect(sub.stdout.contains(heading), "missing \(heading)")
         }
+        let helpSub = try DarkroomProcess.run(["help", "process"])
+        #expect(helpSub.status == 0)
+        #expect(helpSub.stdout == sub.stdout)
     }
 
     @Test("usage errors go to stderr with the usage line and exit 64", arguments: [
@@ -34,6 +37,8 @@ struct ProcessCommandTests {
         (["process", "a.jpg", "--ops", "scale:10x10 | crpo:square"], "did you mean \"crop\""),
         (["process", "a.jpg", "--ops", "invert", "--thumb", "big"], "--thumb must be WxH"),
         (["proccess"], "did you mean 'process'"),
+        (["help", "nosuch"], "unknown subcommand 'nosuch'"),
+        (["help", "proces"], "unknown subcommand 'proces' (did you mean 'process'?)"),
     ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try DarkroomProcess.run(arguments)
