@@ -39,6 +39,10 @@ struct ProcessCommandTests {
         (["proccess"], "did you mean 'process'"),
         (["help", "nosuch"], "unknown subcommand 'nosuch'"),
         (["help", "proces"], "unknown subcommand 'proces' (did you mean 'process'?)"),
+        // Refused before the broker is asked: none listens on port 1.
+        (["dead", "list", "extra", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected argument 'extra' (dead list takes no arguments)"),
+        (["dead", "retry", "all", "all", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected argument 'all' (dead retry takes one job id or 'all')"),
+        (["dead", "discard", "all", "a", "b", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected arguments 'a' 'b'"),
     ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try DarkroomProcess.run(arguments)

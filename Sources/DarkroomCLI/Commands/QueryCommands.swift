@@ -347,32 +347,44 @@ enum DeadCommand {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let action = args.positionals.first ?? "list"
+        // The arguments are checked before the broker is asked: a mistake
+        // is a usage error with or without a broker, and an argument too
+        // many is named rather than left out.
+        let target: DeadTarget?
+        switch action {
+        case "list":
+            target = nil
+        case "retry", "discard":
+            guard args.positionals.count >= 2 else { throw UsageError("dead \(action) needs a job id or 'all'") }
+            target = args.positionals[1] == "all" ? .all : .job(try ClientOptions.id(args.positionals[1], what: "job id"))
+        default:
+            throw UsageError("unknown action '\(action)'; expected list, retry or discard")
+        }
+        let extra = args.positionals.dropFirst(target == nil ? 1 : 2)
+        if !extra.isEmpty {
+            let takes = target == nil ? "takes no arguments" : "takes one job id or 'all'"
+            throw UsageError("unexpected argument\(extra.count == 1 ? "" : "s") \(extra.map { "'\($0)'" }.joined(separator: " ")) (dead \(action) \(takes))")
+        }
         let context = try Context()
         do {
             let admin = try ClientOptions.admin(args, context: context)
-            switch action {
-            case "list":
-                let jobs = try admin.deadListAll()
-                if args.flag("json") {
-                    for job in jobs { Console.out(jsonLine(job)) }
-                } else if jobs.isEmpty {
-                    Console.err("the dead-letter set is empty")
-                } else {
-                    for job in jobs {
-                        let step = job.stepIndex >= 1 ? "step \(job.stepIndex) \(job.step): " : ""
-                        Console.out("\(job.jobID) \(job.source) after \(job.attempts) attempt(s): \(step)\(job.reason)")
-                    }
-                }
-                return 0
-            case "retry", "discard":
-                guard args.positionals.count == 2 else { throw UsageError("dead \(action) needs a job id or 'all'") }
-                let target: DeadTarget = args.positionals[1] == "all" ? .all : .job(try ClientOptions.id(args.positionals[1], what: "job id"))
+            if let target {
                 let n = action == "retry" ? try admin.deadRetry(target) : try admin.deadDiscard(target)
                 Console.err("\(action == "retry" ? "requeued" : "discarded") \(n) job(s)")
                 return 0
-            default:
-                throw UsageError("unknown action '\(action)'; expected list, retry or discard")
             }
+            let jobs = try admin.deadListAll()
+            if args.flag("json") {
+                for job in jobs { Console.out(jsonLine(job)) }
+            } else if jobs.isEmpty {
+                Console.err("the dead-letter set is empty")
+            } else {
+                for job in jobs {
+                    let step = job.stepIndex >= 1 ? "step \(job.stepIndex) \(job.step): " : ""
+                    Console.out("\(job.jobID) \(job.source) after \(job.attempts) attempt(s): \(step)\(job.reason)")
+                }
+            }
+            return 0
         } catch let error as ClientError {
             throw error.runtime
         }
