@@ -103,7 +103,7 @@ public enum DurableFile {
     /// file systems. 64 random bits make a clash with a live writer
     /// practically impossible (and `createNew` would refuse one); the process
     /// id tells whose debris a leftover is.
-    static func temporaryPath(beside path: String) -> String {
+    public static func temporaryPath(beside path: String) -> String {
         let name = temporaryPrefix + String(UInt64.random(in: .min ... .max), radix: 16) + "-" + String(Posix.processID)
         guard let slash = path.lastIndex(of: "/") else { return name }
         return String(path[...slash]) + name

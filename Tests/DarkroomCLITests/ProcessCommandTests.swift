@@ -160,6 +160,26 @@ struct ProcessCommandTests {
         #expect(files.count == 8, "\(files.sorted())")
     }
 
+    /// Foundation's text ("The operation could not be completed.") said
+    /// neither what was wrong nor where.
+    @Test("an output directory that cannot be made, or a directory where a result goes, is said in plain words")
+    func outputFailures() throws {
+        let dir = try TemporaryDirectory()
+        try Data(try Self.goodJPEG()).write(to: dir.url.appendingPathComponent("a.jpg"))
+        let underFile = dir.path("a.jpg") + "/out"
+        let noDirectory = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", "invert", "--out", underFile])
+        #expect(noDirectory.status == 1)
+        #expect(noDirectory.stderr == "Error: cannot create the output directory \(underFile): Not a directory\n", "stderr: \(noDirectory.stderr)")
+
+        let out = dir.url.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out.appendingPathComponent("a.jpg"), withIntermediateDirectories: true)
+        let taken = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", "invert", "--out", out.path])
+        #expect(taken.status == 1)
+        #expect(taken.stderr.hasPrefix("\(dir.path("a.jpg")): cannot write \(out.path)/a.jpg: it is a directory\n"), "stderr: \(taken.stderr)")
+        // The temporary file the result was written to is gone.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == ["a.jpg"])
+    }
+
     @Test("outputs are deterministic for the same input and pipeline")
     func deterministic() throws {
         let dir = try TemporaryDirectory()

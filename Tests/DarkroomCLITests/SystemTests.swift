@@ -49,6 +49,13 @@ struct SystemTests {
             #expect(SHA256.hex(bytes) == info["sha256"] as? String)
             #expect(bytes.count == info["bytes"] as? Int)
         }
+        // A directory where the file goes is said to be one, by get and by
+        // contact-sheet, not passed on as Foundation's "error 512".
+        for command in [["get", id], ["contact-sheet"]] {
+            let onDirectory = try h.run(command + ["-o", h.dir.url.path] + h.storeFlags)
+            #expect(onDirectory.status == 1)
+            #expect(onDirectory.stderr == "Error: cannot write \(h.dir.url.path): it is a directory\n", "\(command[0]): \(onDirectory.stderr)")
+        }
 
         // status sees both workers; watch replays every event from the start, in order, without gaps.
         let status = try h.run(["status", "--json"] + h.brokerFlags + h.storeFlags)

@@ -46,11 +46,7 @@ enum ContactSheetCommand {
         }
         let sheet = try ContactSheet.make(thumbnails, columns: columns, cell: cell)
         let bytes = try JPEG.encode(sheet, options: EncodeOptions(quality: 85))
-        do {
-            try Data(bytes).write(to: URL(fileURLWithPath: output), options: .atomic)
-        } catch {
-            throw RuntimeError("cannot write \(output): \(error.localizedDescription)")
-        }
+        try OutputFile.write(bytes, to: output)
         Console.err("wrote \(output): \(thumbnails.count) thumbnails, \(sheet.width)x\(sheet.height)")
         return 0
     }

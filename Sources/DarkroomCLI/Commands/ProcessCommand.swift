@@ -40,11 +40,7 @@ enum ProcessCommand {
         let jobs = try args.int("jobs", default: 1, range: 1...256)
         let json = args.flag("json")
         let outDir = URL(fileURLWithPath: args.value("out") ?? "darkroom-out")
-        do {
-            try FileManager.default.createDirectory(at: outDir, withIntermediateDirectories: true)
-        } catch {
-            throw RuntimeError("cannot create output directory \(outDir.path): \(error.localizedDescription)")
-        }
+        try OutputFile.makeDirectory(outDir.path, what: "the output directory")
 
         let inputs = InputFiles.expand(args.positionals)
         let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil)
@@ -123,12 +119,12 @@ enum ProcessCommand {
         let fullURL = outDir.appendingPathComponent("\(name).jpg")
         let thumbURL = outDir.appendingPathComponent("\(name).thumb.jpg")
         do {
-            try Data(output.full.bytes).write(to: fullURL, options: .atomic)
+            try OutputFile.write(output.full.bytes, to: fullURL.path)
             if let thumbnail = output.thumbnail {
-                try Data(thumbnail.bytes).write(to: thumbURL, options: .atomic)
+                try OutputFile.write(thumbnail.bytes, to: thumbURL.path)
             }
         } catch {
-            return failure("cannot write results: \(error.localizedDescription)", nil)
+            return failure(error.message, nil)
         }
         let elapsed = clock.now - start
         let ms = elapsed.fractionalMilliseconds

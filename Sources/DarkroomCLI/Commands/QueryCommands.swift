@@ -285,11 +285,7 @@ enum GetCommand {
             FileHandle.standardOutput.write(Data(result.image))
             return 0
         }
-        do {
-            try Data(result.image).write(to: URL(fileURLWithPath: output), options: .atomic)
-        } catch {
-            throw RuntimeError("cannot write \(output): \(error.localizedDescription)")
-        }
+        try OutputFile.write(result.image, to: output)
         let info = args.flag("thumb") ? result.record.thumb : result.record.full
         Console.err("wrote \(output): \(info.width)x\(info.height), \(formatBytes(result.image.count)), sha256 \(info.sha256)")
         return 0
