@@ -33,10 +33,10 @@ struct ListingTests {
         #expect(firstIDs == Array(ids.prefix(1500)))
         let rest = try h.run(["ls", "--all", "--before", try #require(firstIDs.last), "--json"] + h.storeFlags)
         #expect(SystemHarness.jsonLines(rest.stdout).compactMap { $0["id"] as? String } == Array(ids.dropFirst(1500)))
-        // A listing cut short says how to go on.
+        // A listing cut short says how to go on, from the same node.
         let human = try h.run(["ls", "--limit", "3"] + h.storeFlags)
         #expect(human.stdout.split(separator: "\n").count == 3)
-        #expect(human.stderr.contains("darkroom ls --before \(ids[2])"), "\(human.stderr)")
+        #expect(human.stderr.contains("darkroom ls --store \(h.store) --limit 3 --before \(ids[2])"), "\(human.stderr)")
         // Nothing older than the oldest.
         let none = try h.run(["ls", "--before", try #require(ids.last)] + h.storeFlags)
         #expect(none.status == 0 && none.stdout.isEmpty && none.stderr.contains("no records older than"))

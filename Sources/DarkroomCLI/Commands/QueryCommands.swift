@@ -244,7 +244,9 @@ enum ListCommand {
             if printed == 0 {
                 Console.err(before == nil ? "no records yet" : "no records older than \(before!)")
             } else if let limit, printed == limit, let last {
-                Console.err("(first \(printed); more may follow: darkroom ls --before \(last.id))")
+                // The next page as this one was asked for: the same node.
+                let store = args.value("store").map { " --store \($0)" } ?? ""
+                Console.err("(first \(printed); more may follow: darkroom ls\(store) --limit \(limit) --before \(last.id))")
             }
         }
         return 0

@@ -456,7 +456,10 @@ enum UpCommand {
         let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
         metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
-        logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait")
+        // The hint reaches this `up` as typed, on other endpoints too.
+        var reach = bound.frontend == Wire.Endpoint.frontend ? "" : " --broker \(bound.frontend)"
+        if bound.events != Wire.Endpoint.events { reach += " --events \(bound.events)" }
+        logger.info("try: darkroom submit PHOTOS/ --ops 'scale:1024x1024,mode=fill | crop:square' --wait\(reach)")
         return ServiceRunner.runUntilSignalled(listening + started, logger: logger, grace: grace, onHangUp: security?.hangUpHandler(logger: logger))
     }
 }
