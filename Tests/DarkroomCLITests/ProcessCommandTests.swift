@@ -43,6 +43,7 @@ struct ProcessCommandTests {
         (["dead", "list", "extra", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected argument 'extra' (dead list takes no arguments)"),
         (["dead", "retry", "all", "all", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected argument 'all' (dead retry takes one job id or 'all')"),
         (["dead", "discard", "all", "a", "b", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected arguments 'a' 'b'"),
+        (["status", "--only", "broker", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "--only goes with --check"),
     ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try DarkroomProcess.run(arguments)

@@ -111,7 +111,10 @@ enum StatusCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
-        let only = args.flag("check") ? args.value("only") : nil
+        if args.value("only") != nil, !args.flag("check") {
+            throw UsageError("--only goes with --check (without it, status shows the broker and the storage node)")
+        }
+        let only = args.value("only")
         if let only, only != "broker", only != "store", only != "worker" {
             throw UsageError("--only must be broker, store or worker, not \"\(only)\"")
         }
