@@ -128,11 +128,10 @@ public final class EventFollower {
     /// `submit` passes over `accepted` and `started`, two of every job's
     /// three events.
     public var skippedKinds: Set<EventKind> = [] {
-        didSet { skippedMask = skippedKinds.reduce(0) { $0 | 1 << $1.rawValue } }
+        didSet { skipped = EventKindMask(skippedKinds) }
     }
-    /// `skippedKinds` as bits (a kind's raw value is its bit), asked of
-    /// every event delivered.
-    private var skippedMask: UInt32 = 0
+    /// `skippedKinds`, asked of every event delivered.
+    private var skipped = EventKindMask([])
     /// Kinds of event delivered in brief from a live batch: without their
     /// source name, worker id and failure, which are not read
     /// (`EventMessage.decode`). For a handler that knows its jobs by id.
@@ -400,7 +399,7 @@ public final class EventFollower {
         // pruned range), so it is right however this call ends.
         let deliver: (Event) -> FollowDecision = { event in
             self.nextSeq = event.seq + 1
-            if self.skippedMask & 1 << event.kind.rawValue != 0 { return .continue }
+            if self.skipped.contains(event.kind) { return .continue }
             self.lastDeliveredSeq = event.seq
             tally.delivered += 1
             return handler(event)

@@ -19,7 +19,8 @@ import Foundation
 public final class DirectoryLock {
     /// The file whose lock is the claim.
     public let path: String
-    private var descriptor: Int32
+    /// The open lock file; nil once released.
+    private var file: Posix.File?
 
     /// Why a directory cannot be claimed.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -32,27 +33,29 @@ public final class DirectoryLock {
     /// or another claim of this one, has it.
     public init(directory: String, holder: String) throws(Failure) {
         path = directory + "/lock"
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw Failure(message: "cannot open \(path) to claim the data directory: \(String(cString: strerror(errno)))")
+        let file: Posix.File
+        do {
+            file = try Posix.open(path, flags: O_RDWR | O_CREAT, mode: 0o644)
+        } catch {
+            throw Failure(message: "cannot open \(path) to claim the data directory: \(error.reason)")
         }
         var result: Int32
-        repeat { result = flock(descriptor, LOCK_EX | LOCK_NB) } while result == -1 && errno == EINTR
+        repeat { result = flock(file.descriptor, LOCK_EX | LOCK_NB) } while result == -1 && errno == EINTR
         guard result == 0 else {
             let code = errno
-            let other = DirectoryLock.holder(descriptor)
-            close(descriptor)
+            let other = DirectoryLock.holder(file.descriptor)
+            try? file.close()
             guard code == EWOULDBLOCK else {
-                throw Failure(message: "cannot lock \(path) to claim the data directory: \(String(cString: strerror(code)))")
+                throw Failure(message: "cannot lock \(path) to claim the data directory: \(PosixError("flock", path, errno: code).reason)")
             }
             throw Failure(message: "\(directory) is in use by another \(other ?? holder): one data directory serves one \(holder) at a time (its lock is \(path))")
         }
-        self.descriptor = descriptor
+        self.file = file
         // Who holds it, for the message of the next one that tries: a
         // courtesy only; the lock decides.
-        let text = Array("\(holder) (pid \(getpid()))\n".utf8)
-        if ftruncate(descriptor, 0) == 0 {
-            _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        let text = Array("\(holder) (pid \(Posix.processID))\n".utf8)
+        if ftruncate(file.descriptor, 0) == 0 {
+            _ = text.withUnsafeBytes { pwrite(file.descriptor, $0.baseAddress, $0.count, 0) }
         }
     }
 
@@ -69,9 +72,8 @@ public final class DirectoryLock {
 
     /// Gives the directory up (closing the file drops the lock). Idempotent.
     public func release() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)
-        descriptor = -1
+        try? file?.close()
+        file = nil
     }
 
     deinit { release() }

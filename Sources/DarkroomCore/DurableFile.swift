@@ -51,7 +51,10 @@ public enum DurableFile {
     /// replacing any file already there in one step. On failure the temporary
     /// file is removed and `path` is untouched: neither a partial file nor a
     /// lost old one. The directory entry is durable only after `syncDirectory`.
-    public static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
+    /// With `sync` false the file is not fsynced: still replaced in one step,
+    /// but not durable, for files nothing commits (a command's output, which
+    /// would otherwise wait on the disk for each one).
+    public static func write(_ bytes: [UInt8], to path: String, sync: Bool = true) throws(Failure) {
         let temporary = temporaryPath(beside: path)
         let file: Posix.File
         do {
@@ -61,7 +64,7 @@ public enum DurableFile {
         }
         do {
             try file.writeAll(bytes)
-            try file.sync()
+            if sync { try file.sync() }
         } catch {
             try? file.close()
             discard(temporary)
@@ -103,7 +106,7 @@ public enum DurableFile {
     /// file systems. 64 random bits make a clash with a live writer
     /// practically impossible (and `createNew` would refuse one); the process
     /// id tells whose debris a leftover is.
-    public static func temporaryPath(beside path: String) -> String {
+    static func temporaryPath(beside path: String) -> String {
         let name = temporaryPrefix + String(UInt64.random(in: .min ... .max), radix: 16) + "-" + String(Posix.processID)
         guard let slash = path.lastIndex(of: "/") else { return name }
         return String(path[...slash]) + name

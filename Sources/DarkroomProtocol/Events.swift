@@ -44,6 +44,20 @@ public enum EventKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConv
     }
 }
 
+/// A set of event kinds as bits (a kind's raw value is its bit), for the
+/// questions asked of every event a follower decodes or delivers, where a
+/// `Set` hashed the kind each time (a tenth of a follower's decoding).
+public struct EventKindMask: Sendable, Equatable {
+    private let bits: UInt32
+
+    public init(_ kinds: Set<EventKind>) {
+        bits = kinds.reduce(0) { $0 | 1 << $1.rawValue }
+    }
+
+    public var isEmpty: Bool { bits == 0 }
+    public func contains(_ kind: EventKind) -> Bool { bits & 1 << kind.rawValue != 0 }
+}
+
 /// EVENT (broker → subscribers on the events socket, after the topic frame
 /// "ev"; broker → client on the frontend in answer to REPLAY, without topic).
 ///
@@ -193,11 +207,11 @@ public struct EventBatch: WireMessage {
         // in turn: once a record's reader is gone, each field's buffer is
         // this function's alone again, and is reused rather than reallocated.
         var frames: [[UInt8]] = [Wire.protocolID, [Command.event.rawValue]] + Array(repeating: [], count: 12)
-        let inPart = KindMask(skipping: skipping, brief: brief)
+        let (skipped, briefed) = (EventKindMask(skipping), EventKindMask(brief))
         try splitRecords(bytes, count: count, fail) { (index, fields) throws(ProtocolError) in
             let event: Event
-            if !inPart.isEmpty,
-               let part = try readInPart(bytes, fields, inPart, { fail("event \(index + 1) of \(count): \($0)") }) {
+            if !skipped.isEmpty || !briefed.isEmpty,
+               let part = try readInPart(bytes, fields, skipping: skipped, brief: briefed, { fail("event \(index + 1) of \(count): \($0)") }) {
                 event = part
             } else {
                 for f in 0..<fields.count {
@@ -228,13 +242,13 @@ public struct EventBatch: WireMessage {
     ///   acts on such events but names the job by its own means.
     /// The fields read are checked as EVENT's are; the others are left unread
     /// and unchecked, and come back empty (texts "", numbers 0, no failure).
-    private static func readInPart(_ bytes: [UInt8], _ fields: InlineArray<12, Range<Int>>, _ inPart: KindMask,
-                                   _ fail: (String) -> ProtocolError) throws(ProtocolError) -> Event? {
+    private static func readInPart(_ bytes: [UInt8], _ fields: InlineArray<12, Range<Int>>,
+                                   skipping: EventKindMask, brief: EventKindMask, _ fail: (String) -> ProtocolError) throws(ProtocolError) -> Event? {
         guard fields[2].count == 1, let kind = EventKind(rawValue: bytes[fields[2].lowerBound]) else {
             return nil  // read in full, which says what is wrong with it
         }
-        let skipped = inPart.skips(kind)
-        guard skipped || inPart.isBrief(kind) else { return nil }
+        let skipped = skipping.contains(kind)
+        guard skipped || brief.contains(kind) else { return nil }
         func integer(_ field: Int, _ name: String, bytes width: Int) throws(ProtocolError) -> UInt64 {
             guard fields[field].count == width else { throw fail("\(name) must be \(width) bytes, got \(fields[field].count)") }
             return FrameReader.bigEndian(bytes[fields[field]])
@@ -254,23 +268,6 @@ public struct EventBatch: WireMessage {
             recordID = id
         }
         return Event(seq: seq, time: time, kind: kind, jobID: jobID, attempt: attempt, sourceName: "", recordID: recordID)
-    }
-
-    /// The kinds `readInPart` reads in part, as bits (a kind's raw value
-    /// is its bit): asked of every record of a batch, where hashing the
-    /// kind into two sets was a tenth of a follower's decoding.
-    private struct KindMask {
-        private let skipped: UInt32
-        private let brief: UInt32
-
-        init(skipping: Set<EventKind>, brief: Set<EventKind>) {
-            skipped = skipping.reduce(0) { $0 | 1 << $1.rawValue }
-            self.brief = brief.reduce(0) { $0 | 1 << $1.rawValue }
-        }
-
-        var isEmpty: Bool { skipped | brief == 0 }
-        func skips(_ kind: EventKind) -> Bool { skipped & 1 << kind.rawValue != 0 }
-        func isBrief(_ kind: EventKind) -> Bool { brief & 1 << kind.rawValue != 0 }
     }
 
     /// Walks the records frame: calls `body` with each of the `count`

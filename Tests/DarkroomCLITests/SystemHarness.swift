@@ -132,6 +132,15 @@ final class SystemHarness {
     }
 
     /// Writes `count` small JPEGs made in code into a fresh input directory.
+    /// Waits until the broker's events show a job started (by `worker`,
+    /// as the failure message names it).
+    func waitUntilAJobStarts(_ worker: String) throws {
+        try waitUntil("\(worker) starts a job") {
+            let watch = try run(["watch", "--from", "1", "--duration", "1", "--json"] + clientFlags)
+            return SystemHarness.jsonLines(watch.stdout).contains { $0["kind"] as? String == "started" }
+        }
+    }
+
     func writeImages(_ count: Int, name: String = "input", size: Size = Size(width: 160, height: 120)) throws -> URL {
         let folder = dir.url.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

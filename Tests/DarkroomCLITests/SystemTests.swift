@@ -138,10 +138,7 @@ struct SystemTests {
         #expect(jobs.count == 4)
 
         // Wait until the victim has started a job, then kill it without warning.
-        try h.waitUntil("the victim starts a job") {
-            let watch = try h.run(["watch", "--from", "1", "--duration", "1", "--json"] + h.clientFlags)
-            return SystemHarness.jsonLines(watch.stdout).contains { $0["kind"] as? String == "started" }
-        }
+        try h.waitUntilAJobStarts("the victim")
         h.signal("victim", SIGKILL)
         try h.startWorker("rescuer", concurrency: 2)
 
@@ -170,10 +167,7 @@ struct SystemTests {
         try h.startWorker("victim")
         let submit = try h.start("submit", ["submit", input.path, "--ops", "blur:3 | scale:200x200,mode=fill", "--wait"] + h.clientFlags,
                                  separateStderr: true)
-        try h.waitUntil("the victim starts a job") {
-            let watch = try h.run(["watch", "--from", "1", "--duration", "1", "--json"] + h.clientFlags)
-            return SystemHarness.jsonLines(watch.stdout).contains { $0["kind"] as? String == "started" }
-        }
+        try h.waitUntilAJobStarts("the victim")
         h.signal("victim", SIGKILL)
         try h.startWorker("rescuer")
         try h.waitUntil("submit ends", timeout: .seconds(180)) { !submit.isRunning }

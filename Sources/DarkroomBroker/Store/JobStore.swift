@@ -404,9 +404,8 @@ final class JobStore {
     }
 
     /// Writes a transition in its own savepoint: a failure undoes it alone,
-    /// and the turn goes on. `again` for one of the turn's transitions
-    /// written again (`isolateTurn`): its files are the turn's already.
-    private func persistInSavepoint(_ t: Transition, again: Bool = false) throws(JobStoreError) -> JobPayload? {
+    /// and the turn goes on.
+    private func persistInSavepoint(_ t: Transition) throws(JobStoreError) -> JobPayload? {
         var payload: JobPayload?
         var warmed: [ULID] = []
         var files: (new: [String], released: [String]) = ([], [])
@@ -414,7 +413,7 @@ final class JobStore {
             payload = try db.withSavepoint("transition") { try self.write(t, warmed: &warmed, files: &files) }
         } catch {
             for id in warmed { dropWarm(id) }
-            if !again { for file in files.new { inputs.remove(file) } }
+            for file in files.new { inputs.remove(file) }
             if let failure = error as? TransactionError {
                 abandonTurn()
                 throw .turnLost(Wire.line("\(failure)"))
@@ -428,11 +427,7 @@ final class JobStore {
             }
             throw .rejected(Wire.line("\(error)"))
         }
-        if again {
-            if let last = t.events.last { turnSeq = last.seq }
-        } else {
-            noteWritten(t, files: files)
-        }
+        noteWritten(t, files: files)
         return payload
     }
 
@@ -461,23 +456,26 @@ final class JobStore {
     /// had its savepoint. Should that fail, the turn is lost.
     private func isolateTurn() throws(JobStoreError) {
         let earlier = turnWritten
+        // The turn's files so far, noted again as each transition is
+        // written again; all of them go should that fail midway.
+        let newFiles = turnNewFiles
         turnWritten.removeAll()
+        turnNewFiles.removeAll()
+        turnReleasedFiles.removeAll()
         turnIsolated = true
-        do {
-            try db.execute("ROLLBACK")
-            try db.execute("BEGIN IMMEDIATE")
+        turnSeq = committedSeq
+        do throws(JobStoreError) {
+            do {
+                try db.execute("ROLLBACK")
+                try db.execute("BEGIN IMMEDIATE")
+            } catch {
+                throw .turnLost(Wire.line("\(error)"))
+            }
+            for t in earlier { _ = try persistInSavepoint(t) }
         } catch {
+            for file in newFiles { inputs.remove(file) }
             abandonTurn()
             throw .turnLost(Wire.line("cannot write the turn again after a transition failed: \(error)"))
-        }
-        turnSeq = committedSeq
-        for t in earlier {
-            do throws(JobStoreError) {
-                _ = try persistInSavepoint(t, again: true)
-            } catch {
-                abandonTurn()
-                throw .turnLost(Wire.line("cannot write the turn again after a transition failed: \(error)"))
-            }
         }
     }
 

@@ -7,24 +7,14 @@ import Foundation
 /// rather than as Foundation's "NSCocoaErrorDomain error 512".
 enum OutputFile {
     /// Writes `bytes` to `path` through a temporary file beside it and a
-    /// rename, so no one sees half an image and a failed write leaves an
-    /// older file there whole. Not fsynced, as Foundation's atomic write
-    /// was not: nothing is committed that names the file, and `process`
-    /// would wait on the disk twice an image.
+    /// rename (`DurableFile.write`), so no one sees half an image and a
+    /// failed write leaves an older file there whole. Not fsynced, as
+    /// Foundation's atomic write was not: nothing is committed that names
+    /// the file, and `process` would wait on the disk twice an image.
     static func write(_ bytes: [UInt8], to path: String) throws(RuntimeError) {
-        let temporary = DurableFile.temporaryPath(beside: path)
-        do throws(PosixError) {
-            let file = try Posix.createNew(temporary)
-            do {
-                try file.writeAll(bytes)
-            } catch {
-                try? file.close()
-                throw error
-            }
-            try file.close()
-            try Posix.rename(temporary, to: path)
+        do {
+            try DurableFile.write(bytes, to: path, sync: false)
         } catch {
-            _ = try? Posix.unlinkIfPresent(temporary)
             throw RuntimeError("cannot write \(path): \(reason(error, path: path))")
         }
     }
@@ -43,11 +33,11 @@ enum OutputFile {
     /// Why writing `path` failed. The error may be about the temporary file
     /// beside it, whose name means nothing to the user, so the system's
     /// text is used only where it speaks of `path` as well.
-    static func reason(_ error: PosixError, path: String) -> String {
+    static func reason(_ error: DurableFile.Failure, path: String) -> String {
         switch error.code {
-        case EISDIR:
+        case EISDIR?:
             return "it is a directory"
-        case ENOENT:
+        case ENOENT?:
             let directory = (path as NSString).deletingLastPathComponent
             return "the directory \(directory.isEmpty ? "." : directory) does not exist"
         default:
