@@ -21,10 +21,17 @@ public final class Statement {
     public let sql: String
     /// The number of parameters (the largest parameter index).
     public let parameterCount: Int
-    /// Which parameters (index - 1) have been bound since the last reset, and
-    /// how many: `step()` starts a run only when all of them are.
+    /// Which parameters (index - 1) have been bound one at a time since the
+    /// last reset, and how many: `step()` starts a run only when all of
+    /// them are.
     private var bound: [Bool]
     private var boundCount = 0
+    /// Whether every parameter was bound at once (the array forms of
+    /// `execute`, `query` and `bind`) since the last reset. Those count
+    /// their values before binding any, so they need no record of each
+    /// parameter: the queue's busy loops bind a dozen values a row, and
+    /// every write to `bound` is an exclusive access checked at run time.
+    private var allBound = false
     /// Result column names to indexes, built at the first lookup by name and
     /// kept for the statement's life, so a row pays one hash lookup per
     /// column it reads by name.
@@ -114,6 +121,33 @@ public final class Statement {
         guard let position = Int32(exactly: index), index >= 1, index <= parameterCount else {
             throw SQLiteError(code: .range, message: "parameter index \(index) is out of range 1...\(parameterCount)", sql: sql)
         }
+        try bind(value, at: position, in: statement)
+        if !allBound && !bound[index - 1] {
+            bound[index - 1] = true
+            boundCount += 1
+        }
+    }
+
+    /// Binds every parameter, in order, from `values` (one per parameter,
+    /// counted by the caller first).
+    private func bindAll<Values: Sequence>(_ values: Values) throws where Values.Element == SQLiteValue {
+        let statement = try live()
+        var position: Int32 = 1
+        do {
+            for value in values {
+                try bind(value, at: position, in: statement)
+                position += 1
+            }
+        } catch {
+            // None of the run's values stays bound, nor held.
+            clearBindings()
+            throw error
+        }
+        allBound = true
+    }
+
+    /// Binds one value, with nothing recorded.
+    private func bind(_ value: SQLiteValue, at position: Int32, in statement: OpaquePointer) throws {
         switch value {
         case .integer(let number):
             try check(sqlite3_bind_int64(statement, position, number))
@@ -135,10 +169,6 @@ public final class Statement {
         case .null:
             try check(sqlite3_bind_null(statement, position))
         }
-        if !bound[index - 1] {
-            bound[index - 1] = true
-            boundCount += 1
-        }
     }
 
     /// Binds a Swift value (nil binds NULL) to parameter `index` (1-based).
@@ -159,9 +189,7 @@ public final class Statement {
     /// Binds `values` to parameters 1, 2, ... in order; the count must match.
     public func bind(_ values: [(any SQLiteBindable)?]) throws {
         try checkValueCount(values.count)
-        for (offset, value) in values.enumerated() {
-            try bind(value, at: offset + 1)
-        }
+        try bindAll(values.lazy.map { $0?.sqliteValue ?? .null })
     }
 
     /// Sets every parameter to NULL and counts none as bound: the next run
@@ -172,6 +200,7 @@ public final class Statement {
     }
 
     private func forgetBindings() {
+        if allBound { allBound = false }
         guard boundCount > 0 else { return }
         for index in bound.indices { bound[index] = false }
         boundCount = 0
@@ -191,7 +220,7 @@ public final class Statement {
     /// Refuses to start a run while a parameter has not been bound since the
     /// last reset, naming the first such parameter.
     private func checkAllBound() throws {
-        guard boundCount < parameterCount, let statement else { return }
+        guard !allBound, boundCount < parameterCount, let statement else { return }
         let index = (bound.firstIndex(of: false) ?? 0) + 1
         let name = sqlite3_bind_parameter_name(statement, Int32(index)).map { " (\(String(cString: $0)))" } ?? ""
         throw SQLiteError(
@@ -230,7 +259,7 @@ public final class Statement {
     public func reset() {
         guard let statement else { return }
         sqlite3_reset(statement)
-        if boundCount > 0 { sqlite3_clear_bindings(statement) }
+        if allBound || boundCount > 0 { sqlite3_clear_bindings(statement) }
         forgetBindings()
     }
 
@@ -256,9 +285,7 @@ public final class Statement {
         try checkValueCount(values.count)
         reset()
         defer { reset() }
-        for (offset, value) in values.enumerated() {
-            try bind(value, at: offset + 1)
-        }
+        try bindAll(values)
         while try step() {}
     }
 

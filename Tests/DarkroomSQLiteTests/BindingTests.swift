@@ -59,6 +59,19 @@ import DarkroomSQLite
         #expect(try db.prepare(sql) === insert)
         #expect(throws: SQLiteError.self) { _ = try insert.step() }
         #expect(try db.query("SELECT count(*) FROM t") { $0.int64(0) } == [4])
+
+        // Bound all at once, then one again by hand: a full run. After the
+        // reset none is bound, whichever way they were.
+        try insert.bind([10, 11, 12])
+        try insert.bind(13, at: 2)
+        #expect(try insert.step() == false)
+        insert.reset()
+        let afterAll = #expect(throws: SQLiteError.self) { _ = try insert.step() }
+        #expect(afterAll?.message.contains("parameter 1 (?1) of 3 is not bound") == true)
+        #expect(throws: SQLiteError.self) { try insert.bind([1, 2]) }
+        #expect(throws: SQLiteError.self) { _ = try insert.step() }
+        #expect(try db.query("SELECT a, b, c FROM t ORDER BY rowid DESC LIMIT 1") { $0.values } == [[10, 13, 12]])
+        #expect(try db.query("SELECT count(*) FROM t") { $0.int64(0) } == [5])
     }
 
     @Test func statementsWithoutParametersStillRun() throws {
