@@ -35,7 +35,7 @@
 #   LAT_REPEAT          rounds of the latency runs (direct, relay, proxy),
 #                       interleaved; the median counts (5; quick 1)
 #   BIG_INPUTS          ~20 MB inputs in the big row (50; quick 10)
-#   IMAGE_RUNS          alternating engine/system runs (3; quick 1)
+#   IMAGE_RUNS          rounds of an engine run then a system run (5; quick 1)
 #   MEM_JOBS            tiny jobs in the memory row (20000; quick 3000)
 #   HOT_FILES           tiny files dropped into the hot folder at once (1000; quick 200)
 set -u
@@ -57,7 +57,7 @@ PHOTO_REPEAT=${PHOTO_REPEAT:-$(q 4 1)}
 LAT_PHOTO_REPEAT=${LAT_PHOTO_REPEAT:-$(q 16 1)}
 LAT_REPEAT=${LAT_REPEAT:-$(q 5 1)}
 BIG_INPUTS=${BIG_INPUTS:-$(q 50 10)}
-IMAGE_RUNS=${IMAGE_RUNS:-$(q 3 1)}
+IMAGE_RUNS=${IMAGE_RUNS:-$(q 5 1)}
 MEM_JOBS=${MEM_JOBS:-$(q 20000 3000)}
 HOT_FILES=${HOT_FILES:-$(q 1000 200)}
 BENCH_ROWS=${BENCH_ROWS:-readme,tuned,sidekiq,celery,latency-tiny,latency-photos,big,images,memory,hotfolder}
@@ -418,19 +418,24 @@ fi
 if want images; then
     photo_set "$TMP/img" "$PHOTO_REPEAT"
     NIMG=$(ls "$TMP/img" | wc -l)
-    ENGINE_T=(); SYSTEM_T=(); IMG_STORED=0
+    ENGINE_T=(); SYSTEM_T=(); IMG_STORED=0; ENGINE_R=""; SYSTEM_R=""
     for run in $(seq 1 "$IMAGE_RUNS"); do
         rm -rf "$TMP/img-out"
         T0=$(now)
-        "$BIN" process "$TMP"/img/*.jpg --ops "$P1" --thumb 256x256 --jobs "$CORES" --out "$TMP/img-out" >/dev/null 2>"$TMP/img-process.log" &&
-            ENGINE_T+=("$(calc "$(now) - $T0")")
+        if "$BIN" process "$TMP"/img/*.jpg --ops "$P1" --thumb 256x256 --jobs "$CORES" --out "$TMP/img-out" >/dev/null 2>"$TMP/img-process.log"; then
+            T=$(calc "$(now) - $T0"); ENGINE_T+=("$T"); ENGINE_R+="$(calc "round($NIMG / $T, 2)") "
+        else
+            ENGINE_R+="- "
+        fi
         rm -rf "$TMP/img-out"
+        R="-"
         if start_up "img-$run"; then
             submit_wait "$TMP/img" "$TMP/img-$run.out" "${PHOTO_OPS[@]}"
-            [ "$STORED" = "$NIMG" ] && SYSTEM_T+=("$SECONDS_TAKEN")
+            if [ "$STORED" = "$NIMG" ]; then SYSTEM_T+=("$SECONDS_TAKEN"); R=$(calc "round($NIMG / $SECONDS_TAKEN, 2)"); fi
             IMG_STORED=$STORED
             stop "$UP_PID"
         fi
+        SYSTEM_R+="$R "
         rm -rf "$TMP/img-$run"
     done
     if [ ${#ENGINE_T[@]} -gt 0 ] && [ ${#SYSTEM_T[@]} -gt 0 ]; then
@@ -438,8 +443,8 @@ if want images; then
         read -r EB EM < <(rates "${ENGINE_T[@]}")
         read -r SB SM < <(rates "${SYSTEM_T[@]}")
         log "images: engine $EB, system $SB images/s (best)"
-        result img-engine "setup=darkroom process --jobs $CORES, P1 + thumbnail 256×256" jobs="$NIMG" runs="${#ENGINE_T[@]}" rate="$EB" median="$EM"
-        result img-system "setup=darkroom up (defaults) + darkroom submit DIR --wait, same photos" jobs="$NIMG" runs="${#SYSTEM_T[@]}" stored="$IMG_STORED" rate="$SB" median="$SM"
+        result img-engine "setup=darkroom process --jobs $CORES, P1 + thumbnail 256×256" jobs="$NIMG" runs="${#ENGINE_T[@]}" rate="$EB" median="$EM" rates="$ENGINE_R"
+        result img-system "setup=darkroom up (defaults) + darkroom submit DIR --wait, same photos" jobs="$NIMG" runs="${#SYSTEM_T[@]}" stored="$IMG_STORED" rate="$SB" median="$SM" rates="$SYSTEM_R"
     else
         failed images "engine runs ${#ENGINE_T[@]}, system runs ${#SYSTEM_T[@]} completed (see $TMP/img-process.log)"
     fi
