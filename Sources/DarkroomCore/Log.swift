@@ -46,11 +46,35 @@ public struct Logger: Sendable {
 
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= minimum else { return }
-        let line = "\(Logger.timestamp()) \(label) \(level) \(message())\n"
-        let bytes = Array(line.utf8)
+        let text = message()
+        write(level) { $0.append(contentsOf: text.utf8) }
+    }
+
+    /// An info line whose message `message` appends as bytes (UTF-8, one
+    /// line): for a line logged many times a second, such as a worker's
+    /// line per job, which would otherwise be built as several strings
+    /// and copied into bytes. Nothing is built when info is not logged.
+    public func info(bytes message: (inout [UInt8]) -> Void) {
+        guard Level.info >= minimum else { return }
+        write(.info, message)
+    }
+
+    /// Writes one line: the timestamp, the label, the level, then what
+    /// `message` appends, and a newline, in a single `write(2)`.
+    private func write(_ level: Level, _ message: (inout [UInt8]) -> Void) {
+        var line: [UInt8] = []
+        line.reserveCapacity(160)
+        Logger.appendTimestamp(milliseconds: Logger.nowMilliseconds(), to: &line)
+        line.append(UInt8(ascii: " "))
+        line.append(contentsOf: label.utf8)
+        line.append(UInt8(ascii: " "))
+        line.append(contentsOf: level.description.utf8)
+        line.append(UInt8(ascii: " "))
+        message(&line)
+        line.append(UInt8(ascii: "\n"))
         var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withContiguousStorageIfAvailable { buffer in
+        while offset < line.count {
+            let n = line[offset...].withContiguousStorageIfAvailable { buffer in
                 Foundation.write(STDERR_FILENO, buffer.baseAddress, buffer.count)
             } ?? -1
             if n <= 0 { break }
@@ -58,23 +82,33 @@ public struct Logger: Sendable {
         }
     }
 
+    private static func nowMilliseconds(_ date: Date = Date()) -> Int64 {
+        // Whole milliseconds first: subtracting whole seconds from a Double
+        // loses a millisecond now and then (.042 reads as .04199…).
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
     /// UTC time with milliseconds, ISO 8601. Built digit by digit: a busy
     /// worker logs a line per job, and `String(format:)` costs more than the
     /// rest of the line.
     public static func timestamp(_ date: Date = Date()) -> String {
-        // Whole milliseconds first: subtracting whole seconds from a Double
-        // loses a millisecond now and then (.042 reads as .04199…).
-        timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+        timestamp(milliseconds: nowMilliseconds(date))
     }
 
     /// `timestamp` of Unix milliseconds, as events and records carry them.
     public static func timestamp(milliseconds: Int64) -> String {
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        appendTimestamp(milliseconds: milliseconds, to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends `timestamp(milliseconds:)`'s 24 bytes to `text`.
+    static func appendTimestamp(milliseconds: Int64, to text: inout [UInt8]) {
         var t = time_t(milliseconds / 1000)
         var parts = tm()
         gmtime_r(&t, &parts)
         let ms = Int(milliseconds % 1000)
-        var text: [UInt8] = []
-        text.reserveCapacity(24)
         func digits(_ value: Int32, _ count: Int) {
             var divisor: Int32 = 1
             for _ in 1..<count { divisor *= 10 }
@@ -92,6 +126,5 @@ public struct Logger: Sendable {
         digits(parts.tm_min, 2); text.append(UInt8(ascii: ":"))
         digits(parts.tm_sec, 2); text.append(UInt8(ascii: "."))
         digits(Int32(ms), 3); text.append(UInt8(ascii: "Z"))
-        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -942,7 +942,8 @@ final class WorkerLoop {
         heldBytes -= job.bytes
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
         // Built only when the line is logged: the text costs more than the
-        // rest of the report.
+        // rest of the report. A stored job's line, one a job, is built as
+        // bytes.
         func head() -> String {
             "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
         }
@@ -953,7 +954,20 @@ final class WorkerLoop {
             snapshot.done += 1
             if let attempt = job.storing { status.record(.store, clock.now - attempt.started) }
             frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
-            logger.info("\(head()): stored record \(recordID) (\(took()))")
+            logger.info { line in
+                let elapsed = (clock.now - job.received).milliseconds
+                line.append(contentsOf: "job ".utf8)
+                job.jobID.appendASCII(to: &line)
+                line.append(contentsOf: " attempt ".utf8)
+                line.append(contentsOf: String(job.attempt).utf8)
+                line.append(contentsOf: " source '".utf8)
+                line.append(contentsOf: job.sourceName.utf8)
+                line.append(contentsOf: "': stored record ".utf8)
+                recordID.appendASCII(to: &line)
+                line.append(contentsOf: " (".utf8)
+                line.append(contentsOf: String(elapsed).utf8)
+                line.append(contentsOf: " ms)".utf8)
+            }
         case let .fail(detail, retryable):
             snapshot.failed += 1
             frames = Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable, failure: detail).frames()

@@ -23,6 +23,19 @@ struct SystemTests {
         #expect(accepted.count == 6)
         #expect(stored.count == 6)
 
+        // Each worker logs one line per job it stored, naming the job, the
+        // attempt, the source and the record its stored event names.
+        for event in stored {
+            let worker = try #require(event["worker"] as? String)
+            let job = try #require(event["job"] as? String)
+            let source = try #require(event["source"] as? String)
+            let record = try #require(event["record"] as? String)
+            let line = "\(worker) info  job \(job) attempt \(event["attempt"] as? Int ?? 0) source '\(source)': stored record \(record) ("
+            let matches = h.log(worker).split(separator: "\n").filter { $0.contains(line) }
+            #expect(matches.count == 1, "\(worker)'s log has \(matches.count) lines with \(line)")
+            #expect(matches.first?.hasSuffix(" ms)") == true)
+        }
+
         let ls = try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags)
         #expect(ls.status == 0)
         let records = SystemHarness.jsonLines(ls.stdout)
