@@ -58,10 +58,6 @@ public final class Connection {
         /// into it once it has once grown past 64 KiB, a system call per
         /// page.
         public var tempStore: TempStore?
-        /// `PRAGMA cache_size`, in KiB of pages kept in memory; nil keeps
-        /// SQLite's 2,000 KiB. A page that falls out of the cache is read
-        /// back from the log or the file when next needed.
-        public var cacheKiB: Int?
 
         public init() {}
     }
@@ -185,9 +181,6 @@ public final class Connection {
         }
         if let tempStore = options.tempStore {
             try execute("PRAGMA temp_store = \(tempStore.rawValue)")
-        }
-        if let kib = options.cacheKiB {
-            try execute("PRAGMA cache_size = -\(max(1, kib))")
         }
     }
 

@@ -75,18 +75,12 @@ final class JobStore {
     /// (`isolateTurn`), and a savepoint journal on disk cost the busiest
     /// thread a system call per page it first changed (some 20 KB a job,
     /// when every transition had one): it is kept in memory, where it
-    /// holds the pages one transition changes. An 8 MB page cache holds
-    /// the pages of a thousand small jobs in flight (an inline input fills
-    /// a page of its own): with SQLite's 2 MB, pages a job's later
-    /// transitions change had left the cache, and the queue's writes read
-    /// them back from the log, about one a job (11,200 reads for 10,000
-    /// tiny jobs; 1,450 with 8 MB, most of them checkpoints').
+    /// holds the pages one transition changes.
     static func connectionOptions(maxPages: Int?) -> Connection.Options {
         var options = Connection.Options()
         options.secureDelete = .fast
         options.walAutocheckpointPages = 8_000
         options.tempStore = .memory
-        options.cacheKiB = 8 << 10
         return options
     }
 
