@@ -200,7 +200,7 @@ public final class Statement {
     }
 
     private func forgetBindings() {
-        if allBound { allBound = false }
+        allBound = false
         guard boundCount > 0 else { return }
         for index in bound.indices { bound[index] = false }
         boundCount = 0

@@ -941,37 +941,41 @@ final class WorkerLoop {
         guard let job = jobs.removeValue(forKey: run) else { return }
         heldBytes -= job.bytes
         if let attempt = job.storing { storeRequests[attempt.requestID] = nil }
-        // Built only when the line is logged: the text costs more than the
-        // rest of the report. A stored job's line, one a job, is built as
-        // bytes.
-        func head() -> String {
-            "job \(job.jobID) attempt \(job.attempt) source '\(job.sourceName)'"
-        }
-        func took() -> String { "\((clock.now - job.received).milliseconds) ms" }
-        let frames: [[UInt8]]
-        switch result {
-        case .done(let recordID):
-            snapshot.done += 1
-            if let attempt = job.storing { status.record(.store, clock.now - attempt.started) }
-            frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
+        // The line is built as bytes, and only when it is logged: as
+        // strings, the text of a line a job cost more than the rest of the
+        // report.
+        func logLine(_ outcome: (inout [UInt8]) -> Void) {
             logger.info { line in
-                let elapsed = (clock.now - job.received).milliseconds
                 line.append(contentsOf: "job ".utf8)
                 job.jobID.appendASCII(to: &line)
                 line.append(contentsOf: " attempt ".utf8)
                 line.append(contentsOf: String(job.attempt).utf8)
                 line.append(contentsOf: " source '".utf8)
                 line.append(contentsOf: job.sourceName.utf8)
-                line.append(contentsOf: "': stored record ".utf8)
-                recordID.appendASCII(to: &line)
+                line.append(contentsOf: "': ".utf8)
+                outcome(&line)
                 line.append(contentsOf: " (".utf8)
-                line.append(contentsOf: String(elapsed).utf8)
+                line.append(contentsOf: String((clock.now - job.received).milliseconds).utf8)
                 line.append(contentsOf: " ms)".utf8)
+            }
+        }
+        let frames: [[UInt8]]
+        switch result {
+        case .done(let recordID):
+            snapshot.done += 1
+            if let attempt = job.storing { status.record(.store, clock.now - attempt.started) }
+            frames = Done(jobID: job.jobID, attempt: job.attempt, recordID: recordID).frames()
+            logLine { line in
+                line.append(contentsOf: "stored record ".utf8)
+                recordID.appendASCII(to: &line)
             }
         case let .fail(detail, retryable):
             snapshot.failed += 1
             frames = Fail(jobID: job.jobID, attempt: job.attempt, retryable: retryable, failure: detail).frames()
-            logger.info("\(head()): failed \(retryable ? "(retryable)" : "(final)") \(detail.summary) (\(took()))")
+            logLine { line in
+                line.append(contentsOf: (retryable ? "failed (retryable) " : "failed (final) ").utf8)
+                line.append(contentsOf: detail.summary.utf8)
+            }
         }
         // Publish the counts before the broker (or a test playing it) can see
         // the DONE/FAIL, so status never lags behind what was reported.
