@@ -38,9 +38,13 @@ struct CancelTests {
         // One slot, no prefetch: the other waits in the queue.
         #expect(try JobStoryTests.story(h, queued)["state"] as? String == "queued")
 
-        let cancelQueued = try h.run(["cancel", queued] + h.brokerFlags)
+        // With --json: one object, no worker since it was queued.
+        let cancelQueued = try h.run(["cancel", queued, "--json"] + h.brokerFlags)
         #expect(cancelQueued.status == 0, "\(cancelQueued.stderr)")
-        #expect(cancelQueued.stdout.contains("cancelled \(queued) (it was queued)"), "\(cancelQueued.stdout)")
+        let queuedObjects = SystemHarness.jsonLines(cancelQueued.stdout)
+        #expect(queuedObjects.count == 1 && queuedObjects.first?["job"] as? String == queued, "\(cancelQueued.stdout)")
+        #expect(queuedObjects.first?["status"] as? String == "cancelled")
+        #expect(queuedObjects.first?["worker"] is NSNull, "\(cancelQueued.stdout)")
 
         let cancelRunning = try h.run(["cancel", running, "--timeout", "60"] + h.brokerFlags)
         #expect(cancelRunning.status == 0, "\(cancelRunning.stderr)")
@@ -75,6 +79,16 @@ struct CancelTests {
         let tooLate = try h.run(["cancel", last] + h.brokerFlags)
         #expect(tooLate.status == 1)
         #expect(tooLate.stderr.contains("already stored"), "\(tooLate.stderr)")
+        // With --json each id gets its object, a refusal with its reason,
+        // and one refused does not stop the next.
+        let mixed = try h.run(["cancel", last, queued, "--json"] + h.brokerFlags)
+        #expect(mixed.status == 1)
+        let refusals = SystemHarness.jsonLines(mixed.stdout)
+        #expect(refusals.compactMap { $0["job"] as? String } == [last, queued], "\(mixed.stdout)")
+        #expect(refusals.allSatisfy { $0["status"] as? String == "refused" }, "\(mixed.stdout)")
+        let reasons = refusals.map { $0["reason"] as? String ?? "" }
+        #expect(reasons.first?.contains("already stored") == true, "\(mixed.stdout)")
+        #expect(reasons.last?.contains("already cancelled") == true, "\(mixed.stdout)")
         let again = try h.run(["cancel", queued] + h.brokerFlags)
         #expect(again.status == 1 && again.stderr.contains("already cancelled"), "\(again.stderr)")
         #expect(try h.run(["cancel"] + h.brokerFlags).status == 64)
@@ -142,6 +156,9 @@ struct CancelTests {
         let cancel = try h.run(["cancel", "--all-queued"] + h.brokerFlags)
         #expect(cancel.status == 0)
         #expect(cancel.stderr.contains("cancelled 4 queued job(s)"), "\(cancel.stderr)")
+        let none = try h.run(["cancel", "--all-queued", "--json"] + h.brokerFlags)
+        #expect(none.status == 0)
+        #expect(SystemHarness.jsonLines(none.stdout).first?["cancelled"] as? Int == 0, "\(none.stdout)")
         waiting.waitUntilExit()
         #expect(waiting.terminationStatus == 1, "cancelled jobs are not stored")
         #expect(h.errors("submit").contains("4 cancelled"), "\(h.errors("submit"))")
@@ -165,6 +182,16 @@ struct CancelTests {
         #expect(status == 1)
         #expect(errors.contains("\(jobs[0]): not cancelled: no answer from the broker"), "\(errors)")
         #expect(errors.contains("3 not sent, the broker not answering: \(jobs.joined(separator: " "))"), "\(errors)")
+        // With --json: an object for each id, each not sent, and stderr quiet.
+        try h.waitUntilAnswering("broker")
+        let (jsonStatus, jsonErrors) = try h.runWhilePaused("broker", "cancel-json", ["cancel"] + jobs + ["--json", "--timeout", "2"] + h.brokerFlags)
+        #expect(jsonStatus == 1)
+        let objects = SystemHarness.jsonLines(h.log("cancel-json"))
+        #expect(objects.compactMap { $0["job"] as? String } == jobs, "\(h.log("cancel-json"))")
+        #expect(objects.allSatisfy { $0["status"] as? String == "not_sent" }, "\(h.log("cancel-json"))")
+        let firstReason = objects.first?["reason"] as? String ?? ""
+        #expect(firstReason.contains("no answer from the broker"), "\(h.log("cancel-json"))")
+        #expect(!jsonErrors.contains("not sent"), "\(jsonErrors)")
 
         try h.waitUntilAnswering("broker")
         Thread.sleep(forTimeInterval: 1)

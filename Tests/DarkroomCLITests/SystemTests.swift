@@ -85,9 +85,16 @@ struct SystemTests {
         #expect(events.compactMap { $0["seq"] as? Int } == Array(1...max(1, events.count)))
         #expect(events.filter { $0["kind"] as? String == "stored" }.count == 6)
 
-        // rm deletes the record and its thumbnail.
-        let rm = try h.run(["rm", id] + h.storeFlags)
-        #expect(rm.status == 0)
+        // rm deletes the record and its thumbnail; with --json an object
+        // per id, a failure named and the next id still deleted.
+        let unknown = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+        let rm = try h.run(["rm", unknown, id, "--json"] + h.storeFlags)
+        #expect(rm.status == 1)
+        let removals = SystemHarness.jsonLines(rm.stdout)
+        #expect(removals.compactMap { $0["id"] as? String } == [unknown, id], "\(rm.stdout)")
+        #expect(removals.compactMap { $0["status"] as? String } == ["failed", "deleted"], "\(rm.stdout)")
+        let failure = removals.first?["reason"] as? String ?? ""
+        #expect(failure.contains("not-found"), "\(rm.stdout)")
         #expect(SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).count == 5)
     }
 
@@ -223,6 +230,10 @@ struct SystemTests {
         #expect(dead.status == 0)
         #expect(dead.stdout.contains("broken.jpg"))
         #expect(dead.stdout.contains("truncated"))
+        let discard = try h.run(["dead", "discard", "all", "--json"] + h.brokerFlags)
+        #expect(discard.status == 0)
+        #expect(SystemHarness.jsonLines(discard.stdout).first?["discarded"] as? Int == 1, "\(discard.stdout)")
+        #expect(try h.run(["dead", "--json"] + h.brokerFlags).stdout.isEmpty)
 
         // Garbage and a wrong protocol version on the frontend: ERROR replies, broker unharmed.
         let context = try Context()

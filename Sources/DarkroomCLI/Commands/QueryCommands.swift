@@ -302,8 +302,19 @@ enum RemoveCommand {
     static let spec = CommandSpec(
         name: "rm",
         abstract: "Delete a stored record and its linked thumbnail.",
+        discussion: """
+        Deletes each id in turn (a record id, or the id of the job that made
+        it) and says so on stderr. When the storage node stops answering, rm
+        stops there: the id whose delete went unanswered may or may not be
+        deleted, and the ids after it are named as not sent. Exit status 1
+        when any id was not deleted.
+
+        With --json, one object per id on stdout, in the order given: "id",
+        and "status" deleted, failed, unanswered (it may or may not be
+        deleted) or not_sent; all but deleted with a "reason".
+        """,
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.", variadic: true)],
-        options: [ClientOptions.store, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
+        options: [ClientOptions.json, ClientOptions.store, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
@@ -315,17 +326,35 @@ enum RemoveCommand {
         } catch {
             throw error.runtime
         }
+        let json = args.flag("json")
+        func object(_ id: ULID, _ status: String) -> JSONObject {
+            var o = JSONObject()
+            o.set("id", id.description)
+            o.set("status", status)
+            return o
+        }
         var failed = 0
         for (position, id) in ids.enumerated() {
             do {
                 _ = try client.delete(id)
-                Console.err("deleted \(id)")
+                if json {
+                    Console.out(object(id, "deleted").text)
+                } else {
+                    Console.err("deleted \(id)")
+                }
             } catch where error.kind == .timeout {
-                Unanswered.report(error, ids: ids, at: position, done: "deleted", server: "the storage node", check: "darkroom ls")
+                Unanswered.report(error, ids: ids, at: position, done: "deleted", server: "the storage node", check: "darkroom ls",
+                                  json: json ? "id" : nil)
                 return 1
             } catch {
                 failed += 1
-                Console.err("\(id): \(error.message)")
+                if json {
+                    var o = object(id, "failed")
+                    o.set("reason", error.message)
+                    Console.out(o.text)
+                } else {
+                    Console.err("\(id): \(error.message)")
+                }
             }
         }
         return failed == 0 ? 0 : 1
@@ -341,6 +370,9 @@ enum DeadCommand {
         darkroom dead                 list dead jobs with their failing step and reason
         darkroom dead retry ID|all    queue them again
         darkroom dead discard ID|all  drop them for good
+
+        With --json, list prints one object per dead job, and retry and
+        discard one object: {"requeued": N} or {"discarded": N}.
         """,
         arguments: [ArgumentSpec(name: "action", help: "list (default), retry or discard, then a job id or 'all'.", variadic: true, optional: true)],
         options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
@@ -371,7 +403,14 @@ enum DeadCommand {
             let admin = try ClientOptions.admin(args, context: context)
             if let target {
                 let n = action == "retry" ? try admin.deadRetry(target) : try admin.deadDiscard(target)
-                Console.err("\(action == "retry" ? "requeued" : "discarded") \(n) job(s)")
+                let done = action == "retry" ? "requeued" : "discarded"
+                if args.flag("json") {
+                    var o = JSONObject()
+                    o.set(done, Int(clamping: n))
+                    Console.out(o.text)
+                } else {
+                    Console.err("\(done) \(n) job(s)")
+                }
                 return 0
             }
             let jobs = try admin.deadListAll()

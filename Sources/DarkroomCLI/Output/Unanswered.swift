@@ -18,22 +18,51 @@ enum Unanswered {
     ///   - done: the request's effect as a past participle ("deleted").
     ///   - server: who did not answer ("the storage node").
     ///   - check: the command that shows where an id stands.
-    static func report(_ error: ClientError, ids: [ULID], at position: Int, done: String, server: String, check: String) {
+    ///   - json: the key that names an id in a JSON object ("job"), to
+    ///     print one object per id on stdout instead of lines on stderr:
+    ///     status "unanswered" (it may or may not have been done) or
+    ///     "not_sent" (it was not), each with its reason.
+    static func report(_ error: ClientError, ids: [ULID], at position: Int, done: String, server: String, check: String,
+                       json: String? = nil) {
         let id = ids[position]
         let unsent: ArraySlice<ULID>
         if error.requestNotSent {
-            Console.err("\(id): not \(done): \(error.message)")
-            unsent = ids[position...]
+            if let json {
+                Console.out(object(json, id, status: "not_sent", reason: error.message))
+                unsent = ids[(position + 1)...]
+            } else {
+                // The line names it once more among the ids not sent.
+                Console.err("\(id): not \(done): \(error.message)")
+                unsent = ids[position...]
+            }
         } else {
-            Console.err("\(id): \(error.message); it may or may not have been \(done) (`\(check)` shows it)")
+            if let json {
+                Console.out(object(json, id, status: "unanswered",
+                                   reason: "\(error.message); it may or may not have been \(done)"))
+            } else {
+                Console.err("\(id): \(error.message); it may or may not have been \(done) (`\(check)` shows it)")
+            }
             unsent = ids[(position + 1)...]
         }
-        notSent(unsent, server: server)
+        notSent(unsent, server: server, json: json)
     }
 
-    /// Names the ids not sent because `server` stopped answering.
-    static func notSent(_ unsent: ArraySlice<ULID>, server: String) {
+    /// Names the ids not sent because `server` stopped answering: on one
+    /// stderr line, or (with `json`, the key naming an id) one object each.
+    static func notSent(_ unsent: ArraySlice<ULID>, server: String, json: String? = nil) {
         guard !unsent.isEmpty else { return }
-        Console.err("\(unsent.count) not sent, \(server) not answering: \(unsent.map(\.description).joined(separator: " "))")
+        if let json {
+            for id in unsent { Console.out(object(json, id, status: "not_sent", reason: "\(server) is not answering")) }
+        } else {
+            Console.err("\(unsent.count) not sent, \(server) not answering: \(unsent.map(\.description).joined(separator: " "))")
+        }
+    }
+
+    private static func object(_ key: String, _ id: ULID, status: String, reason: String) -> String {
+        var o = JSONObject()
+        o.set(key, id.description)
+        o.set("status", status)
+        o.set("reason", reason)
+        return o.text
     }
 }
