@@ -57,7 +57,7 @@ public final class Worker: Sendable {
         } catch {
             switch error {
             case .alreadyStarted: throw WorkerError("the worker was already started")
-            case .failed(let cause): throw WorkerError("could not start the worker: \(cause)")
+            case .failed(let cause): throw WorkerError("\(cause)")
             }
         }
     }

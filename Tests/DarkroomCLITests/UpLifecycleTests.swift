@@ -1,3 +1,4 @@
+import DarkroomMetrics
 import Foundation
 import Testing
 
@@ -17,6 +18,29 @@ struct UpLifecycleTests {
         #expect(Self.inOrder(log, ["received SIGTERM", "stopping the worker 1", "stopping the storage node", "stopping the broker", "stopped cleanly"]),
                 "darkroom up stderr: \(log)")
         #expect(!log.contains("unexpectedly"), "darkroom up stderr: \(log)")
+    }
+
+    /// A port another process listens on: `up` and the broker alone stop
+    /// at once, name the endpoint and say what to do, and a broker that
+    /// never got its sockets logs no stop of its own.
+    @Test("an endpoint already in use: up and the broker alone exit 1 before serving, naming it and what to do")
+    func endpointInUse() throws {
+        let dir = try TemporaryDirectory()
+        let holder = MetricsListener(address: MetricsAddress(host: "127.0.0.1", port: 0), render: { "" })
+        try holder.start()
+        defer { holder.stop() }
+        let taken = "tcp://127.0.0.1:\(try #require(holder.port))"
+        let any = "tcp://127.0.0.1:*"
+        let hint = "another process listens there (a `darkroom up` or role already running?): stop it, or choose other endpoints (see --help)"
+
+        let up = try DarkroomProcess.run(["up", "--data", dir.path("up"), "--frontend", any, "--backend", any, "--events", any, "--store", taken])
+        #expect(up.status == 1)
+        #expect(up.stderr.contains("cannot start the storage node: zmq_bind(\(taken)): Address already in use (EADDRINUSE); \(hint)"), "\(up.stderr)")
+
+        let broker = try DarkroomProcess.run(["broker", "--data", dir.path("broker"), "--frontend", taken, "--backend", any, "--events", any])
+        #expect(broker.status == 1)
+        #expect(broker.stderr.contains("cannot start the broker: zmq_bind(\(taken)): Address already in use (EADDRINUSE); \(hint)"), "\(broker.stderr)")
+        #expect(!broker.stderr.contains("stopping") && !broker.stderr.contains("stopped"), "\(broker.stderr)")
     }
 
     /// Whether gdb (with Python) is here to inject a failure into a running

@@ -61,7 +61,9 @@ struct InputFiles: Sendable {
 
 /// Failures of the broker itself (not of jobs).
 public enum BrokerError: Error, Sendable, CustomStringConvertible {
-    /// The broker could not start: a bind failed, the data directory or database could not be opened.
+    /// The broker could not start: a bind failed, the data directory or
+    /// database could not be opened. Its text is the cause alone, for the
+    /// caller to say what could not start.
     case startFailed(String)
     /// A file or database operation failed.
     case storage(String)
@@ -70,7 +72,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .startFailed(let reason): "broker could not start: \(reason)"
+        case .startFailed(let reason): reason
         case .storage(let reason): "broker storage: \(reason)"
         case .alreadyStarted: "broker already started"
         }

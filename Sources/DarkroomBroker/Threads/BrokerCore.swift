@@ -169,7 +169,11 @@ final class BrokerCore {
                 undelivered.removeAll()
             case .stop(let grace):
                 if stopDeadline == nil {
-                    logger.info("stopping: no new jobs; waiting up to \(grace) ms for \(state.leases.count) job(s) in flight")
+                    // Without sockets (their bind failed) the broker never
+                    // started: its start's error says so, nothing else does.
+                    if send != nil {
+                        logger.info("stopping: no new jobs; waiting up to \(grace) ms for \(state.leases.count) job(s) in flight")
+                    }
                     stopDeadline = BrokerCore.monotonicNow() + UInt64(max(0, grace))
                 }
             case .switchboardEnded(let reason):
@@ -490,7 +494,7 @@ final class BrokerCore {
         }
         inbox.close()
         store.close()
-        logger.info("stopped; event seq at \(store.committedSeq)")
+        if send != nil { logger.info("stopped; event seq at \(store.committedSeq)") }
     }
 
     // MARK: Clocks

@@ -35,7 +35,12 @@ enum ServiceRunner {
                 started.append(entry)
             } catch {
                 for done in started.reversed() { done.service.stop(grace: .seconds(5)) }
-                throw RuntimeError("cannot start the \(entry.name): \(error)")
+                let text = "\(error)"
+                // The commonest reason by far: say what to do about it.
+                let hint = text.contains("(EADDRINUSE)")
+                    ? "; another process listens there (a `darkroom up` or role already running?): stop it, or choose other endpoints (see --help)"
+                    : ""
+                throw RuntimeError("cannot start the \(entry.name): \(text)\(hint)")
             }
         }
         return started
