@@ -150,6 +150,23 @@ public enum Posix {
             }
         }
 
+        /// Reads the first `count` bytes from where the file stands (its
+        /// start, just opened), or fewer when it ends before.
+        public func readPrefix(_ count: Int) throws(PosixError) -> [UInt8] {
+            precondition(count >= 0, "readPrefix: a negative count")
+            var failure: PosixError?
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, filled in
+                do throws(PosixError) {
+                    filled = try readFully(into: UnsafeMutableRawBufferPointer(buffer))
+                } catch {
+                    failure = error
+                    filled = 0
+                }
+            }
+            if let failure { throw failure }
+            return bytes
+        }
+
         /// Reads until `buffer` is full, the file ends, or (given `end`)
         /// exactly `end` bytes are in; returns the count.
         private func readFully(into buffer: UnsafeMutableRawBufferPointer, endingAt end: Int? = nil) throws(PosixError) -> Int {

@@ -34,4 +34,60 @@ struct SubmitChecksTests {
         #expect(invalid == ["f-017.jpg", "f-150.jpg", "f-283.jpg"])
         #expect(!result.stdout.contains("\"accepted\""))
     }
+
+    /// Beyond the 64 MiB the checks keep for sending, a file's head alone
+    /// is read and checked, and the file is read whole when it is sent. A
+    /// header longer than the head is checked on the whole file, which also
+    /// gives the reason when it is bad (not "truncated", as the head alone
+    /// would). A file sent from its head only would be dead: its scan data
+    /// runs far past the head.
+    @Test("past the kept bytes: files checked by their head (a long header by the whole file) and each sent whole")
+    func checksPastTheKeptBytes() throws {
+        let h = try SystemHarness()
+        let folder = h.dir.url.appendingPathComponent("in")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let small = try ProcessCommandTests.goodJPEG(width: 64, height: 48)
+        func padded(_ bytes: [UInt8], to size: Int) -> [UInt8] { bytes + [UInt8](repeating: 0, count: max(0, size - bytes.count)) }
+        // Comment segments between SOI and the rest: a header of ~390 KB.
+        func longHeader(_ jpeg: [UInt8]) -> [UInt8] {
+            var out: [UInt8] = [0xFF, 0xD8]
+            for _ in 0..<6 { out += [0xFF, 0xFE, 0xFD, 0xEA] + [UInt8](repeating: 0x41, count: 65_000) }
+            return out + jpeg.dropFirst(2)
+        }
+        // Kept whole: almost all of the 64 MiB (data after EOI is never read).
+        try Data(padded(small, to: 63 << 20)).write(to: folder.appendingPathComponent("a-filler.jpg"))
+        // Noise: about a megabyte of scan data, four times the head.
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let noise = (0..<(800 * 600 * 4)).map { i -> UInt8 in
+            if i % 4 == 3 { return 255 }
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: seed >> 56)
+        }
+        let big = try JPEG.encode(Image(width: 800, height: 600, pixels: noise), options: EncodeOptions(quality: 95))
+        try #require(big.count > 4 * (256 << 10), "the noise image is \(big.count) bytes")
+        try Data(big).write(to: folder.appendingPathComponent("b-noise.jpg"))
+        try Data(padded(longHeader(small), to: 2 << 20)).write(to: folder.appendingPathComponent("c-long-header.jpg"))
+        // The same, its frame header saying width 0.
+        var zeroWidth = longHeader(small)
+        let sof = try #require((2..<zeroWidth.count - 1).first { zeroWidth[$0] == 0xFF && [0xC0, 0xC1, 0xC2].contains(zeroWidth[$0 + 1]) })
+        zeroWidth[sof + 7] = 0
+        zeroWidth[sof + 8] = 0
+        try Data(padded(zeroWidth, to: 2 << 20)).write(to: folder.appendingPathComponent("d-bad-late.jpg"))
+
+        try h.startSystem(workers: [("w", 2)])
+        let checked = try h.run(["submit", folder.path, "--ops", "grayscale", "--thumb", "32x32", "--json"] + h.clientFlags)
+        #expect(checked.status == 1)
+        let invalid = SystemHarness.jsonLines(checked.stdout).filter { $0["status"] as? String == "invalid" }
+        #expect(invalid.compactMap { ($0["input"] as? String).map { URL(fileURLWithPath: $0).lastPathComponent } } == ["d-bad-late.jpg"],
+                "\(checked.stdout)")
+        let reason = invalid.first?["reason"] as? String ?? ""
+        #expect(reason.contains("width 0"), "\(checked.stdout)")
+
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("d-bad-late.jpg"))
+        let submit = try h.run(["submit", folder.path, "--ops", "grayscale", "--thumb", "32x32", "--wait", "--json"] + h.clientFlags)
+        #expect(submit.status == 0, "\(submit.stderr)")
+        let stored = SystemHarness.jsonLines(submit.stdout).filter { $0["status"] as? String == "stored" }
+        #expect(stored.compactMap { ($0["input"] as? String).map { URL(fileURLWithPath: $0).lastPathComponent } }.sorted()
+                == ["a-filler.jpg", "b-noise.jpg", "c-long-header.jpg"], "\(submit.stdout)\n\(submit.stderr)")
+    }
 }

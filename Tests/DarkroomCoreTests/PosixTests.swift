@@ -53,6 +53,21 @@ struct PosixTests {
         }
     }
 
+    @Test("readPrefix reads a file's first bytes, all of a shorter file, and none when asked for none")
+    func readPrefix() throws {
+        let dir = try temporaryDirectory("posix")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let writer = try Posix.createNew(dir + "/file")
+        try writer.writeAll(bytes)
+        try writer.close()
+        for (count, expected) in [(0, 0), (1, 1), (65_536, 65_536), (262_144, 262_144), (400_000, 300_000)] {
+            let reader = try Posix.openForReading(dir + "/file")
+            defer { try? reader.close() }
+            #expect(try reader.readPrefix(count) == Array(bytes.prefix(expected)), "asked for \(count)")
+        }
+    }
+
     @Test("readAll reads a file that grew after its size was taken, and refuses one that grew past the limit")
     func readAllSeesGrowthSinceTheSize() throws {
         let dir = try temporaryDirectory("posix")

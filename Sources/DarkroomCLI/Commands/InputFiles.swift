@@ -153,6 +153,26 @@ enum InputFiles {
     /// open, fstat, read and close, with no other system calls (a submit
     /// reads thousands of small files a second).
     static func read(_ path: String, limit: Int) throws(ReadError) -> [UInt8] {
+        switch try read(path, limit: limit, head: 0, whole: { _ in true }) {
+        case .whole(let bytes): bytes
+        case .head: preconditionFailure("a whole read gave a part")
+        }
+    }
+
+    /// A file as `read(_:limit:head:whole:)` read it.
+    enum Read {
+        /// All of its bytes.
+        case whole([UInt8])
+        /// Its first bytes only (all of them when it is no longer), and its
+        /// size when opened.
+        case head([UInt8], size: Int)
+    }
+
+    /// Reads a file whole when `whole` says so of its size (the size fstat
+    /// gives, after the checks against `limit`), otherwise only its first
+    /// `head` bytes: enough for a JPEG's header, without reading, say, 20 MB
+    /// of scan data that the caller will not keep.
+    static func read(_ path: String, limit: Int, head: Int, whole: (Int) -> Bool) throws(ReadError) -> Read {
         let unreadable = ReadError(message: "cannot read file (permission denied or not a regular file)")
         guard let file = try? Posix.openForReading(path) else { throw unreadable }
         defer { try? file.close() }
@@ -161,7 +181,8 @@ enum InputFiles {
             throw ReadError(message: "file is \(info.size) bytes, over the \(limit)-byte input limit")
         }
         do {
-            return try file.readAll(limit: limit, size: info.size)
+            if whole(info.size) { return .whole(try file.readAll(limit: limit, size: info.size)) }
+            return .head(try file.readPrefix(min(head, info.size)), size: info.size)
         } catch where error.code == EFBIG {
             throw ReadError(message: "file grew past the \(limit)-byte input limit while being read")
         } catch {

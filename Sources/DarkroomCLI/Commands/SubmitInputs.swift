@@ -18,7 +18,8 @@ enum SubmitInputs {
         var problem: String?
         /// The file's bytes as the checks read them, kept for sending while
         /// the kept bytes stay within `keptBytes` (so a small file is read
-        /// once); nil for the rest, which are read again when sent.
+        /// once); nil for the rest, which the checks read only the head of
+        /// and which are read whole when sent.
         var bytes: [UInt8]?
         /// Where to read it when that is not `path`: a URL's download.
         var file: String?
@@ -27,11 +28,20 @@ enum SubmitInputs {
     /// The most bytes the checks keep for sending, over all inputs.
     static let keptBytes = 64 << 20
 
+    /// How much of a file that is not kept the checks read: its header,
+    /// which ends before the scan data, with room for large metadata
+    /// (EXIF is at most 64 KiB; ICC profiles and XMP add some). A header
+    /// longer than this is checked on the whole file.
+    static let headBytes = 256 << 10
+
     /// Reads every input and checks it against the limits and the pipeline,
     /// on `threads` threads at once (the checks are open, read, close and
     /// a header parse a file: on a big directory they are most of what a
     /// submit does before its first job goes out). The results keep the
-    /// files' order.
+    /// files' order. A file is read whole while the bytes kept for sending
+    /// stay within `keptBytes`; past that only its head is read, so that
+    /// the checks of a few gigabytes of photos read megabytes, and each
+    /// file is read whole once, when it is sent.
     static func check(_ files: [InputFiles.Input], pipeline: Pipeline,
                       threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) -> [Input] {
         // Slots written by one thread each; the budget of kept bytes is
@@ -58,22 +68,53 @@ enum SubmitInputs {
         return results.withLock { slots in slots.map { $0! } }
     }
 
-    /// One file's check; its bytes are kept while `kept` stays within `keptBytes`.
+    /// One file's check; its bytes are kept while `kept` stays within
+    /// `keptBytes`, and only its head is read when they cannot be.
     private static func checkOne(_ file: InputFiles.Input, pipeline: Pipeline, kept: borrowing Atomic<Int>) -> Input {
         if let problem = file.problem { return Input(path: file.path, problem: problem) }
         // A URL is checked once it is downloaded (`WebSources`).
         if file.isURL { return Input(path: file.path) }
-        let bytes: [UInt8]
-        switch readChecked(file.path, pipeline: pipeline) {
-        case .problem(let problem): return Input(path: file.path, problem: problem)
-        case .bytes(let read): bytes = read
+        // The room a whole read takes is claimed before the read, at the
+        // size fstat gives; given back if the file is not kept after all.
+        var claimed = 0
+        let read: InputFiles.Read
+        do {
+            read = try InputFiles.read(file.path, limit: DecodeLimits.default.maxInputBytes, head: headBytes) { size in
+                guard kept.wrappingAdd(size, ordering: .relaxed).newValue <= keptBytes else {
+                    kept.wrappingSubtract(size, ordering: .relaxed)
+                    return false
+                }
+                claimed = size
+                return true
+            }
+        } catch {
+            kept.wrappingSubtract(claimed, ordering: .relaxed)
+            return Input(path: file.path, problem: error.message)
         }
-        let total = kept.wrappingAdd(bytes.count, ordering: .relaxed).newValue
-        guard total <= keptBytes else {
-            kept.wrappingSubtract(bytes.count, ordering: .relaxed)
-            return Input(path: file.path)
+        switch read {
+        case .whole(let bytes):
+            if let problem = check(bytes, pipeline: pipeline) {
+                kept.wrappingSubtract(claimed, ordering: .relaxed)
+                return Input(path: file.path, problem: problem)
+            }
+            // A file that changed size since fstat is kept at its real size,
+            // still within the budget.
+            if bytes.count != claimed, kept.wrappingAdd(bytes.count - claimed, ordering: .relaxed).newValue > keptBytes {
+                kept.wrappingSubtract(bytes.count, ordering: .relaxed)
+                return Input(path: file.path)
+            }
+            return Input(path: file.path, bytes: bytes)
+        case .head(let head, let size):
+            guard let problem = check(head, pipeline: pipeline) else { return Input(path: file.path) }
+            // All of the file, and it failed: that is its answer.
+            if head.count == size { return Input(path: file.path, problem: problem) }
+            // The header may go on past the head (or the head fail for a
+            // reason the whole file would not have): the whole file decides.
+            switch readChecked(file.path, pipeline: pipeline) {
+            case .problem(let problem): return Input(path: file.path, problem: problem)
+            case .bytes: return Input(path: file.path)
+            }
         }
-        return Input(path: file.path, bytes: bytes)
     }
 
     /// The checks of URL downloads, as each finishes: a download is read
