@@ -102,4 +102,41 @@ struct JobStoryTests {
         #expect(unknown.stderr.contains("no job 01JBX3Z7Q8M4N6P2R5T9V0W1XY"), "\(unknown.stderr)")
         #expect(try h.run(["job", "not-a-job"] + h.brokerFlags).status == 64)
     }
+
+    /// `job --wait`, for a script that submitted without waiting: it
+    /// returns when the jobs have ended, whenever that is, and its exit
+    /// status says how.
+    @Test("job --wait returns once its jobs are stored (0), at --for with them unfinished (2), at once for a cancelled one (1)")
+    func waitForJobsSubmittedEarlier() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        let input = try h.writeImages(3)
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--json"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let ids = SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String }
+        try #require(ids.count == 3)
+
+        // No worker yet: --for ends the wait, and the stories show them queued.
+        let early = try h.run(["job", ids[0], "--wait", "--for", "1", "--json"] + h.clientFlags)
+        #expect(early.status == 2, "\(early.stderr)")
+        #expect(early.stderr.contains("1 of 1 job(s) still unfinished after 1 s"), "\(early.stderr)")
+        #expect(SystemHarness.jsonLines(early.stdout).first?["state"] as? String == "queued", "\(early.stdout)")
+
+        let waiter = try h.start("waiter", ["job", ids[0], ids[1], "--wait", "--json"] + h.clientFlags, separateStderr: true)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(waiter.isRunning, "job --wait returned before its jobs ran: \(h.log("waiter"))")
+        #expect(try h.run(["cancel", ids[2]] + h.brokerFlags).status == 0)
+        try h.startWorker("w", concurrency: 1)
+        waiter.waitUntilExit()
+        #expect(waiter.terminationStatus == 0, "\(h.errors("waiter"))")
+        let stories = SystemHarness.jsonLines(h.log("waiter"))
+        #expect(stories.compactMap { $0["jobId"] as? String } == [ids[0], ids[1]], "\(h.log("waiter"))")
+        #expect(stories.allSatisfy { $0["state"] as? String == "stored" && $0["recordId"] != nil }, "\(h.log("waiter"))")
+
+        // Ended before the wait began: shown at once, and not stored is exit 1.
+        let cancelled = try h.run(["job", ids[2], "--wait"] + h.clientFlags)
+        #expect(cancelled.status == 1)
+        #expect(cancelled.stdout.contains("job \(ids[2])  cancelled"), "\(cancelled.stdout)")
+        #expect(try h.run(["job", ids[0], "--for", "3"] + h.brokerFlags).status == 64)
+    }
 }

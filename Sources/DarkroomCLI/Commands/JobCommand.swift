@@ -16,20 +16,50 @@ enum JobCommand {
         (stored, failed with the step and reason, or requeued). --json prints the
         broker's answer as it is (protocol/drk1.md, section 10.5).
         Exits 1 when the broker does not know the job.
+
+        --wait first waits until every job given has ended (stored, dead,
+        cancelled or discarded), following the broker's events, then shows
+        them: for a script that submitted without --wait. A broker that stops
+        answering meanwhile is waited for, as submit --wait does; --for ends
+        the wait sooner. With --wait the exit status is 0 when every job was
+        stored, 2 when --for passed with some still unfinished (those are
+        shown as they stand), and 1 otherwise.
         """,
         arguments: [ArgumentSpec(name: "job-id", help: "The job id that submit printed.", variadic: true)],
-        options: [ClientOptions.json, ClientOptions.broker, ClientOptions.timeout,
+        options: [.flag("wait", help: "Wait until every job has ended, then show them."),
+                  .value("for", "SECONDS", help: "With --wait, the most time to wait. (default: no limit)"),
+                  ClientOptions.json, ClientOptions.broker, ClientOptions.events, ClientOptions.timeout,
                   ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
     )
 
+    /// The states a job does not leave by itself.
+    static let endings: Set<String> = ["stored", "dead", "cancelled", "discarded"]
+
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let ids = try args.positionals.map { try ClientOptions.id($0, what: "job id") }
+        let wait = args.flag("wait")
+        if args.value("for") != nil && !wait { throw UsageError("--for goes with --wait") }
+        let limit: Duration? = args.value("for") == nil ? nil : .seconds(try args.int("for", default: 0, range: 1...1_000_000))
         let context = try Context()
         let admin = try ClientOptions.admin(args, context: context)
+        var timedOut = false
+        if wait {
+            let timeout = try ClientOptions.timeout(args)
+            let curve = try ClientOptions.brokerCurve(args)
+            do {
+                let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args),
+                                                 context: context, timeout: timeout, curve: curve)
+                timedOut = try waitUntilEnded(ids, admin: admin, follower: follower, limit: limit)
+            } catch {
+                throw error.runtime
+            }
+        }
         var missing = 0
+        var notStored = 0
         for (index, id) in ids.enumerated() {
             do {
                 let story = try admin.jobStory(id)
+                if story.state != "stored" { notStored += 1 }
                 if args.flag("json") {
                     Console.out(jsonLine(story))
                 } else {
@@ -43,7 +73,42 @@ enum JobCommand {
                 throw error.runtime
             }
         }
-        return missing == 0 ? 0 : 1
+        guard wait else { return missing == 0 ? 0 : 1 }
+        if timedOut { return 2 }
+        return missing + notStored == 0 ? 0 : 1
+    }
+
+    /// Waits until every job of `ids` the broker knows has ended, or
+    /// `limit` passes (true then). The broker's newest event seq is taken
+    /// before the jobs' stories: a job that ended up to it shows so in its
+    /// story, and one that ends after it in the events that follow it.
+    static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower, limit: Duration?) throws(ClientError) -> Bool {
+        let head = try admin.status().eventSeq
+        var open: Set<ULID> = []
+        for id in ids {
+            do {
+                if !endings.contains(try admin.jobStory(id).state) { open.insert(id) }
+            } catch where error.serverCode == .notFound {
+                continue  // named when the stories are shown
+            }
+        }
+        guard !open.isEmpty else { return false }
+        let endpoint = follower.frontendEndpoint
+        follower.onBrokerContact = { contact in
+            switch contact {
+            case .lost(let error, _):
+                Console.err("job: broker at \(endpoint) \(error.kind == .timeout ? "not answering" : "failing (\(error.message))"); still waiting")
+            case .regained(let silence, _):
+                Console.err("job: broker back after \(WatchCommand.seconds(silence))")
+            }
+        }
+        do {
+            _ = try follower.waitForJobs(open, from: head + 1, timeout: limit)
+            return false
+        } catch where error.kind == .timeout && limit != nil {
+            Console.err("job: \(error.message)")
+            return true
+        }
     }
 
     /// The story as a person reads it.
