@@ -230,6 +230,22 @@ struct SystemTests {
         #expect(dead.status == 0)
         #expect(dead.stdout.contains("broken.jpg"))
         #expect(dead.stdout.contains("truncated"))
+        // watch --kind and --job show just those of the events.
+        let events = try h.allEvents()
+        func shown(_ filter: [String], count: Int) throws -> [Int] {
+            let watch = try h.run(["watch", "--from", "1", "--count", String(count), "--duration", "60", "--json"] + filter + h.clientFlags)
+            #expect(watch.status == 0, "\(watch.stderr)")
+            return SystemHarness.jsonLines(watch.stdout).compactMap { $0["seq"] as? Int }
+        }
+        let deadEvents = events.filter { ["dead", "stored"].contains($0["kind"] as? String ?? "") }
+        #expect(deadEvents.count == 3)
+        #expect(try shown(["--kind", "dead,stored"], count: deadEvents.count) == deadEvents.compactMap { $0["seq"] as? Int })
+        let broken = try #require(events.first { ($0["source"] as? String ?? "").hasSuffix("broken.jpg") }?["job"] as? String)
+        let itsEvents = events.filter { $0["job"] as? String == broken }
+        #expect(itsEvents.count >= 3)
+        #expect(try shown(["--job", broken], count: itsEvents.count) == itsEvents.compactMap { $0["seq"] as? Int })
+        #expect(try h.run(["watch", "--kind", "deadd"] + h.clientFlags).status == 64)
+
         let discard = try h.run(["dead", "discard", "all", "--json"] + h.brokerFlags)
         #expect(discard.status == 0)
         #expect(SystemHarness.jsonLines(discard.stdout).first?["discarded"] as? Int == 1, "\(discard.stdout)")

@@ -23,9 +23,17 @@ enum WatchCommand {
         buffer) are fetched again, so none is ever skipped or printed twice. When
         the broker stops answering, watch says so on stderr and keeps asking (with
         backoff) until it is back, then replays from the first event not printed.
+
+        --kind and --job keep only some events: --kind dead,retrying shows what
+        goes wrong, --job ID (given more than once for several) one job's life.
+        Events left out are not printed or counted (--count counts those shown).
+        Kinds: accepted, started, stored, retrying, failed, dead, revived,
+        discarded, cancelled.
         """,
         options: [
             .value("from", "SEQ", help: "Replay from this event sequence number (0 or 1 = from the first event kept).", default: "only new events"),
+            .value("kind", "KINDS", help: "Only events of these kinds, comma-separated (say dead,retrying)."),
+            .value("job", "JOB_ID", help: "Only this job's events; give it more than once for several.", repeatable: true),
             .value("count", "N", help: "Exit after N events."),
             .value("duration", "SECONDS", help: "Exit after this many seconds."),
             ClientOptions.json,
@@ -46,9 +54,13 @@ enum WatchCommand {
         let limit = args.value("count") == nil ? nil : try args.int("count", default: 0, range: 1...Int.max)
         let duration: Duration? = args.value("duration") == nil ? nil : .seconds(try args.int("duration", default: 0, range: 1...1_000_000))
         let json = args.flag("json")
+        let kinds = try args.value("kind").map(Self.kinds)
+        let jobs = Set(try (args.values["job"] ?? []).map { try ClientOptions.id($0, what: "job id") })
         let context = try Context()
         do {
             let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args), context: context, timeout: try ClientOptions.timeout(args), curve: try ClientOptions.brokerCurve(args))
+            // Kinds not wanted are passed over as they are read, never decoded whole.
+            if let kinds { follower.skippedKinds = Set(EventKind.allCases).subtracting(kinds) }
             follower.onPruned = { range in
                 Console.err("watch: events \(range.lowerBound)-\(range.upperBound) are no longer kept (the broker's --retention pruned them); going on from \(range.upperBound + 1)")
             }
@@ -65,6 +77,7 @@ enum WatchCommand {
             }
             var seen = 0
             _ = try follower.follow(from: start, for: duration, retry: .standard) { event in
+                if !jobs.isEmpty && !jobs.contains(event.jobID) { return .continue }
                 Console.out(json ? Format.eventJSON(event) : Format.eventLine(event))
                 seen += 1
                 if let limit, seen >= limit { return .stop }
@@ -74,6 +87,20 @@ enum WatchCommand {
         } catch {
             throw error.runtime
         }
+    }
+
+    /// The kinds named in a --kind list.
+    static func kinds(_ text: String) throws -> Set<EventKind> {
+        let names = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        var kinds: Set<EventKind> = []
+        for name in names {
+            guard let kind = EventKind.allCases.first(where: { $0.description == name }) else {
+                let known = EventKind.allCases.map(\.description).joined(separator: ", ")
+                throw UsageError("--kind: unknown event kind \"\(name)\"; the kinds are \(known)")
+            }
+            kinds.insert(kind)
+        }
+        return kinds
     }
 
     /// "12 s", "2.5 s": how long the broker was silent, as people read it.
