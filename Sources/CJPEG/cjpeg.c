@@ -37,6 +37,7 @@ struct dr_jpeg_decoder {
     dr_error_mgr jerr;
     int state;
     uint8_t *row;           /* scratch row for trimmed or skipped output */
+    uint8_t *icc;           /* the ICC profile put together, if any */
     /* The region, as start set it up. */
     int width, height;      /* its size */
     int trim;               /* extra columns libjpeg keeps on its left */
@@ -143,6 +144,43 @@ static dr_jpeg_color color_of(J_COLOR_SPACE space) {
 
 /* ---------------------------------------------------------------- decoding */
 
+/* Puts the ICC profile together from its APP2 chunks: "ICC_PROFILE\0", the
+   chunk's number (from 1), the number of chunks, then its part. Chunks that
+   do not make one whole profile (one missing, numbered twice, disagreeing
+   counts, less than the 128 bytes of an ICC header) give none: the picture
+   decodes the same, only without its profile. Done here rather than with
+   jpeg_read_icc_profile, which reports such chunks as a warning, and a
+   warning fails the decode when warnings are errors. */
+static void read_icc(dr_jpeg_decoder *dec, dr_jpeg_info *info) {
+    const JOCTET *parts[256] = {0};
+    size_t lengths[256] = {0};
+    unsigned count = 0;
+    for (jpeg_saved_marker_ptr m = dec->cinfo.marker_list; m; m = m->next) {
+        if (m->marker != JPEG_APP0 + 2 || m->data_length < 14 || memcmp(m->data, "ICC_PROFILE", 12) != 0) continue;
+        unsigned seq = m->data[12], n = m->data[13];
+        if (n == 0 || seq == 0 || seq > n || (count != 0 && n != count) || parts[seq] != NULL) return;
+        count = n;
+        parts[seq] = m->data + 14;
+        lengths[seq] = m->data_length - 14;
+    }
+    if (count == 0) return;
+    size_t total = 0;
+    for (unsigned i = 1; i <= count; i++) {
+        if (parts[i] == NULL) return;
+        total += lengths[i];
+    }
+    if (total < 128) return;
+    dec->icc = malloc(total);
+    if (!dec->icc) return;
+    size_t at = 0;
+    for (unsigned i = 1; i <= count; i++) {
+        memcpy(dec->icc + at, parts[i], lengths[i]);
+        at += lengths[i];
+    }
+    info->icc = dec->icc;
+    info->icc_length = total;
+}
+
 dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fail_on_warning,
                                       dr_jpeg_info *info, dr_jpeg_error *err) {
     reset_error(err);
@@ -165,6 +203,7 @@ dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fa
     jpeg_create_decompress(&dec->cinfo);
     jpeg_mem_src(&dec->cinfo, data, (unsigned long)length);
     jpeg_save_markers(&dec->cinfo, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_save_markers(&dec->cinfo, JPEG_APP0 + 2, 0xFFFF);
     jpeg_read_header(&dec->cinfo, TRUE);
 
     struct jpeg_decompress_struct *c = &dec->cinfo;
@@ -190,6 +229,7 @@ dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fa
             break;
         }
     }
+    read_icc(dec, info);
     dec->jerr.err = NULL;
     return dec;
 }
@@ -369,6 +409,7 @@ void dr_jpeg_decoder_close(dr_jpeg_decoder *dec) {
     if (!dec) return;
     jpeg_destroy_decompress(&dec->cinfo);
     free(dec->row);
+    free(dec->icc);
     free(dec);
 }
 
@@ -545,6 +586,19 @@ dr_jpeg_encoder *dr_jpeg_encoder_start(int width, int height, dr_jpeg_input inpu
     jpeg_start_compress(c, TRUE);
     enc->jerr.err = NULL;
     return enc;
+}
+
+dr_jpeg_status dr_jpeg_encoder_write_icc(dr_jpeg_encoder *enc, const uint8_t *icc, size_t length, dr_jpeg_error *err) {
+    reset_error(err);
+    if (!enc || enc->ended || !icc || length == 0 || length > 255u * 65519u || enc->cinfo.next_scanline != 0) {
+        set_error(err, DR_JPEG_INVALID_ARGUMENT, "invalid ICC profile arguments");
+        return DR_JPEG_INVALID_ARGUMENT;
+    }
+    enc->jerr.err = err;
+    if (setjmp(enc->jerr.jump)) return encoder_failed(enc);
+    jpeg_write_icc_profile(&enc->cinfo, icc, (unsigned int)length);
+    enc->jerr.err = NULL;
+    return DR_JPEG_OK;
 }
 
 dr_jpeg_status dr_jpeg_encoder_write(dr_jpeg_encoder *enc, const uint8_t *rows, size_t stride, int count,

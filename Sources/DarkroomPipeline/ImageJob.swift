@@ -145,12 +145,16 @@ public struct ImageJob: Sendable {
         // code but copies one-component input sample by sample, so the RGBX
         // input is the cheaper one (the file is the same).
         let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
+        // The source's colour profile goes into both files, so that they look
+        // as the source does; a gray result is written without one.
+        let profile = header.rgbProfile
         let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
             let plane = checkGray ? try GrayImage(exactly: image, cancellation: cancel) : nil
             let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
-                                                                      progressive: options.progressive, grayscale: plane != nil),
+                                                                      progressive: options.progressive, grayscale: plane != nil,
+                                                                      iccProfile: profile),
                                         cancellation: cancel)
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
@@ -170,7 +174,7 @@ public struct ImageJob: Sendable {
                 case let .color(image):
                     let small = try image.thumbnail(size, cancellation: cancel)
                     bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
-                                                                          progressive: options.progressive),
+                                                                          progressive: options.progressive, iccProfile: profile),
                                             cancellation: cancel)
                 }
                 thumbnail = EncodedImage(bytes: bytes, size: size)

@@ -62,6 +62,11 @@ typedef struct dr_jpeg_info {
        Valid until the decoder is closed. */
     const uint8_t *exif;
     size_t exif_length;
+    /* The ICC profile of the APP2 "ICC_PROFILE" chunks, put together (NULL if
+       none, or if its chunks do not make one whole profile). Valid until the
+       decoder is closed. */
+    const uint8_t *icc;
+    size_t icc_length;
 } dr_jpeg_info;
 
 typedef struct dr_jpeg_decoder dr_jpeg_decoder;
@@ -130,12 +135,17 @@ typedef struct dr_jpeg_encode_probe dr_jpeg_encode_probe;
      dr_jpeg_encoder_close   always, also after a failure or to give up early.
 
    Chroma sampling is given as the luma factors (1x1 = 4:4:4, 2x1 = 4:2:2,
-   2x2 = 4:2:0); it applies to YCbCr output only. No metadata is written.
+   2x2 = 4:2:0); it applies to YCbCr output only. No metadata is written but
+   an ICC profile given to dr_jpeg_encoder_write_icc.
    `probe` is a test hook (see below), NULL in normal use. Returns NULL and
    fills `err` on failure. */
 dr_jpeg_encoder *dr_jpeg_encoder_start(int width, int height, dr_jpeg_input input, int quality,
                                        int luma_h, int luma_v, int progressive, int optimize_coding,
                                        dr_jpeg_encode_probe *probe, dr_jpeg_error *err);
+
+/* Writes an ICC profile (APP2 "ICC_PROFILE" chunks) into the file: right
+   after start, before any row. */
+dr_jpeg_status dr_jpeg_encoder_write_icc(dr_jpeg_encoder *enc, const uint8_t *icc, size_t length, dr_jpeg_error *err);
 
 /* Writes the next `count` rows, `stride` bytes apart from `rows` on. */
 dr_jpeg_status dr_jpeg_encoder_write(dr_jpeg_encoder *enc, const uint8_t *rows, size_t stride, int count,

@@ -55,6 +55,19 @@ public struct JPEGHeader: Sendable, Equatable {
     /// The chroma subsampling of a YCbCr file (`s444`, `s422`, `s420`); nil for
     /// other colour spaces and unusual layouts (4:4:0, 4:1:1).
     public var subsampling: ChromaSubsampling?
+    /// The embedded ICC colour profile (its APP2 chunks put together), nil
+    /// when there is none or its chunks do not make a whole one.
+    public var iccProfile: [UInt8]?
+
+    /// The profile that describes the decoded pixels, to carry into an
+    /// output: the embedded one when it is an RGB profile of an RGB or
+    /// YCbCr file. A CMYK file's profile does not describe the RGB it is
+    /// decoded to, nor a gray profile three components.
+    public var rgbProfile: [UInt8]? {
+        guard let iccProfile, colorSpace == .ycbcr || colorSpace == .rgb, iccProfile.count >= 128,
+              iccProfile[16..<20].elementsEqual("RGB ".utf8) else { return nil }
+        return iccProfile
+    }
 
     public init(
         storedSize: Size, orientation: Orientation, colorSpace: JPEGColorSpace, components: Int,
@@ -121,12 +134,18 @@ public struct EncodeOptions: Sendable, Equatable {
     /// images whose pixels are all gray, which it stores exactly, in a third
     /// of the data and the time; `subsampling` is then ignored.
     public var grayscale: Bool = false
+    /// An RGB ICC profile to embed (APP2 chunks), so that colour-managed
+    /// viewers show the pixels as the source's profile meant them. Not
+    /// written into a one-component file.
+    public var iccProfile: [UInt8]?
 
-    public init(quality: Int = 95, subsampling: ChromaSubsampling = .auto, progressive: Bool = false, grayscale: Bool = false) {
+    public init(quality: Int = 95, subsampling: ChromaSubsampling = .auto, progressive: Bool = false, grayscale: Bool = false,
+                iccProfile: [UInt8]? = nil) {
         self.quality = quality
         self.subsampling = subsampling
         self.progressive = progressive
         self.grayscale = grayscale
+        self.iccProfile = iccProfile
     }
 
     /// The subsampling `auto` resolves to at this quality.

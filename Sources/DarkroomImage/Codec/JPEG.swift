@@ -96,8 +96,8 @@ public enum JPEG {
     /// work at most, between two looks at the cancellation flag.
     static let bandPixels = 1 << 17
 
-    /// Encodes RGB pixels. No metadata is written (EXIF, ICC and comments are
-    /// stripped; the pixels are already upright). Huffman tables are libjpeg's
+    /// Encodes RGB pixels. No metadata is written but `options.iccProfile`
+    /// (EXIF and comments are stripped; the pixels are already upright). Huffman tables are libjpeg's
     /// standard ones (`optimize_coding` off): encoding is faster and files are a
     /// few percent larger.
     ///
@@ -155,11 +155,12 @@ public enum JPEG {
         case .s420: (lumaH, lumaV) = (2, 2)
         default: (lumaH, lumaV) = (1, 1)
         }
+        // An RGB profile describes three components: a one-component file gets none.
         return try encodeRows(
             image.pixels, width: image.width, height: image.height, stride: image.stride,
             input: options.grayscale ? DR_JPEG_INPUT_RGBX_AS_GRAY : DR_JPEG_INPUT_RGBX,
             quality: options.quality, luma: (lumaH, lumaV), progressive: options.progressive,
-            probe: probe, cancellation: cancellation)
+            iccProfile: options.grayscale ? nil : options.iccProfile, probe: probe, cancellation: cancellation)
     }
 
     /// Encodes a gray plane as a one-component (grayscale) JPEG: the file
@@ -205,7 +206,7 @@ public enum JPEG {
     /// per call with a look at `cancellation` before each.
     private static func encodeRows(
         _ samples: [UInt8], width: Int, height: Int, stride: Int, input: dr_jpeg_input, quality: Int,
-        luma: (h: Int32, v: Int32) = (1, 1), progressive: Bool = false,
+        luma: (h: Int32, v: Int32) = (1, 1), progressive: Bool = false, iccProfile: [UInt8]? = nil,
         probe: UnsafeMutablePointer<dr_jpeg_encode_probe>? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
         try cancellation.check()
@@ -217,6 +218,10 @@ public enum JPEG {
             throw encodeError(error.status, error)
         }
         defer { dr_jpeg_encoder_close(encoder) }
+        if let iccProfile, !iccProfile.isEmpty {
+            let written = iccProfile.withUnsafeBufferPointer { dr_jpeg_encoder_write_icc(encoder, $0.baseAddress, $0.count, &error) }
+            guard written == DR_JPEG_OK else { throw encodeError(written, error) }
+        }
         let band = bandLines(sourcePixelsPerLine: width)
         var status = samples.withUnsafeBufferPointer { rows in
             var row = 0
@@ -302,10 +307,13 @@ public enum JPEG {
             default: subsampling = nil
             }
         }
-        let header = JPEGHeader(
+        var header = JPEGHeader(
             storedSize: Size(width: Int(info.width), height: Int(info.height)), orientation: orientation,
             colorSpace: colorSpace, components: Int(info.components), isProgressive: info.progressive != 0,
             subsampling: subsampling)
+        if let icc = info.icc, info.icc_length > 0 {
+            header.iccProfile = Array(UnsafeBufferPointer(start: icc, count: info.icc_length))
+        }
         do {
             try check(header.storedSize, limits: limits)
         } catch {
