@@ -98,6 +98,41 @@ struct SystemTests {
         #expect(SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).count == 5)
     }
 
+    /// Sources tagged with a colour profile: their stored files carry it, and
+    /// so does a contact sheet of thumbnails that share it; once one without
+    /// it is among them, the sheet carries none and says why.
+    @Test("stored files keep their source's colour profile; a contact sheet carries the one its thumbnails share")
+    func colourProfilesEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        var profile = (0..<900).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 1) }
+        profile.replaceSubrange(16..<20, with: Array("RGB ".utf8))
+        let tagged = h.dir.url.appendingPathComponent("tagged")
+        try FileManager.default.createDirectory(at: tagged, withIntermediateDirectories: true)
+        for seed in 1...2 {
+            let bytes = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: UInt64(seed)),
+                                        options: EncodeOptions(quality: 85, iccProfile: profile))
+            try Data(bytes).write(to: tagged.appendingPathComponent("p3-\(seed).jpg"))
+        }
+        let submit = try h.run(["submit", tagged.path, "--ops", "scale:80x60", "--thumb", "32x32", "--wait"] + h.clientFlags)
+        #expect(submit.status == 0, "\(submit.stderr)")
+        let sheet = h.dir.url.appendingPathComponent("sheet.jpg").path
+        let made = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
+        #expect(made.status == 0 && !made.stderr.contains("colour profiles"), "\(made.stderr)")
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == profile)
+        let id = try #require(SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout).first?["id"] as? String)
+        let full = h.dir.url.appendingPathComponent("full.jpg").path
+        #expect(try h.run(["get", id, "-o", full] + h.storeFlags).status == 0)
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: full)))).iccProfile == profile)
+
+        let plain = try h.writeImages(1, name: "plain")
+        #expect(try h.run(["submit", plain.path, "--ops", "scale:80x60", "--thumb", "32x32", "--wait"] + h.clientFlags).status == 0)
+        let mixed = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
+        #expect(mixed.status == 0)
+        #expect(mixed.stderr.contains("the thumbnails carry different colour profiles"), "\(mixed.stderr)")
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == nil)
+    }
+
     /// Many small inputs, one of them named twice and one not a JPEG: the
     /// jobs are followed while the rest are still being submitted, and each
     /// input still gets its own job, its `accepted` object first and exactly

@@ -36,16 +36,27 @@ enum ContactSheetCommand {
         }
         guard !records.isEmpty else { throw RuntimeError("the storage node has no records yet; submit some jobs first") }
         var thumbnails: [Image] = []
+        // Each thumbnail's colour profile (nil: none), to give the sheet the
+        // one they share.
+        var profiles: [[UInt8]?] = []
         for record in records {
             do {
                 let (_, bytes) = try client.get(record.id, variant: .thumbnail)
-                thumbnails.append(try JPEG.decode(bytes).image)
+                let decoded = try JPEG.decode(bytes)
+                thumbnails.append(decoded.image)
+                profiles.append(decoded.header.rgbProfile)
             } catch {
                 Console.err("skipping \(record.id): \(error)")
             }
         }
         let sheet = try ContactSheet.make(thumbnails, columns: columns, cell: cell)
-        let bytes = try JPEG.encode(sheet, options: EncodeOptions(quality: 85))
+        // Pixels are never converted between profiles: a sheet of thumbnails
+        // that share one carries it; of mixed ones, none.
+        let shared = profiles.first.flatMap { first in profiles.allSatisfy { $0 == first } ? first : nil }
+        if profiles.contains(where: { $0 != nil }) && shared == nil {
+            Console.err("the thumbnails carry different colour profiles (or some none); the sheet carries none, so some may look off in colour")
+        }
+        let bytes = try JPEG.encode(sheet, options: EncodeOptions(quality: 85, iccProfile: shared))
         try OutputFile.write(bytes, to: output)
         Console.err("wrote \(output): \(thumbnails.count) thumbnails, \(sheet.width)x\(sheet.height)")
         return 0
