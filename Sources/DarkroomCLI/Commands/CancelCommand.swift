@@ -72,9 +72,7 @@ enum CancelCommand {
                 if status == "cancelled" { Console.out(line) } else { Console.err(line) }
                 return
             }
-            var o = JSONObject()
-            o.set("job", id.description)
-            o.set("status", status)
+            var o = JSONObject.outcome("job", id, status: status)
             if status == "cancelled" { o.set("worker", worker) }
             if let record { o.set("record", record.description) }
             if let reason { o.set("reason", reason) }

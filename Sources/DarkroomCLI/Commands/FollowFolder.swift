@@ -381,11 +381,3 @@ struct SubmittedFiles {
         keys.insert(key)
     }
 }
-
-extension EventKind {
-    /// The kind named as EVENT's JSON and JOB-INFO write it.
-    init?(name: String) {
-        guard let kind = EventKind.allCases.first(where: { $0.description == name }) else { return nil }
-        self = kind
-    }
-}

@@ -94,7 +94,7 @@ enum WatchCommand {
         let names = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         var kinds: Set<EventKind> = []
         for name in names {
-            guard let kind = EventKind.allCases.first(where: { $0.description == name }) else {
+            guard let kind = EventKind(name: name) else {
                 let known = EventKind.allCases.map(\.description).joined(separator: ", ")
                 throw UsageError("--kind: unknown event kind \"\(name)\"; the kinds are \(known)")
             }
@@ -354,18 +354,12 @@ enum RemoveCommand {
             throw error.runtime
         }
         let json = args.flag("json")
-        func object(_ id: ULID, _ status: String) -> JSONObject {
-            var o = JSONObject()
-            o.set("id", id.description)
-            o.set("status", status)
-            return o
-        }
         var failed = 0
         for (position, id) in ids.enumerated() {
             do {
                 _ = try client.delete(id)
                 if json {
-                    Console.out(object(id, "deleted").text)
+                    Console.out(JSONObject.outcome("id", id, status: "deleted").text)
                 } else {
                     Console.err("deleted \(id)")
                 }
@@ -376,9 +370,7 @@ enum RemoveCommand {
             } catch {
                 failed += 1
                 if json {
-                    var o = object(id, "failed")
-                    o.set("reason", error.message)
-                    Console.out(o.text)
+                    Console.out(JSONObject.outcome("id", id, status: "failed", reason: error.message).text)
                 } else {
                     Console.err("\(id): \(error.message)")
                 }

@@ -64,6 +64,17 @@ struct JSONObject {
 
     init() {}
 
+    /// What a command that acts on ids one by one (`cancel`, `rm`) prints
+    /// per id: the id under `key`, its `status`, and the `reason` when
+    /// there is one.
+    static func outcome(_ key: String, _ id: ULID, status: String, reason: String? = nil) -> JSONObject {
+        var o = JSONObject()
+        o.set(key, id.description)
+        o.set("status", status)
+        if let reason { o.set("reason", reason) }
+        return o
+    }
+
     mutating func set(_ key: String, _ value: String?) {
         fields.append((key, value.map(JSONObject.quote) ?? "null"))
     }

@@ -28,7 +28,7 @@ enum Unanswered {
         let unsent: ArraySlice<ULID>
         if error.requestNotSent {
             if let json {
-                Console.out(object(json, id, status: "not_sent", reason: error.message))
+                Console.out(JSONObject.outcome(json, id, status: "not_sent", reason: error.message).text)
                 unsent = ids[(position + 1)...]
             } else {
                 // The line names it once more among the ids not sent.
@@ -37,8 +37,8 @@ enum Unanswered {
             }
         } else {
             if let json {
-                Console.out(object(json, id, status: "unanswered",
-                                   reason: "\(error.message); it may or may not have been \(done)"))
+                Console.out(JSONObject.outcome(json, id, status: "unanswered",
+                                               reason: "\(error.message); it may or may not have been \(done)").text)
             } else {
                 Console.err("\(id): \(error.message); it may or may not have been \(done) (`\(check)` shows it)")
             }
@@ -52,17 +52,9 @@ enum Unanswered {
     static func notSent(_ unsent: ArraySlice<ULID>, server: String, json: String? = nil) {
         guard !unsent.isEmpty else { return }
         if let json {
-            for id in unsent { Console.out(object(json, id, status: "not_sent", reason: "\(server) is not answering")) }
+            for id in unsent { Console.out(JSONObject.outcome(json, id, status: "not_sent", reason: "\(server) is not answering").text) }
         } else {
             Console.err("\(unsent.count) not sent, \(server) not answering: \(unsent.map(\.description).joined(separator: " "))")
         }
-    }
-
-    private static func object(_ key: String, _ id: ULID, status: String, reason: String) -> String {
-        var o = JSONObject()
-        o.set(key, id.description)
-        o.set("status", status)
-        o.set("reason", reason)
-        return o.text
     }
 }
