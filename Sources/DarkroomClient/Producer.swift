@@ -79,15 +79,18 @@ public struct SubmitRequest: Sendable {
     /// its own resends are safe; set it to make submits safe to repeat
     /// across runs (a key from your own database, say).
     public var submitKey: String?
+    /// When the job may run (Unix ms, by the broker's clock); nil: at once.
+    public var notBefore: UInt64?
 
     public init(sourceName: String, image: ImageSource, pipeline: String, options: JobOptions = .default,
-                priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil) {
+                priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil, notBefore: UInt64? = nil) {
         self.sourceName = sourceName
         self.image = image
         self.pipeline = pipeline
         self.options = options
         self.priority = priority
         self.submitKey = submitKey
+        self.notBefore = notBefore
     }
 
     /// A job for a file, named by its path, read when it is sent.
@@ -111,7 +114,7 @@ public struct SubmitRequest: Sendable {
         // the frames that will be sent (the image frame is shared, not
         // copied, by the frames and the decoded message).
         let frames = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
-                            submitKey: submitKey).frames()
+                            submitKey: submitKey, notBefore: notBefore).frames()
         do {
             _ = try Submit.decode(frames)
         } catch {

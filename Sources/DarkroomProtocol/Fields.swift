@@ -4,23 +4,76 @@
 ///     offset 2  u16  thumbnail height, 1…4096
 ///     offset 4  u8   full-resolution JPEG quality, 1…100
 ///     offset 5  u8   thumbnail JPEG quality, 1…100
-///     offset 6  u16  reserved, MUST be 0
+///     offset 6  u8   output flags: bits 0–1 chroma subsampling (0 auto,
+///                    1 4:4:4, 2 4:2:2, 3 4:2:0), bit 2 progressive,
+///                    bits 3–7 MUST be 0
+///     offset 7  u8   reserved, MUST be 0
 public struct JobOptions: Sendable, Hashable {
     public var thumbnailWidth: UInt16
     public var thumbnailHeight: UInt16
     public var quality: UInt8
     public var thumbnailQuality: UInt8
+    /// Chroma subsampling of both outputs.
+    public var subsampling: Subsampling
+    /// Both outputs written as progressive JPEGs.
+    public var progressive: Bool
+
+    /// Chroma subsampling as the flags carry it (bits 0–1).
+    public enum Subsampling: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// 4:4:4 at quality 90 and above, else 4:2:0.
+        case auto = 0
+        case s444 = 1
+        case s422 = 2
+        case s420 = 3
+
+        /// "auto", "444", "422" or "420", as the command line spells it.
+        public var description: String {
+            switch self {
+            case .auto: "auto"
+            case .s444: "444"
+            case .s422: "422"
+            case .s420: "420"
+            }
+        }
+
+        public init?(name: String) {
+            guard let mode = Self.allCases.first(where: { $0.description == name }) else { return nil }
+            self = mode
+        }
+    }
 
     public static let frameSize = 8
+    static let subsamplingMask: UInt8 = 0b011
+    static let progressiveFlag: UInt8 = 0b100
     /// The defaults a producer uses when the user gives none: a 256×256
-    /// thumbnail at quality 70, full resolution at quality 95.
+    /// thumbnail at quality 70, full resolution at quality 95, subsampling
+    /// chosen by quality, baseline files.
     public static let `default` = JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70)
 
-    public init(thumbnailWidth: UInt16, thumbnailHeight: UInt16, quality: UInt8, thumbnailQuality: UInt8) {
+    public init(thumbnailWidth: UInt16, thumbnailHeight: UInt16, quality: UInt8, thumbnailQuality: UInt8,
+                subsampling: Subsampling = .auto, progressive: Bool = false) {
         self.thumbnailWidth = thumbnailWidth
         self.thumbnailHeight = thumbnailHeight
         self.quality = quality
         self.thumbnailQuality = thumbnailQuality
+        self.subsampling = subsampling
+        self.progressive = progressive
+    }
+
+    /// The output flags byte (offset 6).
+    public var flags: UInt8 {
+        subsampling.rawValue | (progressive ? Self.progressiveFlag : 0)
+    }
+
+    /// The options with the flags byte `flags` read back; nil when it sets
+    /// a bit DRK1 does not define.
+    public func with(flags: UInt8) -> JobOptions? {
+        guard flags & ~(Self.subsamplingMask | Self.progressiveFlag) == 0,
+              let mode = Subsampling(rawValue: flags & Self.subsamplingMask) else { return nil }
+        var options = self
+        options.subsampling = mode
+        options.progressive = flags & Self.progressiveFlag != 0
+        return options
     }
 
     public var bytes: [UInt8] {
@@ -30,7 +83,8 @@ public struct JobOptions: Sendable, Hashable {
         out.appendBigEndian(thumbnailHeight)
         out.append(quality)
         out.append(thumbnailQuality)
-        out.appendBigEndian(UInt16(0))
+        out.append(flags)
+        out.append(0)
         return out
     }
 }
@@ -38,16 +92,19 @@ public struct JobOptions: Sendable, Hashable {
 extension MessageReader {
     mutating func options(_ field: String) throws(ProtocolError) -> JobOptions {
         let (i, parts) = try structure(field, width: JobOptions.frameSize) { (r: inout FrameReader) throws(FrameReader.OutOfBytes) in
-            (try r.u16(), try r.u16(), try r.u8(), try r.u8(), try r.u16())
+            (try r.u16(), try r.u16(), try r.u8(), try r.u8(), try r.u8(), try r.u8())
         }
-        let (w, h, q, tq, reserved) = parts
+        let (w, h, q, tq, flags, reserved) = parts
         let side = 1...Wire.Limit.maxThumbnailSide
         guard side.contains(w) else { throw error(frame: i, field, "thumbnail width is \(w), must be 1…\(side.upperBound)") }
         guard side.contains(h) else { throw error(frame: i, field, "thumbnail height is \(h), must be 1…\(side.upperBound)") }
         guard (1...100).contains(q) else { throw error(frame: i, field, "quality is \(q), must be 1…100") }
         guard (1...100).contains(tq) else { throw error(frame: i, field, "thumbnail quality is \(tq), must be 1…100") }
-        guard reserved == 0 else { throw error(frame: i, field, "reserved bytes must be 0, got \(reserved)") }
-        return JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq)
+        guard reserved == 0 else { throw error(frame: i, field, "reserved byte must be 0, got \(reserved)") }
+        guard let options = JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq).with(flags: flags) else {
+            throw error(frame: i, field, "output flags are \(flags), only bits 0–2 are defined")
+        }
+        return options
     }
 
     mutating func size(_ field: String) throws(ProtocolError) -> ImageSize {

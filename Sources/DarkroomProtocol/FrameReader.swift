@@ -94,7 +94,11 @@ public struct MessageReader: Sendable {
         let count = frames.count - offset
         let fewest = command.frameCount - command.optionalFrames
         guard count >= fewest, count <= command.frameCount else {
-            let expected = fewest == command.frameCount ? "\(fewest)" : "\(fewest) or \(command.frameCount)"
+            let expected = switch command.frameCount - fewest {
+            case 0: "\(fewest)"
+            case 1: "\(fewest) or \(command.frameCount)"
+            default: "\(fewest) to \(command.frameCount)"
+            }
             throw ProtocolError(.malformed, "\(command.name): expected \(expected) frames, got \(count)")
         }
         self.command = command
@@ -104,6 +108,14 @@ public struct MessageReader: Sendable {
 
     /// Whether frames are left to read (for a command's optional last frames).
     public var hasMoreFrames: Bool { index < frames.count }
+
+    /// Passes over the next frame when it is empty and another follows it
+    /// (SUBMIT's empty submit key before its not-before time).
+    mutating func skipEmptyFrameBeforeLast() -> Bool {
+        guard index + 1 < frames.count, frames[index].isEmpty else { return false }
+        index += 1
+        return true
+    }
 
     /// Throws if a decoder read fewer frames than the message has.
     public func finish() throws(ProtocolError) {

@@ -13,7 +13,9 @@
 ///                    broker parses it and keeps its canonical form
 ///     6 source name  text, 0…1024 bytes
 ///     7 image        JPEG bytes, at least 1
-///     8 submit key   optional: 1…64 bytes of printable ASCII without spaces
+///     8 submit key   optional: 1…64 bytes of printable ASCII without spaces;
+///                    empty for none when frame 9 follows
+///     9 not before   optional: u64, Unix ms; no worker gets the job earlier
 public struct Submit: WireMessage {
     public static let command = Command.submit
     public var requestID: UInt64
@@ -29,9 +31,12 @@ public struct Submit: WireMessage {
     /// JPEG marker, pipeline, not shutting down): a resend those refuse is
     /// REJECTED although its job is queued (drk1.md section 5.1).
     public var submitKey: String?
+    /// When the job may run (frame 9, optional; Unix ms by the broker's
+    /// clock): until then it waits as `delayed`. nil, 0 or a time past: at once.
+    public var notBefore: UInt64?
 
     public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
-                submitKey: String? = nil) {
+                submitKey: String? = nil, notBefore: UInt64? = nil) {
         self.requestID = requestID
         self.priority = priority
         self.options = options
@@ -39,6 +44,7 @@ public struct Submit: WireMessage {
         self.sourceName = sourceName
         self.image = image
         self.submitKey = submitKey
+        self.notBefore = notBefore
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -48,7 +54,8 @@ public struct Submit: WireMessage {
         pipeline = try r.pipeline()
         sourceName = try r.sourceName()
         image = try r.blob("image", minimum: 1)
-        submitKey = r.hasMoreFrames ? try r.submitKey() : nil
+        submitKey = r.hasMoreFrames && !r.skipEmptyFrameBeforeLast() ? try r.submitKey() : nil
+        notBefore = r.hasMoreFrames ? try r.u64("not before") : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -58,7 +65,12 @@ public struct Submit: WireMessage {
         w.text(pipeline)
         w.text(sourceName)
         w.blob(image)
-        if let submitKey { w.text(submitKey) }
+        if let notBefore {
+            w.text(submitKey ?? "")
+            w.u64(notBefore)
+        } else if let submitKey {
+            w.text(submitKey)
+        }
     }
 }
 

@@ -808,6 +808,8 @@ final class WorkerLoop {
             thumbnail: thumbnail,
             quality: Int(job.options.quality),
             thumbnailQuality: Int(job.options.thumbnailQuality),
+            subsampling: ChromaSubsampling(job.options.subsampling),
+            progressive: job.options.progressive,
             limits: configuration.limits
         )
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
@@ -1021,5 +1023,17 @@ final class WorkerLoop {
         let byte = frames[1][0]
         let name = Command(rawValue: byte)?.name ?? "unknown"
         return "\(name) (0x\(String(byte, radix: 16)))"
+    }
+}
+
+extension ChromaSubsampling {
+    /// The subsampling a JOB's output flags ask for.
+    init(_ mode: DarkroomProtocol.JobOptions.Subsampling) {
+        switch mode {
+        case .auto: self = .auto
+        case .s444: self = .s444
+        case .s422: self = .s422
+        case .s420: self = .s420
+        }
     }
 }

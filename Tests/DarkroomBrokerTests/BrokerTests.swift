@@ -152,6 +152,71 @@ import Testing
         #expect(left == [0])
     }
 
+    @Test func aJobCarriesItsOutputFlagsToTheWorkerFromMemoryAndAfterARestart() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let asked = [
+            JobOptions(thumbnailWidth: 64, thumbnailHeight: 48, quality: 80, thumbnailQuality: 60, subsampling: .s420, progressive: true),
+            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70, subsampling: .s444),
+            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 50, thumbnailQuality: 70, subsampling: .s422, progressive: true),
+        ]
+        var ids = try asked.map { try client.submitAccepted(options: $0).jobID }
+        // Leased at once: the payload the broker kept in memory.
+        let worker = try harness.worker("w-flags")
+        try worker.ready(credit: 3)
+        var jobs = try [worker.job(), worker.job(), worker.job()]
+        for job in jobs {
+            #expect(job.options == asked[ids.firstIndex(of: job.jobID) ?? 0])
+        }
+        for job in jobs { try worker.done(job) }
+        _ = try client.waitForStatus("all three done") { $0.queue.inFlight == 0 && $0.queue.depth == 0 }
+
+        // Queued, then read back from the database by a restarted broker.
+        ids = try asked.map { try client.submitAccepted(options: $0).jobID }
+        let db = try Connection(path: harness.directory + "/queue.sqlite")
+        let flags = try db.query("SELECT output_flags FROM jobs ORDER BY id") { $0.int64(0) ?? -1 }
+        try db.close()
+        #expect(flags == [7, 1, 6])
+        try harness.restart()
+        client = try harness.client()
+        let again = try harness.worker("w-flags-2")
+        try again.ready(credit: 3)
+        jobs = try [again.job(), again.job(), again.job()]
+        for job in jobs {
+            #expect(job.options == asked[ids.firstIndex(of: job.jobID) ?? 0], "read back from the database")
+        }
+    }
+
+    @Test func aScheduledJobWaitsDelayedUntilItsTimeThroughARestart() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let at = ULIDGenerator.systemMilliseconds() + 3_000
+        let scheduled = try client.submitAccepted(priority: 9, notBefore: at).jobID
+        let past = try client.submitAccepted(notBefore: 1_000).jobID
+        let plain = try client.submitAccepted().jobID
+        let worker = try harness.worker("w-scheduled")
+        try worker.ready(credit: 3)
+        // The two due jobs go at once, although the scheduled one has the highest priority.
+        let first = try [worker.job(), worker.job()]
+        #expect(Set(first.map(\.jobID)) == [past, plain])
+        #expect(try worker.next(within: 0.5) == nil, "nothing before its time")
+        var story = try client.story(scheduled)
+        #expect(story.state == "delayed" && story.notBefore == at)
+        #expect(try client.status().queue.delayed == 1)
+        for job in first { try worker.done(job) }
+
+        // Its time is in the database: a new broker keeps it waiting.
+        try harness.restart()
+        client = try harness.client()
+        story = try client.story(scheduled)
+        #expect(story.state == "delayed" && story.notBefore == at, "after a restart")
+        let again = try harness.worker("w-scheduled-2")
+        try again.ready(credit: 1)
+        let job = try again.job(within: 20)
+        #expect(job.jobID == scheduled)
+        #expect(ULIDGenerator.systemMilliseconds() >= at, "not before its time")
+    }
+
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
         let harness = try Harness()
         var client = try harness.client()
@@ -170,6 +235,7 @@ import Testing
             DROP INDEX jobs_open; DROP INDEX jobs_dead;
             CREATE INDEX jobs_dispatch ON jobs (state, priority DESC, id);
             ALTER TABLE jobs DROP COLUMN cancel_requested;
+            ALTER TABLE jobs DROP COLUMN output_flags;
             INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
                               source, input_bytes, created, finished, record_id)
             VALUES ('01JBX3Z7Q8M4N6P2R5T9V0W1XY', 0, 'done', 'crop:square,gravity=center', 256, 256, 95, 70,
@@ -185,10 +251,13 @@ import Testing
         #expect(Set(jobs.map(\.jobID)) == Set(ids))
         for job in jobs {
             #expect(job.image == images[ids.firstIndex(of: job.jobID) ?? 0])
+            #expect(job.options == .default, "a job queued before output flags has none")
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [4], "the latest schema version")
-        #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'cancel_requested'") { $0.int64(0) ?? -1 } == [1])
+        #expect(version == [5], "the latest schema version")
+        for column in ["cancel_requested", "output_flags"] {
+            #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = ?", column) { $0.int64(0) ?? -1 } == [1], "\(column)")
+        }
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
         #expect(objects == ["job_input", "jobs_dead", "jobs_open"])
         // Version 1 kept stored jobs' rows; version 2 has none.

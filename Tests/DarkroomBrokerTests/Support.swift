@@ -89,15 +89,25 @@ final class Client {
         return try receive()
     }
 
-    func submit(priority: UInt8 = 0, pipeline: String = "crop:square", source: String = "a.jpg", image: [UInt8] = jpeg()) throws -> FrontendMessage {
-        try request { Submit(requestID: $0, priority: priority, options: .default, pipeline: pipeline, sourceName: source, image: image).frames() }
+    func submit(priority: UInt8 = 0, options: JobOptions = .default, pipeline: String = "crop:square", source: String = "a.jpg",
+                image: [UInt8] = jpeg(), notBefore: UInt64? = nil) throws -> FrontendMessage {
+        try request {
+            Submit(requestID: $0, priority: priority, options: options, pipeline: pipeline, sourceName: source, image: image, notBefore: notBefore).frames()
+        }
     }
 
     /// Submits and returns the job id, failing the test on anything but ACCEPTED.
-    func submitAccepted(priority: UInt8 = 0, source: String = "a.jpg", image: [UInt8] = jpeg()) throws -> Accepted {
-        let reply = try submit(priority: priority, source: source, image: image)
+    func submitAccepted(priority: UInt8 = 0, options: JobOptions = .default, source: String = "a.jpg", image: [UInt8] = jpeg(),
+                        notBefore: UInt64? = nil) throws -> Accepted {
+        let reply = try submit(priority: priority, options: options, source: source, image: image, notBefore: notBefore)
         guard case .accepted(let accepted) = reply else { throw TestFailure("expected ACCEPTED, got \(reply)") }
         return accepted
+    }
+
+    func story(_ job: ULID) throws -> JobStory {
+        let reply = try request { JobInfoRequest(requestID: $0, jobID: job).frames() }
+        guard case .jobInfoReply(let info) = reply else { throw TestFailure("expected JOB-INFO-REPLY, got \(reply)") }
+        return info.story
     }
 
     func status() throws -> BrokerStatus {

@@ -93,7 +93,7 @@ enum FieldType {
         case .ok: return [("request id", .requestID), ("count", .u64)]
         case .submit:
             return [("request id", .requestID), ("priority", .u8(0...9)), ("options", .options), ("pipeline", .pipeline),
-                    ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64))]
+                    ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64)), ("not before", .u64)]
         case .accepted: return [("request id", .requestID), ("job id", .ulid), ("event seq", .u64)]
         case .statusReply, .deadListReply, .listReply, .statsReply: return [("request id", .requestID), ("json", .json)]
         case .replay: return [("request id", .requestID), ("from seq", .u64), ("limit", .u32(0...UInt32.max))]
@@ -274,7 +274,9 @@ struct FuzzMaker {
                 let image = random.percent(20) ? corpus.photo : [0xFF, 0xD8] + random.bytes(random.int(in: 0...40))
                 return Submit(requestID: id, priority: UInt8(random.int(in: 0...9)), options: jobOptions(),
                               pipeline: random.pick(FuzzCorpus.pipelines), sourceName: sourceName(), image: image,
-                              submitKey: random.percent(50) ? ulid().description : nil).frames()
+                              submitKey: random.percent(50) ? ulid().description : nil,
+                              // Now or already past: the job runs, as the fuzz's others do.
+                              notBefore: random.percent(20) ? UInt64(random.below(1 << 40)) : nil).frames()
             case 2: return StatusRequest(requestID: id).frames()
             case 3: return ReplayRequest(requestID: id, fromSeq: UInt64(random.below(50)), limit: UInt32(random.int(in: 1...20))).frames()
             case 4: return DeadListRequest(requestID: id, limit: UInt32(random.int(in: 1...1000)), after: random.percent(50) ? ulid() : nil).frames()
@@ -401,6 +403,9 @@ struct FuzzMaker {
             let mutation = mutate(frames[slot + 2], as: type)
             frames[slot + 2] = mutation.bytes
             verdicts[slot + 2] = mutation.malformed
+            // Section 5.1: SUBMIT's key frame may be empty (no key) when a
+            // not-before time follows it.
+            if command == .submit, slot + 2 == 8, frames.count == 10, mutation.bytes.isEmpty { verdicts[8] = false }
             notes.append("frame \(slot + 2) (\(name)) \(mutation.note)")
         }
         // Malformed if any frame surely is; well formed if every mutated frame surely is.
@@ -678,11 +683,12 @@ struct FuzzMaker {
         }
     }
 
-    /// Section 2.6: thumbnail sides 1–4096, qualities 1–100, reserved 0.
+    /// Section 2.6: thumbnail sides 1–4096, qualities 1–100, output flags
+    /// bits 0–2 only, reserved 0.
     mutating func options(_ frame: [UInt8]) -> Mutation {
         if random.percent(20) { return wrongWidth(frame, width: 8) }
         var bytes = frame.count == 8 ? frame : JobOptions.default.bytes
-        switch random.below(7) {
+        switch random.below(8) {
         case 0:
             let w = random.pick([UInt16(0), 4097, 65535])
             bytes[0] = UInt8(w >> 8); bytes[1] = UInt8(w & 0xFF)
@@ -698,8 +704,16 @@ struct FuzzMaker {
             bytes[5] = random.pick([UInt8(0), 101, 255])
             return Mutation(bytes, "thumbnail quality \(bytes[5])", malformed: true)
         case 4:
-            bytes[6 + random.below(2)] = random.pick([UInt8(1), 0x80])
-            return Mutation(bytes, "reserved bytes not 0", malformed: true)
+            if random.percent(50) {
+                bytes[6] = random.pick([UInt8(0x08), 0x80, 0xFF])
+                return Mutation(bytes, "undefined output flags \(bytes[6])", malformed: true)
+            }
+            bytes[7] = random.pick([UInt8(1), 0x80])
+            return Mutation(bytes, "reserved byte not 0", malformed: true)
+        case 6:
+            // Every defined flag value: a subsampling mode, progressive or not (allowed).
+            bytes[6] = UInt8(random.below(8))
+            return Mutation(bytes, "output flags \(bytes[6]) (allowed)", malformed: false)
         case 5:
             // Edge values that are allowed: a 1×1 thumbnail, qualities 1 and 100. (Not 4096 a
             // side: an aspect-fill thumbnail that large costs the worker seconds in a debug build.)

@@ -133,6 +133,38 @@ struct SystemTests {
         #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == nil)
     }
 
+    /// `submit --subsampling --progressive` reach the worker through the
+    /// broker: both stored files are written as asked (4:2:0 even at
+    /// quality 95, where auto gives 4:4:4), and a submit without them still
+    /// gets auto's baseline files.
+    @Test("submit --subsampling and --progressive: both stored files are written as asked; without them, auto and baseline")
+    func outputFlagsEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        func stored(_ folder: URL, _ flags: [String]) throws -> (full: JPEGHeader, thumb: JPEGHeader) {
+            let submit = try h.run(["submit", folder.path, "--ops", "scale:96x72", "--thumb", "40x30", "--quality", "95", "--wait", "--json"]
+                                   + flags + h.clientFlags)
+            #expect(submit.status == 0, "\(submit.stderr)")
+            let job = try #require(SystemHarness.jsonLines(submit.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
+            let full = h.dir.url.appendingPathComponent("\(job).jpg").path
+            let thumb = h.dir.url.appendingPathComponent("\(job).thumb.jpg").path
+            #expect(try h.run(["get", job, "-o", full] + h.storeFlags).status == 0)
+            #expect(try h.run(["get", job, "--thumb", "-o", thumb] + h.storeFlags).status == 0)
+            return (try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: full)))),
+                    try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb)))))
+        }
+        let asked = try stored(try h.writeImages(1, name: "asked"), ["--subsampling", "4:2:0", "--progressive"])
+        #expect(asked.full.isProgressive && asked.full.subsampling == .s420)
+        #expect(asked.thumb.isProgressive && asked.thumb.subsampling == .s420)
+        #expect(asked.full.storedSize == Size(width: 96, height: 72) && asked.thumb.storedSize == Size(width: 40, height: 30))
+        let plain = try stored(try h.writeImages(1, name: "plain"), [])
+        #expect(!plain.full.isProgressive && plain.full.subsampling == .s444, "auto at quality 95")
+        #expect(!plain.thumb.isProgressive && plain.thumb.subsampling == .s420, "auto at the thumbnail's quality 70")
+
+        let wrong = try h.run(["submit", h.dir.url.path, "--ops", "grayscale", "--subsampling", "411"] + h.clientFlags)
+        #expect(wrong.status == 64 && wrong.stderr.contains("--subsampling must be auto, 444, 422 or 420, not \"411\""), "\(wrong.stderr)")
+    }
+
     /// Many small inputs, one of them named twice and one not a JPEG: the
     /// jobs are followed while the rest are still being submitted, and each
     /// input still gets its own job, its `accepted` object first and exactly

@@ -195,6 +195,8 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("options.thumbnailHeight", o.thumbnailHeight)
         set("options.quality", o.quality)
         set("options.thumbnailQuality", o.thumbnailQuality)
+        set("options.subsampling", o.subsampling)
+        set("options.progressive", o.progressive)
     }
     func failure(_ d: FailureDetail?, _ prefix: String = "") {
         guard let d else { return set(prefix + "failure", nil) }
@@ -220,7 +222,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .submit(let s):
             set("requestID", s.requestID); set("priority", s.priority); options(s.options)
             set("pipeline", s.pipeline); set("sourceName", s.sourceName); set("image.count", s.image.count)
-            if let key = s.submitKey { set("submitKey", key) }
+            set("submitKey", s.submitKey); set("notBefore", s.notBefore)
         case .accepted(let a): set("requestID", a.requestID); set("jobID", a.jobID); set("eventSeq", a.eventSeq)
         case .rejected(let r): set("requestID", r.requestID); set("code", r.code.rawValue); set("reason", r.reason)
         case .status(let s): set("requestID", s.requestID)

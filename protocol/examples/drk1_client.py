@@ -113,9 +113,9 @@ def read_ulid(frame, what, optional=False):
     return frame.decode("ascii")
 
 
-def options(thumb_w, thumb_h, quality, thumb_quality):
-    """Section 2.6: the 8-byte job options."""
-    return struct.pack(">HHBBH", thumb_w, thumb_h, quality, thumb_quality, 0)
+def options(thumb_w, thumb_h, quality, thumb_quality, flags=0):
+    """Section 2.6: the 8-byte job options; flags 0 is auto subsampling, baseline."""
+    return struct.pack(">HHBBBB", thumb_w, thumb_h, quality, thumb_quality, flags, 0)
 
 
 def check_header(frames, expected_count, name):

@@ -41,7 +41,9 @@ def u32(v): return struct.pack(">I", v)
 def i32(v): return struct.pack(">i", v)
 def u64(v): return struct.pack(">Q", v)
 def text(s): return s.encode("utf-8")
-def options(tw, th, q, tq): return struct.pack(">HHBBH", tw, th, q, tq, 0)
+def options(tw, th, q, tq, flags=0, reserved=0): return struct.pack(">HHBBBB", tw, th, q, tq, flags, reserved)
+# Section 2.6: the output flags (byte 6 of the options).
+SUB_AUTO, SUB_444, SUB_422, SUB_420, PROGRESSIVE = 0, 1, 2, 3, 4
 def size(w, h): return struct.pack(">II", w, h)
 def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
@@ -123,6 +125,19 @@ vector("submit-key", "frontend", "SUBMIT request 44 with a submit key (frame 8),
        msg(SUBMIT, u64(44), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2)),
        {"command": "SUBMIT", "requestID": 44, "priority": 5, "pipeline": "grayscale", "sourceName": "a.jpg",
         "image.count": len(IMAGE), "submitKey": JOB_ID_2})
+vector("submit-output-flags", "frontend", "SUBMIT asking for 4:2:0 progressive outputs (flags 0x07)",
+       msg(SUBMIT, u64(45), u8(5), options(320, 240, 80, 60, SUB_420 | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 45, "options.thumbnailWidth": 320, "options.thumbnailHeight": 240,
+        "options.quality": 80, "options.thumbnailQuality": 60, "options.subsampling": "420", "options.progressive": "true"})
+vector("submit-output-flags-444", "frontend", "SUBMIT asking for 4:4:4 baseline outputs (flags 0x01)",
+       msg(SUBMIT, u64(46), u8(5), options(256, 256, 75, 70, SUB_444), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 46, "options.subsampling": "444", "options.progressive": "false"})
+vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and a not-before time (frame 9)",
+       msg(SUBMIT, u64(47), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1767225600000)),
+       {"command": "SUBMIT", "requestID": 47, "submitKey": JOB_ID_2, "notBefore": 1767225600000})
+vector("submit-scheduled-no-key", "frontend", "SUBMIT request 48 scheduled without a submit key: frame 8 is empty",
+       msg(SUBMIT, u64(48), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(1767225600000)),
+       {"command": "SUBMIT", "requestID": 48, "submitKey": "nil", "notBefore": 1767225600000})
 vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
        msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
        {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
@@ -208,6 +223,9 @@ vector("job", "backend", "JOB attempt 2",
        msg(JOB, text(JOB_ID), u32(2), options(256, 256, 95, 70), text(PIPELINE), text("photos/IMG_0001.jpg"), IMAGE),
        {"command": "JOB", "jobID": JOB_ID, "attempt": 2, "options.quality": 95, "pipeline": PIPELINE,
         "image.count": len(IMAGE)})
+vector("job-output-flags", "backend", "JOB attempt 1 whose outputs are 4:2:2 progressive (flags 0x06)",
+       msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, SUB_422 | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "JOB", "jobID": JOB_ID, "attempt": 1, "options.subsampling": "422", "options.progressive": "true"})
 vector("done", "backend", "DONE attempt 2 with a record id",
        msg(DONE, text(JOB_ID), u32(2), text(RECORD_ID)),
        {"command": "DONE", "jobID": JOB_ID, "attempt": 2, "recordID": RECORD_ID})
@@ -359,7 +377,7 @@ bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT,
     "CREDIT is not valid on the frontend")
 bad("submit-short", "frontend", "SUBMIT without its image frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 or 9 frames, got 7")
+    "SUBMIT: expected 8 to 10 frames, got 7")
 bad("submit-key-space", "frontend", "SUBMIT whose submit key has a space",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text("two words")), 101,
     "SUBMIT: frame 8 (submit key) must be printable ASCII without spaces")
@@ -383,6 +401,12 @@ bad("submit-quality", "frontend", "SUBMIT with quality 0",
 bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70)[:6], text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) must be 8 bytes, got 6")
+bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 3, which is not defined",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x08), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) output flags are 8, only bits 0–2 are defined")
+bad("submit-options-reserved", "frontend", "SUBMIT whose reserved options byte is not 0",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 1), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) reserved byte must be 0, got 1")
 bad("submit-empty-image", "frontend", "SUBMIT with an empty image",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), b""), 101,
     "SUBMIT: frame 7 (image) is empty")
@@ -510,10 +534,16 @@ bad("wrong-direction-store", "store", "STORED sent to the storage node",
     receiver="server")
 bad("frame-count-before-fields", "frontend", "SUBMIT with 7 frames and priority 10: the frame count is checked first",
     msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 or 9 frames, got 7")
-bad("submit-ten-frames", "frontend", "SUBMIT with a frame after its submit key",
+    "SUBMIT: expected 8 to 10 frames, got 7")
+bad("submit-eleven-frames", "frontend", "SUBMIT with a frame after its not-before time",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), b""),
+    101, "SUBMIT: expected 8 to 10 frames, got 11")
+bad("submit-empty-not-before", "frontend", "SUBMIT whose frame after its submit key is empty (not a not-before time)",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), b""),
-    101, "SUBMIT: expected 8 or 9 frames, got 10")
+    101, "SUBMIT: frame 9 (not before) must be 8 bytes, got 0")
+bad("submit-empty-key", "frontend", "SUBMIT with an empty submit key and no frame after it",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b""),
+    101, "SUBMIT: frame 8 (submit key) is empty")
 bad("status-short-request-id", "frontend", "STATUS with a 4-byte request id: the ERROR carries request id 0",
     msg(STATUS, u32(2)), 101, "STATUS: frame 2 (request id) must be 8 bytes, got 4")
 bad("first-bad-field", "frontend", "SUBMIT with priority 10 and quality 0: the first bad field is reported",

@@ -231,16 +231,18 @@ struct BrokerState {
     // MARK: Decisions
 
     /// Accepts a job: its row, its `accepted` event, its submit key. The
-    /// job's rowid is the next one; the ACCEPTED names the event's seq.
+    /// job's rowid is the next one; the ACCEPTED names the event's seq. A
+    /// job scheduled for later (`notBefore`, Unix ms) waits as delayed.
     func planAccept(id: ULID, priority: UInt8, source: String, options: JobOptions, pipeline: String,
-                    inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, now: Moment) -> Transition {
+                    inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, notBefore: UInt64 = 0,
+                    now: Moment) -> Transition {
         let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile)
         var t = Transition()
         let accepted = t.event(.accepted, job, attempt: 0, at: now, after: eventSeq)
         t.writes.append(.insert(NewJob(handle: job, options: options, pipeline: pipeline, inlineInput: inlineInput,
-                                       inputBytes: inputBytes, submitKey: submitKey),
+                                       inputBytes: inputBytes, submitKey: submitKey, notBefore: notBefore),
                                 acceptedSeq: accepted.seq, at: now.wall))
-        t.changes.append(.enqueue(job, notBefore: 0))
+        t.changes.append(.enqueue(job, notBefore: notBefore))
         t.accepted = 1
         return t
     }

@@ -64,6 +64,8 @@ struct NewJob: Sendable, Equatable {
     var inlineInput: [UInt8]?
     var inputBytes: Int
     var submitKey: String?
+    /// Unix ms before which no worker gets it (0: at once).
+    var notBefore: UInt64 = 0
 }
 
 /// What a job's JOB message carries besides its handle, as read (or kept)

@@ -64,7 +64,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 4
+    static let schemaVersion: Int64 = 5
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -153,7 +153,7 @@ final class JobStore {
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
-                                                         (4, JobStore.migrateCancelRequests)])
+                                                         (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -164,8 +164,8 @@ final class JobStore {
 
         insertJob = try db.prepare("""
             INSERT INTO jobs (rowid, id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              source, input, input_file, input_bytes, created)
-            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
+                              output_flags, source, input, input_file, input_bytes, created, not_before)
+            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
             """)
         insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
@@ -176,7 +176,7 @@ final class JobStore {
             """)
         selectPayload = try db.prepare("""
             SELECT j.id AS id, j.state AS state, j.thumb_width AS thumb_width, j.thumb_height AS thumb_height,
-                   j.quality AS quality, j.thumb_quality AS thumb_quality, j.pipeline AS pipeline,
+                   j.quality AS quality, j.thumb_quality AS thumb_quality, j.output_flags AS output_flags, j.pipeline AS pipeline,
                    COALESCE(i.input, j.input) AS input, j.input_file AS input_file
             FROM jobs j LEFT JOIN job_input i ON i.job = j.rowid WHERE j.rowid = ?
             """)
@@ -300,6 +300,13 @@ final class JobStore {
     private static func migrateCancelRequests(_ db: Connection) throws {
         let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
         if !columns.contains("cancel_requested") { try db.execute("ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER") }
+    }
+
+    /// Version 5: a job's output flags (subsampling, progressive: DRK1's
+    /// options byte 6); jobs queued before it have none set.
+    private static func migrateOutputFlags(_ db: Connection) throws {
+        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
+        if !columns.contains("output_flags") { try db.execute("ALTER TABLE jobs ADD COLUMN output_flags INTEGER NOT NULL DEFAULT 0") }
     }
 
     /// A stored step index as DRK1 carries it: 0 when absent, never negative.
@@ -575,8 +582,10 @@ final class JobStore {
             try insertJob.execute(values: [
                 .integer(handle.rowID), .text(handle.idText), .integer(Int64(handle.priority)), .text(job.pipeline),
                 .integer(Int64(job.options.thumbnailWidth)), .integer(Int64(job.options.thumbnailHeight)),
-                .integer(Int64(job.options.quality)), .integer(Int64(job.options.thumbnailQuality)), .text(handle.source),
+                .integer(Int64(job.options.quality)), .integer(Int64(job.options.thumbnailQuality)),
+                .integer(Int64(job.options.flags)), .text(handle.source),
                 handle.inputFile.map { .text($0) } ?? .null, .integer(Int64(job.inputBytes)), .integer(Int64(clamping: time)),
+                .integer(Int64(clamping: job.notBefore)),
             ])
             if let inline = job.inlineInput {
                 try insertInput.execute(values: [.integer(handle.rowID), .blob(inline)])
@@ -674,10 +683,13 @@ final class JobStore {
         let rows = try selectPayload.query([job.rowID]) { row -> (JobPayload?, String, String) in
             let id = try row.string("id")
             let state = try row.string("state")
-            let options = JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
-                                     thumbnailHeight: try row.integer("thumb_height", as: UInt16.self),
-                                     quality: try row.integer("quality", as: UInt8.self),
-                                     thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self))
+            let flags = try row.integer("output_flags", as: UInt8.self)
+            guard let options = JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
+                                           thumbnailHeight: try row.integer("thumb_height", as: UInt16.self),
+                                           quality: try row.integer("quality", as: UInt8.self),
+                                           thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self)).with(flags: flags) else {
+                throw LeaseFailure.unreadable(job.id, "its stored output flags \(flags) are not defined")
+            }
             let pipeline = try row.string("pipeline")
             let image: [UInt8]
             if let file = try row.optionalString("input_file") {

@@ -34,7 +34,7 @@ enum CancelCommand {
         """,
         arguments: [ArgumentSpec(name: "job-id", help: "Jobs to cancel.", variadic: true, optional: true)],
         options: [
-            .flag("all-queued", help: "Cancel every queued job (ready or waiting to retry)."),
+            .flag("all-queued", help: "Cancel every queued job (ready, waiting to retry or scheduled)."),
             ClientOptions.json, ClientOptions.broker, ClientOptions.timeout,
             ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]

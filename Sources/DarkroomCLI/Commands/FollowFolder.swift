@@ -32,6 +32,8 @@ enum FollowFolder {
         var pipeline: Pipeline
         var options: DarkroomProtocol.JobOptions
         var priority: UInt8
+        /// When each file's job may run (`--in` counts from its submit).
+        var schedule: Schedule?
         var json: Bool
         var timeout: Duration
         var deadline: Duration
@@ -158,7 +160,8 @@ enum FollowFolder {
                 return nil
             }
             return SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
-                                 options: settings.options, priority: settings.priority, submitKey: key)
+                                 options: settings.options, priority: settings.priority, submitKey: key,
+                                 notBefore: settings.schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()))
         }
 
         /// What the broker answered to a candidate's SUBMIT.

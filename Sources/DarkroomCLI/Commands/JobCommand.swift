@@ -11,7 +11,8 @@ enum JobCommand {
         discussion: """
         The broker answers from its event log, indexed by job, and from its queue,
         so this is one quick read however long the log is. States: queued, delayed
-        (waiting out a retry backoff), running, stored, dead, discarded. Each
+        (waiting out a retry backoff, or scheduled with submit --at or --in),
+        running, cancelling, stored, dead, discarded, cancelled. Each
         attempt shows its worker, when it started and ended, and how it ended
         (stored, failed with the step and reason, or requeued). --json prints the
         broker's answer as it is (protocol/drk1.md, section 10.5).
@@ -145,7 +146,7 @@ enum JobCommand {
     static func stateDetail(_ story: JobStory) -> String {
         switch story.state {
         case "running": story.worker.map { " on \($0)" } ?? ""
-        case "delayed": story.notBefore.map { " until \(clock($0))" } ?? ""
+        case "delayed": story.notBefore.map { " until \(time($0))" } ?? ""
         default: ""
         }
     }

@@ -184,14 +184,28 @@ struct ImageOptions {
         return size
     }
 
+    /// `--subsampling` and `--progressive`, the same for `process` and `submit`.
+    static let subsamplingSpec = OptionSpec.value("subsampling", "MODE",
+        help: "Chroma subsampling: auto (4:4:4 at quality 90 and above, else 4:2:0), 444, 422 or 420.", default: "auto")
+    static let progressiveSpec = OptionSpec.flag("progressive", help: "Write progressive JPEGs.")
+
+    /// `--subsampling MODE` (`4:2:0` is read as `420`); auto when absent.
+    static func subsampling(_ args: ParsedArguments) throws(UsageError) -> ChromaSubsampling {
+        guard let text = args.value("subsampling") else { return .auto }
+        guard let mode = ChromaSubsampling(rawValue: text.lowercased().replacingOccurrences(of: ":", with: "")) else {
+            throw UsageError("--subsampling must be auto, 444, 422 or 420, not \"\(text)\"")
+        }
+        return mode
+    }
+
     static func specs(pipelineRequired: Bool) -> [OptionSpec] {
         [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH|none", help: "Thumbnail size (aspect-fill, centre crop), or none.", default: "256x256"),
             .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
-            .value("subsampling", "MODE", help: "Chroma subsampling: auto (4:4:4 at quality 90 and above, else 4:2:0), 444, 422 or 420.", default: "auto"),
-            .flag("progressive", help: "Write progressive JPEGs."),
+            subsamplingSpec,
+            progressiveSpec,
             .value("max-pixels", "N", help: "Refuse inputs with more pixels than this.", default: String(DecodeLimits.default.maxPixels)),
             .value("max-side", "N", help: "Refuse inputs wider or taller than this.", default: String(DecodeLimits.default.maxSide)),
             .value("max-bytes", "N", help: "Refuse input files larger than this many bytes.", default: String(DecodeLimits.default.maxInputBytes)),
@@ -216,12 +230,7 @@ struct ImageOptions {
         }
         options.quality = try args.int("quality", default: 95, range: 1...100)
         options.thumbnailQuality = try args.int("thumb-quality", default: 70, range: 1...100)
-        if let text = args.value("subsampling") {
-            guard let mode = ChromaSubsampling(rawValue: text.lowercased().replacingOccurrences(of: ":", with: "")) else {
-                throw UsageError("--subsampling must be auto, 444, 422 or 420, not \"\(text)\"")
-            }
-            options.subsampling = mode
-        }
+        options.subsampling = try ImageOptions.subsampling(args)
         options.progressive = args.flag("progressive")
         options.limits.maxPixels = try args.int("max-pixels", default: DecodeLimits.default.maxPixels, range: 1...Int(Int32.max))
         options.limits.maxSide = try args.int("max-side", default: DecodeLimits.default.maxSide, range: 1...65500)

@@ -204,7 +204,7 @@ enum StatusCommand {
         }
         let q = status.queue
         let readyTotal = q.ready.reduce(0, +)
-        var out = "queue: \(readyTotal) ready, \(q.delayed) waiting to retry, \(q.inFlight) in flight, \(q.dead) dead (limit \(q.limit))\n"
+        var out = "queue: \(readyTotal) ready, \(q.delayed) delayed (retry backoff or scheduled), \(q.inFlight) in flight, \(q.dead) dead (limit \(q.limit))\n"
         let byPriority = q.ready.enumerated().filter { $0.element > 0 }.map { "p\($0.offset)=\($0.element)" }
         if !byPriority.isEmpty { out += "ready by priority: " + byPriority.joined(separator: " ") + "\n" }
         out += String(format: "rates (last %ds): %.1f accepted/s, %.1f stored/s, %.1f failed/s\n", status.rates.windowSeconds, status.rates.accepted, status.rates.stored, status.rates.failed)

@@ -45,6 +45,13 @@ enum SubmitCommand {
         reason). An outage is reported once on stderr when it begins and
         once when the broker is back.
 
+        --at TIME or --in DURATION schedules the jobs: the broker keeps them
+        (through restarts) as delayed, and no worker gets one before its
+        time; `darkroom job ID` shows it, `darkroom cancel` takes it back.
+        --in counts from each job's submit; with --follow, from each file's.
+        A scheduled submit needs a broker that knows DRK1's not-before time
+        (an older one refuses it as malformed).
+
         Exit status: 0 when every input was stored (with --wait) or
         accepted (without); 2 when some input was never answered by the
         deadline (if it was sent, its job may or may not be queued) or,
@@ -89,7 +96,11 @@ enum SubmitCommand {
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
             .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            ImageOptions.subsamplingSpec,
+            ImageOptions.progressiveSpec,
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
+            .value("at", "TIME", help: Schedule.atHelp),
+            .value("in", "DURATION", help: Schedule.inHelp),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
@@ -130,9 +141,12 @@ enum SubmitCommand {
         let options = JobOptions(
             thumbnailWidth: UInt16(thumb.width), thumbnailHeight: UInt16(thumb.height),
             quality: UInt8(try args.int("quality", default: 95, range: 1...100)),
-            thumbnailQuality: UInt8(try args.int("thumb-quality", default: 70, range: 1...100))
+            thumbnailQuality: UInt8(try args.int("thumb-quality", default: 70, range: 1...100)),
+            subsampling: DarkroomProtocol.JobOptions.Subsampling(try ImageOptions.subsampling(args)),
+            progressive: args.flag("progressive")
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
+        let schedule = try Schedule.parse(at: args.value("at"), in: args.value("in"))
         let window = try args.int("window", default: defaultWindow, range: 1...100_000)
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
@@ -142,7 +156,7 @@ enum SubmitCommand {
                 throw UsageError("--follow watches one directory; leave out the inputs and --from-list")
             }
             return try FollowFolder.run(FollowFolder.Settings(
-                directory: folder, pipeline: pipeline, options: options, priority: priority, json: json,
+                directory: folder, pipeline: pipeline, options: options, priority: priority, schedule: schedule, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
                 events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window))
         }
@@ -215,7 +229,7 @@ enum SubmitCommand {
         engine.briefStoredEvents = !json
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
-        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority)
+        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, schedule: schedule)
         let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
         var unanswered = valid
@@ -538,5 +552,17 @@ final class ProgressBar {
         let fetched = downloads.map { "\($0.done) downloaded, " } ?? ""
         let line = "[\(bar)] \(done)/\(total) done, \(failed) failed, \(fetched)\(submittedCount) submitted, " + String(format: "%.1f/s, ", rate) + eta
         Console.errRaw("\r\u{1B}[K" + line)
+    }
+}
+
+extension DarkroomProtocol.JobOptions.Subsampling {
+    /// The wire's name for a subsampling mode the command line parsed.
+    init(_ mode: ChromaSubsampling) {
+        switch mode {
+        case .auto: self = .auto
+        case .s444: self = .s444
+        case .s422: self = .s422
+        case .s420: self = .s420
+        }
     }
 }

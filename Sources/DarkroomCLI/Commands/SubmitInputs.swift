@@ -198,14 +198,16 @@ enum SubmitInputs {
         private let pipeline: String
         private let options: DarkroomProtocol.JobOptions
         private let priority: UInt8
+        private let schedule: Schedule?
         /// The input each submit key stands for.
         let inputOfKey: [String: Int]
 
-        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8) {
+        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8, schedule: Schedule? = nil) {
             self.inputs = inputs
             self.pipeline = pipeline
             self.options = options
             self.priority = priority
+            self.schedule = schedule
             valid = inputs.indices.filter { inputs[$0].problem == nil }.map { ($0, ULIDGenerator.shared.next().description) }
             var inputOfKey: [String: Int] = [:]
             inputOfKey.reserveCapacity(valid.count)
@@ -226,7 +228,7 @@ enum SubmitInputs {
                 image = .file(inputs[index].file ?? path)
             }
             return .job(SubmitRequest(sourceName: path, image: image, pipeline: pipeline, options: options, priority: priority,
-                                      submitKey: key))
+                                      submitKey: key, notBefore: schedule?.notBefore(now: ULIDGenerator.systemMilliseconds())))
         }
     }
 }

@@ -96,7 +96,7 @@ enum RoleMetrics {
         let workers = metrics.status.workers
         text.gauge("darkroom_broker_jobs_ready", help: "Jobs waiting to run, by priority (0-9, 9 runs first).",
                    (0..<10).map { .init([.init("priority", String($0))], count: $0 < queue.ready.count ? queue.ready[$0] : 0) })
-        text.gauge("darkroom_broker_jobs_delayed", help: "Jobs waiting out a retry backoff.", [.init(count: queue.delayed)])
+        text.gauge("darkroom_broker_jobs_delayed", help: "Jobs waiting out a retry backoff or scheduled for later.", [.init(count: queue.delayed)])
         text.gauge("darkroom_broker_jobs_in_flight", help: "Jobs dispatched to a worker (or held for one reconnecting) and not yet done or failed.",
                    [.init(count: queue.inFlight)])
         text.gauge("darkroom_broker_jobs_dead", help: "Jobs in the dead-letter set.", [.init(count: queue.dead)])

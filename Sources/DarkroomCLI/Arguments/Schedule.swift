@@ -1,0 +1,163 @@
+/// When submitted jobs may run: `submit --at TIME` or `--in DURATION`.
+/// The broker holds such a job as `delayed` until then (DRK1 SUBMIT frame 9).
+enum Schedule: Sendable, Equatable {
+    /// At a time (Unix ms).
+    case at(UInt64)
+    /// This many milliseconds after each job is submitted.
+    case after(UInt64)
+
+    /// The not-before time of a job submitted at `now` (Unix ms).
+    func notBefore(now: UInt64) -> UInt64 {
+        switch self {
+        case .at(let time): time
+        case .after(let delay): now + delay
+        }
+    }
+
+    static let atHelp = "Run the jobs no earlier than TIME: 2026-12-24T18:00:00Z, 2026-12-24T19:00+01:00 or @UNIX_SECONDS."
+    static let inHelp = "Run each job no earlier than DURATION after it is submitted: 90s, 15m, 2h, 1d or 1h30m."
+
+    /// `--at` or `--in`, at most one of them; nil when neither is given.
+    static func parse(at atText: String?, in inText: String?) throws(UsageError) -> Schedule? {
+        switch (atText, inText) {
+        case (nil, nil):
+            return nil
+        case (.some, .some):
+            throw UsageError("--at and --in say the same thing two ways: give one of them")
+        case (let text?, nil):
+            guard let time = unixMilliseconds(text) else {
+                throw UsageError("--at must be a time with its zone, such as 2026-12-24T18:00:00Z or 2026-12-24T19:00+01:00, or @UNIX_SECONDS, not \"\(text)\"")
+            }
+            return .at(time)
+        case (nil, let text?):
+            guard let delay = milliseconds(text) else {
+                throw UsageError("--in must be a duration such as 90s, 15m, 2h, 1d or 1h30m (at most 3650d), not \"\(text)\"")
+            }
+            return .after(delay)
+        }
+    }
+
+    /// A duration of whole units `d`, `h`, `m`, `s` and `ms`, largest
+    /// first, each at most once (`1h30m`, `90s`, `250ms`), up to ten years.
+    static func milliseconds(_ text: String) -> UInt64? {
+        let units: [(name: String, ms: UInt64)] = [("d", 86_400_000), ("h", 3_600_000), ("ms", 1), ("m", 60_000), ("s", 1_000)]
+        var rest = Substring(text.lowercased())
+        var total: UInt64 = 0
+        var lastRank = -1
+        guard !rest.isEmpty else { return nil }
+        while !rest.isEmpty {
+            let digits = rest.prefix { $0.isASCII && $0.isNumber }
+            guard !digits.isEmpty, digits.count <= 12, let value = UInt64(digits) else { return nil }
+            rest = rest.dropFirst(digits.count)
+            guard let unit = units.first(where: { rest.hasPrefix($0.name) }) else { return nil }
+            // Order of size: d, h, m, s, ms.
+            let rank = ["d", "h", "m", "s", "ms"].firstIndex(of: unit.name) ?? 0
+            guard rank > lastRank else { return nil }
+            lastRank = rank
+            rest = rest.dropFirst(unit.name.count)
+            total += value * unit.ms
+        }
+        return total <= 3_650 * 86_400_000 ? total : nil
+    }
+
+    /// RFC 3339 (`T` or a space between date and time, seconds and their
+    /// fraction optional, `Z` or an offset), or `@` and Unix seconds.
+    static func unixMilliseconds(_ text: String) -> UInt64? {
+        if text.hasPrefix("@") {
+            guard let seconds = UInt64(text.dropFirst()), seconds <= 253_402_300_799 else { return nil }
+            return seconds * 1_000
+        }
+        var scanner = Scanner(Array(text.utf8))
+        guard let year = scanner.number(digits: 4), scanner.skip("-"), let month = scanner.number(digits: 2), scanner.skip("-"),
+              let day = scanner.number(digits: 2), scanner.skip("T") || scanner.skip("t") || scanner.skip(" "),
+              let hour = scanner.number(digits: 2), scanner.skip(":"), let minute = scanner.number(digits: 2) else { return nil }
+        var second = 0
+        var millisecond = 0
+        if scanner.skip(":") {
+            guard let s = scanner.number(digits: 2) else { return nil }
+            second = s
+            if scanner.skip(".") {
+                let fraction = scanner.digits()
+                guard !fraction.isEmpty else { return nil }
+                millisecond = Int(String(decoding: (fraction + [48, 48, 48]).prefix(3), as: UTF8.self)) ?? 0
+            }
+        }
+        var offsetMinutes = 0
+        if scanner.skip("Z") || scanner.skip("z") {
+        } else if let sign = scanner.sign() {
+            guard let h = scanner.number(digits: 2) else { return nil }
+            _ = scanner.skip(":")
+            guard let m = scanner.number(digits: 2), h <= 23, m <= 59 else { return nil }
+            offsetMinutes = sign * (h * 60 + m)
+        } else {
+            return nil
+        }
+        guard scanner.atEnd, (1970...9999).contains(year), (1...12).contains(month), (1...daysIn(month, of: year)).contains(day),
+              hour <= 23, minute <= 59, second <= 60 else { return nil }
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3_600 + minute * 60 + min(second, 59) - offsetMinutes * 60
+        guard seconds >= 0 else { return nil }
+        return UInt64(seconds) * 1_000 + UInt64(millisecond)
+    }
+
+    private static func isLeap(_ year: Int) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
+
+    private static func daysIn(_ month: Int, of year: Int) -> Int {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
+    private static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        // Years counted from March, so that February's leap day comes last.
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// Reads an RFC 3339 text byte by byte.
+    private struct Scanner {
+        let bytes: [UInt8]
+        var index = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { index == bytes.count }
+
+        mutating func skip(_ character: Character) -> Bool {
+            guard index < bytes.count, let ascii = character.asciiValue, bytes[index] == ascii else { return false }
+            index += 1
+            return true
+        }
+
+        mutating func number(digits count: Int) -> Int? {
+            guard index + count <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[index..<index + count] {
+                guard (48...57).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            index += count
+            return value
+        }
+
+        mutating func digits() -> [UInt8] {
+            let start = index
+            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+            return Array(bytes[start..<index])
+        }
+
+        /// +1 or -1 for a `+` or `-`, nil otherwise.
+        mutating func sign() -> Int? {
+            if skip("+") { return 1 }
+            if skip("-") { return -1 }
+            return nil
+        }
+    }
+}
