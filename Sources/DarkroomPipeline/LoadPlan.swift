@@ -51,8 +51,10 @@ struct LoadPlan: Equatable {
     }
 
     private static func planResample(for steps: [Operation], source: Size) -> LoadPlan {
-        guard case let .scale(box, mode, kernel)? = steps.first else { return LoadPlan() }
-        let scaled = Image.scaledSize(of: source, to: box, mode: mode)
+        guard case let .scale(box, mode, kernel, enlarge)? = steps.first else { return LoadPlan() }
+        let scaled = Operation.scaledSize(of: source, to: box, mode: mode, enlarge: enlarge)
+        // A scale that leaves the image as it is (enlarge=no) has nothing to fold.
+        if scaled == source, !enlarge { return LoadPlan() }
         let sx = Double(scaled.width) / Double(source.width)
         let sy = Double(scaled.height) / Double(source.height)
 

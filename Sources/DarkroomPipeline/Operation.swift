@@ -5,7 +5,9 @@ import DarkroomImage
 /// Every operation is deterministic: the same input image and the same operation
 /// give the same bytes, which is what lets a retried job produce the same result.
 public enum Operation: Sendable, Equatable {
-    case scale(Size, mode: ScaleMode, kernel: ResampleKernel)
+    /// `enlarge: false` (`enlarge=no`) leaves an image the scale would make
+    /// larger on either side as it is.
+    case scale(Size, mode: ScaleMode, kernel: ResampleKernel, enlarge: Bool = true)
     case crop(Crop)
     case glitch(seed: UInt64, amount: Double)
     case grayscale
@@ -54,10 +56,14 @@ public enum Operation: Sendable, Equatable {
     /// operation has one), then every other parameter as `key=value` in a fixed
     /// order, defaults included, so that two equal pipelines always print the same
     /// bytes and a later change of default cannot change what a stored job meant.
+    /// A key added after the language's first revision (`enlarge`) is written
+    /// only when it is not its default, which is what a step without it
+    /// always meant: canonical texts from before it read the same, and a
+    /// peer that does not know the key still reads every text that does not use it.
     public var canonical: String {
         switch self {
-        case let .scale(size, mode, kernel):
-            "scale:\(size),mode=\(mode.rawValue),kernel=\(kernel.rawValue)"
+        case let .scale(size, mode, kernel, enlarge):
+            "scale:\(size),mode=\(mode.rawValue),kernel=\(kernel.rawValue)" + (enlarge ? "" : ",enlarge=no")
         case let .crop(.square(gravity)):
             "crop:square,gravity=\(gravity.rawValue)"
         case let .crop(.size(size, gravity)):
@@ -93,8 +99,10 @@ public enum Operation: Sendable, Equatable {
     public func apply(to image: Image, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         let cancel = cancellation
         switch self {
-        case let .scale(size, mode, kernel):
-            return try image.scaled(to: size, mode: mode, kernel: kernel, cancellation: cancel)
+        case let .scale(box, mode, kernel, enlarge):
+            let size = Size(width: image.width, height: image.height)
+            if !enlarge, Operation.scaledSize(of: size, to: box, mode: mode, enlarge: false) == size { return image }
+            return try image.scaled(to: box, mode: mode, kernel: kernel, cancellation: cancel)
         case let .crop(.square(gravity)):
             return try image.croppedSquare(gravity: gravity, cancellation: cancel)
         case let .crop(.size(size, gravity)):
@@ -133,8 +141,8 @@ public enum Operation: Sendable, Equatable {
     /// any pixels are decoded, and to plan shrink-on-load.
     public func outputSize(for size: Size) throws(ImageError) -> Size {
         switch self {
-        case let .scale(box, mode, _):
-            return Image.scaledSize(of: size, to: box, mode: mode)
+        case let .scale(box, mode, _, enlarge):
+            return Operation.scaledSize(of: size, to: box, mode: mode, enlarge: enlarge)
         case let .crop(.square(_)):
             let side = min(size.width, size.height)
             return Size(width: side, height: side)
@@ -153,6 +161,16 @@ public enum Operation: Sendable, Equatable {
         default:
             return size
         }
+    }
+}
+
+extension Operation {
+    /// The size `scale` makes of `size`: pipeline.md section 4.1, and with
+    /// `enlarge: false` the size itself when either side would grow.
+    static func scaledSize(of size: Size, to box: Size, mode: ScaleMode, enlarge: Bool) -> Size {
+        let scaled = Image.scaledSize(of: size, to: box, mode: mode)
+        if !enlarge, scaled.width > size.width || scaled.height > size.height { return size }
+        return scaled
     }
 }
 

@@ -157,7 +157,8 @@ struct PipelineParser {
             let size = try parseSize(sizeToken, what: "scale size")
             let mode: ScaleMode = try reader.named("mode", default: .fit)
             let kernel: ResampleKernel = try reader.named("kernel", default: .lanczos3)
-            operation = .scale(size, mode: mode, kernel: kernel)
+            let enlarge: YesNo = try reader.named("enlarge", default: .yes)
+            operation = .scale(size, mode: mode, kernel: kernel, enlarge: enlarge == .yes)
         case .crop:
             let spec = try reader.requirePositional("square, WxH or WxH+X+Y, e.g. crop:square")
             if spec.text.asciiLowercased == "square" {
@@ -329,13 +330,18 @@ struct PipelineParser {
     }
 }
 
+/// A switch key's value (`enlarge=no`).
+enum YesNo: String, CaseIterable {
+    case yes, no
+}
+
 /// The operation names the parser knows, with a line of help for each.
 enum OperationKind: String, CaseIterable {
     case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip
 
     var parameterHelp: String {
         switch self {
-        case .scale: "usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest]"
+        case .scale: "usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest][,enlarge=yes|no]"
         case .crop: "usage: crop:square[,gravity=G] | crop:WxH[,gravity=G] | crop:WxH+X+Y"
         case .glitch: "usage: glitch[:seed=N][,amount=0..1]"
         case .grayscale, .sepia, .invert: "usage: \(rawValue) (no arguments)"

@@ -60,6 +60,29 @@ struct PlanningTests {
         }
     }
 
+    @Test("enlarge=no: a scale that would grow the image folds nothing and leaves it as it is; one that shrinks folds as before")
+    func noEnlarge() throws {
+        let p = try Pipeline(parsing: "scale:2048x2048,mode=fill,enlarge=no | crop:square")
+        let small = Size(width: 1200, height: 800)
+        #expect(try p.plannedSizes(from: small, limits: limits) == [small, Size(width: 800, height: 800)])
+        #expect(LoadPlan.make(for: p.steps, source: small) == LoadPlan())
+        let large = LoadPlan.make(for: p.steps, source: Size(width: 4000, height: 3000))
+        #expect(large.foldedSteps == 2 && large.resize?.size == Size(width: 2048, height: 2048))
+
+        // Run for real: the small source keeps its size, and the step hands
+        // on the decoded pixels themselves.
+        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90))
+        let options = JobOptions(thumbnail: nil)
+        let kept = try ImageJob(pipeline: try Pipeline(parsing: "scale:400x400,enlarge=no"), options: options).run(source)
+        let copied = try ImageJob(pipeline: try Pipeline(parsing: "invert | invert"), options: options).run(source)
+        #expect(kept.full.size == Size(width: 160, height: 120))
+        #expect(kept.full.bytes == copied.full.bytes, "the pixels are the decoded ones, not resampled")
+        let shrunk = try ImageJob(pipeline: try Pipeline(parsing: "scale:80x80,enlarge=no"), options: options).run(source)
+        #expect(shrunk.full.size == Size(width: 80, height: 60))
+        let grown = try ImageJob(pipeline: try Pipeline(parsing: "scale:400x400"), options: options).run(source)
+        #expect(grown.full.size == Size(width: 400, height: 300))
+    }
+
     @Test("a pipeline that does not start with scale decodes everything at full size")
     func noPlan() throws {
         let p = try Pipeline(parsing: "invert | scale:100x100")

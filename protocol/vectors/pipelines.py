@@ -217,7 +217,10 @@ def parse_step(text, piece, col):
         box = parse_size(token, tcol)
         mode = a.choice("mode", MODES, "fit")
         kernel = a.choice("kernel", KERNELS, "lanczos3")
-        step = (f"scale:{box[0]}x{box[1]},mode={mode},kernel={kernel}", ("scale", box, mode))
+        enlarge = a.choice("enlarge", ["yes", "no"], "yes")
+        # Written only when "no" (pipeline.md section 5).
+        text = f"scale:{box[0]}x{box[1]},mode={mode},kernel={kernel}" + (",enlarge=no" if enlarge == "no" else "")
+        step = (text, ("scale", box, mode, enlarge == "yes"))
     elif kind == "crop":
         token, tcol = a.require_positional()
         if lower(token) == "square":
@@ -310,7 +313,11 @@ def scaled(source, box, mode):
 def output(rule, size):
     w, h = size
     if rule[0] == "scale":
-        return scaled(size, rule[1], rule[2])
+        out = scaled(size, rule[1], rule[2])
+        # enlarge=no: a size larger on either side leaves the image as it is.
+        if not rule[3] and (out[0] > w or out[1] > h):
+            return size
+        return out
     if rule[0] == "square":
         return min(w, h), min(w, h)
     if rule[0] == "crop":
@@ -412,6 +419,16 @@ ok("fit-same-aspect", "scale:200x100", "1000x500")
 ok("fit-at-least-1", "scale:100x100", "10000x10", description="fit: 10 x 100 / 10000 = 0.1 is at least 1")
 ok("fill-upscale", "scale:300x300,mode=fill", "40x30", description="scale also enlarges: 400x300")
 ok("force", "scale:100x50,mode=force", "4000x3000")
+ok("no-enlarge-small", "scale:2048x2048,enlarge=no", "1024x768", description="enlarge=no: a smaller input is left as it is")
+ok("no-enlarge-large", "scale:2048x2048,Enlarge=NO", "4000x3000", description="enlarge=no still shrinks: 2048x1536")
+ok("no-enlarge-fill", "scale:300x300,mode=fill,enlarge=no", "40x30",
+   description="fill would make 400x300 of 40x30: left as it is")
+ok("no-enlarge-force-one-side", "scale:100x50,mode=force,enlarge=no", "80x80",
+   description="force would widen 80 to 100: left as it is, though the height would shrink")
+ok("no-enlarge-then-crop", "scale:1000x1000,mode=fill,enlarge=no | crop:square", "640x480",
+   description="the crop acts on the image the scale left: 480x480")
+ok("enlarge-yes-default", "scale:300x300,enlarge=yes", "40x30",
+   description="enlarge=yes is the default, and not written in the canonical text")
 ok("kernel-and-order", "scale:640x480,kernel=Nearest,mode=force", "1000x1000",
    description="named arguments in any order and any ASCII case; the canonical order is fixed")
 ok("crop-gravity", "crop:300x200,gravity=southeast", "1000x800")
@@ -469,9 +486,10 @@ bad("scale-not-size", "scale:100", 7, "scale size must be WxH, e.g. 1024x768, no
 bad("scale-zero", "scale:0x100", 7, "scale size 0x100 is out of range; each side must be 1 to 65500")
 bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; each side must be 1 to 65500")
 bad("scale-mode", "scale:100x100,mode=stretch", 20, "mode must be one of fit, fill, force, not \"stretch\"")
+bad("scale-enlarge", "scale:100x100,enlarge=false", 23, "enlarge must be one of yes, no, not \"false\"")
 bad("key-twice", "scale:100x100,Mode=fill,mode=fit", 25, "mode is given twice")
 bad("key-kelvin", "scale:100x100,\u212aernel=nearest", 15,
-    "scale has no parameter \"\u212aernel\"; usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest]")
+    "scale has no parameter \"\u212aernel\"; usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest][,enlarge=yes|no]")
 bad("key-missing", "scale:100x100,=fill", 15, "missing parameter name before \"=\"")
 bad("value-missing", "scale:100x100,mode=", 15, "missing value for mode")
 bad("two-unnamed", "scale:100x100,200x200", 15, "scale takes one unnamed argument; name the others as key=value")
