@@ -64,14 +64,14 @@ public final class Broker: Sendable {
     private static func failure(_ error: ServiceThread<CoreMessage>.StartError) -> BrokerError {
         switch error {
         case .alreadyStarted: .alreadyStarted
-        case .failed(let cause): .startFailed("\(cause)")
+        case .failed(let cause): .startFailed(cause)
         }
     }
 
     private static func failure(_ error: ServiceThread<SwitchboardInstruction>.StartError) -> BrokerError {
         switch error {
         case .alreadyStarted: .alreadyStarted
-        case .failed(let cause): .startFailed("\(cause)")
+        case .failed(let cause): .startFailed(cause)
         }
     }
 

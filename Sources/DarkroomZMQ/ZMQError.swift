@@ -92,6 +92,10 @@ public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// A bind found its address taken (`EADDRINUSE`): another process
+    /// listens there.
+    public var isAddressInUse: Bool { code == darkroom_zmq_eaddrinuse() }
+
     public var description: String {
         "\(call): \(message) (\(name))"
     }

@@ -1,4 +1,6 @@
+import DarkroomBroker
 import DarkroomCore
+import DarkroomZMQ
 import Dispatch
 import Foundation
 import Synchronization
@@ -35,15 +37,23 @@ enum ServiceRunner {
                 started.append(entry)
             } catch {
                 for done in started.reversed() { done.service.stop(grace: .seconds(5)) }
-                let text = "\(error)"
                 // The commonest reason by far: say what to do about it.
-                let hint = text.contains("(EADDRINUSE)")
+                let hint = isAddressInUse(error)
                     ? "; another process listens there (a `darkroom up` or role already running?): stop it, or choose other endpoints (see --help)"
                     : ""
-                throw RuntimeError("cannot start the \(entry.name): \(text)\(hint)")
+                throw RuntimeError("cannot start the \(entry.name): \(error)\(hint)")
             }
         }
         return started
+    }
+
+    /// Whether a service could not start because a bind found its address
+    /// taken: the storage node throws the bind's error itself, the broker
+    /// wraps it.
+    static func isAddressInUse(_ error: any Error) -> Bool {
+        if let error = error as? ZMQError { return error.isAddressInUse }
+        if let cause = (error as? BrokerError)?.cause { return isAddressInUse(cause) }
+        return false
     }
 
     /// Blocks until a termination signal or until a service ends without
