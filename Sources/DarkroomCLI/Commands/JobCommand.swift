@@ -44,13 +44,15 @@ enum JobCommand {
         let context = try Context()
         let admin = try ClientOptions.admin(args, context: context)
         var timedOut = false
+        // What the wait already read: ended jobs' stories and unknown ids.
+        var read: [ULID: Result<JobStory, ClientError>] = [:]
         if wait {
             let timeout = try ClientOptions.timeout(args)
             let curve = try ClientOptions.brokerCurve(args)
             do {
                 let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args),
                                                  context: context, timeout: timeout, curve: curve)
-                timedOut = try waitUntilEnded(ids, admin: admin, follower: follower, limit: limit)
+                (timedOut, read) = try waitUntilEnded(ids, admin: admin, follower: follower, limit: limit)
             } catch {
                 throw error.runtime
             }
@@ -59,7 +61,7 @@ enum JobCommand {
         var notStored = 0
         for (index, id) in ids.enumerated() {
             do {
-                let story = try admin.jobStory(id)
+                let story = if let known = read[id] { try known.get() } else { try admin.jobStory(id) }
                 if story.state != "stored" { notStored += 1 }
                 if args.flag("json") {
                     Console.out(jsonLine(story))
@@ -80,20 +82,25 @@ enum JobCommand {
     }
 
     /// Waits until every job of `ids` the broker knows has ended, or
-    /// `limit` passes (true then). The broker's newest event seq is taken
-    /// before the jobs' stories: a job that ended up to it shows so in its
-    /// story, and one that ends after it in the events that follow it.
-    static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower, limit: Duration?) throws(ClientError) -> Bool {
+    /// `limit` passes (`timedOut` then). The broker's newest event seq is
+    /// taken before the jobs' stories: a job that ended up to it shows so
+    /// in its story, and one that ends after it in the events that follow
+    /// it. Returns the stories read that will not change (ended jobs) and
+    /// the ids the broker does not know, so they are not asked for again.
+    static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower,
+                               limit: Duration?) throws(ClientError) -> (timedOut: Bool, read: [ULID: Result<JobStory, ClientError>]) {
         let head = try admin.status().eventSeq
         var open: Set<ULID> = []
+        var read: [ULID: Result<JobStory, ClientError>] = [:]
         for id in ids {
             do {
-                if !endings.contains(try admin.jobStory(id).state) { open.insert(id) }
+                let story = try admin.jobStory(id)
+                if endings.contains(story.state) { read[id] = .success(story) } else { open.insert(id) }
             } catch where error.serverCode == .notFound {
-                continue  // named when the stories are shown
+                read[id] = .failure(error)  // named when the stories are shown
             }
         }
-        guard !open.isEmpty else { return false }
+        guard !open.isEmpty else { return (false, read) }
         let endpoint = follower.frontendEndpoint
         follower.onBrokerContact = { contact in
             switch contact {
@@ -105,10 +112,10 @@ enum JobCommand {
         }
         do {
             _ = try follower.waitForJobs(open, from: head + 1, timeout: limit)
-            return false
+            return (false, read)
         } catch where error.kind == .timeout && limit != nil {
             Console.err("job: \(error.message)")
-            return true
+            return (true, read)
         }
     }
 
