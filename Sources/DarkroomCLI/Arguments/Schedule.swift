@@ -14,6 +14,26 @@ enum Schedule: Sendable, Equatable {
         }
     }
 
+    /// One line for people: when the jobs may run.
+    func summary(now: UInt64) -> String {
+        switch self {
+        case .at(let time) where time <= now:
+            "scheduled for \(JobCommand.time(time)), which has passed: the jobs run at once"
+        case .at(let time):
+            "scheduled: no job runs before \(JobCommand.time(time)) (in \(Schedule.text(milliseconds: time - now)))"
+        case .after(let delay):
+            "scheduled: each job runs no earlier than \(Schedule.text(milliseconds: delay)) after its submit"
+        }
+    }
+
+    /// A duration as people write it: `1d 2h`, `15m`, `90 s` reads `1m 30s`.
+    static func text(milliseconds ms: UInt64) -> String {
+        let seconds = (ms + 999) / 1_000
+        let parts: [(UInt64, String)] = [(seconds / 86_400, "d"), (seconds % 86_400 / 3_600, "h"), (seconds % 3_600 / 60, "m"), (seconds % 60, "s")]
+        let shown = parts.filter { $0.0 > 0 }.prefix(2).map { "\($0.0)\($0.1)" }
+        return shown.isEmpty ? "0s" : shown.joined(separator: " ")
+    }
+
     static let atHelp = "Run the jobs no earlier than TIME: 2026-12-24T18:00:00Z, 2026-12-24T19:00+01:00 or @UNIX_SECONDS."
     static let inHelp = "Run each job no earlier than DURATION after it is submitted: 90s, 15m, 2h, 1d or 1h30m."
 

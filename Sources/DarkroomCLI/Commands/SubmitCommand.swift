@@ -230,6 +230,8 @@ enum SubmitCommand {
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
         var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, schedule: schedule)
+        // Said once, so that a wait with nothing happening reads as meant.
+        if let schedule, !json { err("submit: " + schedule.summary(now: ULIDGenerator.systemMilliseconds())) }
         let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
         var unanswered = valid
