@@ -21,6 +21,8 @@ public enum Operation: Sendable, Equatable {
     case pixelate(Int)
     case rotate(Int)
     case flip(horizontal: Bool)
+    /// The image on a canvas of this size, filled with the colour, placed by gravity.
+    case pad(Size, background: RGBColor, gravity: Gravity)
 
     /// The three ways to name a crop window.
     public enum Crop: Sendable, Equatable {
@@ -49,6 +51,7 @@ public enum Operation: Sendable, Equatable {
         case .pixelate: "pixelate"
         case .rotate: "rotate"
         case .flip: "flip"
+        case .pad: "pad"
         }
     }
 
@@ -90,6 +93,8 @@ public enum Operation: Sendable, Equatable {
             "rotate:\(degrees)"
         case let .flip(horizontal):
             horizontal ? "flip:h" : "flip:v"
+        case let .pad(size, background, gravity):
+            "pad:\(size),background=\(background),gravity=\(gravity.rawValue)"
         }
     }
 
@@ -133,6 +138,8 @@ public enum Operation: Sendable, Equatable {
             return try image.rotated(quarterTurnsClockwise: degrees / 90, cancellation: cancel)
         case let .flip(horizontal):
             return try image.flipped(horizontally: horizontal, cancellation: cancel)
+        case let .pad(size, background, gravity):
+            return try image.padded(to: size, background: background, gravity: gravity, cancellation: cancel)
         }
     }
 
@@ -158,6 +165,11 @@ public enum Operation: Sendable, Equatable {
             return rect.size
         case let .rotate(degrees) where degrees == 90 || degrees == 270:
             return Size(width: size.height, height: size.width)
+        case let .pad(canvas, _, _):
+            guard size.width <= canvas.width, size.height <= canvas.height else {
+                throw ImageError(.invalidArgument, "image \(size) is larger than pad \(canvas)")
+            }
+            return canvas
         default:
             return size
         }

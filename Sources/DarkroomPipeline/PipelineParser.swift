@@ -213,6 +213,17 @@ struct PipelineParser {
             case "v", "vertical": operation = .flip(horizontal: false)
             default: throw fail("flip takes h (left-right) or v (top-bottom), not \"\(token.text)\"", at: token)
             }
+        case .pad:
+            let size = try parseSize(try reader.requirePositional("a size WxH, e.g. pad:1024x1024"), what: "pad size")
+            var background = RGBColor.black
+            if let token = reader.value("background") {
+                guard let color = RGBColor(hex: token.text) else {
+                    throw fail("background must be six hex digits RRGGBB, e.g. ffffff, not \"\(token.text)\"", at: token)
+                }
+                background = color
+            }
+            let gravity: Gravity = try reader.named("gravity", default: .center)
+            operation = .pad(size, background: background, gravity: gravity)
         }
         try reader.finish()
         return operation
@@ -337,7 +348,7 @@ enum YesNo: String, CaseIterable {
 
 /// The operation names the parser knows, with a line of help for each.
 enum OperationKind: String, CaseIterable {
-    case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip
+    case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip, pad
 
     var parameterHelp: String {
         switch self {
@@ -351,6 +362,7 @@ enum OperationKind: String, CaseIterable {
         case .pixelate: "usage: pixelate:BLOCK"
         case .rotate: "usage: rotate:90|180|270"
         case .flip: "usage: flip:h|v"
+        case .pad: "usage: pad:WxH[,background=RRGGBB][,gravity=G]"
         }
     }
 

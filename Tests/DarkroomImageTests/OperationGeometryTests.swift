@@ -26,6 +26,31 @@ import Testing
         #expect(throws: ImageError.self) { try img.cropped(to: Size(width: 501, height: 10), gravity: .center) }
     }
 
+    @Test func padPlacesTheImageOnTheBackground() throws {
+        let img = TestImages.coordinates(width: 30, height: 20)
+        let white = RGBColor(red: 255, green: 255, blue: 255)
+        let out = try img.padded(to: Size(width: 50, height: 26), background: white, gravity: .center)
+        #expect(out.width == 50 && out.height == 26)
+        // Centred: 10 columns and 3 rows of background before the image.
+        #expect(out.pixel(x: 10, y: 3) == (0, 0, 0))
+        #expect(out.pixel(x: 39, y: 22) == (29, 19, 29 ^ 19))
+        for (x, y) in [(0, 0), (9, 3), (40, 22), (10, 2), (10, 23), (49, 25)] {
+            #expect(out.pixel(x: x, y: y) == (255, 255, 255), "(\(x), \(y)) is background")
+        }
+        #expect(out.pixels.enumerated().allSatisfy { $0.offset % 4 != 3 || $0.element == 255 }, "padding bytes stay 255")
+        let corner = try img.padded(to: Size(width: 31, height: 25), background: RGBColor(red: 1, green: 2, blue: 3), gravity: .southeast)
+        #expect(corner.pixel(x: 1, y: 5) == (0, 0, 0) && corner.pixel(x: 0, y: 24) == (1, 2, 3))
+        #expect(try img.padded(to: Size(width: 30, height: 20), background: white, gravity: .north) == img)
+        do {
+            _ = try img.padded(to: Size(width: 29, height: 40), background: white, gravity: .center)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.code == .invalidArgument && error.message == "image 30x20 is larger than pad 29x40")
+        }
+        #expect(RGBColor(hex: "0A0b0C") == RGBColor(red: 10, green: 11, blue: 12) && RGBColor(hex: "0a0b0c")?.description == "0a0b0c")
+        for bad in ["fff", "+fffff", "-fffff", "gggggg", "fffffff", ""] { #expect(RGBColor(hex: bad) == nil, "\(bad)") }
+    }
+
     @Test func squareCropGravity() {
         let wide = TestImages.coordinates(width: 60, height: 20)
         let expectations: [(Gravity, Int)] = [(.center, 20), (.west, 0), (.east, 40), (.north, 20), (.southeast, 40), (.northwest, 0)]

@@ -24,7 +24,8 @@ MAX_CANONICAL_BYTES = 4096
 WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
 
 OPERATIONS = ["scale", "crop", "glitch", "grayscale", "sepia", "invert", "blur", "sharpen", "brightness",
-              "contrast", "saturation", "pixelate", "rotate", "flip"]
+              "contrast", "saturation", "pixelate", "rotate", "flip", "pad"]
+HEX = set("0123456789abcdefABCDEF")
 MODES = ["fit", "fill", "force"]
 KERNELS = ["lanczos3", "bilinear", "nearest"]
 GRAVITIES = ["center", "north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest"]
@@ -271,6 +272,17 @@ def parse_step(text, piece, col):
             raise Invalid(tcol)
         degrees = int(token)
         step = (f"rotate:{degrees}", ("swap",) if degrees != 180 else ("same",))
+    elif kind == "pad":
+        token, tcol = a.require_positional()
+        size = parse_size(token, tcol)
+        found = a.value("background")
+        background = "000000"
+        if found is not None:
+            if len(found[0]) != 6 or not set(found[0]) <= HEX:
+                raise Invalid(found[1])
+            background = lower(found[0])
+        gravity = a.choice("gravity", GRAVITIES, "center")
+        step = (f"pad:{size[0]}x{size[1]},background={background},gravity={gravity}", ("pad", size))
     else:  # flip
         token, tcol = a.require_positional()
         value = lower(token)
@@ -332,6 +344,11 @@ def output(rule, size):
         return rw, rh
     if rule[0] == "swap":
         return h, w
+    if rule[0] == "pad":
+        pw, ph = rule[1]
+        if w > pw or h > ph:
+            raise StepFailure("image.invalid-argument")
+        return pw, ph
     return w, h
 
 
@@ -447,6 +464,11 @@ ok("number-exponent", "glitch:amount=0.00001,seed=3", "64x64",
 ok("named-primary", "blur:sigma=3 | pixelate:size=8.0 | sharpen:sigma=0.5,amount=2", "64x64")
 ok("no-arguments", "grayscale|sepia|invert", "64x48")
 ok("flip", "flip:Horizontal | flip:V", "64x48")
+ok("pad-letterbox", "scale:256x256 | pad:256x256,background=FFFFFF", "4000x3000",
+   description="fit then pad: every photo exactly 256x256, whole, on white")
+ok("pad-defaults", "pad:100x80", "64x48", description="black, centred; written out in the canonical text")
+ok("pad-gravity-exact", "pad:64x48,gravity=SouthWest,background=0a0B0c", "64x48",
+   description="a canvas the size of the input leaves it as it is")
 ok("glitch-defaults", "glitch", "64x48")
 ok("thumbnail-wide", "scale:1024x1024", "4000x3000", thumb="100x300",
    description="a thumbnail taller than the output: the centred 256x768 region is resampled to 100x300")
@@ -460,6 +482,8 @@ ok("canonical-at-limit", "|".join(["invert"] * 455), "16x16",
 # ---------------------------------------------------------------- planning failures
 fails("crop-rect-outside", "scale:160x100 | crop:600x600+0+0", "320x200", 2, "image.invalid-argument",
       "rectangle 600x600+0+0 exceeds image 160x100")
+fails("pad-smaller", "scale:300x300,mode=fill | pad:300x300", "400x300", 2, "image.invalid-argument",
+      "image 400x300 is larger than pad 300x300")
 fails("crop-larger", "crop:2000x100", "1000x800", 1, "image.invalid-argument",
       "crop 2000x100 is larger than image 1000x800")
 fails("crop-after-rotate", "rotate:90 | crop:500x400", "800x450", 2, "image.invalid-argument",
@@ -479,13 +503,16 @@ bad("trailing-bar", "grayscale |", 12, "empty step; expected an operation betwee
 bad("unknown-suggested", "scale:100x100 | crpo:square", 17, "unknown operation \"crpo\" (did you mean \"crop\"?)")
 bad("unknown-listed", "resize:100x100", 1,
     "unknown operation \"resize\"; expected one of scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, "
-    "brightness, contrast, saturation, pixelate, rotate, flip")
+    "brightness, contrast, saturation, pixelate, rotate, flip, pad")
 bad("arguments-before-name", "blurr:,x", 7, "empty argument to blurr; expected a value or key=value")
 bad("scale-no-size", "scale", 1, "scale needs a size WxH, e.g. scale:1024x1024")
 bad("scale-not-size", "scale:100", 7, "scale size must be WxH, e.g. 1024x768, not \"100\"")
 bad("scale-zero", "scale:0x100", 7, "scale size 0x100 is out of range; each side must be 1 to 65500")
 bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; each side must be 1 to 65500")
 bad("scale-mode", "scale:100x100,mode=stretch", 20, "mode must be one of fit, fill, force, not \"stretch\"")
+bad("pad-background", "pad:10x10,background=fff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"fff\"")
+bad("pad-background-sign", "pad:10x10,background=+fffff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"+fffff\"")
+bad("pad-no-size", "pad", 1, "pad needs a size WxH, e.g. pad:1024x1024")
 bad("scale-enlarge", "scale:100x100,enlarge=false", 23, "enlarge must be one of yes, no, not \"false\"")
 bad("key-twice", "scale:100x100,Mode=fill,mode=fit", 25, "mode is given twice")
 bad("key-kelvin", "scale:100x100,\u212aernel=nearest", 15,
