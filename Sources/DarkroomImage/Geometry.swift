@@ -45,6 +45,9 @@ public struct Rect: Sendable, Hashable, CustomStringConvertible {
 /// Where a crop window sits inside a larger image.
 public enum Gravity: String, Sendable, CaseIterable {
     case center, north, south, east, west, northeast, northwest, southeast, southwest
+    /// Where the picture has the most detail (`Image.detailWindow`): a crop
+    /// looks at the pixels; without them (`place`) it is the centre.
+    case smart
 
     /// The rectangle of `crop` size placed in `container` by this gravity.
     /// `crop` must not be larger than `container`.
@@ -56,12 +59,12 @@ public enum Gravity: String, Sendable, CaseIterable {
         switch self {
         case .west, .northwest, .southwest: x = 0
         case .east, .northeast, .southeast: x = freeX
-        case .center, .north, .south: x = freeX / 2
+        case .center, .north, .south, .smart: x = freeX / 2
         }
         switch self {
         case .north, .northeast, .northwest: y = 0
         case .south, .southeast, .southwest: y = freeY
-        case .center, .east, .west: y = freeY / 2
+        case .center, .east, .west, .smart: y = freeY / 2
         }
         return Rect(x: x, y: y, width: crop.width, height: crop.height)
     }

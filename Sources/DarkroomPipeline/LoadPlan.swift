@@ -86,6 +86,8 @@ struct LoadPlan: Equatable {
     /// (the step itself will then report the error).
     private static func cropWindow(_ crop: Operation.Crop, in size: Size) -> Rect? {
         switch crop {
+        case .square(.smart), .size(_, .smart):
+            return nil  // placed by the pixels, which the plan has not seen
         case let .square(gravity):
             let side = min(size.width, size.height)
             return gravity.place(Size(width: side, height: side), in: size)

@@ -222,7 +222,15 @@ struct PipelineParser {
                 }
                 background = color
             }
-            let gravity: Gravity = try reader.named("gravity", default: .center)
+            // Every gravity but smart, which looks for detail to keep in a crop.
+            let places = Gravity.allCases.filter { $0 != .smart }
+            var gravity = Gravity.center
+            if let token = reader.value("gravity") {
+                guard let place = places.first(where: { $0.rawValue == token.text.asciiLowercased }) else {
+                    throw fail("pad's gravity must be one of \(places.map(\.rawValue).joined(separator: ", ")), not \"\(token.text)\"", at: token)
+                }
+                gravity = place
+            }
             operation = .pad(size, background: background, gravity: gravity)
         }
         try reader.finish()

@@ -51,6 +51,37 @@ import Testing
         for bad in ["fff", "+fffff", "-fffff", "gggggg", "fffffff", ""] { #expect(RGBColor(hex: bad) == nil, "\(bad)") }
     }
 
+    /// A flat image with a checkerboard patch: the smart window holds the patch.
+    static func patched(width: Int, height: Int, patch: Rect) -> Image {
+        var img = Image(width: width, height: height, red: 120, green: 140, blue: 160)
+        for y in patch.y ..< patch.y + patch.height {
+            for x in patch.x ..< patch.x + patch.width where (x / 4 + y / 4) % 2 == 0 {
+                let i = (y * width + x) * 4
+                img.pixels[i] = 250; img.pixels[i + 1] = 250; img.pixels[i + 2] = 250
+            }
+        }
+        return img
+    }
+
+    @Test func smartCropKeepsTheDetail() throws {
+        // A wide picture with its detail near the right edge.
+        let wide = Self.patched(width: 600, height: 200, patch: Rect(x: 480, y: 40, width: 100, height: 120))
+        let square = try wide.croppedSquare(gravity: .smart, cancellation: .never)
+        #expect(square.width == 200 && square.height == 200)
+        let window = try wide.detailWindow(Size(width: 200, height: 200))
+        #expect(window.x + 200 >= 580 && window.x <= 480, "the window \(window) holds the patch 480–580")
+        #expect(square == (try wide.cropped(to: window)))
+        // A tall one, detail at the top left, a smaller window.
+        let tall = Self.patched(width: 300, height: 900, patch: Rect(x: 10, y: 30, width: 60, height: 60))
+        let small = try tall.detailWindow(Size(width: 100, height: 100))
+        #expect(small.x <= 10 && small.x + 100 >= 70 && small.y <= 30 && small.y + 100 >= 90, "\(small)")
+        // Nothing to choose by: the centre.
+        let flat = Image(width: 500, height: 300, red: 9, green: 9, blue: 9)
+        #expect(try flat.detailWindow(Size(width: 300, height: 300)) == Gravity.center.place(Size(width: 300, height: 300), in: Size(width: 500, height: 300)))
+        #expect(try flat.detailWindow(Size(width: 500, height: 300)) == Rect(x: 0, y: 0, width: 500, height: 300))
+        #expect(throws: ImageError.self) { try flat.detailWindow(Size(width: 501, height: 10)) }
+    }
+
     @Test func squareCropGravity() {
         let wide = TestImages.coordinates(width: 60, height: 20)
         let expectations: [(Gravity, Int)] = [(.center, 20), (.west, 0), (.east, 40), (.north, 20), (.southeast, 40), (.northwest, 0)]

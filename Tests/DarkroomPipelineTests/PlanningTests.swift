@@ -83,6 +83,14 @@ struct PlanningTests {
         #expect(grown.full.size == Size(width: 400, height: 300))
     }
 
+    @Test("a smart crop is not folded into the decode: it needs the pixels; the scale before it still is")
+    func smartCropIsNotFolded() throws {
+        let p = try Pipeline(parsing: "scale:1024x1024,mode=fill | crop:square,gravity=smart")
+        let plan = LoadPlan.make(for: p.steps, source: Size(width: 4000, height: 3000))
+        #expect(plan.foldedSteps == 1 && plan.region == nil && plan.resize?.size == Size(width: 1365, height: 1024))
+        #expect(plan.shrink == 1)
+    }
+
     @Test("a pipeline that does not start with scale decodes everything at full size")
     func noPlan() throws {
         let p = try Pipeline(parsing: "invert | scale:100x100")

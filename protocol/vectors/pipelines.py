@@ -28,7 +28,8 @@ OPERATIONS = ["scale", "crop", "glitch", "grayscale", "sepia", "invert", "blur",
 HEX = set("0123456789abcdefABCDEF")
 MODES = ["fit", "fill", "force"]
 KERNELS = ["lanczos3", "bilinear", "nearest"]
-GRAVITIES = ["center", "north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest"]
+PLACES = ["center", "north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest"]
+GRAVITIES = PLACES + ["smart"]  # crop's; pad takes PLACES
 
 
 class Invalid(Exception):
@@ -281,7 +282,7 @@ def parse_step(text, piece, col):
             if len(found[0]) != 6 or not set(found[0]) <= HEX:
                 raise Invalid(found[1])
             background = lower(found[0])
-        gravity = a.choice("gravity", GRAVITIES, "center")
+        gravity = a.choice("gravity", PLACES, "center")
         step = (f"pad:{size[0]}x{size[1]},background={background},gravity={gravity}", ("pad", size))
     else:  # flip
         token, tcol = a.require_positional()
@@ -452,6 +453,9 @@ ok("crop-gravity", "crop:300x200,gravity=southeast", "1000x800")
 ok("crop-rect", "crop:600x400+10+20", "1000x800")
 ok("crop-rect-edge", "crop:600x400+400+400", "1000x800", description="a rectangle may touch the far edges")
 ok("crop-square-gravity", "crop:SQUARE,gravity=NorthEast", "640x480")
+ok("crop-smart", "scale:1024x1024,mode=fill | crop:square,gravity=Smart", "4000x3000",
+   description="smart places the window by the pixels; its size is planned as any crop's")
+ok("crop-size-smart", "crop:300x200,gravity=smart", "1000x800")
 ok("rotate", "rotate:90 | rotate:180 | rotate:+270", "400x300", description="90 and 270 swap the sides")
 ok("case-and-space", "  SCALE : 100X50 , MODE = Fill | Crop:Square,Gravity=North ", "1000x1000",
    description="whitespace around separators is ignored; names and keywords are ASCII case-insensitive")
@@ -532,7 +536,9 @@ bad("crop-rect-form", "crop:100x100+5", 6,
 bad("crop-rect-gravity", "crop:100x100+0+0,gravity=north", 18,
     "crop has no parameter \"gravity\"; usage: crop:square[,gravity=G] | crop:WxH[,gravity=G] | crop:WxH+X+Y")
 bad("crop-gravity", "crop:square,gravity=up", 21,
-    "gravity must be one of center, north, south, east, west, northeast, northwest, southeast, southwest, not \"up\"")
+    "gravity must be one of center, north, south, east, west, northeast, northwest, southeast, southwest, smart, not \"up\"")
+bad("pad-smart", "pad:10x10,gravity=smart", 19,
+    "pad's gravity must be one of center, north, south, east, west, northeast, northwest, southeast, southwest, not \"smart\"")
 bad("crop-not-ascii", "crop:carré", 6, "crop size must be WxH, e.g. 1024x768, not \"carré\"")
 bad("rotate-45", "rotate:45", 8, "rotate takes 90, 180 or 270 (degrees clockwise), not \"45\"")
 bad("flip-x", "flip:x", 6, "flip takes h (left-right) or v (top-bottom), not \"x\"")

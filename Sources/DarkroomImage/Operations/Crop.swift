@@ -46,8 +46,7 @@ extension Image {
     /// `cancellation` is set.
     public func croppedSquare(gravity: Gravity = .center, cancellation: CancellationFlag) throws(ImageError) -> Image {
         let side = min(width, height)
-        let rect = gravity.place(Size(width: side, height: side), in: Size(width: width, height: height))
-        return try cropped(to: rect, cancellation: cancellation)
+        return try cropped(to: Size(width: side, height: side), gravity: gravity, cancellation: cancellation)
     }
 
     /// A window of `size` placed by `gravity`. Throws if `size` is empty or larger
@@ -60,7 +59,9 @@ extension Image {
         guard size.width <= width, size.height <= height else {
             throw ImageError(.invalidArgument, "crop size \(size) exceeds image \(width)x\(height)")
         }
-        return try cropped(to: gravity.place(size, in: Size(width: width, height: height)), cancellation: cancellation)
+        let rect = gravity == .smart ? try detailWindow(size, cancellation: cancellation)
+                                     : gravity.place(size, in: Size(width: width, height: height))
+        return try cropped(to: rect, cancellation: cancellation)
     }
 
     /// An aspect-fill copy at exactly `size`: scaled so it covers `size`, then
