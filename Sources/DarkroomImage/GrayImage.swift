@@ -113,11 +113,12 @@ public struct GrayImage: Sendable, Equatable {
     /// resampled to `size`. Throws `ImageError.cancelled` once `cancellation`
     /// is set.
     public func thumbnail(
-        _ size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+        _ size: Size, gravity: Gravity = .center, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> GrayImage {
         try Image.checkOutputSize(size, operation: "thumbnail")
         let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
-        let rect = Gravity.center.place(region, in: Size(width: width, height: height))
+        let rect = gravity == .smart ? try detailWindow(region, cancellation: cancellation)
+                                     : gravity.place(region, in: Size(width: width, height: height))
         return try cropped(to: rect, cancellation: cancellation).resized(to: size, kernel: kernel, cancellation: cancellation)
     }
 }

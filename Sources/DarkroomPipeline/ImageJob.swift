@@ -13,6 +13,8 @@ public struct JobOptions: Sendable, Equatable {
     public var subsampling: ChromaSubsampling
     /// Write progressive JPEGs.
     public var progressive: Bool
+    /// Where the thumbnail's aspect-fill crop sits (`smart`: the most detail).
+    public var thumbnailGravity: Gravity
     /// Input limits, checked from the header before any pixel is allocated.
     public var limits: DecodeLimits
 
@@ -24,8 +26,10 @@ public struct JobOptions: Sendable, Equatable {
         thumbnailQuality: Int = 70,
         subsampling: ChromaSubsampling = .auto,
         progressive: Bool = false,
+        thumbnailGravity: Gravity = .center,
         limits: DecodeLimits = .default
     ) {
+        self.thumbnailGravity = thumbnailGravity
         self.thumbnail = thumbnail
         self.quality = quality
         self.thumbnailQuality = thumbnailQuality
@@ -168,11 +172,11 @@ public struct ImageJob: Sendable {
                 switch image {
                 case let .gray(plane):
                     // The thumbnail of a gray image is gray too.
-                    let small = try plane.thumbnail(size, cancellation: cancel)
+                    let small = try plane.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
                     bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive),
                                             cancellation: cancel)
                 case let .color(image):
-                    let small = try image.thumbnail(size, cancellation: cancel)
+                    let small = try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
                     bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
                                                                           progressive: options.progressive, iccProfile: profile),
                                             cancellation: cancel)

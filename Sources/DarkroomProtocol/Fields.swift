@@ -7,7 +7,7 @@
 ///     offset 6  u8   output flags: bits 0–1 chroma subsampling (0 auto,
 ///                    1 4:4:4, 2 4:2:2, 3 4:2:0), bit 2 progressive,
 ///                    bits 3–7 MUST be 0
-///     offset 7  u8   reserved, MUST be 0
+///     offset 7  u8   thumbnail gravity, 0…9 (0 center … 9 smart)
 public struct JobOptions: Sendable, Hashable {
     public var thumbnailWidth: UInt16
     public var thumbnailHeight: UInt16
@@ -17,6 +17,36 @@ public struct JobOptions: Sendable, Hashable {
     public var subsampling: Subsampling
     /// Both outputs written as progressive JPEGs.
     public var progressive: Bool
+    /// Where the thumbnail's aspect-fill crop sits.
+    public var thumbnailGravity: ThumbnailGravity
+
+    /// Where the thumbnail's crop sits, as byte 7 carries it; the names are
+    /// pipeline.md's gravities.
+    public enum ThumbnailGravity: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        case center = 0, north, south, east, west, northeast, northwest, southeast, southwest
+        /// Where the picture has the most detail.
+        case smart
+
+        public var description: String {
+            switch self {
+            case .center: "center"
+            case .north: "north"
+            case .south: "south"
+            case .east: "east"
+            case .west: "west"
+            case .northeast: "northeast"
+            case .northwest: "northwest"
+            case .southeast: "southeast"
+            case .southwest: "southwest"
+            case .smart: "smart"
+            }
+        }
+
+        public init?(name: String) {
+            guard let gravity = Self.allCases.first(where: { $0.description == name }) else { return nil }
+            self = gravity
+        }
+    }
 
     /// Chroma subsampling as the flags carry it (bits 0–1).
     public enum Subsampling: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
@@ -51,13 +81,14 @@ public struct JobOptions: Sendable, Hashable {
     public static let `default` = JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70)
 
     public init(thumbnailWidth: UInt16, thumbnailHeight: UInt16, quality: UInt8, thumbnailQuality: UInt8,
-                subsampling: Subsampling = .auto, progressive: Bool = false) {
+                subsampling: Subsampling = .auto, progressive: Bool = false, thumbnailGravity: ThumbnailGravity = .center) {
         self.thumbnailWidth = thumbnailWidth
         self.thumbnailHeight = thumbnailHeight
         self.quality = quality
         self.thumbnailQuality = thumbnailQuality
         self.subsampling = subsampling
         self.progressive = progressive
+        self.thumbnailGravity = thumbnailGravity
     }
 
     /// The output flags byte (offset 6).
@@ -84,7 +115,7 @@ public struct JobOptions: Sendable, Hashable {
         out.append(quality)
         out.append(thumbnailQuality)
         out.append(flags)
-        out.append(0)
+        out.append(thumbnailGravity.rawValue)
         return out
     }
 }
@@ -94,16 +125,19 @@ extension MessageReader {
         let (i, parts) = try structure(field, width: JobOptions.frameSize) { (r: inout FrameReader) throws(FrameReader.OutOfBytes) in
             (try r.u16(), try r.u16(), try r.u8(), try r.u8(), try r.u8(), try r.u8())
         }
-        let (w, h, q, tq, flags, reserved) = parts
+        let (w, h, q, tq, flags, gravityByte) = parts
         let side = 1...Wire.Limit.maxThumbnailSide
         guard side.contains(w) else { throw error(frame: i, field, "thumbnail width is \(w), must be 1…\(side.upperBound)") }
         guard side.contains(h) else { throw error(frame: i, field, "thumbnail height is \(h), must be 1…\(side.upperBound)") }
         guard (1...100).contains(q) else { throw error(frame: i, field, "quality is \(q), must be 1…100") }
         guard (1...100).contains(tq) else { throw error(frame: i, field, "thumbnail quality is \(tq), must be 1…100") }
-        guard reserved == 0 else { throw error(frame: i, field, "reserved byte must be 0, got \(reserved)") }
-        guard let options = JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq).with(flags: flags) else {
+        guard var options = JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq).with(flags: flags) else {
             throw error(frame: i, field, "output flags are \(flags), only bits 0–2 are defined")
         }
+        guard let gravity = JobOptions.ThumbnailGravity(rawValue: gravityByte) else {
+            throw error(frame: i, field, "thumbnail gravity is \(gravityByte), must be 0…\(JobOptions.ThumbnailGravity.allCases.count - 1)")
+        }
+        options.thumbnailGravity = gravity
         return options
     }
 

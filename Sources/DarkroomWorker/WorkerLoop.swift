@@ -810,6 +810,7 @@ final class WorkerLoop {
             thumbnailQuality: Int(job.options.thumbnailQuality),
             subsampling: ChromaSubsampling(job.options.subsampling),
             progressive: job.options.progressive,
+            thumbnailGravity: Gravity(job.options.thumbnailGravity),
             limits: configuration.limits
         )
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
@@ -1023,6 +1024,13 @@ final class WorkerLoop {
         let byte = frames[1][0]
         let name = Command(rawValue: byte)?.name ?? "unknown"
         return "\(name) (0x\(String(byte, radix: 16)))"
+    }
+}
+
+extension Gravity {
+    /// The gravity a JOB's options give its thumbnail.
+    init(_ gravity: DarkroomProtocol.JobOptions.ThumbnailGravity) {
+        self = Gravity(rawValue: gravity.description) ?? .center
     }
 }
 

@@ -156,9 +156,11 @@ import Testing
         let harness = try Harness()
         var client = try harness.client()
         let asked = [
-            JobOptions(thumbnailWidth: 64, thumbnailHeight: 48, quality: 80, thumbnailQuality: 60, subsampling: .s420, progressive: true),
+            JobOptions(thumbnailWidth: 64, thumbnailHeight: 48, quality: 80, thumbnailQuality: 60, subsampling: .s420, progressive: true,
+                       thumbnailGravity: .smart),
             JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70, subsampling: .s444),
-            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 50, thumbnailQuality: 70, subsampling: .s422, progressive: true),
+            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 50, thumbnailQuality: 70, subsampling: .s422, progressive: true,
+                       thumbnailGravity: .southwest),
         ]
         var ids = try asked.map { try client.submitAccepted(options: $0).jobID }
         // Leased at once: the payload the broker kept in memory.
@@ -176,7 +178,7 @@ import Testing
         let db = try Connection(path: harness.directory + "/queue.sqlite")
         let flags = try db.query("SELECT output_flags FROM jobs ORDER BY id") { $0.int64(0) ?? -1 }
         try db.close()
-        #expect(flags == [7, 1, 6])
+        #expect(flags == [7 | 9 << 8, 1, 6 | 8 << 8], "byte 6 in bits 0–7, byte 7 in bits 8–15")
         try harness.restart()
         client = try harness.client()
         let again = try harness.worker("w-flags-2")

@@ -684,7 +684,7 @@ struct FuzzMaker {
     }
 
     /// Section 2.6: thumbnail sides 1–4096, qualities 1–100, output flags
-    /// bits 0–2 only, reserved 0.
+    /// bits 0–2 only, thumbnail gravity 0–9.
     mutating func options(_ frame: [UInt8]) -> Mutation {
         if random.percent(20) { return wrongWidth(frame, width: 8) }
         var bytes = frame.count == 8 ? frame : JobOptions.default.bytes
@@ -708,12 +708,14 @@ struct FuzzMaker {
                 bytes[6] = random.pick([UInt8(0x08), 0x80, 0xFF])
                 return Mutation(bytes, "undefined output flags \(bytes[6])", malformed: true)
             }
-            bytes[7] = random.pick([UInt8(1), 0x80])
-            return Mutation(bytes, "reserved byte not 0", malformed: true)
+            bytes[7] = random.pick([UInt8(10), 0x80, 0xFF])
+            return Mutation(bytes, "thumbnail gravity \(bytes[7])", malformed: true)
         case 6:
-            // Every defined flag value: a subsampling mode, progressive or not (allowed).
+            // Every defined flag value, a subsampling mode, progressive or
+            // not, and every thumbnail gravity (allowed).
             bytes[6] = UInt8(random.below(8))
-            return Mutation(bytes, "output flags \(bytes[6]) (allowed)", malformed: false)
+            bytes[7] = UInt8(random.below(10))
+            return Mutation(bytes, "output flags \(bytes[6]), thumbnail gravity \(bytes[7]) (allowed)", malformed: false)
         case 5:
             // Edge values that are allowed: a 1×1 thumbnail, qualities 1 and 100. (Not 4096 a
             // side: an aspect-fill thumbnail that large costs the worker seconds in a debug build.)

@@ -137,12 +137,12 @@ struct SystemTests {
     /// broker: both stored files are written as asked (4:2:0 even at
     /// quality 95, where auto gives 4:4:4), and a submit without them still
     /// gets auto's baseline files.
-    @Test("submit --subsampling and --progressive: both stored files are written as asked; without them, auto and baseline")
+    @Test("submit --subsampling, --progressive and --thumb-gravity: both stored files are written as asked, byte for byte as process writes them; without them, auto and baseline")
     func outputFlagsEndToEnd() throws {
         let h = try SystemHarness()
         try h.startSystem(workers: [("w1", 1)])
-        func stored(_ folder: URL, _ flags: [String]) throws -> (full: JPEGHeader, thumb: JPEGHeader) {
-            let submit = try h.run(["submit", folder.path, "--ops", "scale:96x72", "--thumb", "40x30", "--quality", "95", "--wait", "--json"]
+        func stored(_ folder: URL, _ flags: [String]) throws -> (full: JPEGHeader, thumb: JPEGHeader, fullBytes: Data, thumbBytes: Data) {
+            let submit = try h.run(["submit", folder.path, "--ops", "scale:96x72", "--thumb", "30x30", "--quality", "95", "--wait", "--json"]
                                    + flags + h.clientFlags)
             #expect(submit.status == 0, "\(submit.stderr)")
             let job = try #require(SystemHarness.jsonLines(submit.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
@@ -150,13 +150,20 @@ struct SystemTests {
             let thumb = h.dir.url.appendingPathComponent("\(job).thumb.jpg").path
             #expect(try h.run(["get", job, "-o", full] + h.storeFlags).status == 0)
             #expect(try h.run(["get", job, "--thumb", "-o", thumb] + h.storeFlags).status == 0)
-            return (try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: full)))),
-                    try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb)))))
+            let (fullBytes, thumbBytes) = (try Data(contentsOf: URL(fileURLWithPath: full)), try Data(contentsOf: URL(fileURLWithPath: thumb)))
+            return (try JPEG.readHeader([UInt8](fullBytes)), try JPEG.readHeader([UInt8](thumbBytes)), fullBytes, thumbBytes)
         }
-        let asked = try stored(try h.writeImages(1, name: "asked"), ["--subsampling", "4:2:0", "--progressive"])
+        let askedFlags = ["--subsampling", "4:2:0", "--progressive", "--thumb-gravity", "smart"]
+        let asked = try stored(try h.writeImages(1, name: "asked"), askedFlags)
         #expect(asked.full.isProgressive && asked.full.subsampling == .s420)
         #expect(asked.thumb.isProgressive && asked.thumb.subsampling == .s420)
-        #expect(asked.full.storedSize == Size(width: 96, height: 72) && asked.thumb.storedSize == Size(width: 40, height: 30))
+        #expect(asked.full.storedSize == Size(width: 96, height: 72) && asked.thumb.storedSize == Size(width: 30, height: 30))
+        // The same job run here gives the same bytes: every option reached the worker.
+        let local = try h.run(["process", h.dir.url.appendingPathComponent("asked").path, "--ops", "scale:96x72", "--thumb", "30x30",
+                               "--quality", "95", "-o", h.dir.path("local")] + askedFlags)
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo-000.thumb.jpg")) == asked.thumbBytes)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo-000.jpg")) == asked.fullBytes)
         let plain = try stored(try h.writeImages(1, name: "plain"), [])
         #expect(!plain.full.isProgressive && plain.full.subsampling == .s444, "auto at quality 95")
         #expect(!plain.thumb.isProgressive && plain.thumb.subsampling == .s420, "auto at the thumbnail's quality 70")

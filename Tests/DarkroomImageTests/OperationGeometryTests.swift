@@ -82,6 +82,22 @@ import Testing
         #expect(throws: ImageError.self) { try flat.detailWindow(Size(width: 501, height: 10)) }
     }
 
+    @Test func smartThumbnailsKeepTheDetail() throws {
+        let wide = Self.patched(width: 600, height: 200, patch: Rect(x: 480, y: 40, width: 100, height: 120))
+        func uniform(_ pixels: [UInt8], _ channels: Int) -> Bool {
+            let first = Array(pixels.prefix(channels))
+            return stride(from: 0, to: pixels.count, by: channels).allSatisfy { Array(pixels[$0 ..< $0 + channels]) == first }
+        }
+        let centred = try wide.thumbnail(Size(width: 50, height: 50))
+        let smart = try wide.thumbnail(Size(width: 50, height: 50), gravity: .smart)
+        #expect(uniform(centred.pixels, 4), "the centre is flat")
+        #expect(!uniform(smart.pixels, 4), "the smart thumbnail holds the patch")
+        let plane = GrayImage(width: 600, height: 200, pixels: stride(from: 0, to: wide.pixels.count, by: 4).map { wide.pixels[$0] })
+        #expect(uniform(try plane.thumbnail(Size(width: 50, height: 50)).pixels, 1))
+        #expect(!uniform(try plane.thumbnail(Size(width: 50, height: 50), gravity: .smart).pixels, 1))
+        #expect(try wide.thumbnail(Size(width: 50, height: 50), gravity: .east) != centred)
+    }
+
     @Test func squareCropGravity() {
         let wide = TestImages.coordinates(width: 60, height: 20)
         let expectations: [(Gravity, Int)] = [(.center, 20), (.west, 0), (.east, 40), (.north, 20), (.southeast, 40), (.northwest, 0)]

@@ -197,6 +197,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("options.thumbnailQuality", o.thumbnailQuality)
         set("options.subsampling", o.subsampling)
         set("options.progressive", o.progressive)
+        set("options.thumbnailGravity", o.thumbnailGravity)
     }
     func failure(_ d: FailureDetail?, _ prefix: String = "") {
         guard let d else { return set(prefix + "failure", nil) }

@@ -113,9 +113,9 @@ def read_ulid(frame, what, optional=False):
     return frame.decode("ascii")
 
 
-def options(thumb_w, thumb_h, quality, thumb_quality, flags=0):
-    """Section 2.6: the 8-byte job options; flags 0 is auto subsampling, baseline."""
-    return struct.pack(">HHBBBB", thumb_w, thumb_h, quality, thumb_quality, flags, 0)
+def options(thumb_w, thumb_h, quality, thumb_quality, flags=0, gravity=0):
+    """Section 2.6: the 8-byte job options; flags 0 is auto subsampling, baseline; gravity 0 is center."""
+    return struct.pack(">HHBBBB", thumb_w, thumb_h, quality, thumb_quality, flags, gravity)
 
 
 def check_header(frames, expected_count, name):

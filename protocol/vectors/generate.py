@@ -41,7 +41,7 @@ def u32(v): return struct.pack(">I", v)
 def i32(v): return struct.pack(">i", v)
 def u64(v): return struct.pack(">Q", v)
 def text(s): return s.encode("utf-8")
-def options(tw, th, q, tq, flags=0, reserved=0): return struct.pack(">HHBBBB", tw, th, q, tq, flags, reserved)
+def options(tw, th, q, tq, flags=0, gravity=0): return struct.pack(">HHBBBB", tw, th, q, tq, flags, gravity)
 # Section 2.6: the output flags (byte 6 of the options).
 SUB_AUTO, SUB_444, SUB_422, SUB_420, PROGRESSIVE = 0, 1, 2, 3, 4
 def size(w, h): return struct.pack(">II", w, h)
@@ -129,9 +129,10 @@ vector("submit-output-flags", "frontend", "SUBMIT asking for 4:2:0 progressive o
        msg(SUBMIT, u64(45), u8(5), options(320, 240, 80, 60, SUB_420 | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "SUBMIT", "requestID": 45, "options.thumbnailWidth": 320, "options.thumbnailHeight": 240,
         "options.quality": 80, "options.thumbnailQuality": 60, "options.subsampling": "420", "options.progressive": "true"})
-vector("submit-output-flags-444", "frontend", "SUBMIT asking for 4:4:4 baseline outputs (flags 0x01)",
-       msg(SUBMIT, u64(46), u8(5), options(256, 256, 75, 70, SUB_444), text("grayscale"), text("a.jpg"), IMAGE),
-       {"command": "SUBMIT", "requestID": 46, "options.subsampling": "444", "options.progressive": "false"})
+vector("submit-output-flags-444", "frontend", "SUBMIT asking for 4:4:4 baseline outputs (flags 0x01) and a smart thumbnail (gravity 9)",
+       msg(SUBMIT, u64(46), u8(5), options(256, 256, 75, 70, SUB_444, 9), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 46, "options.subsampling": "444", "options.progressive": "false",
+        "options.thumbnailGravity": "smart"})
 vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and a not-before time (frame 9)",
        msg(SUBMIT, u64(47), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1767225600000)),
        {"command": "SUBMIT", "requestID": 47, "submitKey": JOB_ID_2, "notBefore": 1767225600000})
@@ -225,7 +226,11 @@ vector("job", "backend", "JOB attempt 2",
         "image.count": len(IMAGE)})
 vector("job-output-flags", "backend", "JOB attempt 1 whose outputs are 4:2:2 progressive (flags 0x06)",
        msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, SUB_422 | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
-       {"command": "JOB", "jobID": JOB_ID, "attempt": 1, "options.subsampling": "422", "options.progressive": "true"})
+       {"command": "JOB", "jobID": JOB_ID, "attempt": 1, "options.subsampling": "422", "options.progressive": "true",
+        "options.thumbnailGravity": "center"})
+vector("job-thumbnail-gravity", "backend", "JOB whose thumbnail is cropped at the south-west (gravity 8)",
+       msg(JOB, text(JOB_ID), u32(1), options(64, 64, 90, 70, 0, 8), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "JOB", "jobID": JOB_ID, "options.thumbnailGravity": "southwest", "options.subsampling": "auto"})
 vector("done", "backend", "DONE attempt 2 with a record id",
        msg(DONE, text(JOB_ID), u32(2), text(RECORD_ID)),
        {"command": "DONE", "jobID": JOB_ID, "attempt": 2, "recordID": RECORD_ID})
@@ -404,9 +409,9 @@ bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
 bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 3, which is not defined",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x08), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) output flags are 8, only bits 0–2 are defined")
-bad("submit-options-reserved", "frontend", "SUBMIT whose reserved options byte is not 0",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 1), text(PIPELINE), text("a.jpg"), IMAGE), 101,
-    "SUBMIT: frame 4 (options) reserved byte must be 0, got 1")
+bad("submit-thumbnail-gravity", "frontend", "SUBMIT whose thumbnail gravity is 10 (0-9 are defined)",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 10), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) thumbnail gravity is 10, must be 0…9")
 bad("submit-empty-image", "frontend", "SUBMIT with an empty image",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), b""), 101,
     "SUBMIT: frame 7 (image) is empty")

@@ -302,11 +302,17 @@ final class JobStore {
         if !columns.contains("cancel_requested") { try db.execute("ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER") }
     }
 
-    /// Version 5: a job's output flags (subsampling, progressive: DRK1's
-    /// options byte 6); jobs queued before it have none set.
+    /// Version 5: a job's output options beyond the columns above: DRK1's
+    /// options byte 6 (subsampling, progressive) in bits 0–7 and byte 7
+    /// (thumbnail gravity) in bits 8–15; 0 for jobs queued before it.
     private static func migrateOutputFlags(_ db: Connection) throws {
         let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
         if !columns.contains("output_flags") { try db.execute("ALTER TABLE jobs ADD COLUMN output_flags INTEGER NOT NULL DEFAULT 0") }
+    }
+
+    /// `output_flags` of a job's options (see `migrateOutputFlags`).
+    static func storedFlags(_ options: JobOptions) -> Int64 {
+        Int64(options.flags) | Int64(options.thumbnailGravity.rawValue) << 8
     }
 
     /// A stored step index as DRK1 carries it: 0 when absent, never negative.
@@ -583,7 +589,7 @@ final class JobStore {
                 .integer(handle.rowID), .text(handle.idText), .integer(Int64(handle.priority)), .text(job.pipeline),
                 .integer(Int64(job.options.thumbnailWidth)), .integer(Int64(job.options.thumbnailHeight)),
                 .integer(Int64(job.options.quality)), .integer(Int64(job.options.thumbnailQuality)),
-                .integer(Int64(job.options.flags)), .text(handle.source),
+                .integer(JobStore.storedFlags(job.options)), .text(handle.source),
                 handle.inputFile.map { .text($0) } ?? .null, .integer(Int64(job.inputBytes)), .integer(Int64(clamping: time)),
                 .integer(Int64(clamping: job.notBefore)),
             ])
@@ -683,13 +689,15 @@ final class JobStore {
         let rows = try selectPayload.query([job.rowID]) { row -> (JobPayload?, String, String) in
             let id = try row.string("id")
             let state = try row.string("state")
-            let flags = try row.integer("output_flags", as: UInt8.self)
-            guard let options = JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
+            let stored = try row.integer("output_flags", as: UInt16.self)
+            guard var options = JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
                                            thumbnailHeight: try row.integer("thumb_height", as: UInt16.self),
                                            quality: try row.integer("quality", as: UInt8.self),
-                                           thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self)).with(flags: flags) else {
-                throw LeaseFailure.unreadable(job.id, "its stored output flags \(flags) are not defined")
+                                           thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self)).with(flags: UInt8(stored & 0xFF)),
+                  let gravity = JobOptions.ThumbnailGravity(rawValue: UInt8(stored >> 8)) else {
+                throw LeaseFailure.unreadable(job.id, "its stored output flags \(stored) are not defined")
             }
+            options.thumbnailGravity = gravity
             let pipeline = try row.string("pipeline")
             let image: [UInt8]
             if let file = try row.optionalString("input_file") {

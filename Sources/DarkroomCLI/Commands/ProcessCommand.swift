@@ -188,6 +188,18 @@ struct ImageOptions {
     static let subsamplingSpec = OptionSpec.value("subsampling", "MODE",
         help: "Chroma subsampling: auto (4:4:4 at quality 90 and above, else 4:2:0), 444, 422 or 420.", default: "auto")
     static let progressiveSpec = OptionSpec.flag("progressive", help: "Write progressive JPEGs.")
+    static let thumbGravitySpec = OptionSpec.value("thumb-gravity", "G",
+        help: "Where the thumbnail's crop sits: center, north, south, east, west, northeast, northwest, southeast, southwest, or smart (the most detail).",
+        default: "center")
+
+    /// `--thumb-gravity G`; center when absent.
+    static func thumbnailGravity(_ args: ParsedArguments) throws(UsageError) -> Gravity {
+        guard let text = args.value("thumb-gravity") else { return .center }
+        guard let gravity = Gravity(rawValue: text.lowercased()) else {
+            throw UsageError("--thumb-gravity must be one of \(Gravity.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(text)\"")
+        }
+        return gravity
+    }
 
     /// `--subsampling MODE` (`4:2:0` is read as `420`); auto when absent.
     static func subsampling(_ args: ParsedArguments) throws(UsageError) -> ChromaSubsampling {
@@ -204,6 +216,7 @@ struct ImageOptions {
             .value("thumb", "WxH|none", help: "Thumbnail size (aspect-fill, centre crop), or none.", default: "256x256"),
             .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            thumbGravitySpec,
             subsamplingSpec,
             progressiveSpec,
             .value("max-pixels", "N", help: "Refuse inputs with more pixels than this.", default: String(DecodeLimits.default.maxPixels)),
@@ -231,6 +244,7 @@ struct ImageOptions {
         options.quality = try args.int("quality", default: 95, range: 1...100)
         options.thumbnailQuality = try args.int("thumb-quality", default: 70, range: 1...100)
         options.subsampling = try ImageOptions.subsampling(args)
+        options.thumbnailGravity = try ImageOptions.thumbnailGravity(args)
         options.progressive = args.flag("progressive")
         options.limits.maxPixels = try args.int("max-pixels", default: DecodeLimits.default.maxPixels, range: 1...Int(Int32.max))
         options.limits.maxSide = try args.int("max-side", default: DecodeLimits.default.maxSide, range: 1...65500)

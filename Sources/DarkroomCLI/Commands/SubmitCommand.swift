@@ -96,6 +96,7 @@ enum SubmitCommand {
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
             .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
             .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            ImageOptions.thumbGravitySpec,
             ImageOptions.subsamplingSpec,
             ImageOptions.progressiveSpec,
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
@@ -143,7 +144,8 @@ enum SubmitCommand {
             quality: UInt8(try args.int("quality", default: 95, range: 1...100)),
             thumbnailQuality: UInt8(try args.int("thumb-quality", default: 70, range: 1...100)),
             subsampling: DarkroomProtocol.JobOptions.Subsampling(try ImageOptions.subsampling(args)),
-            progressive: args.flag("progressive")
+            progressive: args.flag("progressive"),
+            thumbnailGravity: DarkroomProtocol.JobOptions.ThumbnailGravity(name: try ImageOptions.thumbnailGravity(args).rawValue) ?? .center
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
         let schedule = try Schedule.parse(at: args.value("at"), in: args.value("in"))

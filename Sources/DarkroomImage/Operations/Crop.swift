@@ -65,7 +65,7 @@ extension Image {
     }
 
     /// An aspect-fill copy at exactly `size`: scaled so it covers `size`, then
-    /// centre-cropped.
+    /// cropped where `gravity` says (the centre by default).
     ///
     /// The centre region that survives the crop is cut from the source first and
     /// only that region is resampled, which saves the work of scaling pixels that
@@ -74,11 +74,12 @@ extension Image {
     ///
     /// Throws `ImageError.cancelled` once `cancellation` is set.
     public func thumbnail(
-        _ size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+        _ size: Size, gravity: Gravity = .center, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         try Image.checkOutputSize(size, operation: "thumbnail")
         let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
-        let rect = Gravity.center.place(region, in: Size(width: width, height: height))
+        let rect = gravity == .smart ? try detailWindow(region, cancellation: cancellation)
+                                     : gravity.place(region, in: Size(width: width, height: height))
         return try cropped(to: rect, cancellation: cancellation).resized(to: size, kernel: kernel, cancellation: cancellation)
     }
 

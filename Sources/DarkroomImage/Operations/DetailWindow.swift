@@ -11,6 +11,17 @@ extension Image {
     /// cell apart: placement is to within a cell (1/256 of the longer side).
     /// `size` must fit in the image.
     public func detailWindow(_ size: Size, cancellation: CancellationFlag = .never) throws(ImageError) -> Rect {
+        try Image.detailWindow(size, in: Size(width: width, height: height), cancellation: cancellation) { i in
+            let p = i * Image.bytesPerPixel
+            return (77 * Int32(pixels[p]) + 150 * Int32(pixels[p + 1]) + 29 * Int32(pixels[p + 2])) >> 8
+        }
+    }
+
+    /// `detailWindow` of a picture of `whole` size whose luma at pixel index
+    /// `i` (row-major) is `luma(i)`: colour and gray images share it.
+    static func detailWindow(_ size: Size, in whole: Size, cancellation: CancellationFlag,
+                             luma lumaAt: (Int) -> Int32) throws(ImageError) -> Rect {
+        let (width, height) = (whole.width, whole.height)
         guard size.width > 0, size.height > 0, size.width <= width, size.height <= height else {
             throw ImageError(.invalidArgument, "crop size \(size) exceeds image \(width)x\(height)")
         }
@@ -30,10 +41,9 @@ extension Image {
         let poll = RowPoll(cancellation, workPerRow: columns * 8)
         for row in 0 ..< rows {
             if poll.stop(at: row) { throw ImageError.cancelled }
-            var i = row * step * width * Image.bytesPerPixel
+            let first = row * step * width
             for column in 0 ..< columns {
-                luma[row * columns + column] = (77 * Int32(pixels[i]) + 150 * Int32(pixels[i + 1]) + 29 * Int32(pixels[i + 2])) >> 8
-                i += step * Image.bytesPerPixel
+                luma[row * columns + column] = lumaAt(first + column * step)
             }
         }
         var detail = [Int](repeating: 0, count: gridWidth * gridHeight)
@@ -75,5 +85,12 @@ extension Image {
             }
         }
         return Rect(x: best.x, y: best.y, width: size.width, height: size.height)
+    }
+}
+
+extension GrayImage {
+    /// `Image.detailWindow` of the plane.
+    public func detailWindow(_ size: Size, cancellation: CancellationFlag = .never) throws(ImageError) -> Rect {
+        try Image.detailWindow(size, in: Size(width: width, height: height), cancellation: cancellation) { Int32(pixels[$0]) }
     }
 }
