@@ -154,7 +154,7 @@ struct PipelineParser {
         switch kind {
         case .scale:
             let sizeToken = try reader.requirePositional("a size WxH, e.g. scale:1024x1024")
-            let size = try parseSize(sizeToken, what: "scale size")
+            let size = try parseSize(sizeToken, what: "scale size", oneSideAuto: true)
             let mode: ScaleMode = try reader.named("mode", default: .fit)
             let kernel: ResampleKernel = try reader.named("kernel", default: .lanczos3)
             let enlarge: YesNo = try reader.named("enlarge", default: .yes)
@@ -238,12 +238,18 @@ struct PipelineParser {
     }
 
     /// `WxH`, each side 1 to 65500 (libjpeg's limit).
-    func parseSize(_ token: Token, what: String) throws(PipelineSyntaxError) -> Size {
+    /// `WxH`, each side 1 to 65500; with `oneSideAuto` (scale) one side may
+    /// be 0, to follow the aspect ratio.
+    func parseSize(_ token: Token, what: String, oneSideAuto: Bool = false) throws(PipelineSyntaxError) -> Size {
         guard let size = Size(parsing: token.text) else {
             throw fail("\(what) must be WxH, e.g. 1024x768, not \"\(token.text)\"", at: token)
         }
-        guard (1...65500).contains(size.width), (1...65500).contains(size.height) else {
-            throw fail("\(what) \(token.text) is out of range; each side must be 1 to 65500", at: token)
+        let sides = 1...65500
+        let valid = sides.contains(size.width) && sides.contains(size.height)
+            || oneSideAuto && (size.width == 0 && sides.contains(size.height) || size.height == 0 && sides.contains(size.width))
+        guard valid else {
+            let rule = oneSideAuto ? "each side must be 1 to 65500, or 0 for one side to follow the aspect ratio" : "each side must be 1 to 65500"
+            throw fail("\(what) \(token.text) is out of range; \(rule)", at: token)
         }
         return size
     }

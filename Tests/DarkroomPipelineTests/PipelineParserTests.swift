@@ -53,7 +53,7 @@ struct PipelineParserTests {
         BadCase(text: "frobnicate", messagePart: "expected one of scale, crop", column: 0, length: 10),
         BadCase(text: "scale", messagePart: "scale needs a size WxH", column: 0, length: 5),
         BadCase(text: "scale:20x", messagePart: "must be WxH", column: 6, length: 3),
-        BadCase(text: "scale:0x10", messagePart: "out of range", column: 6, length: 4),
+        BadCase(text: "scale:0x0", messagePart: "or 0 for one side", column: 6, length: 3),
         BadCase(text: "scale:10x10,mdoe=fill", messagePart: "no parameter \"mdoe\"", column: 12, length: 4),
         BadCase(text: "scale:10x10,mode=fil", messagePart: "mode must be one of fit, fill, force", column: 17, length: 3),
         BadCase(text: "scale:10x10 || invert", messagePart: "empty step", column: 13, length: 1),

@@ -107,12 +107,13 @@ def number(value):
     return repr(value)
 
 
-def parse_size(token, column):
+def parse_size(token, column, one_side_auto=False):
     parts = lower(token).split("x")
     if len(parts) != 2 or not all(is_integer(p) for p in parts):
         raise Invalid(column)
     w, h = int(parts[0]), int(parts[1])
-    if not (1 <= w <= 65500 and 1 <= h <= 65500):
+    side = range(1, 65501)
+    if not (w in side and h in side or one_side_auto and (w == 0 and h in side or h == 0 and w in side)):
         raise Invalid(column)
     return w, h
 
@@ -216,7 +217,7 @@ def parse_step(text, piece, col):
     a = Args(kind, name_col, positional, named)
     if kind == "scale":
         token, tcol = a.require_positional()
-        box = parse_size(token, tcol)
+        box = parse_size(token, tcol, one_side_auto=True)
         mode = a.choice("mode", MODES, "fit")
         kernel = a.choice("kernel", KERNELS, "lanczos3")
         enlarge = a.choice("enlarge", ["yes", "no"], "yes")
@@ -315,6 +316,11 @@ def rounded(a, b, c):
 
 def scaled(source, box, mode):
     (sw, sh), (bw, bh) = source, box
+    # A side given as 0 follows the aspect ratio, whatever the mode.
+    if bw == 0:
+        return rounded(sw, bh, sh), bh
+    if bh == 0:
+        return bw, rounded(sh, bw, sw)
     wider = sw * bh >= sh * bw
     if mode == "force":
         return bw, bh
@@ -437,6 +443,10 @@ ok("fit-same-aspect", "scale:200x100", "1000x500")
 ok("fit-at-least-1", "scale:100x100", "10000x10", description="fit: 10 x 100 / 10000 = 0.1 is at least 1")
 ok("fill-upscale", "scale:300x300,mode=fill", "40x30", description="scale also enlarges: 400x300")
 ok("force", "scale:100x50,mode=force", "4000x3000")
+ok("width-only", "scale:800x0", "4000x3000", description="0 for the height: it follows the aspect ratio, 600")
+ok("height-only-fill", "scale:0x600,mode=fill", "3000x4000", description="0 for the width: 450, in any mode")
+ok("width-only-force-odd", "scale:333x0,mode=force", "1000x501", description="501 x 333 / 1000 = 166.833 rounds to 167")
+ok("width-only-no-enlarge", "scale:8000x0,enlarge=no", "4000x3000", description="would enlarge: left as it is")
 ok("no-enlarge-small", "scale:2048x2048,enlarge=no", "1024x768", description="enlarge=no: a smaller input is left as it is")
 ok("no-enlarge-large", "scale:2048x2048,Enlarge=NO", "4000x3000", description="enlarge=no still shrinks: 2048x1536")
 ok("no-enlarge-fill", "scale:300x300,mode=fill,enlarge=no", "40x30",
@@ -511,8 +521,10 @@ bad("unknown-listed", "resize:100x100", 1,
 bad("arguments-before-name", "blurr:,x", 7, "empty argument to blurr; expected a value or key=value")
 bad("scale-no-size", "scale", 1, "scale needs a size WxH, e.g. scale:1024x1024")
 bad("scale-not-size", "scale:100", 7, "scale size must be WxH, e.g. 1024x768, not \"100\"")
-bad("scale-zero", "scale:0x100", 7, "scale size 0x100 is out of range; each side must be 1 to 65500")
-bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; each side must be 1 to 65500")
+bad("scale-zero", "scale:0x0", 7, "scale size 0x0 is out of range; each side must be 1 to 65500, or 0 for one side to follow the aspect ratio")
+bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; each side must be 1 to 65500, or 0 for one side to follow the aspect ratio")
+bad("scale-auto-too-big", "scale:0x65501", 7, "scale size 0x65501 is out of range; each side must be 1 to 65500, or 0 for one side to follow the aspect ratio")
+bad("crop-zero", "crop:0x100", 6, "crop size 0x100 is out of range; each side must be 1 to 65500")
 bad("scale-mode", "scale:100x100,mode=stretch", 20, "mode must be one of fit, fill, force, not \"stretch\"")
 bad("pad-background", "pad:10x10,background=fff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"fff\"")
 bad("pad-background-sign", "pad:10x10,background=+fffff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"+fffff\"")

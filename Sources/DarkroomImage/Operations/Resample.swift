@@ -37,17 +37,20 @@ extension Image {
     /// - force: the box itself.
     ///
     /// The side that is not pinned to the box is rounded to the nearest pixel, and
-    /// every side is at least 1.
+    /// every side is at least 1. A box with one side 0 pins the other side
+    /// and lets the 0 side follow the aspect ratio, in every mode.
     public static func scaledSize(of source: Size, to box: Size, mode: ScaleMode) -> Size {
         let sw = max(1, source.width), sh = max(1, source.height)
-        let bw = max(1, box.width), bh = max(1, box.height)
-        // Compare aspect ratios exactly: sw/sh >= bw/bh  <=>  sw*bh >= sh*bw.
-        let sourceIsWider = sw.multipliedReportingOverflow(by: bh).partialValue
-            >= sh.multipliedReportingOverflow(by: bw).partialValue
         func rounded(_ a: Int, _ b: Int, _ c: Int) -> Int {
             // round(a * b / c) in floating point: sizes are far below 2^53.
             max(1, Int((Double(a) * Double(b) / Double(c)).rounded()))
         }
+        if box.width == 0, box.height > 0 { return Size(width: rounded(sw, box.height, sh), height: box.height) }
+        if box.height == 0, box.width > 0 { return Size(width: box.width, height: rounded(sh, box.width, sw)) }
+        let bw = max(1, box.width), bh = max(1, box.height)
+        // Compare aspect ratios exactly: sw/sh >= bw/bh  <=>  sw*bh >= sh*bw.
+        let sourceIsWider = sw.multipliedReportingOverflow(by: bh).partialValue
+            >= sh.multipliedReportingOverflow(by: bw).partialValue
         switch mode {
         case .force:
             return Size(width: bw, height: bh)
@@ -67,8 +70,8 @@ extension Image {
     public func scaled(
         to box: Size, mode: ScaleMode = .fit, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
-        guard box.width > 0, box.height > 0 else {
-            throw ImageError(.invalidArgument, "scale box \(box) must have positive sides")
+        guard box.width >= 0, box.height >= 0, box.width > 0 || box.height > 0 else {
+            throw ImageError(.invalidArgument, "scale box \(box) must have positive sides (or one side 0, to follow the aspect ratio)")
         }
         let target = Image.scaledSize(of: Size(width: width, height: height), to: box, mode: mode)
         return try resized(to: target, kernel: kernel, cancellation: cancellation)
