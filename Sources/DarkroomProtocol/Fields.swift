@@ -65,11 +65,6 @@ public struct JobOptions: Sendable, Hashable {
             case .s420: "420"
             }
         }
-
-        public init?(name: String) {
-            guard let mode = Self.allCases.first(where: { $0.description == name }) else { return nil }
-            self = mode
-        }
     }
 
     public static let frameSize = 8

@@ -97,6 +97,8 @@ struct ScheduleTests {
             (["--at", "2027-02-29T00:00:00Z"], "--at must be a time with its zone"),
             (["--in", "5x"], "--in must be a duration"),
             (["--in", "30s1h"], "--in must be a duration"),
+            (["--in", "999999999999d"], "--in must be a duration"),
+            (["--in", "3651d"], "--in must be a duration"),
             (["--at", "@1", "--in", "1s"], "give one of them"),
         ]
         for (flags, message) in usage {

@@ -26,7 +26,8 @@ enum Schedule: Sendable, Equatable {
         }
     }
 
-    /// A duration as people write it: `1d 2h`, `15m`, `90 s` reads `1m 30s`.
+    /// A duration as people read it, its two largest units, rounded up to
+    /// the second: `1d 2h`, `15m`, `1m 30s`.
     static func text(milliseconds ms: UInt64) -> String {
         let seconds = (ms + 999) / 1_000
         let parts: [(UInt64, String)] = [(seconds / 86_400, "d"), (seconds % 86_400 / 3_600, "h"), (seconds % 3_600 / 60, "m"), (seconds % 60, "s")]
@@ -57,6 +58,9 @@ enum Schedule: Sendable, Equatable {
         }
     }
 
+    /// The longest `--in`: 3650 days.
+    static let longest: UInt64 = 3_650 * 86_400_000
+
     /// A duration of whole units `d`, `h`, `m`, `s` and `ms`, largest
     /// first, each at most once (`1h30m`, `90s`, `250ms`), up to ten years.
     static func milliseconds(_ text: String) -> UInt64? {
@@ -75,9 +79,12 @@ enum Schedule: Sendable, Equatable {
             guard rank > lastRank else { return nil }
             lastRank = rank
             rest = rest.dropFirst(unit.name.count)
-            total += value * unit.ms
+            // Twelve digits of days overflow 64 bits: checked, not trapped.
+            let (part, overflow) = value.multipliedReportingOverflow(by: unit.ms)
+            guard !overflow, part <= Self.longest - total else { return nil }
+            total += part
         }
-        return total <= 3_650 * 86_400_000 ? total : nil
+        return total
     }
 
     /// RFC 3339 (`T` or a space between date and time, seconds and their

@@ -184,7 +184,8 @@ struct ImageOptions {
         return size
     }
 
-    /// `--subsampling` and `--progressive`, the same for `process` and `submit`.
+    /// `--subsampling`, `--progressive` and `--thumb-gravity`, the same for
+    /// `process` and `submit`.
     static let subsamplingSpec = OptionSpec.value("subsampling", "MODE",
         help: "Chroma subsampling: auto (4:4:4 at quality 90 and above, else 4:2:0), 444, 422 or 420.", default: "auto")
     static let progressiveSpec = OptionSpec.flag("progressive", help: "Write progressive JPEGs.")
