@@ -81,9 +81,12 @@ public struct SubmitRequest: Sendable {
     public var submitKey: String?
     /// When the job may run (Unix ms, by the broker's clock); nil: at once.
     public var notBefore: UInt64?
+    /// The job's most counted attempts (1…1000); nil for the broker's setting.
+    public var maxAttempts: UInt16?
 
     public init(sourceName: String, image: ImageSource, pipeline: String, options: JobOptions = .default,
-                priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil, notBefore: UInt64? = nil) {
+                priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil, notBefore: UInt64? = nil,
+                maxAttempts: UInt16? = nil) {
         self.sourceName = sourceName
         self.image = image
         self.pipeline = pipeline
@@ -91,6 +94,7 @@ public struct SubmitRequest: Sendable {
         self.priority = priority
         self.submitKey = submitKey
         self.notBefore = notBefore
+        self.maxAttempts = maxAttempts
     }
 
     /// A job for a file, named by its path, read when it is sent.
@@ -114,7 +118,7 @@ public struct SubmitRequest: Sendable {
         // the frames that will be sent (the image frame is shared, not
         // copied, by the frames and the decoded message).
         let frames = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
-                            submitKey: submitKey, notBefore: notBefore).frames()
+                            submitKey: submitKey, notBefore: notBefore, maxAttempts: maxAttempts).frames()
         do {
             _ = try Submit.decode(frames)
         } catch {

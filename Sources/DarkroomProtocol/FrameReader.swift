@@ -111,7 +111,7 @@ public struct MessageReader: Sendable {
 
     /// Passes over the next frame when it is empty and another follows it
     /// (SUBMIT's empty submit key before its not-before time).
-    mutating func skipEmptyFrameBeforeLast() -> Bool {
+    mutating func skipEmptyFrameFollowedByMore() -> Bool {
         guard index + 1 < frames.count, frames[index].isEmpty else { return false }
         index += 1
         return true
@@ -182,8 +182,11 @@ public struct MessageReader: Sendable {
         return v
     }
 
-    public mutating func u16(_ field: String) throws(ProtocolError) -> UInt16 {
-        UInt16(truncatingIfNeeded: try integer(field, 2).1)
+    public mutating func u16(_ field: String, _ range: ClosedRange<UInt16> = 0...UInt16.max) throws(ProtocolError) -> UInt16 {
+        let (i, raw) = try integer(field, 2)
+        let v = UInt16(truncatingIfNeeded: raw)
+        guard range.contains(v) else { throw error(frame: i, field, "is \(v), must be \(range.lowerBound)…\(range.upperBound)") }
+        return v
     }
 
     public mutating func u32(_ field: String, _ range: ClosedRange<UInt32> = 0...UInt32.max) throws(ProtocolError) -> UInt32 {

@@ -16,6 +16,8 @@
 ///     8 submit key   optional: 1…64 bytes of printable ASCII without spaces;
 ///                    empty for none when frame 9 follows
 ///     9 not before   optional: u64, Unix ms; no worker gets the job earlier
+///                    (0 when frame 10 follows and the job may run at once)
+///    10 attempts     optional: u16, 1…1000, the job's most counted attempts
 public struct Submit: WireMessage {
     public static let command = Command.submit
     public var requestID: UInt64
@@ -34,9 +36,12 @@ public struct Submit: WireMessage {
     /// When the job may run (frame 9, optional; Unix ms by the broker's
     /// clock): until then it waits as `delayed`. nil, 0 or a time past: at once.
     public var notBefore: UInt64?
+    /// The most counted attempts before a retryable failure makes the job
+    /// dead (frame 10, optional): nil for the broker's own setting.
+    public var maxAttempts: UInt16?
 
     public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
-                submitKey: String? = nil, notBefore: UInt64? = nil) {
+                submitKey: String? = nil, notBefore: UInt64? = nil, maxAttempts: UInt16? = nil) {
         self.requestID = requestID
         self.priority = priority
         self.options = options
@@ -45,6 +50,7 @@ public struct Submit: WireMessage {
         self.image = image
         self.submitKey = submitKey
         self.notBefore = notBefore
+        self.maxAttempts = maxAttempts
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -54,8 +60,9 @@ public struct Submit: WireMessage {
         pipeline = try r.pipeline()
         sourceName = try r.sourceName()
         image = try r.blob("image", minimum: 1)
-        submitKey = r.hasMoreFrames && !r.skipEmptyFrameBeforeLast() ? try r.submitKey() : nil
+        submitKey = r.hasMoreFrames && !r.skipEmptyFrameFollowedByMore() ? try r.submitKey() : nil
         notBefore = r.hasMoreFrames ? try r.u64("not before") : nil
+        maxAttempts = r.hasMoreFrames ? try r.u16("attempts", Wire.Limit.maxAttempts) : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -65,9 +72,11 @@ public struct Submit: WireMessage {
         w.text(pipeline)
         w.text(sourceName)
         w.blob(image)
-        if let notBefore {
+        // The optional frames are positional: one given needs those before it.
+        if notBefore != nil || maxAttempts != nil {
             w.text(submitKey ?? "")
-            w.u64(notBefore)
+            w.u64(notBefore ?? 0)
+            if let maxAttempts { w.u16(maxAttempts) }
         } else if let submitKey {
             w.text(submitKey)
         }

@@ -59,6 +59,8 @@ public enum Wire {
         public static let errorCodeBytes = 64
         public static let reasonBytes = 4_096
         public static let maxSlots: UInt32 = 1_024
+        /// A job's own most counted attempts (SUBMIT frame 10).
+        public static let maxAttempts: ClosedRange<UInt16> = 1...1_000
         public static let maxThumbnailSide: UInt16 = 4_096
         public static let maxListLimit: UInt32 = 1_000
         public static let maxImageSide: UInt32 = 65_535

@@ -238,6 +238,7 @@ import Testing
             CREATE INDEX jobs_dispatch ON jobs (state, priority DESC, id);
             ALTER TABLE jobs DROP COLUMN cancel_requested;
             ALTER TABLE jobs DROP COLUMN output_flags;
+            ALTER TABLE jobs DROP COLUMN max_attempts;
             INSERT INTO jobs (id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
                               source, input_bytes, created, finished, record_id)
             VALUES ('01JBX3Z7Q8M4N6P2R5T9V0W1XY', 0, 'done', 'crop:square,gravity=center', 256, 256, 95, 70,
@@ -256,8 +257,8 @@ import Testing
             #expect(job.options == .default, "a job queued before output flags has none")
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [5], "the latest schema version")
-        for column in ["cancel_requested", "output_flags"] {
+        #expect(version == [6], "the latest schema version")
+        for column in ["cancel_requested", "output_flags", "max_attempts"] {
             #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = ?", column) { $0.int64(0) ?? -1 } == [1], "\(column)")
         }
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
@@ -343,6 +344,50 @@ import Testing
         try worker.fail(second, retryable: true, reason: "still broken")
         let status = try client.waitForStatus("the job to die") { $0.queue.dead == 1 }
         #expect(status.queue.depth == 0)
+    }
+
+    @Test func aJobsOwnAttemptsOverrideTheBrokersThroughARestartAndARevival() throws {
+        let harness = try Harness { $0.maxAttempts = 2 }
+        var client = try harness.client()
+        let once = try client.submitAccepted(source: "once.jpg", maxAttempts: 1).jobID
+        let four = try client.submitAccepted(source: "four.jpg", maxAttempts: 4).jobID
+        var worker = try harness.worker("w-own")
+        try worker.ready(credit: 2)
+        let first = try [worker.job(), worker.job()]
+        for job in first { try worker.fail(job, retryable: true) }
+        // 1 attempt: dead at its first retryable failure; 4: retried.
+        _ = try client.waitForStatus("one dead, one retrying") { $0.queue.dead == 1 && $0.queue.depth == 1 }
+        #expect(try client.story(once).state == "dead")
+        try worker.send(.credit(Credit(count: 1)))
+        let second = try worker.job()
+        #expect(second.jobID == four && second.attempt == 2)
+        try worker.fail(second, retryable: true)
+
+        // The limit is in the database: a restarted broker still retries
+        // the third failure, where its own limit of 2 would not.
+        try harness.restart()
+        client = try harness.client()
+        worker = try harness.worker("w-own-2")
+        try worker.ready(credit: 1)
+        let third = try worker.job(within: 30)
+        #expect(third.jobID == four && third.attempt == 3, "beyond the broker's 2")
+        try worker.fail(third, retryable: true)
+        try worker.send(.credit(Credit(count: 1)))
+        let fourth = try worker.job(within: 30)
+        #expect(fourth.jobID == four && fourth.attempt == 4, "retried after a restart")
+        try worker.fail(fourth, retryable: true, reason: "still broken")
+        _ = try client.waitForStatus("both dead") { $0.queue.dead == 2 }
+        let story = try client.story(four)
+        #expect(story.state == "dead" && story.attempts.count == 4, "\(story)")
+
+        // A revived job keeps its own limit: one attempt, then dead again.
+        let revived = try client.request { DeadRetry(requestID: $0, target: .job(once)).frames() }
+        #expect(revived == .ok(OKReply(requestID: client.nextID - 1, count: 1)))
+        try worker.send(.credit(Credit(count: 1)))
+        let again = try worker.job()
+        #expect(again.jobID == once)
+        try worker.fail(again, retryable: true)
+        _ = try client.waitForStatus("dead again after one attempt") { $0.queue.dead == 2 && $0.queue.depth == 0 }
     }
 
     @Test func aSilentWorkersJobsGoToAnotherWorkerWithTheNextAttempt() throws {

@@ -60,6 +60,7 @@ enum FieldType {
     case requestID
     case u8(ClosedRange<UInt8>)
     case u16
+    case u16In(ClosedRange<UInt16>)
     case u32(ClosedRange<UInt32>)
     case u64
     case i32(ClosedRange<Int32>)
@@ -93,7 +94,8 @@ enum FieldType {
         case .ok: return [("request id", .requestID), ("count", .u64)]
         case .submit:
             return [("request id", .requestID), ("priority", .u8(0...9)), ("options", .options), ("pipeline", .pipeline),
-                    ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64)), ("not before", .u64)]
+                    ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64)), ("not before", .u64),
+                    ("attempts", .u16In(1...1000))]
         case .accepted: return [("request id", .requestID), ("job id", .ulid), ("event seq", .u64)]
         case .statusReply, .deadListReply, .listReply, .statsReply: return [("request id", .requestID), ("json", .json)]
         case .replay: return [("request id", .requestID), ("from seq", .u64), ("limit", .u32(0...UInt32.max))]
@@ -276,7 +278,8 @@ struct FuzzMaker {
                               pipeline: random.pick(FuzzCorpus.pipelines), sourceName: sourceName(), image: image,
                               submitKey: random.percent(50) ? ulid().description : nil,
                               // Now or already past: the job runs, as the fuzz's others do.
-                              notBefore: random.percent(20) ? UInt64(random.below(1 << 40)) : nil).frames()
+                              notBefore: random.percent(20) ? UInt64(random.below(1 << 40)) : nil,
+                              maxAttempts: random.percent(20) ? UInt16(random.int(in: 1...10)) : nil).frames()
             case 2: return StatusRequest(requestID: id).frames()
             case 3: return ReplayRequest(requestID: id, fromSeq: UInt64(random.below(50)), limit: UInt32(random.int(in: 1...20))).frames()
             case 4: return DeadListRequest(requestID: id, limit: UInt32(random.int(in: 1...1000)), after: random.percent(50) ? ulid() : nil).frames()
@@ -405,7 +408,7 @@ struct FuzzMaker {
             verdicts[slot + 2] = mutation.malformed
             // Section 5.1: SUBMIT's key frame may be empty (no key) when a
             // not-before time follows it.
-            if command == .submit, slot + 2 == 8, frames.count == 10, mutation.bytes.isEmpty { verdicts[8] = false }
+            if command == .submit, slot + 2 == 8, frames.count >= 10, mutation.bytes.isEmpty { verdicts[8] = false }
             notes.append("frame \(slot + 2) (\(name)) \(mutation.note)")
         }
         // Malformed if any frame surely is; well formed if every mutated frame surely is.
@@ -522,6 +525,7 @@ struct FuzzMaker {
             }
         case .u8(let range): return integer(frame, width: 1, lower: UInt64(range.lowerBound), upper: UInt64(range.upperBound))
         case .u16: return wrongWidth(frame, width: 2)
+        case .u16In(let range): return integer(frame, width: 2, lower: UInt64(range.lowerBound), upper: UInt64(range.upperBound))
         case .u32(let range): return integer(frame, width: 4, lower: UInt64(range.lowerBound), upper: UInt64(range.upperBound))
         case .u64:
             if random.percent(50) { return wrongWidth(frame, width: 8) }

@@ -166,7 +166,7 @@ enum SpecChecks {
     /// 3.2, 4, 5, 6.1, 11): the requests, ERROR, and on the backend
     /// HEARTBEAT, DISCONNECT and a probe's PING, and PONG.
     static let toServer: [FuzzSocket: [UInt8: Set<Int>]] = [
-        .frontend: [0x01: [5], 0x02: [3], 0x10: [8, 9, 10], 0x13: [3], 0x15: [5], 0x17: [5], 0x19: [4], 0x1A: [4], 0x1B: [4], 0x1D: [4]],
+        .frontend: [0x01: [5], 0x02: [3], 0x10: [8, 9, 10, 11], 0x13: [3], 0x15: [5], 0x17: [5], 0x19: [4], 0x1A: [4], 0x1B: [4], 0x1D: [4]],
         .backend: [0x01: [5], 0x02: [3], 0x03: [3], 0x20: [6], 0x21: [3], 0x23: [5], 0x24: [9], 0x25: [2], 0x26: [2], 0x27: [3]],
         .store: [0x01: [5], 0x02: [3], 0x30: [10], 0x32: [5], 0x34: [5], 0x36: [4], 0x37: [3]],
     ]

@@ -139,6 +139,9 @@ vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and 
 vector("submit-scheduled-no-key", "frontend", "SUBMIT request 48 scheduled without a submit key: frame 8 is empty",
        msg(SUBMIT, u64(48), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(1767225600000)),
        {"command": "SUBMIT", "requestID": 48, "submitKey": "nil", "notBefore": 1767225600000})
+vector("submit-attempts", "frontend", "SUBMIT request 49 whose job gets at most 3 attempts (frame 10), with no key and no schedule",
+       msg(SUBMIT, u64(49), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(0), u16(3)),
+       {"command": "SUBMIT", "requestID": 49, "submitKey": "nil", "notBefore": 0, "maxAttempts": 3})
 vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
        msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
        {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
@@ -382,7 +385,7 @@ bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT,
     "CREDIT is not valid on the frontend")
 bad("submit-short", "frontend", "SUBMIT without its image frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 10 frames, got 7")
+    "SUBMIT: expected 8 to 11 frames, got 7")
 bad("submit-key-space", "frontend", "SUBMIT whose submit key has a space",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text("two words")), 101,
     "SUBMIT: frame 8 (submit key) must be printable ASCII without spaces")
@@ -539,10 +542,16 @@ bad("wrong-direction-store", "store", "STORED sent to the storage node",
     receiver="server")
 bad("frame-count-before-fields", "frontend", "SUBMIT with 7 frames and priority 10: the frame count is checked first",
     msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 10 frames, got 7")
-bad("submit-eleven-frames", "frontend", "SUBMIT with a frame after its not-before time",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), b""),
-    101, "SUBMIT: expected 8 to 10 frames, got 11")
+    "SUBMIT: expected 8 to 11 frames, got 7")
+bad("submit-twelve-frames", "frontend", "SUBMIT with a frame after its attempts",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), u16(3), b""),
+    101, "SUBMIT: expected 8 to 11 frames, got 12")
+bad("submit-attempts-zero", "frontend", "SUBMIT whose attempts frame is 0",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), u16(0)),
+    101, "SUBMIT: frame 10 (attempts) is 0, must be 1…1000")
+bad("submit-attempts-over", "frontend", "SUBMIT whose attempts frame is 1001",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), u16(1001)),
+    101, "SUBMIT: frame 10 (attempts) is 1001, must be 1…1000")
 bad("submit-empty-not-before", "frontend", "SUBMIT whose frame after its submit key is empty (not a not-before time)",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), b""),
     101, "SUBMIT: frame 9 (not before) must be 8 bytes, got 0")

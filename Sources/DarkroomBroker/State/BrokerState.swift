@@ -235,8 +235,8 @@ struct BrokerState {
     /// job scheduled for later (`notBefore`, Unix ms) waits as delayed.
     func planAccept(id: ULID, priority: UInt8, source: String, options: JobOptions, pipeline: String,
                     inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, notBefore: UInt64 = 0,
-                    now: Moment) -> Transition {
-        let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile)
+                    maxAttempts: UInt16? = nil, now: Moment) -> Transition {
+        let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile, maxAttempts: maxAttempts)
         var t = Transition()
         let accepted = t.event(.accepted, job, attempt: 0, at: now, after: eventSeq)
         t.writes.append(.insert(NewJob(handle: job, options: options, pipeline: pipeline, inlineInput: inlineInput,
@@ -513,7 +513,7 @@ struct BrokerState {
         t.event(.failed, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker, failure: failure)
         t.failed += 1
         let used = job.attemptsUsed
-        if retryable && policy.allowsRetry(afterUsing: used) {
+        if retryable && policy.allowsRetry(afterUsing: used, jobLimit: job.maxAttempts) {
             let delay = immediate ? 0 : policy.backoff(afterUsing: used, unit: random())
             let notBefore = delay > 0 ? now.wall + delay : 0
             let when = delay > 0 ? "attempt \(job.attempt + 1) in \(Double(delay) / 1_000) s" : "attempt \(job.attempt + 1) now"

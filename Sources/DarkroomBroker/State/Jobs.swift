@@ -22,8 +22,12 @@ struct JobHandle: Sendable, Equatable {
     /// The input's file in the broker's `inputs/` directory; nil when the
     /// input is inline in the database.
     var inputFile: String?
+    /// The job's own most counted attempts (SUBMIT frame 10); nil for the
+    /// broker's `RetryPolicy.maxAttempts`.
+    var maxAttempts: UInt16?
 
-    init(id: ULID, priority: UInt8, source: String, rowID: Int64, attempt: UInt32 = 0, attemptBase: UInt32 = 0, inputFile: String? = nil) {
+    init(id: ULID, priority: UInt8, source: String, rowID: Int64, attempt: UInt32 = 0, attemptBase: UInt32 = 0, inputFile: String? = nil,
+         maxAttempts: UInt16? = nil) {
         self.id = id
         idText = id.description
         self.priority = priority
@@ -32,6 +36,7 @@ struct JobHandle: Sendable, Equatable {
         self.attempt = attempt
         self.attemptBase = attemptBase
         self.inputFile = inputFile
+        self.maxAttempts = maxAttempts
     }
 
     /// Dispatches that counted against the retry budget.

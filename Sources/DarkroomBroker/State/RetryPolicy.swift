@@ -9,8 +9,9 @@ struct RetryPolicy: Sendable, Equatable {
     /// Each backoff is multiplied by a random factor in 1 ± jitter.
     var jitter: Double
 
-    /// Whether a job that has used `used` counted attempts may run again.
-    func allowsRetry(afterUsing used: Int) -> Bool { used < maxAttempts }
+    /// Whether a job that has used `used` counted attempts may run again:
+    /// by its own limit when it has one, else by this policy's.
+    func allowsRetry(afterUsing used: Int, jobLimit: UInt16? = nil) -> Bool { used < jobLimit.map(Int.init) ?? maxAttempts }
 
     /// The backoff in ms after `used` counted attempts: base × 2^(used−1),
     /// capped, times 1 ± jitter, where `unit` is a random number in 0...1

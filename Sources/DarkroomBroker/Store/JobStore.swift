@@ -64,7 +64,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 5
+    static let schemaVersion: Int64 = 6
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -153,7 +153,8 @@ final class JobStore {
         inputs = try InputFiles(directory: directory + "/inputs")
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
-                                                         (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags)])
+                                                         (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags),
+                                                         (6, JobStore.migrateMaxAttempts)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -164,8 +165,8 @@ final class JobStore {
 
         insertJob = try db.prepare("""
             INSERT INTO jobs (rowid, id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              output_flags, source, input, input_file, input_bytes, created, not_before)
-            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
+                              output_flags, source, input, input_file, input_bytes, created, not_before, max_attempts)
+            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)
             """)
         insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
@@ -310,6 +311,13 @@ final class JobStore {
         if !columns.contains("output_flags") { try db.execute("ALTER TABLE jobs ADD COLUMN output_flags INTEGER NOT NULL DEFAULT 0") }
     }
 
+    /// Version 6: a job's own most counted attempts (SUBMIT frame 10);
+    /// NULL for the broker's setting, as every job queued before it has.
+    private static func migrateMaxAttempts(_ db: Connection) throws {
+        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
+        if !columns.contains("max_attempts") { try db.execute("ALTER TABLE jobs ADD COLUMN max_attempts INTEGER") }
+    }
+
     /// `output_flags` of a job's options (see `migrateOutputFlags`).
     static func storedFlags(_ options: JobOptions) -> Int64 {
         Int64(options.flags) | Int64(options.thumbnailGravity.rawValue) << 8
@@ -326,7 +334,7 @@ final class JobStore {
     func load() throws -> BrokerState.Loaded {
         var loaded = BrokerState.Loaded()
         try db.query("""
-            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, cancel_requested
+            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, cancel_requested, max_attempts
             FROM jobs WHERE finished IS NULL AND state IN ('queued', 'leased') ORDER BY priority DESC, id
             """) { row in
             let job = try JobStore.handle(row)
@@ -349,7 +357,8 @@ final class JobStore {
         guard let id = ULID(text) else { throw BrokerError.storage("jobs row holds a malformed job id '\(text)'") }
         return JobHandle(id: id, priority: try row.integer("priority", as: UInt8.self), source: try row.string("source"),
                          rowID: try row.int64("rowid"), attempt: try row.integer("attempt", as: UInt32.self),
-                         attemptBase: try row.integer("attempt_base", as: UInt32.self), inputFile: try row.optionalString("input_file"))
+                         attemptBase: try row.integer("attempt_base", as: UInt32.self), inputFile: try row.optionalString("input_file"),
+                         maxAttempts: try row.optionalInteger("max_attempts", as: UInt16.self))
     }
 
     // MARK: Turns
@@ -591,7 +600,7 @@ final class JobStore {
                 .integer(Int64(job.options.quality)), .integer(Int64(job.options.thumbnailQuality)),
                 .integer(JobStore.storedFlags(job.options)), .text(handle.source),
                 handle.inputFile.map { .text($0) } ?? .null, .integer(Int64(job.inputBytes)), .integer(Int64(clamping: time)),
-                .integer(Int64(clamping: job.notBefore)),
+                .integer(Int64(clamping: job.notBefore)), handle.maxAttempts.map { .integer(Int64($0)) } ?? .null,
             ])
             if let inline = job.inlineInput {
                 try insertInput.execute(values: [.integer(handle.rowID), .blob(inline)])
@@ -799,7 +808,7 @@ final class JobStore {
 
     /// Dead jobs matching the target: one id, or every dead job.
     func deadJobs(_ target: DeadTarget) throws -> [JobHandle] {
-        let columns = "rowid, id, priority, source, attempt, attempt_base, input_file"
+        let columns = "rowid, id, priority, source, attempt, attempt_base, input_file, max_attempts"
         switch target {
         case .all:
             return try db.query("SELECT \(columns) FROM jobs WHERE state = 'dead' ORDER BY id") { try JobStore.handle($0) }

@@ -109,7 +109,8 @@ extension BrokerCore {
                         clients: [(client: [UInt8], requestID: UInt64)], now: Moment) {
         let transition = state.planAccept(id: id, priority: submit.priority, source: submit.sourceName, options: submit.options,
                                           pipeline: pipeline, inlineInput: inline, inputFile: file, inputBytes: bytes,
-                                          submitKey: submit.submitKey, notBefore: submit.notBefore ?? 0, now: now)
+                                          submitKey: submit.submitKey, notBefore: submit.notBefore ?? 0, maxAttempts: submit.maxAttempts,
+                                          now: now)
         switch apply(transition, now: now) {
         case .applied:
             let seq = transition.events.first?.seq ?? 0

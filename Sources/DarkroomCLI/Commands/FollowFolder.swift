@@ -34,6 +34,8 @@ enum FollowFolder {
         var priority: UInt8
         /// When each file's job may run (`--in` counts from its submit).
         var schedule: Schedule?
+        /// Each job's most counted attempts (`--retries` + 1); nil for the broker's.
+        var maxAttempts: UInt16?
         var json: Bool
         var timeout: Duration
         var deadline: Duration
@@ -161,7 +163,8 @@ enum FollowFolder {
             }
             return SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
                                  options: settings.options, priority: settings.priority, submitKey: key,
-                                 notBefore: settings.schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()))
+                                 notBefore: settings.schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()),
+                                 maxAttempts: settings.maxAttempts)
         }
 
         /// What the broker answered to a candidate's SUBMIT.

@@ -102,6 +102,7 @@ enum SubmitCommand {
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
             .value("at", "TIME", help: Schedule.atHelp),
             .value("in", "DURATION", help: Schedule.inHelp),
+            .value("retries", "N", help: "Retry a failing job at most N times (0-999) before it goes dead; default: the broker's --max-attempts (5 attempts) less one."),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
@@ -149,6 +150,7 @@ enum SubmitCommand {
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
         let schedule = try Schedule.parse(at: args.value("at"), in: args.value("in"))
+        let maxAttempts = args.value("retries") == nil ? nil : UInt16(try args.int("retries", default: 0, range: 0...999) + 1)
         let window = try args.int("window", default: defaultWindow, range: 1...100_000)
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
@@ -158,7 +160,7 @@ enum SubmitCommand {
                 throw UsageError("--follow watches one directory; leave out the inputs and --from-list")
             }
             return try FollowFolder.run(FollowFolder.Settings(
-                directory: folder, pipeline: pipeline, options: options, priority: priority, schedule: schedule, json: json,
+                directory: folder, pipeline: pipeline, options: options, priority: priority, schedule: schedule, maxAttempts: maxAttempts, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
                 events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window))
         }
@@ -231,7 +233,8 @@ enum SubmitCommand {
         engine.briefStoredEvents = !json
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
-        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, schedule: schedule)
+        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, schedule: schedule,
+                                       maxAttempts: maxAttempts)
         // Said once, so that a wait with nothing happening reads as meant.
         if let schedule, !json { err("submit: " + schedule.summary(now: ULIDGenerator.systemMilliseconds())) }
         let inputOfKey = source.inputOfKey

@@ -199,10 +199,13 @@ enum SubmitInputs {
         private let options: DarkroomProtocol.JobOptions
         private let priority: UInt8
         private let schedule: Schedule?
+        private let maxAttempts: UInt16?
         /// The input each submit key stands for.
         let inputOfKey: [String: Int]
 
-        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8, schedule: Schedule? = nil) {
+        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8, schedule: Schedule? = nil,
+             maxAttempts: UInt16? = nil) {
+            self.maxAttempts = maxAttempts
             self.inputs = inputs
             self.pipeline = pipeline
             self.options = options
@@ -228,7 +231,8 @@ enum SubmitInputs {
                 image = .file(inputs[index].file ?? path)
             }
             return .job(SubmitRequest(sourceName: path, image: image, pipeline: pipeline, options: options, priority: priority,
-                                      submitKey: key, notBefore: schedule?.notBefore(now: ULIDGenerator.systemMilliseconds())))
+                                      submitKey: key, notBefore: schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()),
+                                      maxAttempts: maxAttempts))
         }
     }
 }
