@@ -289,33 +289,35 @@ final class JobStore {
     /// and its `accepted` event keeps the pipeline and priority, which
     /// outlive the job's row (a stored job has none).
     private static func migrateJobStories(_ db: Connection) throws {
-        // Only the columns missing: a database brought back to an earlier
-        // layout by hand may still have them.
-        let columns = Set(try db.query("PRAGMA table_info(events)") { try $0.string("name") })
-        if !columns.contains("pipeline") { try db.execute("ALTER TABLE events ADD COLUMN pipeline TEXT") }
-        if !columns.contains("priority") { try db.execute("ALTER TABLE events ADD COLUMN priority INTEGER") }
+        try addColumn(db, "events", "pipeline TEXT")
+        try addColumn(db, "events", "priority INTEGER")
         try db.execute("CREATE INDEX IF NOT EXISTS events_job ON events (job_id, seq)")
     }
 
     /// Version 4: a cancel asked of a running job outlives a restart.
     private static func migrateCancelRequests(_ db: Connection) throws {
-        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
-        if !columns.contains("cancel_requested") { try db.execute("ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER") }
+        try addColumn(db, "jobs", "cancel_requested INTEGER")
     }
 
     /// Version 5: a job's output options beyond the columns above: DRK1's
     /// options byte 6 (subsampling, progressive) in bits 0–7 and byte 7
     /// (thumbnail gravity) in bits 8–15; 0 for jobs queued before it.
     private static func migrateOutputFlags(_ db: Connection) throws {
-        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
-        if !columns.contains("output_flags") { try db.execute("ALTER TABLE jobs ADD COLUMN output_flags INTEGER NOT NULL DEFAULT 0") }
+        try addColumn(db, "jobs", "output_flags INTEGER NOT NULL DEFAULT 0")
     }
 
     /// Version 6: a job's own most counted attempts (SUBMIT frame 10);
     /// NULL for the broker's setting, as every job queued before it has.
     private static func migrateMaxAttempts(_ db: Connection) throws {
-        let columns = Set(try db.query("PRAGMA table_info(jobs)") { try $0.string("name") })
-        if !columns.contains("max_attempts") { try db.execute("ALTER TABLE jobs ADD COLUMN max_attempts INTEGER") }
+        try addColumn(db, "jobs", "max_attempts INTEGER")
+    }
+
+    /// Adds a column (`definition` is its name and type) unless the table
+    /// has it: a database brought back to an earlier layout by hand may.
+    private static func addColumn(_ db: Connection, _ table: String, _ definition: String) throws {
+        let name = String(definition.prefix { $0 != " " })
+        let columns = Set(try db.query("PRAGMA table_info(\(table))") { try $0.string("name") })
+        if !columns.contains(name) { try db.execute("ALTER TABLE \(table) ADD COLUMN \(definition)") }
     }
 
     /// `output_flags` of a job's options (see `migrateOutputFlags`).
