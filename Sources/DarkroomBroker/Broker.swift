@@ -36,9 +36,9 @@ public final class Broker: Sendable {
 
     /// Opens the queue and recovers what a previous run left (on the core's
     /// thread), binds the three endpoints (on the switchboard's), and
-    /// returns once both are ready. Throws `BrokerError.startFailed` with
-    /// the cause (a bind error, an unusable data directory, a database
-    /// written by a newer darkroom).
+    /// returns once both are ready. Throws what stopped it, as it is (a
+    /// bind's `ZMQError`, an unusable data directory, a database written by
+    /// a newer darkroom), as the storage node does.
     public func start() throws {
         let (configuration, context, logger, board, backlog) = (self.configuration, self.context, self.logger, self.board, self.backlog)
         do {
@@ -61,17 +61,10 @@ public final class Broker: Sendable {
         core.post(.attach({ switchboard.post($0) }))
     }
 
-    private static func failure(_ error: ServiceThread<CoreMessage>.StartError) -> BrokerError {
+    private static func failure<Instruction: Sendable>(_ error: ServiceThread<Instruction>.StartError) -> any Error {
         switch error {
-        case .alreadyStarted: .alreadyStarted
-        case .failed(let cause): .startFailed(cause)
-        }
-    }
-
-    private static func failure(_ error: ServiceThread<SwitchboardInstruction>.StartError) -> BrokerError {
-        switch error {
-        case .alreadyStarted: .alreadyStarted
-        case .failed(let cause): .startFailed(cause)
+        case .alreadyStarted: BrokerError.alreadyStarted
+        case .failed(let cause): cause
         }
     }
 

@@ -61,11 +61,6 @@ struct InputFiles: Sendable {
 
 /// Failures of the broker itself (not of jobs).
 public enum BrokerError: Error, Sendable, CustomStringConvertible {
-    /// The broker could not start: a bind failed, the data directory or
-    /// database could not be opened. Carries the cause itself (a
-    /// `ZMQError` for a bind), and its text is the cause's alone, for the
-    /// caller to say what could not start.
-    case startFailed(any Error)
     /// A file or database operation failed.
     case storage(String)
     /// `start()` was called twice.
@@ -73,15 +68,8 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .startFailed(let cause): "\(cause)"
         case .storage(let reason): "broker storage: \(reason)"
         case .alreadyStarted: "broker already started"
         }
-    }
-
-    /// The error that stopped the start, for a caller to look through.
-    public var cause: (any Error)? {
-        if case .startFailed(let cause) = self { return cause }
-        return nil
     }
 }

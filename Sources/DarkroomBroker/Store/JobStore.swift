@@ -325,6 +325,15 @@ final class JobStore {
         Int64(options.flags) | Int64(options.thumbnailGravity.rawValue) << 8
     }
 
+    /// `options` with the flags and gravity `storedFlags` wrote; nil when
+    /// the stored value holds one DRK1 does not define.
+    static func options(_ options: JobOptions, storedFlags stored: UInt16) -> JobOptions? {
+        guard var read = options.with(flags: UInt8(stored & 0xFF)),
+              let gravity = JobOptions.ThumbnailGravity(rawValue: UInt8(stored >> 8)) else { return nil }
+        read.thumbnailGravity = gravity
+        return read
+    }
+
     /// A stored step index as DRK1 carries it: 0 when absent, never negative.
     static func wireStepIndex(_ stored: Int64?) -> Int32 {
         Int32(clamping: max(stored ?? 0, 0))
@@ -701,14 +710,13 @@ final class JobStore {
             let id = try row.string("id")
             let state = try row.string("state")
             let stored = try row.integer("output_flags", as: UInt16.self)
-            guard var options = JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
-                                           thumbnailHeight: try row.integer("thumb_height", as: UInt16.self),
-                                           quality: try row.integer("quality", as: UInt8.self),
-                                           thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self)).with(flags: UInt8(stored & 0xFF)),
-                  let gravity = JobOptions.ThumbnailGravity(rawValue: UInt8(stored >> 8)) else {
+            guard let options = JobStore.options(JobOptions(thumbnailWidth: try row.integer("thumb_width", as: UInt16.self),
+                                                            thumbnailHeight: try row.integer("thumb_height", as: UInt16.self),
+                                                            quality: try row.integer("quality", as: UInt8.self),
+                                                            thumbnailQuality: try row.integer("thumb_quality", as: UInt8.self)),
+                                                 storedFlags: stored) else {
                 throw LeaseFailure.unreadable(job.id, "its stored output flags \(stored) are not defined")
             }
-            options.thumbnailGravity = gravity
             let pipeline = try row.string("pipeline")
             let image: [UInt8]
             if let file = try row.optionalString("input_file") {

@@ -20,19 +20,10 @@ enum Schedule: Sendable, Equatable {
         case .at(let time) where time <= now:
             "scheduled for \(JobCommand.time(time)), which has passed: the jobs run at once"
         case .at(let time):
-            "scheduled: no job runs before \(JobCommand.time(time)) (in \(Schedule.text(milliseconds: time - now)))"
+            "scheduled: no job runs before \(JobCommand.time(time)) (in \(SubmitCommand.spoken(.milliseconds(Int64(clamping: time - now)))))"
         case .after(let delay):
-            "scheduled: each job runs no earlier than \(Schedule.text(milliseconds: delay)) after its submit"
+            "scheduled: each job runs no earlier than \(SubmitCommand.spoken(.milliseconds(Int64(clamping: delay)))) after its submit"
         }
-    }
-
-    /// A duration as people read it, its two largest units, rounded up to
-    /// the second: `1d 2h`, `15m`, `1m 30s`.
-    static func text(milliseconds ms: UInt64) -> String {
-        let seconds = (ms + 999) / 1_000
-        let parts: [(UInt64, String)] = [(seconds / 86_400, "d"), (seconds % 86_400 / 3_600, "h"), (seconds % 3_600 / 60, "m"), (seconds % 60, "s")]
-        let shown = parts.filter { $0.0 > 0 }.prefix(2).map { "\($0.0)\($0.1)" }
-        return shown.isEmpty ? "0s" : shown.joined(separator: " ")
     }
 
     static let atHelp = "Run the jobs no earlier than TIME: 2026-12-24T18:00:00Z, 2026-12-24T19:00+01:00 or @UNIX_SECONDS."
@@ -64,7 +55,8 @@ enum Schedule: Sendable, Equatable {
     /// A duration of whole units `d`, `h`, `m`, `s` and `ms`, largest
     /// first, each at most once (`1h30m`, `90s`, `250ms`), up to ten years.
     static func milliseconds(_ text: String) -> UInt64? {
-        let units: [(name: String, ms: UInt64)] = [("d", 86_400_000), ("h", 3_600_000), ("ms", 1), ("m", 60_000), ("s", 1_000)]
+        // Largest first; a unit may follow only a larger one.
+        let units: [(name: String, ms: UInt64)] = [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)]
         var rest = Substring(text.lowercased())
         var total: UInt64 = 0
         var lastRank = -1
@@ -73,10 +65,10 @@ enum Schedule: Sendable, Equatable {
             let digits = rest.prefix { $0.isASCII && $0.isNumber }
             guard !digits.isEmpty, digits.count <= 12, let value = UInt64(digits) else { return nil }
             rest = rest.dropFirst(digits.count)
-            guard let unit = units.first(where: { rest.hasPrefix($0.name) }) else { return nil }
-            // Order of size: d, h, m, s, ms.
-            let rank = ["d", "h", "m", "s", "ms"].firstIndex(of: unit.name) ?? 0
-            guard rank > lastRank else { return nil }
+            // The longest name that matches: `ms` before `m`.
+            guard let rank = units.indices.filter({ rest.hasPrefix(units[$0].name) }).max(by: { units[$0].name.count < units[$1].name.count }),
+                  rank > lastRank else { return nil }
+            let unit = units[rank]
             lastRank = rank
             rest = rest.dropFirst(unit.name.count)
             // Twelve digits of days overflow 64 bits: checked, not trapped.

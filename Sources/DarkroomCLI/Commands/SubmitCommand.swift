@@ -445,12 +445,14 @@ enum SubmitCommand {
         }
     }
 
-    /// A duration as people say it: "14 s", "5 min", "4 min 55 s".
+    /// A duration as people say it, in its two largest units: "14 s",
+    /// "5 min", "4 min 55 s", "2 h 30 min", "3 d 1 h".
     static func spoken(_ duration: Duration) -> String {
         let seconds = Int((duration.fractionalSeconds).rounded())
         if seconds < 60 { return "\(seconds) s" }
-        let minutes = seconds / 60
-        return seconds % 60 == 0 ? "\(minutes) min" : "\(minutes) min \(seconds % 60) s"
+        let parts = [(seconds / 86_400, "d"), (seconds % 86_400 / 3_600, "h"), (seconds % 3_600 / 60, "min"), (seconds % 60, "s")]
+        let first = parts.firstIndex { $0.0 > 0 } ?? 2
+        return parts[first ... first + 1].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: " ")
     }
 
     /// The final object of an input that ended stored or dead: its status,

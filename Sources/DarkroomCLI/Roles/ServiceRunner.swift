@@ -1,4 +1,3 @@
-import DarkroomBroker
 import DarkroomCore
 import DarkroomZMQ
 import Dispatch
@@ -38,22 +37,13 @@ enum ServiceRunner {
             } catch {
                 for done in started.reversed() { done.service.stop(grace: .seconds(5)) }
                 // The commonest reason by far: say what to do about it.
-                let hint = isAddressInUse(error)
+                let hint = (error as? ZMQError)?.isAddressInUse == true
                     ? "; another process listens there (a `darkroom up` or role already running?): stop it, or choose other endpoints (see --help)"
                     : ""
                 throw RuntimeError("cannot start the \(entry.name): \(error)\(hint)")
             }
         }
         return started
-    }
-
-    /// Whether a service could not start because a bind found its address
-    /// taken: the storage node throws the bind's error itself, the broker
-    /// wraps it.
-    static func isAddressInUse(_ error: any Error) -> Bool {
-        if let error = error as? ZMQError { return error.isAddressInUse }
-        if let cause = (error as? BrokerError)?.cause { return isAddressInUse(cause) }
-        return false
     }
 
     /// Blocks until a termination signal or until a service ends without
