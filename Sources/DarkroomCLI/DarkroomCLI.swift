@@ -22,6 +22,8 @@ public enum DarkroomCLI {
         Subcommand(spec: DeadCommand.spec, run: DeadCommand.run),
         Subcommand(spec: JobCommand.spec, run: JobCommand.run),
         Subcommand(spec: CancelCommand.spec, run: CancelCommand.run),
+        Subcommand(spec: PauseCommand.pauseSpec, run: PauseCommand.pause),
+        Subcommand(spec: PauseCommand.resumeSpec, run: PauseCommand.resume),
         Subcommand(spec: ContactSheetCommand.spec, run: ContactSheetCommand.run),
         Subcommand(spec: ProcessCommand.spec, run: ProcessCommand.run),
         Subcommand(spec: BrokerCommand.spec, run: BrokerCommand.run),

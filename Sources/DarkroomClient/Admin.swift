@@ -106,6 +106,16 @@ public final class Admin {
         return r.count
     }
 
+    /// Pauses dispatch (PAUSE, `paused`) or resumes it (RESUME). Returns
+    /// whether it changed: false when dispatch already was that way.
+    @discardableResult
+    public func setPaused(_ paused: Bool) throws(ClientError) -> Bool {
+        let name = paused ? "PAUSE" : "RESUME"
+        let reply = try call(name) { id in paused ? PauseRequest(requestID: id).frames() : ResumeRequest(requestID: id).frames() }
+        guard case .ok(let r) = reply else { throw unexpected(reply, to: name) }
+        return r.count > 0
+    }
+
     /// Checks that the broker answers (PING) and returns the round-trip time.
     @discardableResult
     public func ping() throws(ClientError) -> Duration {

@@ -23,6 +23,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case jobInfo = 0x1B
     case jobInfoReply = 0x1C
     case cancel = 0x1D
+    case pause = 0x1E
+    case resume = 0x1F
 
     case ready = 0x20
     case credit = 0x21
@@ -68,6 +70,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .jobInfo: "JOB-INFO"
         case .jobInfoReply: "JOB-INFO-REPLY"
         case .cancel: "CANCEL"
+        case .pause: "PAUSE"
+        case .resume: "RESUME"
         case .cancelJob: "CANCEL-JOB"
         case .ready: "READY"
         case .credit: "CREDIT"
@@ -105,7 +109,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public var frameCount: Int {
         switch self {
         case .heartbeat, .disconnect: 2
-        case .ping, .pong, .status, .stats, .credit, .holding: 3
+        case .ping, .pong, .status, .stats, .credit, .holding, .pause, .resume: 3
         case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events,
              .jobInfo, .jobInfoReply, .cancel, .cancelJob: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
@@ -130,7 +134,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public static let frontend: Set<Command> = [
         .error, .ping, .pong, .ok, .submit, .accepted, .rejected, .status, .statusReply,
         .replay, .replayEnd, .deadList, .deadListReply, .deadRetry, .deadDiscard, .event,
-        .jobInfo, .jobInfoReply, .cancel,
+        .jobInfo, .jobInfoReply, .cancel, .pause, .resume,
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
@@ -161,7 +165,9 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     }
 
     // Built once: every decode of a received message asks for one of these.
-    private static let frontendToServer: Set<Command> = [.error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel]
+    private static let frontendToServer: Set<Command> = [
+        .error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel, .pause, .resume,
+    ]
     private static let frontendToPeer: Set<Command> = [
         .error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply,
     ]

@@ -389,6 +389,32 @@ public struct CancelRequest: WireMessage {
     }
 }
 
+/// PAUSE (admin → broker): stop sending JOBs to workers until RESUME
+/// (section 5.7). SUBMITs are still accepted and queued, running jobs
+/// finish, and the pause outlives a restart. Answered by OK (count 1 when
+/// dispatch was running, 0 when it was already paused).
+///
+///     2 request id  u64
+public struct PauseRequest: WireMessage {
+    public static let command = Command.pause
+    public var requestID: UInt64
+    public init(requestID: UInt64) { self.requestID = requestID }
+    public init(from r: inout MessageReader) throws(ProtocolError) { requestID = try r.u64("request id") }
+    public func write(to w: inout MessageWriter) { w.u64(requestID) }
+}
+
+/// RESUME (admin → broker): send JOBs again after PAUSE (section 5.7).
+/// Answered by OK (count 1 when dispatch was paused, 0 when it was not).
+///
+///     2 request id  u64
+public struct ResumeRequest: WireMessage {
+    public static let command = Command.resume
+    public var requestID: UInt64
+    public init(requestID: UInt64) { self.requestID = requestID }
+    public init(from r: inout MessageReader) throws(ProtocolError) { requestID = try r.u64("request id") }
+    public func write(to w: inout MessageWriter) { w.u64(requestID) }
+}
+
 /// Which dead jobs DEAD-RETRY or DEAD-DISCARD acts on: the text "all" or a job id.
 public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
     case all
@@ -480,6 +506,8 @@ public enum FrontendMessage: Sendable, Equatable {
     case jobInfo(JobInfoRequest)
     case jobInfoReply(JobInfoReply)
     case cancel(CancelRequest)
+    case pause(PauseRequest)
+    case resume(ResumeRequest)
     case ping(Ping)
     case pong(Pong)
     case ok(OKReply)
@@ -502,6 +530,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .jobInfo(let m): m
         case .jobInfoReply(let m): m
         case .cancel(let m): m
+        case .pause(let m): m
+        case .resume(let m): m
         case .ping(let m): m
         case .pong(let m): m
         case .ok(let m): m
@@ -543,6 +573,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .jobInfo: message = .jobInfo(try JobInfoRequest(from: &r))
         case .jobInfoReply: message = .jobInfoReply(try JobInfoReply(from: &r))
         case .cancel: message = .cancel(try CancelRequest(from: &r))
+        case .pause: message = .pause(try PauseRequest(from: &r))
+        case .resume: message = .resume(try ResumeRequest(from: &r))
         case .ping: message = .ping(try Ping(from: &r))
         case .pong: message = .pong(try Pong(from: &r))
         case .ok: message = .ok(try OKReply(from: &r))

@@ -36,13 +36,16 @@ public struct QueueStatus: Codable, Sendable, Equatable {
     public var dead: UInt64
     /// The depth limit over which SUBMIT is rejected with queue-full.
     public var limit: UInt64
+    /// When PAUSE stopped dispatch (Unix ms); absent while jobs are sent.
+    public var pausedSince: UInt64?
 
-    public init(ready: [UInt64], delayed: UInt64, inFlight: UInt64, dead: UInt64, limit: UInt64) {
+    public init(ready: [UInt64], delayed: UInt64, inFlight: UInt64, dead: UInt64, limit: UInt64, pausedSince: UInt64? = nil) {
         self.ready = ready
         self.delayed = delayed
         self.inFlight = inFlight
         self.dead = dead
         self.limit = limit
+        self.pausedSince = pausedSince
     }
 
     /// All jobs waiting to run, whatever their priority.

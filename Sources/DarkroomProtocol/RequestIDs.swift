@@ -19,6 +19,8 @@ extension DeadDiscard: CarriesRequestID {}
 extension JobInfoRequest: CarriesRequestID {}
 extension JobInfoReply: CarriesRequestID {}
 extension CancelRequest: CarriesRequestID {}
+extension PauseRequest: CarriesRequestID {}
+extension ResumeRequest: CarriesRequestID {}
 extension Ping: CarriesRequestID {}
 extension Pong: CarriesRequestID {}
 extension OKReply: CarriesRequestID {}

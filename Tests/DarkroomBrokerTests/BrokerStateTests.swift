@@ -739,7 +739,7 @@ import Testing
                     } else {
                         discarded.insert(job.id)
                     }
-                case .insert, .lease, .requeue, .requestCancel: break
+                case .insert, .lease, .requeue, .requestCancel, .pause: break
                 }
             }
         }
@@ -777,7 +777,7 @@ import Testing
         for step in 0..<400 {
             let now = driver.now
             let worker = Self.workerSlots.keys.sorted().randomElement(using: &random)!
-            switch Int.random(in: 0..<104, using: &random) {
+            switch Int.random(in: 0..<108, using: &random) {
             case 0..<18:
                 ledger.accepted.append(driver.accept(priority: UInt8.random(in: 0...9, using: &random)).id)
             case 18..<26:
@@ -792,7 +792,9 @@ import Testing
                 settleIfDue(worker)
                 _ = driver.state.grant(UInt32.random(in: 1...4, using: &random), worker: worker)
             case 40..<55:
-                while driver.dispatch() != nil {}
+                let paused = driver.state.pausedSince != nil
+                let sent = driver.dispatchAll()
+                #expect(!paused || sent.isEmpty, "\(sent.count) JOB(s) went out while paused at step \(step)")
             case 55..<67:
                 // DONE for any job, any attempt, from the worker or a stranger.
                 guard let id = anyJob() else { continue }
@@ -844,6 +846,17 @@ import Testing
                 switch driver.plan({ $0.planCancel(id, now: now) }) {
                 case .cancelled(let t)?, .stopping(let t, _, _)?: apply(t)
                 case nil: #expect(driver.state.place(of: id) == nil, "CANCEL found no unfinished job \(id) at step \(step)")
+                }
+            case 101..<105:
+                // PAUSE or RESUME: a change only when dispatch is the other way.
+                let pause = Bool.random(using: &random)
+                let was = driver.state.pausedSince
+                if let t = driver.plan({ $0.planPause(pause, now: now) }) {
+                    #expect((was == nil) == pause, "PAUSE/RESUME changed nothing yet planned a change at step \(step)")
+                    apply(t)
+                    #expect(driver.state.pausedSince == (pause ? now.wall : nil))
+                } else {
+                    #expect((was == nil) != pause, "PAUSE/RESUME planned nothing at step \(step)")
                 }
             default:
                 // A turn is lost: from here, back to the memo taken earlier (or take one).

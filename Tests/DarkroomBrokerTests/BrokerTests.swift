@@ -219,6 +219,48 @@ import Testing
         #expect(ULIDGenerator.systemMilliseconds() >= at, "not before its time")
     }
 
+    @Test func pauseHoldsDispatchThroughARestartWhileRunningJobsFinishAndResumeLetsThemGo() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        func pause(_ paused: Bool) throws -> UInt64 {
+            let reply = try client.request { paused ? PauseRequest(requestID: $0).frames() : ResumeRequest(requestID: $0).frames() }
+            guard case .ok(let ok) = reply else { throw TestFailure("expected OK, got \(reply)") }
+            return ok.count
+        }
+        let running = try client.submitAccepted().jobID
+        let worker = try harness.worker("w-pause")
+        try worker.ready(credit: 1)
+        let first = try worker.job()
+        #expect(first.jobID == running)
+
+        let before = ULIDGenerator.systemMilliseconds()
+        #expect(try pause(true) == 1)
+        #expect(try pause(true) == 0, "already paused")
+        let since = try #require(try client.status().queue.pausedSince)
+        #expect(since >= before && since <= ULIDGenerator.systemMilliseconds())
+        let queued = try [client.submitAccepted().jobID, client.submitAccepted(priority: 9).jobID]
+        // The running job finishes and is stored; nothing new goes out.
+        try worker.done(first)
+        try worker.send(.credit(Credit(count: 2)))
+        #expect(try worker.next(within: 0.8) == nil, "no JOB while paused")
+        #expect(try client.story(running).state == "stored")
+        #expect(try client.status().queue.ready.reduce(0, +) == 2)
+
+        // The pause is in the database: a new broker holds the jobs too.
+        try harness.restart()
+        client = try harness.client()
+        #expect(try client.status().queue.pausedSince == since, "after a restart")
+        let again = try harness.worker("w-pause-2")
+        try again.ready(credit: 2)
+        #expect(try again.next(within: 0.8) == nil, "no JOB while paused, after a restart")
+
+        #expect(try pause(false) == 1)
+        #expect(try pause(false) == 0, "already running")
+        let sent = try [again.job(), again.job()]
+        #expect(sent.map(\.jobID) == [queued[1], queued[0]], "highest priority first")
+        #expect(try client.status().queue.pausedSince == nil)
+    }
+
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
         let harness = try Harness()
         var client = try harness.client()
@@ -257,7 +299,8 @@ import Testing
             #expect(job.options == .default, "a job queued before output flags has none")
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [6], "the latest schema version")
+        #expect(version == [7], "the latest schema version")
+        #expect(try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'settings'") { $0.int64(0) ?? -1 } == [1])
         for column in ["cancel_requested", "output_flags", "max_attempts"] {
             #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = ?", column) { $0.int64(0) ?? -1 } == [1], "\(column)")
         }

@@ -228,6 +228,38 @@ final class StoreBench {
         #expect(Set(restarted.held.keys) == [first, second])
     }
 
+    @Test func aPauseLoadsBackAfterARestartALostTurnTakesItWithItAndResumeClearsIt() throws {
+        let bench = try StoreBench()
+        _ = try bench.accept(key: "waiting")
+        try bench.commit()
+        let now = bench.driver.now
+        #expect(bench.driver.state.planPause(false, now: now) == nil, "RESUME while running plans nothing")
+
+        // A turn that pauses is lost: the pause goes with it.
+        let memo = bench.driver.state.memo()
+        try bench.write(try unwrap(bench.driver.state.planPause(true, now: now)))
+        #expect(bench.driver.state.pausedSince == now.wall)
+        try bench.lose(memo)
+        #expect(bench.driver.state.pausedSince == nil)
+        #expect(try bench.summary == bench.expected)
+
+        try bench.write(try unwrap(bench.driver.state.planPause(true, now: now)))
+        try bench.commit()
+        #expect(bench.driver.state.planPause(true, now: now) == nil, "PAUSE while paused plans nothing")
+        try bench.reopen()
+        #expect(try bench.summary == bench.expected)
+        #expect(try bench.store.load().pausedSince == now.wall)
+        bench.driver.register("w1", slots: 2, credit: 2)
+        #expect(try bench.dispatch() == nil, "no dispatch while paused")
+
+        try bench.write(try unwrap(bench.driver.state.planPause(false, now: now)))
+        try bench.commit()
+        try bench.reopen()
+        #expect(try bench.store.load().pausedSince == nil)
+        #expect(try bench.summary == bench.expected)
+        #expect(try bench.dispatch() != nil, "dispatch again after RESUME")
+    }
+
     @Test func aTransitionWhoseLaterWriteFailsLeavesNoneOfItsWritesWhileTheTurnsEarlierWorkCommits() throws {
         let bench = try StoreBench()
         let kept = try bench.accept(key: "kept")

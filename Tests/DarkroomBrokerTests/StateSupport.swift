@@ -138,6 +138,7 @@ struct StateDriver {
         loaded.queued = state.ready.all.sorted { $0.job.id < $1.job.id }
         loaded.leased = (Array(state.leases.values) + state.held.values.map(\.lease)).sorted { $0.job.id < $1.job.id }
         loaded.cancelling = state.cancelling
+        loaded.pausedSince = state.pausedSince
         loaded.deadCount = state.deadCount
         loaded.eventSeq = state.eventSeq
         loaded.lastRowID = lastRowID ?? state.lastRowID
@@ -150,6 +151,7 @@ struct LoadedSummary: Equatable, CustomStringConvertible {
     var queued: [String]
     var leased: [String]
     var cancelling: [String]
+    var pausedSince: UInt64?
     var deadCount: Int
     var eventSeq: UInt64
     var lastRowID: Int64
@@ -164,13 +166,14 @@ struct LoadedSummary: Equatable, CustomStringConvertible {
             "\($0.job.id) p\($0.job.priority) row \($0.job.rowID) attempt \($0.job.attempt)/\($0.job.attemptBase) \($0.job.source) \($0.job.inputFile ?? "inline") to \($0.worker)"
         }
         cancelling = loaded.cancelling.sorted().map(\.description)
+        pausedSince = loaded.pausedSince
         deadCount = loaded.deadCount
         eventSeq = loaded.eventSeq
         lastRowID = loaded.lastRowID
     }
 
     var description: String {
-        "queued \(queued), leased \(leased), cancelling \(cancelling), dead \(deadCount), event seq \(eventSeq), last rowid \(lastRowID)"
+        "queued \(queued), leased \(leased), cancelling \(cancelling), paused since \(pausedSince.map(String.init) ?? "-"), dead \(deadCount), event seq \(eventSeq), last rowid \(lastRowID)"
     }
 }
 

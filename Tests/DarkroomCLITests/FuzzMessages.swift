@@ -90,7 +90,7 @@ enum FieldType {
         let line = { (bytes: ClosedRange<Int>) in FieldType.line(bytes) }
         switch command {
         case .error, .rejected: return [("request id", .requestID), ("code", .u16), ("reason", line(0...4096))]
-        case .ping, .pong, .status, .stats: return [("request id", .requestID)]
+        case .ping, .pong, .status, .stats, .pause, .resume: return [("request id", .requestID)]
         case .ok: return [("request id", .requestID), ("count", .u64)]
         case .submit:
             return [("request id", .requestID), ("priority", .u8(0...9)), ("options", .options), ("pipeline", .pipeline),

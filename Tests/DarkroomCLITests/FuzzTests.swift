@@ -66,7 +66,14 @@ struct FuzzTests {
             try run.bigMessages()
             Thread.sleep(forTimeInterval: 2)
         }
-        try phase("frontend") { try run.frontend(messages: 4_000 * scale) }
+        try phase("frontend") {
+            try run.frontend(messages: 4_000 * scale)
+            // A PAUSE the fuzz made is a valid request (section 5.7): the
+            // jobs it queued run once dispatch is resumed.
+            let resume = try h.run(["resume", "--json"] + h.brokerFlags)
+            #expect(resume.status == 0, "resume after the frontend fuzz: \(resume.stderr)")
+            print("fuzz: after the frontend fuzz: \(resume.stdout)")
+        }
         try phase("backend") { try run.backend(sessions: 300 * scale) }
         try phase("store") { try run.store(messages: 3_000 * scale) }
         try phase("events") {

@@ -6,13 +6,13 @@ import Testing
         for command in [Command.submit, .status, .replay, .deadList, .list, .get, .stats, .ping] {
             #expect(Permissions.allows(role: "producer", command), "\(command)")
         }
-        for command in [Command.deadRetry, .deadDiscard, .delete, .store, .ready, .done] {
+        for command in [Command.deadRetry, .deadDiscard, .pause, .resume, .delete, .store, .ready, .done] {
             #expect(!Permissions.allows(role: "producer", command), "\(command)")
         }
         for command in [Command.ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store, .ping] {
             #expect(Permissions.allows(role: "worker", command), "\(command)")
         }
-        for command in [Command.submit, .delete, .deadRetry, .list] {
+        for command in [Command.submit, .delete, .deadRetry, .pause, .list] {
             #expect(!Permissions.allows(role: "worker", command), "\(command)")
         }
         #expect(Permissions.requests.allSatisfy { Permissions.allows(role: "admin", $0) })

@@ -232,6 +232,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("status.queue.inFlight", s.status.queue.inFlight); set("status.queue.depth", s.status.queue.depth)
             set("status.workers.count", s.status.workers.count); set("status.workers.0.host", s.status.workers.first?.host)
             set("status.rates.accepted", s.status.rates.accepted)
+            if let since = s.status.queue.pausedSince { set("status.queue.pausedSince", since) }
         case .replay(let r): set("requestID", r.requestID); set("fromSeq", r.fromSeq); set("limit", r.limit)
         case .replayEnd(let r): set("requestID", r.requestID); set("lastSeq", r.lastSeq); set("headSeq", r.headSeq)
         case .event(let e): event(e)
@@ -241,6 +242,8 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("list.jobs.0.jobID", d.list.jobs.first?.jobID); set("list.jobs.0.errorCode", d.list.jobs.first?.errorCode)
             set("list.jobs.0.stepIndex", d.list.jobs.first?.stepIndex)
         case .cancel(let c): set("requestID", c.requestID); set("target", c.target)
+        case .pause(let p): set("requestID", p.requestID)
+        case .resume(let r): set("requestID", r.requestID)
         case .jobInfo(let j): set("requestID", j.requestID); set("jobID", j.jobID)
         case .jobInfoReply(let j):
             set("requestID", j.requestID); set("story.state", j.story.state)

@@ -21,6 +21,7 @@ SUBMIT, ACCEPTED, REJECTED, STATUS, STATUS_REPLY = 0x10, 0x11, 0x12, 0x13, 0x14
 REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
 DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
 JOB_INFO, JOB_INFO_REPLY, CANCEL = 0x1B, 0x1C, 0x1D
+PAUSE, RESUME = 0x1E, 0x1F
 READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27
 CANCEL_JOB = 0x28
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
@@ -52,12 +53,12 @@ def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
 # Section 3.2: the commands each end of a socket reads. The server is the
 # end that binds (the broker, the storage node); the peer connects.
 TO_SERVER = {
-    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO, CANCEL},
+    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO, CANCEL, PAUSE, RESUME},
     "backend": {ERROR, READY, CREDIT, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING, PING, PONG},
     "store": {ERROR, PING, STORE, LIST, GET, DELETE, STATS},
 }
 # Section 3.1: the commands whose frame 2 is a request id.
-CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, CANCEL + 1)) | set(range(STORE, STATS_REPLY + 1))
+CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, RESUME + 1)) | set(range(STORE, STATS_REPLY + 1))
 
 vectors = []
 malformed = []
@@ -161,6 +162,10 @@ vector("status-reply", "frontend", "STATUS-REPLY with one worker",
        {"command": "STATUS-REPLY", "requestID": 2, "status.eventSeq": 5000, "status.queue.inFlight": 4,
         "status.queue.depth": 16, "status.workers.count": 1, "status.workers.0.host": "node-a",
         "status.rates.accepted": 812.5})
+paused_status = {**status, "queue": {**status["queue"], "pausedSince": 1729999990000}, "workers": []}
+vector("status-reply-paused", "frontend", "STATUS-REPLY while PAUSE holds dispatch (section 5.7)",
+       msg(STATUS_REPLY, u64(4), js(paused_status)),
+       {"command": "STATUS-REPLY", "requestID": 4, "status.queue.pausedSince": 1729999990000, "status.workers.count": 0})
 vector("replay", "frontend", "REPLAY from seq 990, broker default limit",
        msg(REPLAY, u64(3), u64(990), u32(0)), {"command": "REPLAY", "requestID": 3, "fromSeq": 990, "limit": 0})
 vector("replay-end", "frontend", "REPLAY-END: sent up to 1200, head is 1500",
@@ -217,6 +222,8 @@ vector("cancel-one", "frontend", "CANCEL one job", msg(CANCEL, u64(10), text(JOB
        {"command": "CANCEL", "requestID": 10, "target": JOB_ID})
 vector("cancel-queued", "frontend", "CANCEL every queued job", msg(CANCEL, u64(11), text("queued")),
        {"command": "CANCEL", "requestID": 11, "target": "queued"})
+vector("pause", "frontend", "PAUSE: hold dispatch", msg(PAUSE, u64(12)), {"command": "PAUSE", "requestID": 12})
+vector("resume", "frontend", "RESUME: dispatch again", msg(RESUME, u64(13)), {"command": "RESUME", "requestID": 13})
 
 # ---------------------------------------------------------------- backend
 vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
@@ -433,6 +440,10 @@ bad("dead-retry-target", "frontend", "DEAD-RETRY with target 'everything'",
 bad("job-info-bad-id", "frontend", "JOB-INFO with a job id that is not a ULID",
     msg(JOB_INFO, u64(9), text("job-42")), 101,
     "JOB-INFO: frame 3 (job id) is not a ULID (26 characters of Crockford base32), got 'job-42'")
+bad("pause-frames", "frontend", "PAUSE with a frame too many", msg(PAUSE, u64(12), u8(1)), 101,
+    "PAUSE: expected 3 frames, got 4")
+bad("resume-to-client", "frontend", "RESUME sent to a client: only the broker reads it",
+    msg(RESUME, u64(13)), 103, "RESUME is not sent to a client", receiver="peer")
 bad("job-info-frames", "frontend", "JOB-INFO without its job id", msg(JOB_INFO, u64(9)), 101,
     "JOB-INFO: expected 4 frames, got 3")
 bad("dead-list-limit", "frontend", "DEAD-LIST with limit 0", msg(DEAD_LIST, u64(4), u32(0), b""), 101,

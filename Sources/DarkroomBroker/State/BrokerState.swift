@@ -58,6 +58,9 @@ struct BrokerState {
     /// Running jobs whose worker was asked to stop them (CANCEL). The
     /// database marks them too, so a restart asks their workers again.
     private(set) var cancelling: Set<ULID> = []
+    /// When PAUSE stopped dispatch (Unix ms), or nil while jobs are sent.
+    /// The database holds it, so a pause outlives a restart.
+    private(set) var pausedSince: UInt64?
     /// The seq of the newest event (committed, or applied in this turn).
     private(set) var eventSeq: UInt64 = 0
     /// The highest rowid used in `jobs`.
@@ -71,6 +74,7 @@ struct BrokerState {
         var leased: [Lease] = []
         /// Leased jobs whose worker was asked to stop them.
         var cancelling: Set<ULID> = []
+        var pausedSince: UInt64?
         var deadCount = 0
         var eventSeq: UInt64 = 0
         var lastRowID: Int64 = 0
@@ -96,6 +100,7 @@ struct BrokerState {
         leases = [:]
         held = [:]
         cancelling = loaded.cancelling
+        pausedSince = loaded.pausedSince
         deadCount = loaded.deadCount
         eventSeq = loaded.eventSeq
         lastRowID = loaded.lastRowID
@@ -249,9 +254,9 @@ struct BrokerState {
 
     /// The next JOB to send: the first ready job to the connected worker
     /// with the most credit (taking turns when equal), or nil when no job
-    /// is ready or no worker has credit.
+    /// is ready, no worker has credit or dispatch is paused.
     func planDispatch(now: Moment) -> (transition: Transition, lease: Lease)? {
-        guard let job = ready.peek() else { return nil }
+        guard pausedSince == nil, let job = ready.peek() else { return nil }
         var best: WorkerEntry?
         for worker in workers.values where worker.credit > 0 && !worker.stopping {
             guard let current = best else { best = worker; continue }
@@ -484,6 +489,18 @@ struct BrokerState {
         return t
     }
 
+    /// PAUSE (`paused`) or RESUME: nil when dispatch already is that way.
+    func planPause(_ paused: Bool, now: Moment) -> Transition? {
+        guard paused == (pausedSince == nil) else { return nil }
+        let since: UInt64? = paused ? now.wall : nil
+        var t = Transition()
+        t.writes.append(.pause(since: since))
+        t.changes.append(.paused(since: since))
+        t.notes.append(paused ? "dispatch paused: jobs stay queued until RESUME; \(leases.count + held.count) running job(s) finish"
+                              : "dispatch resumed: \(ready.depth - ready.delayedCount) ready job(s) go to workers again")
+        return t
+    }
+
     /// Leases being cancelled on this worker's connection: CANCEL-JOB is
     /// sent (again) after it settles.
     func cancellingLeases(of workerID: String) -> [Lease] {
@@ -572,6 +589,8 @@ struct BrokerState {
                 if leases[id] == nil { cancelling.remove(id) }
             case .cancelling(let id):
                 cancelling.insert(id)
+            case .paused(let since):
+                pausedSince = since
             case .deadCount(let delta):
                 deadCount = max(0, deadCount + delta)
             case .settled(let workerID):
@@ -607,7 +626,7 @@ struct BrokerState {
             time: now.wall, eventSeq: eventSeq,
             queue: QueueStatus(ready: ready.readyCounts, delayed: UInt64(ready.delayedCount),
                                inFlight: UInt64(leases.count + held.count), dead: UInt64(deadCount),
-                               limit: UInt64(max(0, limit))),
+                               limit: UInt64(max(0, limit)), pausedSince: pausedSince),
             workers: list, rates: rates)
     }
 }
@@ -621,7 +640,7 @@ extension BrokerState: Equatable {
         lhs.policy == rhs.policy && lhs.reclaimWindow == rhs.reclaimWindow && lhs.reconnectWindow == rhs.reconnectWindow
             && lhs.ready == rhs.ready && lhs.leases == rhs.leases && lhs.held == rhs.held
             && lhs.workers == rhs.workers && lhs.workerIDs == rhs.workerIDs && lhs.deadCount == rhs.deadCount
-            && lhs.cancelling == rhs.cancelling
+            && lhs.cancelling == rhs.cancelling && lhs.pausedSince == rhs.pausedSince
             && lhs.eventSeq == rhs.eventSeq && lhs.lastRowID == rhs.lastRowID && lhs.dispatchSerial == rhs.dispatchSerial
     }
 }

@@ -43,6 +43,8 @@ enum QueueWrite: Sendable, Equatable {
     /// Mark a leased job as asked to stop (CANCEL) at `at` (Unix ms), so
     /// that the broker asks its worker again after a restart.
     case requestCancel(JobHandle, at: UInt64)
+    /// Record that dispatch is paused since `since` (Unix ms), or runs (nil).
+    case pause(since: UInt64?)
 }
 
 /// A change to the in-memory state, applied after the writes succeeded.
@@ -67,4 +69,6 @@ enum StateChange: Sendable, Equatable {
     /// CANCEL asked the worker running this job to stop; the job ends
     /// `cancelled` when the worker answers (or is lost).
     case cancelling(ULID)
+    /// PAUSE stopped dispatch at `since` (Unix ms), or RESUME started it (nil).
+    case paused(since: UInt64?)
 }

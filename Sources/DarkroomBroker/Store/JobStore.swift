@@ -54,7 +54,8 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// - `submit_keys`: each accepted SUBMIT's key with its job and `accepted` seq.
 ///
 /// A leased job's `cancel_requested` (Unix ms) says CANCEL asked its
-/// worker to stop it: the broker asks again after a restart.
+/// worker to stop it: the broker asks again after a restart. `settings`
+/// holds `paused_since` while PAUSE holds dispatch.
 final class JobStore {
     let db: Connection
     let inputs: InputFiles
@@ -64,7 +65,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 6
+    static let schemaVersion: Int64 = 7
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -154,7 +155,7 @@ final class JobStore {
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
                                                          (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags),
-                                                         (6, JobStore.migrateMaxAttempts)])
+                                                         (6, JobStore.migrateMaxAttempts), (7, JobStore.migrateSettings)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -312,6 +313,12 @@ final class JobStore {
         try addColumn(db, "jobs", "max_attempts INTEGER")
     }
 
+    /// Version 7: the broker's own durable settings, one row each:
+    /// `paused_since` (Unix ms) while PAUSE holds dispatch.
+    private static func migrateSettings(_ db: Connection) throws {
+        try db.execute("CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    }
+
     /// Adds a column (`definition` is its name and type) unless the table
     /// has it: a database brought back to an earlier layout by hand may.
     private static func addColumn(_ db: Connection, _ table: String, _ definition: String) throws {
@@ -357,6 +364,9 @@ final class JobStore {
             }
         }
         loaded.deadCount = try deadCount()
+        loaded.pausedSince = try db.query("SELECT value FROM settings WHERE name = 'paused_since'") {
+            try $0.integer("value", as: UInt64.self)
+        }.first
         loaded.eventSeq = committedSeq
         loaded.lastRowID = try db.query("SELECT COALESCE(MAX(rowid), 0) AS last FROM jobs") { try $0.int64("last") }.first ?? 0
         return loaded
@@ -667,6 +677,13 @@ final class JobStore {
         case let .requestCancel(job, time):
             try updateCancelRequested.execute(values: [.integer(Int64(clamping: time)), .integer(job.rowID)])
             try expectOneRow("cancel request", job)
+            return nil
+        case .pause(let since):
+            if let since {
+                try db.execute("INSERT OR REPLACE INTO settings (name, value) VALUES ('paused_since', ?)", Int64(clamping: since))
+            } else {
+                try db.execute("DELETE FROM settings WHERE name = 'paused_since'")
+            }
             return nil
         }
     }

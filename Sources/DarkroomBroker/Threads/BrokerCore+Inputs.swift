@@ -21,6 +21,8 @@ extension BrokerCore {
             handleDead(request.target, requestID: request.requestID, client: client, revive: false, now: now)
         case let .cancel(request, client):
             handleCancel(request, client: client, now: now)
+        case let .pause(paused, requestID, client):
+            handlePause(paused, requestID: requestID, client: client, now: now)
         case let .read(message, client):
             reads.append((client, message))
         case let .backend(message, connection):
@@ -192,6 +194,27 @@ extension BrokerCore {
             case nil:
                 fail(.notFound, whyNotCancellable(job))
             }
+        }
+    }
+
+    // MARK: Pause
+
+    /// PAUSE or RESUME: OK with 1 when dispatch changed, 0 when it already
+    /// was that way. The change is committed before the OK leaves.
+    func handlePause(_ paused: Bool, requestID: UInt64, client: [UInt8], now: Moment) {
+        guard let transition = state.planPause(paused, now: now) else {
+            delivery.frontend.append((client, OKReply(requestID: requestID, count: 0).frames()))
+            return
+        }
+        switch apply(transition, now: now) {
+        case .applied:
+            awaiting.append((client, requestID, OKReply(requestID: requestID, count: 1).frames(), false))
+        case .rejected(let reason), .unreadableInput(_, let reason):
+            logger.error("\(paused ? "PAUSE" : "RESUME") failed: \(reason)")
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal,
+                                                         reason: Wire.line("the broker could not record it: \(reason)")).frames()))
+        case .lost:
+            awaiting.append((client, requestID, [], false))
         }
     }
 

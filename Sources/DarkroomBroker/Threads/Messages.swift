@@ -15,6 +15,8 @@ enum CoreInput: Sendable {
     case deadRetry(DeadRetry, client: [UInt8])
     case deadDiscard(DeadDiscard, client: [UInt8])
     case cancel(CancelRequest, client: [UInt8])
+    /// PAUSE (`paused`) or RESUME.
+    case pause(paused: Bool, requestID: UInt64, client: [UInt8])
     /// REPLAY or DEAD-LIST: answered from the database after the turn's commit.
     case read(FrontendMessage, client: [UInt8])
     /// A worker's READY, HOLDING, CREDIT, DONE, FAIL or DISCONNECT (and
@@ -32,7 +34,7 @@ extension CoreInput {
     var isFromWorkers: Bool {
         switch self {
         case .backend, .silent: return true
-        case .submit, .deadRetry, .deadDiscard, .cancel, .read, .written: return false
+        case .submit, .deadRetry, .deadDiscard, .cancel, .pause, .read, .written: return false
         }
     }
 }

@@ -371,6 +371,10 @@ final class Switchboard {
             forward.append(.deadDiscard(request, client: client))
         case .cancel(let request):
             forward.append(.cancel(request, client: client))
+        case .pause(let request):
+            forward.append(.pause(paused: true, requestID: request.requestID, client: client))
+        case .resume(let request):
+            forward.append(.pause(paused: false, requestID: request.requestID, client: client))
         case .error(let error):
             logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
         case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .pong, .ok:

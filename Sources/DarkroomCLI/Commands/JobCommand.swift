@@ -59,6 +59,9 @@ enum JobCommand {
         }
         var missing = 0
         var notStored = 0
+        // Asked once, for the first waiting job shown: a paused broker
+        // explains why it waits.
+        var pausedSince: UInt64??
         for (index, id) in ids.enumerated() {
             do {
                 let story = if let known = read[id] { try known.get() } else { try admin.jobStory(id) }
@@ -67,7 +70,14 @@ enum JobCommand {
                     Console.out(jsonLine(story))
                 } else {
                     if index > 0 { Console.out("") }
-                    for line in lines(story) { Console.out(line) }
+                    var shown = lines(story)
+                    if story.state == "queued" || story.state == "delayed" {
+                        if pausedSince == nil { pausedSince = .some((try? admin.status())?.queue.pausedSince) }
+                        if let since = pausedSince ?? nil {
+                            shown.insert("  dispatch paused since \(time(since)): no job goes to a worker until `darkroom resume`", at: 1)
+                        }
+                    }
+                    for line in shown { Console.out(line) }
                 }
             } catch let error where error.serverCode == .notFound {
                 missing += 1
@@ -89,7 +99,8 @@ enum JobCommand {
     /// the ids the broker does not know, so they are not asked for again.
     static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower,
                                limit: Duration?) throws(ClientError) -> (timedOut: Bool, read: [ULID: Result<JobStory, ClientError>]) {
-        let head = try admin.status().eventSeq
+        let status = try admin.status()
+        let head = (seq: status.eventSeq, pausedSince: status.queue.pausedSince)
         var open: Set<ULID> = []
         var read: [ULID: Result<JobStory, ClientError>] = [:]
         for id in ids {
@@ -101,6 +112,9 @@ enum JobCommand {
             }
         }
         guard !open.isEmpty else { return (false, read) }
+        if let since = head.pausedSince {
+            Console.err("job: dispatch is paused since \(time(since)): the queued jobs wait for `darkroom resume`")
+        }
         let endpoint = follower.frontendEndpoint
         follower.onBrokerContact = { contact in
             switch contact {
@@ -111,7 +125,7 @@ enum JobCommand {
             }
         }
         do {
-            _ = try follower.waitForJobs(open, from: head + 1, timeout: limit)
+            _ = try follower.waitForJobs(open, from: head.seq + 1, timeout: limit)
             return (false, read)
         } catch where error.kind == .timeout && limit != nil {
             Console.err("job: \(error.message)")

@@ -205,6 +205,9 @@ enum StatusCommand {
         let q = status.queue
         let readyTotal = q.ready.reduce(0, +)
         var out = "queue: \(readyTotal) ready, \(q.delayed) delayed (retry backoff or scheduled), \(q.inFlight) in flight, \(q.dead) dead (limit \(q.limit))\n"
+        if let since = q.pausedSince {
+            out += "dispatch: PAUSED since \(JobCommand.time(since)): no job goes to a worker until `darkroom resume`\n"
+        }
         let byPriority = q.ready.enumerated().filter { $0.element > 0 }.map { "p\($0.offset)=\($0.element)" }
         if !byPriority.isEmpty { out += "ready by priority: " + byPriority.joined(separator: " ") + "\n" }
         out += String(format: "rates (last %ds): %.1f accepted/s, %.1f stored/s, %.1f failed/s\n", status.rates.windowSeconds, status.rates.accepted, status.rates.stored, status.rates.failed)

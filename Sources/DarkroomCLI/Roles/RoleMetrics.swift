@@ -100,6 +100,8 @@ enum RoleMetrics {
         text.gauge("darkroom_broker_jobs_in_flight", help: "Jobs dispatched to a worker (or held for one reconnecting) and not yet done or failed.",
                    [.init(count: queue.inFlight)])
         text.gauge("darkroom_broker_jobs_dead", help: "Jobs in the dead-letter set.", [.init(count: queue.dead)])
+        text.gauge("darkroom_broker_dispatch_paused", help: "1 while dispatch is paused (darkroom pause), else 0.",
+                   [.init(count: queue.pausedSince == nil ? 0 : 1)])
         text.gauge("darkroom_broker_queue_limit", help: "Queued jobs (ready and delayed) above which submits are refused (--max-depth).",
                    [.init(count: queue.limit)])
         text.counter("darkroom_broker_jobs_accepted_total", help: "Jobs accepted (committed) since the broker started.",
