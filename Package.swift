@@ -87,7 +87,7 @@ let package = Package(
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
-        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics", "DarkroomClient"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics", "DarkroomClient", "DarkroomSQLite"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),

@@ -428,6 +428,25 @@ final class RecordStore {
         return record
     }
 
+    /// Deletes, in the open batch, up to `limit` records stored before
+    /// `cutoff` (Unix ms), oldest first, as `delete` does. Returns them.
+    /// A record's id is a ULID made when it was stored, so the primary
+    /// key's range below the cutoff's first id finds them without a scan;
+    /// `created` decides.
+    func expire(before cutoff: UInt64, limit: Int) throws -> [RecordInfo] {
+        try requireBatch()
+        let bound = ULID(milliseconds: cutoff, randomHigh: 0, randomLow: 0).description
+        let ids = try connection.query(
+            "SELECT id FROM full_res WHERE id < ?1 AND created < ?2 ORDER BY id LIMIT ?3", bound, Int64(clamping: cutoff), limit
+        ) { try $0.string("id") }
+        var deleted: [RecordInfo] = []
+        for text in ids {
+            guard let id = ULID(text) else { throw StoreFailure(.internal, "a record has a damaged id '\(text)'") }
+            if let record = try delete(matching: id) { deleted.append(record) }
+        }
+        return deleted
+    }
+
     /// Totals for STATS and for the log.
     struct Totals {
         var records: UInt64 = 0

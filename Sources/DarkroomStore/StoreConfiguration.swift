@@ -41,6 +41,18 @@ public struct StoreConfiguration: Sendable {
     /// workers' when those are raised. `failOnWarning` is always on here: a
     /// header that ends early is refused, never guessed at.
     public var imageLimits: DecodeLimits
+    /// How long a record is kept (`--keep-records`): a record stored longer
+    /// ago is deleted with its thumbnail and blob files. Nil keeps records
+    /// until `darkroom rm`.
+    public var recordLifetime: Duration?
+    /// How often the node looks for records past `recordLifetime`, when
+    /// the last look left none (a tenth of the lifetime if that is
+    /// shorter, but not under 100 ms).
+    public var expiryInterval: Duration = .seconds(30)
+    /// The most records one look deletes, in one transaction; a look that
+    /// deletes this many is followed by another as soon as the requests
+    /// waiting meanwhile are answered.
+    public var expiryBatch: Int = 500
 
     public init(
         endpoint: String = Wire.Endpoint.store,

@@ -94,6 +94,8 @@ public struct StoreMetrics: Sendable, Equatable {
     /// STOREs answered ERROR since the node started: an image that failed
     /// the header checks, a key not allowed to store, a failed write or commit.
     public var refused: UInt64 = 0
+    /// Records deleted for being older than `--keep-records` since the node started.
+    public var expired: UInt64 = 0
 
     public init() {}
 }

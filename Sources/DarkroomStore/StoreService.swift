@@ -26,6 +26,8 @@ final class StoreService {
 
     private let socketItem: Int
     private let inboxItem: Int
+    /// When the next look for expired records is due (monotonic ms).
+    private var nextExpiry: UInt64 = 0
 
     /// A request that reads or writes the database, and who sent it.
     private struct Pending {
@@ -72,14 +74,15 @@ final class StoreService {
         metrics.fullBytes = totals?.fullBytes ?? 0
         metrics.thumbnailBytes = totals?.thumbBytes ?? 0
         board.publish(metrics)
-        logger.info("store listening on \(endpoint), data in \(configuration.dataDirectory), \(totals?.records ?? 0) record(s)")
+        let kept = configuration.recordLifetime.map { "; records kept for \(StoreService.spoken($0))" } ?? ""
+        logger.info("store listening on \(endpoint), data in \(configuration.dataDirectory), \(totals?.records ?? 0) record(s)\(kept)")
     }
 
     func run() {
         loop: while true {
             let ready: PollResult
             do {
-                ready = try poller.poll(timeoutMilliseconds: -1)
+                ready = try poller.poll(timeoutMilliseconds: expiryWait())
             } catch {
                 if (error as? ZMQError)?.isTerminated != true { logger.error("store poll failed: \(error)") }
                 break loop
@@ -96,8 +99,71 @@ final class StoreService {
                     break loop
                 }
             }
+            if expiryWait() == 0 { expire() }
         }
         shutDown()
+    }
+
+    // MARK: Expiry
+
+    /// How long the poll may wait before the next look for expired
+    /// records: -1 (forever) without `recordLifetime`.
+    private func expiryWait() -> Int {
+        guard configuration.recordLifetime != nil else { return -1 }
+        let now = StoreService.monotonicNow()
+        return nextExpiry > now ? Int(clamping: nextExpiry - now) : 0
+    }
+
+    /// Deletes one batch of the records past `recordLifetime`, in a
+    /// transaction of its own; their blob files go after the commit (a
+    /// crash between the two leaves them to the startup sweep). Another
+    /// look follows at once when the batch was full, after the requests
+    /// that came meanwhile.
+    private func expire() {
+        guard let lifetime = configuration.recordLifetime else { return }
+        // A short lifetime is looked after often enough that a record
+        // outlives it by a tenth at most.
+        let interval = UInt64(max(100, min(configuration.expiryInterval.milliseconds, lifetime.milliseconds / 10)))
+        let batch = max(1, configuration.expiryBatch)
+        let now = StoreService.monotonicNow()
+        nextExpiry = now + interval
+        let wall = ULIDGenerator.systemMilliseconds()
+        let age = UInt64(max(0, lifetime.milliseconds))
+        guard wall > age else { return }
+        let cutoff = wall - age
+        let gone: [RecordInfo]
+        do {
+            try records.begin()
+            gone = try records.expire(before: cutoff, limit: batch)
+            try records.commit()
+        } catch {
+            records.rollback()
+            logger.error("store cannot delete the records older than \(StoreService.spoken(lifetime)): \(error); trying again in \(interval / 1_000) s")
+            return
+        }
+        guard !gone.isEmpty else { return }
+        var removed = StoreMetrics()
+        for record in gone {
+            removed.records += 1
+            removed.fullBytes += record.full.bytes
+            removed.thumbnailBytes += record.thumb.bytes
+        }
+        metrics.add(StoreMetrics(), removing: removed)
+        metrics.expired += UInt64(gone.count)
+        board.publish(metrics)
+        logger.info("store deleted \(gone.count) record(s) stored before \(Logger.timestamp(milliseconds: Int64(clamping: cutoff))) (kept for \(StoreService.spoken(lifetime)))")
+        if gone.count >= batch { nextExpiry = now }
+    }
+
+    static func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
+
+    /// A lifetime as `--keep-records` takes it: 90s, 15m, 12h or 30d.
+    static func spoken(_ lifetime: Duration) -> String {
+        let seconds = lifetime.components.seconds
+        for (unit, size) in [("d", Int64(86_400)), ("h", 3_600), ("m", 60)] where seconds >= size && seconds % size == 0 {
+            return "\(seconds / size)\(unit)"
+        }
+        return "\(seconds)s"
     }
 
     // MARK: One turn

@@ -43,14 +43,25 @@ enum RoleOptions {
         return try parseRetention(text)
     }
 
+    static let keepRecords = OptionSpec.value(
+        "keep-records", "AGE",
+        help: "Delete records (each with its thumbnail and blob files) stored longer ago than this: 30m, 12h, 30d, or forever.",
+        default: "forever")
+
+    /// `--keep-records`: nil keeps records until `darkroom rm`.
+    static func keepRecords(_ args: ParsedArguments) throws(UsageError) -> Duration? {
+        guard let text = args.value("keep-records") else { return nil }
+        return try parseRetention(text, option: "--keep-records")
+    }
+
     /// A count and a unit (s, m, h, d), or `forever`.
-    static func parseRetention(_ text: String) throws(UsageError) -> Duration? {
+    static func parseRetention(_ text: String, option: String = "--retention") throws(UsageError) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         if trimmed == "forever" { return nil }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
         guard let unit = trimmed.last, let seconds = units[unit], let count = Int64(trimmed.dropLast()),
               count >= 1, count <= 36_500 * 86_400 / seconds else {
-            throw UsageError("--retention takes a count and a unit (s, m, h or d), like 7d or 12h, or forever; got '\(text)'")
+            throw UsageError("\(option) takes a count and a unit (s, m, h or d), like 7d or 12h, or forever; got '\(text)'")
         }
         return .seconds(count * seconds)
     }
@@ -206,10 +217,14 @@ enum StoreCommand {
         Keeps each job's full-resolution image and thumbnail as two linked records
         in SQLite (DIR/store); large images go to content-addressed files written
         crash-safely. Storing the same job twice returns the first record.
+        With --keep-records AGE, records stored longer ago than AGE are deleted
+        with their thumbnails and blob files (looked for every 30 s, at most
+        500 in a transaction, the requests waiting served between two).
         """,
         options: [
             RoleOptions.data,
             .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
+            RoleOptions.keepRecords,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -221,7 +236,9 @@ enum StoreCommand {
     static func configuration(_ args: ParsedArguments, curve: ServerCurve? = nil) throws -> StoreConfiguration {
         let endpoint = args.value("bind") ?? Wire.Endpoint.store
         try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve != nil, role: "storage node")
-        return StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store", curve: curve)
+        var config = StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store", curve: curve)
+        config.recordLifetime = try RoleOptions.keepRecords(args)
+        return config
     }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
@@ -349,6 +366,7 @@ enum UpCommand {
             .value("events", "ENDPOINT", help: "Where event subscribers connect.", default: Wire.Endpoint.events),
             .value("store", "ENDPOINT", help: "Where workers and clients connect to the storage node.", default: Wire.Endpoint.store),
             RoleOptions.retention,
+            RoleOptions.keepRecords,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -396,7 +414,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers, connected
     /// to them in-process. Returns the started services and the TCP
     /// endpoints the broker and the store actually bound.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, keepRecords: Duration? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler. The embedded workers need no key: they reach the broker
         // and the store over inproc endpoints of this context, which never
@@ -413,6 +431,7 @@ enum UpCommand {
         let broker = Broker(brokerConfig, context: context, logger: Logger("broker", minimum: logLevel))
         var storeConfig = StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve, localEndpoint: local.store)
         storeConfig.admission = security?.admission
+        storeConfig.recordLifetime = keepRecords
         let store = StoreNode(storeConfig, context: context, logger: Logger("store", minimum: logLevel))
         security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
         let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
@@ -447,13 +466,15 @@ enum UpCommand {
         let security = try RoleOptions.security(args)
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
+        let keepRecords = try RoleOptions.keepRecords(args)
         let logger = Logger("up")
         let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(requested.frontend), .backend(requested.backend), .events(requested.events), .store(requested.store)], logger: logger)
         let context = try Context(ioThreads: UpCommand.ioThreads)
         ServiceRunner.holdTerminationSignals()
         let listening = try ServiceRunner.start(metrics?.entries ?? [], logger: logger)
-        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention)
+        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention,
+                                            keepRecords: keepRecords)
         metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         // The hint reaches this `up` as typed, on other endpoints too.

@@ -138,6 +138,8 @@ enum RoleMetrics {
                      [.init(count: metrics.stores)])
         text.counter("darkroom_store_stores_refused_total", help: "STOREs answered ERROR since the node started (an image that failed the header checks, a key not allowed to store, a failed write).",
                      [.init(count: metrics.refused)])
+        text.counter("darkroom_store_records_expired_total", help: "Records deleted for being older than --keep-records since the node started.",
+                     [.init(count: metrics.expired)])
     }
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
