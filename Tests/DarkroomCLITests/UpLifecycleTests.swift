@@ -23,7 +23,7 @@ struct UpLifecycleTests {
     /// A port another process listens on: `up` and the broker alone stop
     /// at once, name the endpoint and say what to do, and a broker that
     /// never got its sockets logs no stop of its own.
-    @Test("an endpoint already in use: up and the broker alone exit 1 before serving, naming it and what to do")
+    @Test("an endpoint already in use: up and the broker alone exit 1 before serving, naming it and what to do, leaving no data directory")
     func endpointInUse() throws {
         let dir = try TemporaryDirectory()
         let holder = MetricsListener(address: MetricsAddress(host: "127.0.0.1", port: 0), render: { "" })
@@ -41,6 +41,18 @@ struct UpLifecycleTests {
         #expect(broker.status == 1)
         #expect(broker.stderr.contains("cannot start the broker: zmq_bind(\(taken)): Address already in use (EADDRINUSE); \(hint)"), "\(broker.stderr)")
         #expect(!broker.stderr.contains("stopping") && !broker.stderr.contains("stopped"), "\(broker.stderr)")
+
+        // The data directories these failed first starts made are gone; one
+        // that was there before stays with what it held.
+        for path in [dir.path("up"), dir.path("broker")] {
+            #expect(!FileManager.default.fileExists(atPath: path), "\(path) was left behind")
+        }
+        try FileManager.default.createDirectory(atPath: dir.path("kept"), withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: dir.path("kept") + "/notes.txt"))
+        let store = try DarkroomProcess.run(["store", "--data", dir.path("kept"), "--bind", taken])
+        #expect(store.status == 1, "\(store.stderr)")
+        #expect(try String(contentsOfFile: dir.path("kept") + "/notes.txt", encoding: .utf8) == "mine")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("kept") + "/store"), "the store directory the start made")
     }
 
     /// Whether gdb (with Python) is here to inject a failure into a running

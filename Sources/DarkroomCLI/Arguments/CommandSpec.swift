@@ -70,7 +70,12 @@ struct UsageError: Error, Sendable {
 /// A failure while running a valid command: reported as `Error: …`, exit 1.
 struct RuntimeError: Error, Sendable {
     var message: String
-    init(_ message: String) { self.message = message }
+    /// A server could not bind one of its endpoints (`ServiceRunner.start`).
+    var bindFailed = false
+    init(_ message: String, bindFailed: Bool = false) {
+        self.message = message
+        self.bindFailed = bindFailed
+    }
 }
 
 /// The result of parsing: option values by name and positional arguments.

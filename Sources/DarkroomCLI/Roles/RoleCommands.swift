@@ -134,14 +134,34 @@ extension RoleOptions {
     /// its ZAP handler first when it has keys, then the service; logs
     /// `ready` once both listen. A server gives back the memory a burst of
     /// large or many messages made it allocate (`FreedMemory`).
-    static func serve(_ name: String, _ service: any RunnableService, security: Security?, context: Context, logger: Logger,
+    /// Runs a server's start. When a bind fails (the commonest failure of
+    /// a first start: the port is taken), the databases are already made
+    /// under the data directory: the role directories in `owned` that the
+    /// start created are removed, and `parent` too when it is left empty
+    /// and the start made it. A directory that was there before stays,
+    /// and so does everything after any other failure (another process's
+    /// lock on it, say).
+    static func removingCreated<T>(_ owned: [String], parent: String, _ start: () throws -> T) throws -> T {
+        let existed = Set((owned + [parent]).filter { FileManager.default.fileExists(atPath: $0) })
+        do {
+            return try start()
+        } catch let error as RuntimeError where error.bindFailed {
+            for directory in owned where !existed.contains(directory) { try? FileManager.default.removeItem(atPath: directory) }
+            if !existed.contains(parent) { rmdir(parent) }
+            throw error
+        }
+    }
+
+    static func serve(_ name: String, _ service: any RunnableService, directory: String, security: Security?, context: Context, logger: Logger,
                       ready: String, args: ParsedArguments, metrics: MetricsService? = nil) throws -> Int32 {
         FreedMemory.keepLargeBlocksOutOfTheHeap()
         let zap = authenticator(security, context: context, logger: logger)
         ServiceRunner.holdTerminationSignals()
         metrics?.serve([service])
         let memory = ServiceGroup.Entry(name: "memory returner", service: FreedMemoryReturner())
-        let started = try ServiceRunner.start(zap + (metrics?.entries ?? []) + [memory, .init(name: name, service: service)], logger: logger)
+        let started = try removingCreated([directory], parent: args.value("data") ?? "darkroom-data") {
+            try ServiceRunner.start(zap + (metrics?.entries ?? []) + [memory, .init(name: name, service: service)], logger: logger)
+        }
         logger.info(ready)
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: try grace(args),
                                                onHangUp: security?.hangUpHandler(logger: logger))
@@ -202,7 +222,7 @@ enum BrokerCommand {
         let context = try Context()
         let broker = Broker(config, context: context, logger: logger)
         security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
-        return try RoleOptions.serve("broker", broker, security: security, context: context, logger: logger,
+        return try RoleOptions.serve("broker", broker, directory: config.dataDirectory, security: security, context: context, logger: logger,
                                      ready: "broker ready: frontend \(config.frontendEndpoint), backend \(config.backendEndpoint), events \(config.eventsEndpoint), data \(config.dataDirectory)",
                                      args: args, metrics: metrics)
     }
@@ -250,7 +270,7 @@ enum StoreCommand {
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.store(config.endpoint)], logger: logger)
         let context = try Context()
         let store = StoreNode(config, context: context, logger: logger)
-        return try RoleOptions.serve("storage node", store, security: security, context: context, logger: logger,
+        return try RoleOptions.serve("storage node", store, directory: config.dataDirectory, security: security, context: context, logger: logger,
                                      ready: "storage node ready: \(config.endpoint), data \(config.dataDirectory)", args: args, metrics: metrics)
     }
 }
@@ -473,8 +493,10 @@ enum UpCommand {
         let context = try Context(ioThreads: UpCommand.ioThreads)
         ServiceRunner.holdTerminationSignals()
         let listening = try ServiceRunner.start(metrics?.entries ?? [], logger: logger)
-        let (started, bound) = try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested, security: security, retention: retention,
-                                            keepRecords: keepRecords)
+        let (started, bound) = try RoleOptions.removingCreated([data + "/broker", data + "/store"], parent: data) {
+            try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested,
+                         security: security, retention: retention, keepRecords: keepRecords)
+        }
         metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")
         // The hint reaches this `up` as typed, on other endpoints too.

@@ -40,7 +40,7 @@ enum ServiceRunner {
                 let hint = (error as? ZMQError)?.isAddressInUse == true
                     ? "; another process listens there (a `darkroom up` or role already running?): stop it, or choose other endpoints (see --help)"
                     : ""
-                throw RuntimeError("cannot start the \(entry.name): \(error)\(hint)")
+                throw RuntimeError("cannot start the \(entry.name): \(error)\(hint)", bindFailed: error is ZMQError)
             }
         }
         return started
