@@ -83,10 +83,13 @@ public struct SubmitRequest: Sendable {
     public var notBefore: UInt64?
     /// The job's most counted attempts (1…1000); nil for the broker's setting.
     public var maxAttempts: UInt16?
+    /// The job's deadline (Unix ms, by the broker's clock): not started by
+    /// then, it is not run and ends cancelled (`job.expired`); nil: none.
+    public var expires: UInt64?
 
     public init(sourceName: String, image: ImageSource, pipeline: String, options: JobOptions = .default,
                 priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil, notBefore: UInt64? = nil,
-                maxAttempts: UInt16? = nil) {
+                maxAttempts: UInt16? = nil, expires: UInt64? = nil) {
         self.sourceName = sourceName
         self.image = image
         self.pipeline = pipeline
@@ -95,6 +98,7 @@ public struct SubmitRequest: Sendable {
         self.submitKey = submitKey
         self.notBefore = notBefore
         self.maxAttempts = maxAttempts
+        self.expires = expires
     }
 
     /// A job for a file, named by its path, read when it is sent.
@@ -118,7 +122,7 @@ public struct SubmitRequest: Sendable {
         // the frames that will be sent (the image frame is shared, not
         // copied, by the frames and the decoded message).
         let frames = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
-                            submitKey: submitKey, notBefore: notBefore, maxAttempts: maxAttempts).frames()
+                            submitKey: submitKey, notBefore: notBefore, maxAttempts: maxAttempts, expires: expires).frames()
         do {
             _ = try Submit.decode(frames)
         } catch {

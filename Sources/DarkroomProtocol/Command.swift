@@ -98,9 +98,9 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public var description: String { name }
 
     /// How many of the last frames a peer may leave out: SUBMIT's submit
-    /// key (frame 8), not-before time (frame 9) and most attempts (frame
-    /// 10) are optional, so SUBMIT has 8 to 11 frames.
-    public var optionalFrames: Int { self == .submit ? 3 : 0 }
+    /// key (frame 8), not-before time (frame 9), most attempts (frame 10)
+    /// and deadline (frame 11) are optional, so SUBMIT has 8 to 12 frames.
+    public var optionalFrames: Int { self == .submit ? 4 : 0 }
 
     /// The most frames this command's message has, counting the protocol
     /// id and command frames (and not the ROUTER identity or the event
@@ -115,7 +115,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply: 6
         case .job: 8
-        case .submit: 11
+        case .submit: 12
         case .fail: 9
         case .store: 10
         case .event: 14

@@ -235,6 +235,9 @@ public struct FailureDetail: Sendable, Hashable, Codable {
         public static let invalidPipeline = "pipeline.invalid"
         /// The job was cancelled (CANCEL-JOB) while it ran; not retried.
         public static let cancelled = "job.cancelled"
+        /// No worker started the job by its deadline (SUBMIT frame 11): it
+        /// ends cancelled, with this failure in its event.
+        public static let expired = "job.expired"
         /// An unexpected failure inside the worker.
         public static let `internal` = "internal"
     }

@@ -39,9 +39,13 @@ public struct Submit: WireMessage {
     /// The most counted attempts before a retryable failure makes the job
     /// dead (frame 10, optional): nil for the broker's own setting.
     public var maxAttempts: UInt16?
+    /// The job's deadline (frame 11, optional; Unix ms by the broker's
+    /// clock): a job no worker has started by then is not run, and ends
+    /// `cancelled` as `job.expired`. nil or 0: none.
+    public var expires: UInt64?
 
     public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
-                submitKey: String? = nil, notBefore: UInt64? = nil, maxAttempts: UInt16? = nil) {
+                submitKey: String? = nil, notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) {
         self.requestID = requestID
         self.priority = priority
         self.options = options
@@ -51,6 +55,7 @@ public struct Submit: WireMessage {
         self.submitKey = submitKey
         self.notBefore = notBefore
         self.maxAttempts = maxAttempts
+        self.expires = expires
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -62,7 +67,8 @@ public struct Submit: WireMessage {
         image = try r.blob("image", minimum: 1)
         submitKey = r.hasMoreFrames && !r.skipEmptyFrameFollowedByMore() ? try r.submitKey() : nil
         notBefore = r.hasMoreFrames ? try r.u64("not before") : nil
-        maxAttempts = r.hasMoreFrames ? try r.u16("attempts", Wire.Limit.maxAttempts) : nil
+        maxAttempts = r.hasMoreFrames && !r.skipEmptyFrameFollowedByMore() ? try r.u16("attempts", Wire.Limit.maxAttempts) : nil
+        expires = r.hasMoreFrames ? try r.u64("expires") : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -73,10 +79,15 @@ public struct Submit: WireMessage {
         w.text(sourceName)
         w.blob(image)
         // The optional frames are positional: one given needs those before it.
-        if notBefore != nil || maxAttempts != nil {
+        if notBefore != nil || maxAttempts != nil || expires != nil {
             w.text(submitKey ?? "")
             w.u64(notBefore ?? 0)
-            if let maxAttempts { w.u16(maxAttempts) }
+            if let maxAttempts {
+                w.u16(maxAttempts)
+            } else if expires != nil {
+                w.text("")
+            }
+            if let expires { w.u64(expires) }
         } else if let submitKey {
             w.text(submitKey)
         }

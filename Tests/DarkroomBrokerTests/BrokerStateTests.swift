@@ -23,6 +23,31 @@ import Testing
         #expect(driver.state.workers["w1"]?.jobs == Set(leases.map(\.job.id)))
     }
 
+    @Test func theReadyQueueFindsTheJobsPastTheirDeadlineInOrderAndForgetsThoseThatLeft() {
+        var queue = ReadyQueue()
+        func job(_ n: UInt64, expires: UInt64) -> JobHandle {
+            JobHandle(id: ULID(milliseconds: 1_000 + n, randomHigh: 0, randomLow: n), priority: 0, source: "\(n).jpg", rowID: Int64(n),
+                      expires: expires)
+        }
+        let jobs = [job(1, expires: 500), job(2, expires: 300), job(3, expires: 0), job(4, expires: 900), job(5, expires: 300)]
+        queue.add(jobs[0], now: 0)
+        queue.add(jobs[1], notBefore: 10_000, now: 0)  // delayed: its deadline counts all the same
+        for j in jobs[2...] { queue.add(j, now: 0) }
+        #expect(queue.nextDeadline == 300)
+        #expect(queue.expired(by: 299).isEmpty)
+        #expect(queue.expired(by: 500).map(\.source) == ["2.jpg", "5.jpg", "1.jpg"], "by deadline, then id")
+        // Taken out (dispatched, cancelled): no longer due, and not the next deadline.
+        queue.remove(jobs[1].id)
+        queue.remove(jobs[4].id)
+        #expect(queue.nextDeadline == 500)
+        #expect(queue.expired(by: 1_000).map(\.source) == ["1.jpg", "4.jpg"])
+        // Back in the queue (a retry) with its deadline: due again, once.
+        queue.add(jobs[4], now: 0)
+        #expect(queue.expired(by: 1_000).map(\.source) == ["5.jpg", "1.jpg", "4.jpg"])
+        for j in jobs { queue.remove(j.id) }
+        #expect(queue.nextDeadline == nil)
+    }
+
     @Test func aDispatchLeasesTheJobWithTheNextAttemptAndAStartedEvent() throws {
         var driver = StateDriver()
         let job = driver.accept(source: "photo.jpg")
@@ -779,7 +804,9 @@ import Testing
             let worker = Self.workerSlots.keys.sorted().randomElement(using: &random)!
             switch Int.random(in: 0..<108, using: &random) {
             case 0..<18:
-                ledger.accepted.append(driver.accept(priority: UInt8.random(in: 0...9, using: &random)).id)
+                // A quarter with a deadline, a few seconds ahead (or already past).
+                let expires = Int.random(in: 0..<4, using: &random) == 0 ? now.wall + UInt64.random(in: 0...6_000, using: &random) : 0
+                ledger.accepted.append(driver.accept(priority: UInt8.random(in: 0...9, using: &random), expires: expires).id)
             case 18..<26:
                 // READY, on a new connection or (rarely) the same one again.
                 ledger.connections += 1
@@ -793,8 +820,13 @@ import Testing
                 _ = driver.state.grant(UInt32.random(in: 1...4, using: &random), worker: worker)
             case 40..<55:
                 let paused = driver.state.pausedSince != nil
+                // The core runs the timers before it dispatches, at the same time.
+                if let t = driver.plan({ $0.planExpire(now: now) }) { apply(t) }
                 let sent = driver.dispatchAll()
                 #expect(!paused || sent.isEmpty, "\(sent.count) JOB(s) went out while paused at step \(step)")
+                for lease in sent {
+                    #expect(!lease.job.hasExpired(by: now.wall), "job \(lease.job.id) dispatched past its deadline at step \(step)")
+                }
             case 55..<67:
                 // DONE for any job, any attempt, from the worker or a stranger.
                 guard let id = anyJob() else { continue }
@@ -832,6 +864,11 @@ import Testing
                 driver.state.promote(now: driver.now)
                 let later = driver.now
                 if let t = driver.plan({ $0.planExpiredHolds(now: later) }) { apply(t) }
+                if let t = driver.plan({ $0.planExpire(now: later) }) {
+                    #expect(t.events.allSatisfy { $0.kind == .cancelled && $0.failure?.code == FailureDetail.Code.expired })
+                    apply(t)
+                }
+                #expect(driver.state.ready.expired(by: later.wall).isEmpty, "a job past its deadline still waits at step \(step)")
             case 94..<97:
                 let dead = ledger.dead.values.sorted { $0.id < $1.id }
                 if Bool.random(using: &random) {

@@ -261,6 +261,76 @@ import Testing
         #expect(try client.status().queue.pausedSince == nil)
     }
 
+    @Test func aJobNotStartedByItsDeadlineEndsExpiredThroughARestartWhileARunningOneFinishes() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        func waitForState(_ job: ULID, _ state: String) throws -> JobStory {
+            let deadline = Date().addingTimeInterval(15)
+            var story = try client.story(job)
+            while story.state != state, Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                story = try client.story(job)
+            }
+            #expect(story.state == state, "\(job): \(story.state)")
+            return story
+        }
+        func expiredEvent(_ story: JobStory) -> JobEvent? {
+            story.events.last.flatMap { $0.kind == "cancelled" && $0.failure?.code == FailureDetail.Code.expired ? $0 : nil }
+        }
+        let now = ULIDGenerator.systemMilliseconds()
+        let running = try client.submitAccepted(expires: now + 1_500).jobID
+        let waiting = try client.submitAccepted(expires: now + 1_500).jobID
+        let plain = try client.submitAccepted().jobID
+        let worker = try harness.worker("w-deadline")
+        try worker.ready(credit: 1)
+        let first = try worker.job()
+        #expect(first.jobID == running)
+
+        // The waiting one passes its deadline: cancelled, with the reason.
+        let expired = try waitForState(waiting, "cancelled")
+        #expect(expiredEvent(expired) != nil, "\(expired.events)")
+        #expect(expired.events.last?.failure?.reason.contains("not started by its deadline") == true)
+        // The running one is not stopped: its DONE stores it.
+        try worker.done(first)
+        _ = try waitForState(running, "stored")
+
+        // A job that fails after its deadline is requeued, then ends expired, never dispatched again.
+        let failing = try client.submitAccepted(priority: 9, expires: ULIDGenerator.systemMilliseconds() + 800).jobID
+        try worker.send(.credit(Credit(count: 1)))
+        let attempt = try worker.job()
+        #expect(attempt.jobID == failing)
+        Thread.sleep(forTimeInterval: 1.0)
+        try worker.fail(attempt, retryable: true)
+        let failed = try waitForState(failing, "cancelled")
+        #expect(failed.events.suffix(2).map(\.kind) == ["retrying", "cancelled"], "\(failed.events.map(\.kind))")
+        #expect(expiredEvent(failed) != nil)
+        try worker.send(.credit(Credit(count: 1)))
+        #expect(try worker.job().jobID == plain, "the job without a deadline, not the expired one")
+
+        // The deadline is in the database: a new broker expires the job too.
+        let later = try client.submitAccepted(expires: ULIDGenerator.systemMilliseconds() + 2_000).jobID
+        try harness.restart()
+        client = try harness.client()
+        #expect(try client.story(later).state == "queued", "before its deadline, after the restart")
+        #expect(expiredEvent(try waitForState(later, "cancelled")) != nil)
+
+        // DEAD-RETRY clears the deadline: a dead job past it runs when revived.
+        let dying = try client.submitAccepted(maxAttempts: 1, expires: ULIDGenerator.systemMilliseconds() + 1_000).jobID
+        let again = try harness.worker("w-deadline-2")
+        try again.ready(credit: 1)
+        let once = try again.job()
+        #expect(once.jobID == dying)
+        try again.fail(once, retryable: true)
+        _ = try waitForState(dying, "dead")
+        Thread.sleep(forTimeInterval: 1.0)
+        guard case .ok = try client.request({ DeadRetry(requestID: $0, target: .job(dying)).frames() }) else {
+            Issue.record("DEAD-RETRY did not answer OK")
+            return
+        }
+        try again.send(.credit(Credit(count: 1)))
+        #expect(try again.job().jobID == dying, "revived past its deadline, and run")
+    }
+
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
         let harness = try Harness()
         var client = try harness.client()
@@ -299,9 +369,9 @@ import Testing
             #expect(job.options == .default, "a job queued before output flags has none")
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [7], "the latest schema version")
+        #expect(version == [8], "the latest schema version")
         #expect(try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'settings'") { $0.int64(0) ?? -1 } == [1])
-        for column in ["cancel_requested", "output_flags", "max_attempts"] {
+        for column in ["cancel_requested", "output_flags", "max_attempts", "expires"] {
             #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = ?", column) { $0.int64(0) ?? -1 } == [1], "\(column)")
         }
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }

@@ -69,13 +69,13 @@ struct StateDriver {
 
     /// Plans and applies an accept; returns the job as queued.
     @discardableResult
-    mutating func accept(priority: UInt8 = 0, source: String = "a.jpg", file: Bool = false, key: String? = nil,
+    mutating func accept(priority: UInt8 = 0, source: String = "a.jpg", file: Bool = false, key: String? = nil, expires: UInt64 = 0,
                          sourceLocation: SourceLocation = #_sourceLocation) -> JobHandle {
         let id = newID()
         let now = self.now
         let t = plan({ $0.planAccept(id: id, priority: priority, source: source, options: .default, pipeline: "crop:square",
                                      inlineInput: file ? nil : [0xFF, 0xD8, UInt8(truncatingIfNeeded: id.low)],
-                                     inputFile: file ? id.description : nil, inputBytes: 3, submitKey: key, now: now) },
+                                     inputFile: file ? id.description : nil, inputBytes: 3, submitKey: key, expires: expires, now: now) },
                      sourceLocation: sourceLocation)
         apply(t, sourceLocation: sourceLocation)
         guard case .waiting(let job) = state.place(of: id) else {

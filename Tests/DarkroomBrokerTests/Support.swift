@@ -90,17 +90,18 @@ final class Client {
     }
 
     func submit(priority: UInt8 = 0, options: JobOptions = .default, pipeline: String = "crop:square", source: String = "a.jpg",
-                image: [UInt8] = jpeg(), notBefore: UInt64? = nil, maxAttempts: UInt16? = nil) throws -> FrontendMessage {
+                image: [UInt8] = jpeg(), notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) throws -> FrontendMessage {
         try request {
             Submit(requestID: $0, priority: priority, options: options, pipeline: pipeline, sourceName: source, image: image, notBefore: notBefore,
-                   maxAttempts: maxAttempts).frames()
+                   maxAttempts: maxAttempts, expires: expires).frames()
         }
     }
 
     /// Submits and returns the job id, failing the test on anything but ACCEPTED.
     func submitAccepted(priority: UInt8 = 0, options: JobOptions = .default, source: String = "a.jpg", image: [UInt8] = jpeg(),
-                        notBefore: UInt64? = nil, maxAttempts: UInt16? = nil) throws -> Accepted {
-        let reply = try submit(priority: priority, options: options, source: source, image: image, notBefore: notBefore, maxAttempts: maxAttempts)
+                        notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) throws -> Accepted {
+        let reply = try submit(priority: priority, options: options, source: source, image: image, notBefore: notBefore, maxAttempts: maxAttempts,
+                               expires: expires)
         guard case .accepted(let accepted) = reply else { throw TestFailure("expected ACCEPTED, got \(reply)") }
         return accepted
     }

@@ -95,7 +95,7 @@ enum FieldType {
         case .submit:
             return [("request id", .requestID), ("priority", .u8(0...9)), ("options", .options), ("pipeline", .pipeline),
                     ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64)), ("not before", .u64),
-                    ("attempts", .u16In(1...1000))]
+                    ("attempts", .u16In(1...1000)), ("expires", .u64)]
         case .accepted: return [("request id", .requestID), ("job id", .ulid), ("event seq", .u64)]
         case .statusReply, .deadListReply, .listReply, .statsReply: return [("request id", .requestID), ("json", .json)]
         case .replay: return [("request id", .requestID), ("from seq", .u64), ("limit", .u32(0...UInt32.max))]
@@ -279,7 +279,9 @@ struct FuzzMaker {
                               submitKey: random.percent(50) ? ulid().description : nil,
                               // Now or already past: the job runs, as the fuzz's others do.
                               notBefore: random.percent(20) ? UInt64(random.below(1 << 40)) : nil,
-                              maxAttempts: random.percent(20) ? UInt16(random.int(in: 1...10)) : nil).frames()
+                              maxAttempts: random.percent(20) ? UInt16(random.int(in: 1...10)) : nil,
+                              // Mostly past (the job ends expired at once) or far ahead.
+                              expires: random.percent(15) ? UInt64(random.below(1 << 42)) : nil).frames()
             case 2: return StatusRequest(requestID: id).frames()
             case 3: return ReplayRequest(requestID: id, fromSeq: UInt64(random.below(50)), limit: UInt32(random.int(in: 1...20))).frames()
             case 4: return DeadListRequest(requestID: id, limit: UInt32(random.int(in: 1...1000)), after: random.percent(50) ? ulid() : nil).frames()
@@ -409,6 +411,8 @@ struct FuzzMaker {
             // Section 5.1: SUBMIT's key frame may be empty (no key) when a
             // not-before time follows it.
             if command == .submit, slot + 2 == 8, frames.count >= 10, mutation.bytes.isEmpty { verdicts[8] = false }
+            // So may its attempts frame (the broker's number) when a deadline follows it.
+            if command == .submit, slot + 2 == 10, frames.count >= 12, mutation.bytes.isEmpty { verdicts[10] = false }
             notes.append("frame \(slot + 2) (\(name)) \(mutation.note)")
         }
         // Malformed if any frame surely is; well formed if every mutated frame surely is.

@@ -133,4 +133,43 @@ struct ScheduleTests {
         kill(follow.processIdentifier, SIGTERM)
         follow.waitUntilExit()
     }
+
+    @Test("submit --expires-in: jobs held past their deadline end cancelled as job.expired, through a broker SIGKILL, and never run")
+    func deadlinesThroughABrokerKill() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        // Dispatch held, so the jobs wait past their deadline with a worker idle.
+        #expect(try h.run(["pause"] + h.brokerFlags).status == 0)
+        let inputs = try h.writeImages(2, name: "late")
+        let submit = try h.run(["submit", inputs.path, "--ops", "grayscale", "--thumb", "32x32", "--expires-in", "4s", "--json"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let jobs = Self.jobs(submit)
+        try #require(jobs.count == 2, "\(submit.stdout)")
+
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        try h.startBroker()
+        let wait = try h.run(["job"] + jobs + ["--wait", "--for", "30"] + h.brokerFlags)
+        #expect(wait.status == 1, "ended, not stored: \(wait.stdout)\(wait.stderr)")
+        #expect(wait.stdout.contains("cancelled: not started by its deadline"), "\(wait.stdout)")
+        #expect(wait.stdout.contains("(job.expired)"), "\(wait.stdout)")
+        for job in jobs {
+            let story = try JobStoryTests.story(h, job)
+            #expect(story["state"] as? String == "cancelled", "\(story)")
+            let last = (story["events"] as? [[String: Any]])?.last
+            #expect((last?["failure"] as? [String: Any])?["code"] as? String == "job.expired", "\(story)")
+            #expect(JobStoryTests.attempts(story).isEmpty, "never started: \(story)")
+        }
+
+        // submit --wait says so, and exits 1.
+        let one = try h.writeImages(1, name: "late-wait")
+        let waited = try h.run(["submit", one.path, "--ops", "grayscale", "--thumb", "32x32", "--expires-in", "1s", "--wait"] + h.clientFlags)
+        #expect(waited.status == 1, "\(waited.stderr)")
+        #expect(waited.stderr.contains("cancelled") && waited.stderr.contains("not started by its deadline"), "\(waited.stderr)")
+
+        #expect(try h.run(["resume"] + h.brokerFlags).status == 0)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try h.records().isEmpty, "an expired job never ran")
+        let never = try h.run(["submit", one.path, "--ops", "grayscale", "--at", "2030-01-01T00:00:00Z", "--expires-at", "2029-01-01T00:00:00Z"] + h.clientFlags)
+        #expect(never.status == 64 && never.stderr.contains("would never run"), "\(never.stderr)")
+    }
 }

@@ -223,7 +223,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .submit(let s):
             set("requestID", s.requestID); set("priority", s.priority); options(s.options)
             set("pipeline", s.pipeline); set("sourceName", s.sourceName); set("image.count", s.image.count)
-            set("submitKey", s.submitKey); set("notBefore", s.notBefore); set("maxAttempts", s.maxAttempts)
+            set("submitKey", s.submitKey); set("notBefore", s.notBefore); set("maxAttempts", s.maxAttempts); set("expires", s.expires)
         case .accepted(let a): set("requestID", a.requestID); set("jobID", a.jobID); set("eventSeq", a.eventSeq)
         case .rejected(let r): set("requestID", r.requestID); set("code", r.code.rawValue); set("reason", r.reason)
         case .status(let s): set("requestID", s.requestID)

@@ -143,6 +143,13 @@ vector("submit-scheduled-no-key", "frontend", "SUBMIT request 48 scheduled witho
 vector("submit-attempts", "frontend", "SUBMIT request 49 whose job gets at most 3 attempts (frame 10), with no key and no schedule",
        msg(SUBMIT, u64(49), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(0), u16(3)),
        {"command": "SUBMIT", "requestID": 49, "submitKey": "nil", "notBefore": 0, "maxAttempts": 3})
+vector("submit-expires", "frontend", "SUBMIT request 50 with a key, 2 attempts and a deadline (frame 11)",
+       msg(SUBMIT, u64(50), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(0), u16(2),
+           u64(1767229200000)),
+       {"command": "SUBMIT", "requestID": 50, "submitKey": JOB_ID_2, "notBefore": 0, "maxAttempts": 2, "expires": 1767229200000})
+vector("submit-expires-only", "frontend", "SUBMIT request 51 with only a deadline: frames 8 and 10 empty, frame 9 at once",
+       msg(SUBMIT, u64(51), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(0), b"", u64(1767229200000)),
+       {"command": "SUBMIT", "requestID": 51, "submitKey": "nil", "notBefore": 0, "maxAttempts": "nil", "expires": 1767229200000})
 vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
        msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
        {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
@@ -351,6 +358,9 @@ vector("event-replayed", "frontend", "EVENT sent on the frontend in answer to RE
        event(1007, 8, 1), {"command": "EVENT", "seq": 1007, "kind": "discarded"})
 vector("event-cancelled", "events", "EVENT cancelled: the worker stopped attempt 1",
        [TOPIC] + event(1011, 9, 1, worker=b"w-01JBX3"), {"kind": "cancelled", "attempt": 1, "workerID": "w-01JBX3"})
+vector("event-cancelled-expired", "events", "EVENT cancelled: the job's deadline passed while it waited (failure job.expired)",
+       [TOPIC] + event(1012, 9, 0, code=b"job.expired", reason=b"not started by its deadline, 2026-01-01T01:00:00.000Z"),
+       {"kind": "cancelled", "attempt": 0, "workerID": "", "failure.stepIndex": 0, "failure.code": "job.expired"})
 vector("event-worker-id", "events", "EVENT retrying after the worker was lost: no worker id (the event concerns no worker)",
        [TOPIC] + event(1010, 4, 3, code=b"worker.lost", reason=b"attempt 3 now: worker w-01JBX3 stopped answering"),
        {"kind": "retrying", "attempt": 3, "workerID": ""})
@@ -392,7 +402,7 @@ bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT,
     "CREDIT is not valid on the frontend")
 bad("submit-short", "frontend", "SUBMIT without its image frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 11 frames, got 7")
+    "SUBMIT: expected 8 to 12 frames, got 7")
 bad("submit-key-space", "frontend", "SUBMIT whose submit key has a space",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text("two words")), 101,
     "SUBMIT: frame 8 (submit key) must be printable ASCII without spaces")
@@ -553,10 +563,16 @@ bad("wrong-direction-store", "store", "STORED sent to the storage node",
     receiver="server")
 bad("frame-count-before-fields", "frontend", "SUBMIT with 7 frames and priority 10: the frame count is checked first",
     msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 11 frames, got 7")
-bad("submit-twelve-frames", "frontend", "SUBMIT with a frame after its attempts",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), u16(3), b""),
-    101, "SUBMIT: expected 8 to 11 frames, got 12")
+    "SUBMIT: expected 8 to 12 frames, got 7")
+bad("submit-thirteen-frames", "frontend", "SUBMIT with a frame after its deadline",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), u16(3), u64(9), b""),
+    101, "SUBMIT: expected 8 to 12 frames, got 13")
+bad("submit-empty-attempts", "frontend", "SUBMIT with an empty attempts frame and no deadline after it",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), b""),
+    101, "SUBMIT: frame 10 (attempts) must be 2 bytes, got 0")
+bad("submit-short-expires", "frontend", "SUBMIT whose deadline frame is 4 bytes",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), u16(2), u32(9)),
+    101, "SUBMIT: frame 11 (expires) must be 8 bytes, got 4")
 bad("submit-attempts-zero", "frontend", "SUBMIT whose attempts frame is 0",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), u16(0)),
     101, "SUBMIT: frame 10 (attempts) is 0, must be 1…1000")

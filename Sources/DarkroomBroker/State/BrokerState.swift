@@ -1,3 +1,4 @@
+import DarkroomCore
 import DarkroomProtocol
 
 /// A connected worker, known from its READY.
@@ -240,8 +241,9 @@ struct BrokerState {
     /// job scheduled for later (`notBefore`, Unix ms) waits as delayed.
     func planAccept(id: ULID, priority: UInt8, source: String, options: JobOptions, pipeline: String,
                     inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, notBefore: UInt64 = 0,
-                    maxAttempts: UInt16? = nil, now: Moment) -> Transition {
-        let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile, maxAttempts: maxAttempts)
+                    maxAttempts: UInt16? = nil, expires: UInt64 = 0, now: Moment) -> Transition {
+        let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile, maxAttempts: maxAttempts,
+                            expires: expires)
         var t = Transition()
         let accepted = t.event(.accepted, job, attempt: 0, at: now, after: eventSeq)
         t.writes.append(.insert(NewJob(handle: job, options: options, pipeline: pipeline, inlineInput: inlineInput,
@@ -423,6 +425,8 @@ struct BrokerState {
         for dead in jobs {
             var job = dead
             job.attemptBase = job.attempt
+            // Retried by hand: its deadline no longer holds it back.
+            job.expires = 0
             t.writes.append(.revive(job))
             t.event(.revived, job, attempt: job.attempt + 1, at: now, after: eventSeq)
             t.changes.append(.enqueue(job, notBefore: 0))
@@ -501,6 +505,22 @@ struct BrokerState {
         return t
     }
 
+    /// Every waiting job whose deadline has passed ends `cancelled` with
+    /// the failure `job.expired`: it is never dispatched after its deadline
+    /// (nor retried). Nil when none is due.
+    func planExpire(now: Moment) -> Transition? {
+        let due = ready.expired(by: now.wall)
+        guard !due.isEmpty else { return nil }
+        var t = Transition()
+        for job in due {
+            t.changes.append(.unqueue(job.id))
+            let reason = "not started by its deadline, \(Logger.timestamp(milliseconds: Int64(clamping: job.expires)))"
+            cancelNow(job, worker: "", at: now, into: &t, failure: FailureDetail(code: FailureDetail.Code.expired, reason: reason))
+        }
+        t.notes.append("\(due.count) job(s) passed their deadline unstarted: cancelled")
+        return t
+    }
+
     /// Leases being cancelled on this worker's connection: CANCEL-JOB is
     /// sent (again) after it settles.
     func cancellingLeases(of workerID: String) -> [Lease] {
@@ -508,9 +528,9 @@ struct BrokerState {
     }
 
     /// Ends a job for good with its `cancelled` event: its row and input go.
-    private func cancelNow(_ job: JobHandle, worker: String, at now: Moment, into t: inout Transition) {
+    private func cancelNow(_ job: JobHandle, worker: String, at now: Moment, into t: inout Transition, failure: FailureDetail? = nil) {
         t.writes.append(.delete(job))
-        t.event(.cancelled, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker)
+        t.event(.cancelled, job, attempt: job.attempt, at: now, after: eventSeq, worker: worker, failure: failure)
         t.cancelled += 1
     }
 

@@ -25,9 +25,12 @@ struct JobHandle: Sendable, Equatable {
     /// The job's own most counted attempts (SUBMIT frame 10); nil for the
     /// broker's `RetryPolicy.maxAttempts`.
     var maxAttempts: UInt16?
+    /// The job's deadline (SUBMIT frame 11, Unix ms): no dispatch after
+    /// it; 0 for none.
+    var expires: UInt64
 
     init(id: ULID, priority: UInt8, source: String, rowID: Int64, attempt: UInt32 = 0, attemptBase: UInt32 = 0, inputFile: String? = nil,
-         maxAttempts: UInt16? = nil) {
+         maxAttempts: UInt16? = nil, expires: UInt64 = 0) {
         self.id = id
         idText = id.description
         self.priority = priority
@@ -37,7 +40,11 @@ struct JobHandle: Sendable, Equatable {
         self.attemptBase = attemptBase
         self.inputFile = inputFile
         self.maxAttempts = maxAttempts
+        self.expires = expires
     }
+
+    /// Whether its deadline has passed by `wall` (Unix ms).
+    func hasExpired(by wall: UInt64) -> Bool { expires != 0 && expires <= wall }
 
     /// Dispatches that counted against the retry budget.
     var attemptsUsed: Int { Int(attempt) - Int(attemptBase) }

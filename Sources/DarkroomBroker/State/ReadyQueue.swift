@@ -22,6 +22,21 @@ struct Heap<Element> {
         }
     }
 
+    /// Every element for which `isDue` holds, without taking any out,
+    /// when `isDue` holds for an element only if it holds for every
+    /// element ordered before it (such as "at or before a time"): a
+    /// subtree whose root fails is not visited.
+    func prefix(while isDue: (Element) -> Bool) -> [Element] {
+        var found: [Element] = []
+        var stack = items.isEmpty ? [] : [0]
+        while let index = stack.popLast() {
+            guard isDue(items[index]) else { continue }
+            found.append(items[index])
+            for child in [2 * index + 1, 2 * index + 2] where child < items.count { stack.append(child) }
+        }
+        return found
+    }
+
     mutating func pop() -> Element? {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)
@@ -70,6 +85,8 @@ struct ReadyQueue {
     private var members: [ULID: Member] = [:]
     private var ready: [Heap<Entry>] = (0...Int(Wire.maxPriority)).map { _ in Heap(less: { $0.id < $1.id }) }
     private var delayed = Heap<(notBefore: UInt64, entry: Entry)>(less: { ($0.notBefore, $0.entry.id) < ($1.notBefore, $1.entry.id) })
+    /// The waiting jobs that have a deadline, by it (ready or delayed alike).
+    private var deadlines = Heap<(expires: UInt64, entry: Entry)>(less: { ($0.expires, $0.entry.id) < ($1.expires, $1.entry.id) })
     private var readyPerPriority = [Int](repeating: 0, count: Int(Wire.maxPriority) + 1)
     private(set) var delayedCount = 0
     private var nextGeneration: UInt64 = 1
@@ -97,11 +114,13 @@ struct ReadyQueue {
     /// waiting job with the same id.
     mutating func add(_ job: JobHandle, notBefore: UInt64 = 0, now: UInt64) {
         if members[job.id] != nil { _ = remove(job.id) }
+        trimDeadlines()
         let generation = nextGeneration
         nextGeneration += 1
         let entry = Entry(id: job.id, generation: generation)
         let isDelayed = notBefore > now
         members[job.id] = Member(job: job, notBefore: notBefore, generation: generation, delayed: isDelayed)
+        if job.expires != 0 { deadlines.push((job.expires, entry)) }
         if isDelayed {
             delayed.push((notBefore, entry))
             delayedCount += 1
@@ -116,6 +135,7 @@ struct ReadyQueue {
     @discardableResult
     mutating func remove(_ id: ULID) -> JobHandle? {
         guard let member = members.removeValue(forKey: id) else { return nil }
+        if member.job.expires != 0 { trimDeadlines() }
         if member.delayed {
             delayedCount -= 1
             trimDelayed()
@@ -144,6 +164,17 @@ struct ReadyQueue {
 
     /// When the next delayed job becomes ready, if any.
     var nextDelayedTime: UInt64? { delayed.first?.notBefore }
+
+    /// The waiting jobs whose deadline has passed by `now` (Unix ms), in
+    /// deadline order; they stay waiting until taken out.
+    func expired(by now: UInt64) -> [JobHandle] {
+        deadlines.prefix { $0.expires <= now }
+            .sorted { ($0.expires, $0.entry.id) < ($1.expires, $1.entry.id) }
+            .compactMap { entry in members[entry.entry.id].flatMap { $0.generation == entry.entry.generation ? $0.job : nil } }
+    }
+
+    /// The earliest deadline of a waiting job, if any.
+    var nextDeadline: UInt64? { deadlines.first?.expires }
 
     /// The job `pop` would take, without taking it.
     func peek() -> JobHandle? {
@@ -176,6 +207,12 @@ struct ReadyQueue {
     private mutating func trimDelayed() {
         while let top = delayed.first, !isCurrent(top.entry, delayed: true) {
             _ = delayed.pop()
+        }
+    }
+
+    private mutating func trimDeadlines() {
+        while let top = deadlines.first, members[top.entry.id]?.generation != top.entry.generation {
+            _ = deadlines.pop()
         }
     }
 

@@ -65,7 +65,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 7
+    static let schemaVersion: Int64 = 8
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -155,7 +155,8 @@ final class JobStore {
         try JobStore.createTables(db)
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
                                                          (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags),
-                                                         (6, JobStore.migrateMaxAttempts), (7, JobStore.migrateSettings)])
+                                                         (6, JobStore.migrateMaxAttempts), (7, JobStore.migrateSettings),
+                                                         (8, JobStore.migrateDeadlines)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -166,8 +167,8 @@ final class JobStore {
 
         insertJob = try db.prepare("""
             INSERT INTO jobs (rowid, id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              output_flags, source, input, input_file, input_bytes, created, not_before, max_attempts)
-            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)
+                              output_flags, source, input, input_file, input_bytes, created, not_before, max_attempts, expires)
+            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)
             """)
         insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
@@ -196,7 +197,7 @@ final class JobStore {
             WHERE rowid = ? AND state IN ('queued', 'leased')
             """)
         updateRevived = try db.prepare("""
-            UPDATE jobs SET state = 'queued', attempt_base = ?, not_before = 0, finished = NULL
+            UPDATE jobs SET state = 'queued', attempt_base = ?, not_before = 0, finished = NULL, expires = 0
             WHERE rowid = ? AND state = 'dead'
             """)
         updateCancelRequested = try db.prepare("UPDATE jobs SET cancel_requested = ? WHERE rowid = ? AND state = 'leased'")
@@ -319,6 +320,12 @@ final class JobStore {
         try db.execute("CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
     }
 
+    /// Version 8: a job's deadline (SUBMIT frame 11, Unix ms); 0 for none,
+    /// as every job queued before it has.
+    private static func migrateDeadlines(_ db: Connection) throws {
+        try addColumn(db, "jobs", "expires INTEGER NOT NULL DEFAULT 0")
+    }
+
     /// Adds a column (`definition` is its name and type) unless the table
     /// has it: a database brought back to an earlier layout by hand may.
     private static func addColumn(_ db: Connection, _ table: String, _ definition: String) throws {
@@ -352,7 +359,8 @@ final class JobStore {
     func load() throws -> BrokerState.Loaded {
         var loaded = BrokerState.Loaded()
         try db.query("""
-            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, cancel_requested, max_attempts
+            SELECT rowid, id, priority, source, state, not_before, attempt, attempt_base, worker, input_file, cancel_requested, max_attempts,
+                   expires
             FROM jobs WHERE finished IS NULL AND state IN ('queued', 'leased') ORDER BY priority DESC, id
             """) { row in
             let job = try JobStore.handle(row)
@@ -379,7 +387,8 @@ final class JobStore {
         return JobHandle(id: id, priority: try row.integer("priority", as: UInt8.self), source: try row.string("source"),
                          rowID: try row.int64("rowid"), attempt: try row.integer("attempt", as: UInt32.self),
                          attemptBase: try row.integer("attempt_base", as: UInt32.self), inputFile: try row.optionalString("input_file"),
-                         maxAttempts: try row.optionalInteger("max_attempts", as: UInt16.self))
+                         maxAttempts: try row.optionalInteger("max_attempts", as: UInt16.self),
+                         expires: try row.integer("expires", as: UInt64.self))
     }
 
     // MARK: Turns
@@ -622,6 +631,7 @@ final class JobStore {
                 .integer(JobStore.storedFlags(job.options)), .text(handle.source),
                 handle.inputFile.map { .text($0) } ?? .null, .integer(Int64(job.inputBytes)), .integer(Int64(clamping: time)),
                 .integer(Int64(clamping: job.notBefore)), handle.maxAttempts.map { .integer(Int64($0)) } ?? .null,
+                .integer(Int64(clamping: handle.expires)),
             ])
             if let inline = job.inlineInput {
                 try insertInput.execute(values: [.integer(handle.rowID), .blob(inline)])
@@ -835,7 +845,7 @@ final class JobStore {
 
     /// Dead jobs matching the target: one id, or every dead job.
     func deadJobs(_ target: DeadTarget) throws -> [JobHandle] {
-        let columns = "rowid, id, priority, source, attempt, attempt_base, input_file, max_attempts"
+        let columns = "rowid, id, priority, source, attempt, attempt_base, input_file, max_attempts, expires"
         switch target {
         case .all:
             return try db.query("SELECT \(columns) FROM jobs WHERE state = 'dead' ORDER BY id") { try JobStore.handle($0) }

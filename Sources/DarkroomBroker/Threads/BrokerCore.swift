@@ -183,13 +183,14 @@ final class BrokerCore {
         }
     }
 
-    /// How long to wait for inputs: until the next delayed job, held lease,
+    /// How long to wait for inputs: until the next delayed job, deadline, held lease,
     /// retention pass or retry of a failed write is due; at most 250 ms.
     func pollTimeout() -> Int {
         let now = BrokerCore.now()
         if waitingCount > 0 && (writeFailure.map { now.monotonic >= $0.retryAt } ?? true) { return 0 }
         var wait: UInt64 = 250
         if let next = state.ready.nextDelayedTime { wait = min(wait, next > now.wall ? next - now.wall : 0) }
+        if let next = state.ready.nextDeadline { wait = min(wait, next > now.wall ? next - now.wall : 0) }
         if let next = state.nextHoldDeadline { wait = min(wait, next > now.monotonic ? next - now.monotonic : 0) }
         if let failure = writeFailure { wait = min(wait, failure.retryAt > now.monotonic ? failure.retryAt - now.monotonic : 0) }
         if stopDeadline != nil { wait = min(wait, 50) }
@@ -275,6 +276,9 @@ final class BrokerCore {
         state.promote(now: now)
         if let expired = state.planExpiredHolds(now: now) {
             _ = apply(expired, now: now)
+        }
+        if !turnLost, let deadlines = state.planExpire(now: now) {
+            _ = apply(deadlines, now: now)
         }
     }
 

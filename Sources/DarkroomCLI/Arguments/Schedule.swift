@@ -1,3 +1,6 @@
+import DarkroomClient
+import DarkroomProtocol
+
 /// When submitted jobs may run: `submit --at TIME` or `--in DURATION`.
 /// The broker holds such a job as `delayed` until then (DRK1 SUBMIT frame 9).
 enum Schedule: Sendable, Equatable {
@@ -29,21 +32,26 @@ enum Schedule: Sendable, Equatable {
     static let atHelp = "Run the jobs no earlier than TIME: 2026-12-24T18:00:00Z, 2026-12-24T19:00+01:00 or @UNIX_SECONDS."
     static let inHelp = "Run each job no earlier than DURATION after it is submitted: 90s, 15m, 2h, 1d or 1h30m."
 
-    /// `--at` or `--in`, at most one of them; nil when neither is given.
-    static func parse(at atText: String?, in inText: String?) throws(UsageError) -> Schedule? {
+    static let expiresAtHelp = "Do not run a job no worker has started by TIME (it ends cancelled, job.expired): a time as for --at."
+    static let expiresInHelp = "Do not run a job no worker has started DURATION after it is submitted (it ends cancelled, job.expired): 30s, 10m, 1h."
+
+    /// `--at` or `--in` (or the pair named `options`, such as `--expires-at`
+    /// and `--expires-in`), at most one of them; nil when neither is given.
+    static func parse(at atText: String?, in inText: String?,
+                      options: (at: String, in: String) = ("--at", "--in")) throws(UsageError) -> Schedule? {
         switch (atText, inText) {
         case (nil, nil):
             return nil
         case (.some, .some):
-            throw UsageError("--at and --in say the same thing two ways: give one of them")
+            throw UsageError("\(options.at) and \(options.in) say the same thing two ways: give one of them")
         case (let text?, nil):
             guard let time = unixMilliseconds(text) else {
-                throw UsageError("--at must be a time with its zone, such as 2026-12-24T18:00:00Z or 2026-12-24T19:00+01:00, or @UNIX_SECONDS, not \"\(text)\"")
+                throw UsageError("\(options.at) must be a time with its zone, such as 2026-12-24T18:00:00Z or 2026-12-24T19:00+01:00, or @UNIX_SECONDS, not \"\(text)\"")
             }
             return .at(time)
         case (nil, let text?):
             guard let delay = milliseconds(text) else {
-                throw UsageError("--in must be a duration such as 90s, 15m, 2h, 1d or 1h30m (at most 3650d), not \"\(text)\"")
+                throw UsageError("\(options.in) must be a duration such as 90s, 15m, 2h, 1d or 1h30m (at most 3650d), not \"\(text)\"")
             }
             return .after(delay)
         }
@@ -178,5 +186,39 @@ enum Schedule: Sendable, Equatable {
             if skip("-") { return -1 }
             return nil
         }
+    }
+}
+
+/// What `submit` asks of every job besides its image, pipeline, options
+/// and priority: when it may run, by when it must have started, and how
+/// many attempts it gets. Times counted from a submit are counted from
+/// each job's own.
+struct JobTerms: Sendable, Equatable {
+    /// `--at` / `--in`: no worker gets the job before then.
+    var schedule: Schedule?
+    /// `--expires-at` / `--expires-in`: the job's deadline.
+    var expiry: Schedule?
+    /// `--retries` + 1; nil for the broker's setting.
+    var maxAttempts: UInt16?
+
+    /// A SUBMIT request with these terms, for a job submitted now.
+    func request(sourceName: String, image: ImageSource, pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8,
+                 submitKey: String) -> SubmitRequest {
+        let now = schedule == nil && expiry == nil ? 0 : ULIDGenerator.systemMilliseconds()
+        return SubmitRequest(sourceName: sourceName, image: image, pipeline: pipeline, options: options, priority: priority,
+                             submitKey: submitKey, notBefore: schedule?.notBefore(now: now), maxAttempts: maxAttempts,
+                             expires: expiry?.notBefore(now: now))
+    }
+
+    /// A deadline that comes before (or with) the scheduled time leaves the
+    /// job no moment to run: refused before anything is sent.
+    func check() throws(UsageError) {
+        guard let schedule, let expiry else { return }
+        let never: Bool = switch (schedule, expiry) {
+        case let (.at(start), .at(end)): end <= start
+        case let (.after(start), .after(end)): end <= start
+        default: false
+        }
+        if never { throw UsageError("the deadline (--expires-at/--expires-in) comes before the jobs may start (--at/--in): they would never run") }
     }
 }

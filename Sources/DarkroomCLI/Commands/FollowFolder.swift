@@ -32,10 +32,9 @@ enum FollowFolder {
         var pipeline: Pipeline
         var options: DarkroomProtocol.JobOptions
         var priority: UInt8
-        /// When each file's job may run (`--in` counts from its submit).
-        var schedule: Schedule?
-        /// Each job's most counted attempts (`--retries` + 1); nil for the broker's.
-        var maxAttempts: UInt16?
+        /// When each file's job may run, its deadline and its attempts
+        /// (`--in` and `--expires-in` count from its submit).
+        var terms: JobTerms
         var json: Bool
         var timeout: Duration
         var deadline: Duration
@@ -161,10 +160,8 @@ enum FollowFolder {
                 SubmitCommand.report(json: settings.json, path: path, problem: problem)
                 return nil
             }
-            return SubmitRequest(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
-                                 options: settings.options, priority: settings.priority, submitKey: key,
-                                 notBefore: settings.schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()),
-                                 maxAttempts: settings.maxAttempts)
+            return settings.terms.request(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
+                                          options: settings.options, priority: settings.priority, submitKey: key)
         }
 
         /// What the broker answered to a candidate's SUBMIT.

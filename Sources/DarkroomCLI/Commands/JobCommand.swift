@@ -168,6 +168,9 @@ enum JobCommand {
         switch story.state {
         case "running": story.worker.map { " on \($0)" } ?? ""
         case "delayed": story.notBefore.map { " until \(time($0))" } ?? ""
+        case "cancelled":
+            // Its deadline passed before a worker started it (job.expired).
+            story.events.last.flatMap { $0.kind == "cancelled" ? $0.failure : nil }.map { ": \($0.reason) (\($0.code))" } ?? ""
         default: ""
         }
     }

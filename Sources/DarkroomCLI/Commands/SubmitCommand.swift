@@ -52,6 +52,12 @@ enum SubmitCommand {
         A scheduled submit needs a broker that knows DRK1's not-before time
         (an older one refuses it as malformed).
 
+        --expires-at TIME or --expires-in DURATION gives each job a deadline:
+        a job no worker has started by then (waiting in a long queue, paused,
+        scheduled or waiting to retry) is not run and ends cancelled, with
+        the reason job.expired; one already running finishes. --expires-in
+        counts from each job's submit. `dead retry` of such a job clears it.
+
         Exit status: 0 when every input was stored (with --wait) or
         accepted (without); 2 when some input was never answered by the
         deadline (if it was sent, its job may or may not be queued) or,
@@ -102,6 +108,8 @@ enum SubmitCommand {
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
             .value("at", "TIME", help: Schedule.atHelp),
             .value("in", "DURATION", help: Schedule.inHelp),
+            .value("expires-at", "TIME", help: Schedule.expiresAtHelp),
+            .value("expires-in", "DURATION", help: Schedule.expiresInHelp),
             .value("retries", "N", help: "Retry a failing job at most N times (0-999) before it goes dead; default: the broker's --max-attempts (5 attempts) less one."),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
@@ -149,8 +157,11 @@ enum SubmitCommand {
             thumbnailGravity: DarkroomProtocol.JobOptions.ThumbnailGravity(name: try ImageOptions.thumbnailGravity(args).rawValue) ?? .center
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
-        let schedule = try Schedule.parse(at: args.value("at"), in: args.value("in"))
-        let maxAttempts = args.value("retries") == nil ? nil : UInt16(try args.int("retries", default: 0, range: 0...999) + 1)
+        let terms = JobTerms(
+            schedule: try Schedule.parse(at: args.value("at"), in: args.value("in")),
+            expiry: try Schedule.parse(at: args.value("expires-at"), in: args.value("expires-in"), options: ("--expires-at", "--expires-in")),
+            maxAttempts: args.value("retries") == nil ? nil : UInt16(try args.int("retries", default: 0, range: 0...999) + 1))
+        try terms.check()
         let window = try args.int("window", default: defaultWindow, range: 1...100_000)
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
         let json = args.flag("json")
@@ -160,7 +171,7 @@ enum SubmitCommand {
                 throw UsageError("--follow watches one directory; leave out the inputs and --from-list")
             }
             return try FollowFolder.run(FollowFolder.Settings(
-                directory: folder, pipeline: pipeline, options: options, priority: priority, schedule: schedule, maxAttempts: maxAttempts, json: json,
+                directory: folder, pipeline: pipeline, options: options, priority: priority, terms: terms, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
                 events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window))
         }
@@ -233,10 +244,9 @@ enum SubmitCommand {
         engine.briefStoredEvents = !json
         // The CLI names each job's submit key itself, to find the input an
         // answer belongs to even when a path is given twice.
-        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, schedule: schedule,
-                                       maxAttempts: maxAttempts)
+        var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, terms: terms)
         // Said once, so that a wait with nothing happening reads as meant.
-        if let schedule, !json { err("submit: " + schedule.summary(now: ULIDGenerator.systemMilliseconds())) }
+        if let schedule = terms.schedule, !json { err("submit: " + schedule.summary(now: ULIDGenerator.systemMilliseconds())) }
         let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
         var unanswered = valid
@@ -328,7 +338,8 @@ enum SubmitCommand {
                     statuses[index] = .cancelled(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "cancelled", event: event)) } else {
                         progress?.clearLine()
-                        err("cancelled \(event.jobID) \(path)")
+                        // A reason when its deadline passed unstarted (job.expired).
+                        err("cancelled \(event.jobID) \(path)" + (event.failure.map { ": " + Format.failureText($0) } ?? ""))
                     }
                 case .retrying where !json:
                     progress?.clearLine()

@@ -198,19 +198,16 @@ enum SubmitInputs {
         private let pipeline: String
         private let options: DarkroomProtocol.JobOptions
         private let priority: UInt8
-        private let schedule: Schedule?
-        private let maxAttempts: UInt16?
+        private let terms: JobTerms
         /// The input each submit key stands for.
         let inputOfKey: [String: Int]
 
-        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8, schedule: Schedule? = nil,
-             maxAttempts: UInt16? = nil) {
-            self.maxAttempts = maxAttempts
+        init(_ inputs: [Input], pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8, terms: JobTerms = JobTerms()) {
             self.inputs = inputs
             self.pipeline = pipeline
             self.options = options
             self.priority = priority
-            self.schedule = schedule
+            self.terms = terms
             valid = inputs.indices.filter { inputs[$0].problem == nil }.map { ($0, ULIDGenerator.shared.next().description) }
             var inputOfKey: [String: Int] = [:]
             inputOfKey.reserveCapacity(valid.count)
@@ -230,9 +227,7 @@ enum SubmitInputs {
             } else {
                 image = .file(inputs[index].file ?? path)
             }
-            return .job(SubmitRequest(sourceName: path, image: image, pipeline: pipeline, options: options, priority: priority,
-                                      submitKey: key, notBefore: schedule?.notBefore(now: ULIDGenerator.systemMilliseconds()),
-                                      maxAttempts: maxAttempts))
+            return .job(terms.request(sourceName: path, image: image, pipeline: pipeline, options: options, priority: priority, submitKey: key))
         }
     }
 }
