@@ -21,6 +21,7 @@ public enum DarkroomCLI {
         Subcommand(spec: RemoveCommand.spec, run: RemoveCommand.run),
         Subcommand(spec: DeadCommand.spec, run: DeadCommand.run),
         Subcommand(spec: JobCommand.spec, run: JobCommand.run),
+        Subcommand(spec: JobsCommand.spec, run: JobsCommand.run),
         Subcommand(spec: CancelCommand.spec, run: CancelCommand.run),
         Subcommand(spec: PauseCommand.pauseSpec, run: PauseCommand.pause),
         Subcommand(spec: PauseCommand.resumeSpec, run: PauseCommand.resume),

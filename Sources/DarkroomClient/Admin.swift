@@ -54,6 +54,17 @@ public final class Admin {
         return r.list
     }
 
+    /// A page of the jobs waiting or running (JOB-LIST): `limit` jobs in
+    /// `state` after the first `offset`, from the broker's memory.
+    public func jobList(_ state: JobListState, offset: Int = 0, limit: Int = 100) throws(ClientError) -> JobList {
+        guard limit >= 1, limit <= Int(Wire.Limit.maxListLimit), offset >= 0, offset <= Int(UInt32.max) else {
+            throw ClientError(.invalidArgument, "a job-list page holds 1…\(Wire.Limit.maxListLimit) jobs after an offset of 0…\(UInt32.max)")
+        }
+        let reply = try call("JOB-LIST") { JobListRequest(requestID: $0, state: state, offset: UInt32(offset), limit: UInt32(limit)).frames() }
+        guard case .jobListReply(let r) = reply else { throw unexpected(reply, to: "JOB-LIST") }
+        return r.list
+    }
+
     /// Every dead job, page by page.
     public func deadListAll(pageSize: Int = 1000) throws(ClientError) -> [DeadJob] {
         var jobs: [DeadJob] = []

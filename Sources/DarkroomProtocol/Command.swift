@@ -2,7 +2,7 @@
 /// all sockets, so a logged message names its command without context.
 ///
 /// 0x0_ common to several sockets, 0x1_ frontend, 0x2_ backend, 0x3_ store,
-/// 0x4_ events.
+/// 0x4_ events, 0x5_ frontend again (0x1_ is full).
 public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case error = 0x01
     case ping = 0x02
@@ -49,6 +49,9 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case event = 0x40
     case events = 0x41
 
+    case jobList = 0x50
+    case jobListReply = 0x51
+
     /// The command's name as the specification writes it.
     public var name: String {
         switch self {
@@ -92,6 +95,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .statsReply: "STATS-REPLY"
         case .event: "EVENT"
         case .events: "EVENTS"
+        case .jobList: "JOB-LIST"
+        case .jobListReply: "JOB-LIST-REPLY"
         }
     }
 
@@ -110,10 +115,10 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         switch self {
         case .heartbeat, .disconnect: 2
         case .ping, .pong, .status, .stats, .credit, .holding, .pause, .resume: 3
-        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events,
+        case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events, .jobListReply,
              .jobInfo, .jobInfoReply, .cancel, .cancelJob: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
-        case .ready, .stored, .getReply: 6
+        case .ready, .stored, .getReply, .jobList: 6
         case .job: 8
         case .submit: 12
         case .fail: 9
@@ -134,7 +139,7 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public static let frontend: Set<Command> = [
         .error, .ping, .pong, .ok, .submit, .accepted, .rejected, .status, .statusReply,
         .replay, .replayEnd, .deadList, .deadListReply, .deadRetry, .deadDiscard, .event,
-        .jobInfo, .jobInfoReply, .cancel, .pause, .resume,
+        .jobInfo, .jobInfoReply, .cancel, .pause, .resume, .jobList, .jobListReply,
     ]
     /// Commands valid on the broker backend (either direction).
     public static let backend: Set<Command> = [
@@ -166,10 +171,10 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 
     // Built once: every decode of a received message asks for one of these.
     private static let frontendToServer: Set<Command> = [
-        .error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel, .pause, .resume,
+        .error, .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel, .pause, .resume, .jobList,
     ]
     private static let frontendToPeer: Set<Command> = [
-        .error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply,
+        .error, .pong, .ok, .accepted, .rejected, .statusReply, .replayEnd, .deadListReply, .event, .jobInfoReply, .jobListReply,
     ]
     private static let backendToServer: Set<Command> = [.error, .ready, .credit, .done, .fail, .heartbeat, .disconnect, .holding, .ping, .pong]
     private static let backendToPeer: Set<Command> = [.error, .job, .cancelJob, .heartbeat, .disconnect, .ping, .pong]

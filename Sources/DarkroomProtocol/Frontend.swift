@@ -426,6 +426,82 @@ public struct ResumeRequest: WireMessage {
     public func write(to w: inout MessageWriter) { w.u64(requestID) }
 }
 
+/// Which jobs JOB-LIST lists.
+public enum JobListState: String, Sendable, Hashable, CaseIterable {
+    /// Ready to run, in the order they will be dispatched.
+    case queued
+    /// Waiting for their time (scheduled, or a retry's backoff), soonest first.
+    case delayed
+    /// On a worker (or held for one reconnecting), by job id.
+    case running
+}
+
+/// JOB-LIST (client → broker): a page of the jobs in one state, from the
+/// broker's memory (section 5.8). Answered by JOB-LIST-REPLY.
+///
+///     2 request id  u64
+///     3 state       text: queued, delayed or running
+///     4 offset      u32, jobs to skip
+///     5 limit       u32, 1...1000
+public struct JobListRequest: WireMessage {
+    public static let command = Command.jobList
+    public var requestID: UInt64
+    public var state: JobListState
+    public var offset: UInt32
+    public var limit: UInt32
+
+    public init(requestID: UInt64, state: JobListState, offset: UInt32 = 0, limit: UInt32) {
+        self.requestID = requestID
+        self.state = state
+        self.offset = offset
+        self.limit = limit
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        let i = r.index
+        let text = try r.text("state", bytes: 1...16)
+        guard let state = JobListState(rawValue: text) else {
+            throw r.error(frame: i, "state", "must be queued, delayed or running, got '\(text)'")
+        }
+        self.state = state
+        offset = try r.u32("offset", 0...UInt32.max)
+        limit = try r.u32("limit", 1...Wire.Limit.maxListLimit)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.text(state.rawValue)
+        w.u32(offset)
+        w.u32(limit)
+    }
+}
+
+/// JOB-LIST-REPLY (broker → client).
+///
+///     2 request id  u64
+///     3 jobs        JSON object, see `JobList`
+public struct JobListReply: WireMessage {
+    public static let command = Command.jobListReply
+    public var requestID: UInt64
+    public var list: JobList
+
+    public init(requestID: UInt64, list: JobList) {
+        self.requestID = requestID
+        self.list = list
+    }
+
+    public init(from r: inout MessageReader) throws(ProtocolError) {
+        requestID = try r.u64("request id")
+        list = try r.json("jobs", as: JobList.self)
+    }
+
+    public func write(to w: inout MessageWriter) {
+        w.u64(requestID)
+        w.json(list)
+    }
+}
+
 /// Which dead jobs DEAD-RETRY or DEAD-DISCARD acts on: the text "all" or a job id.
 public enum DeadTarget: Sendable, Hashable, CustomStringConvertible {
     case all
@@ -518,6 +594,8 @@ public enum FrontendMessage: Sendable, Equatable {
     case jobInfoReply(JobInfoReply)
     case cancel(CancelRequest)
     case pause(PauseRequest)
+    case jobList(JobListRequest)
+    case jobListReply(JobListReply)
     case resume(ResumeRequest)
     case ping(Ping)
     case pong(Pong)
@@ -542,6 +620,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .jobInfoReply(let m): m
         case .cancel(let m): m
         case .pause(let m): m
+        case .jobList(let m): m
+        case .jobListReply(let m): m
         case .resume(let m): m
         case .ping(let m): m
         case .pong(let m): m
@@ -585,6 +665,8 @@ public enum FrontendMessage: Sendable, Equatable {
         case .jobInfoReply: message = .jobInfoReply(try JobInfoReply(from: &r))
         case .cancel: message = .cancel(try CancelRequest(from: &r))
         case .pause: message = .pause(try PauseRequest(from: &r))
+        case .jobList: message = .jobList(try JobListRequest(from: &r))
+        case .jobListReply: message = .jobListReply(try JobListReply(from: &r))
         case .resume: message = .resume(try ResumeRequest(from: &r))
         case .ping: message = .ping(try Ping(from: &r))
         case .pong: message = .pong(try Pong(from: &r))

@@ -141,6 +141,57 @@ public struct DeadJob: Codable, Sendable, Equatable {
     }
 }
 
+/// A page of the jobs waiting or running (JOB-LIST-REPLY).
+public struct JobList: Codable, Sendable, Equatable {
+    /// The jobs listed: `queued`, `delayed` or `running`.
+    public var state: String
+    /// How many jobs are in that state in all.
+    public var total: UInt64
+    /// How many of them come before this page.
+    public var offset: UInt64
+    public var jobs: [ListedJob]
+
+    public init(state: String, total: UInt64, offset: UInt64, jobs: [ListedJob]) {
+        self.state = state
+        self.total = total
+        self.offset = offset
+        self.jobs = jobs
+    }
+}
+
+/// One job of a JOB-LIST page, as the broker holds it in memory.
+public struct ListedJob: Codable, Sendable, Equatable {
+    public var jobID: ULID
+    public var priority: UInt8
+    public var source: String
+    /// Its attempt number: that of its last dispatch (of this one, when running; 0 if never).
+    public var attempt: UInt32
+    /// The worker running it (running jobs).
+    public var worker: String?
+    /// When it becomes ready, Unix ms (delayed jobs).
+    public var notBefore: UInt64?
+    /// Its deadline (SUBMIT frame 11), Unix ms, when it has one.
+    public var expires: UInt64?
+    /// A running job whose worker was asked to stop it (CANCEL).
+    public var cancelling: Bool?
+
+    public init(jobID: ULID, priority: UInt8, source: String, attempt: UInt32, worker: String? = nil, notBefore: UInt64? = nil,
+                expires: UInt64? = nil, cancelling: Bool? = nil) {
+        self.jobID = jobID
+        self.priority = priority
+        self.source = source
+        self.attempt = attempt
+        self.worker = worker
+        self.notBefore = notBefore
+        self.expires = expires
+        self.cancelling = cancelling
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "jobId", priority, source, attempt, worker, notBefore, expires, cancelling
+    }
+}
+
 /// One stored result: the full-resolution image and its thumbnail.
 public struct RecordInfo: Codable, Sendable, Equatable {
     public var id: ULID

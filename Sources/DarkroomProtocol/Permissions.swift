@@ -7,7 +7,7 @@ public enum Permissions {
     /// The commands that are requests, which the servers check; anything
     /// else a client sends is answered as an unexpected command.
     public static let requests: Set<Command> = [
-        .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel, .pause, .resume,
+        .ping, .submit, .status, .replay, .deadList, .deadRetry, .deadDiscard, .jobInfo, .cancel, .pause, .resume, .jobList,
         .list, .get, .delete, .stats,
         .ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store,
     ]

@@ -21,6 +21,8 @@ extension JobInfoReply: CarriesRequestID {}
 extension CancelRequest: CarriesRequestID {}
 extension PauseRequest: CarriesRequestID {}
 extension ResumeRequest: CarriesRequestID {}
+extension JobListRequest: CarriesRequestID {}
+extension JobListReply: CarriesRequestID {}
 extension Ping: CarriesRequestID {}
 extension Pong: CarriesRequestID {}
 extension OKReply: CarriesRequestID {}

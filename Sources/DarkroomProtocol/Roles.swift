@@ -43,7 +43,7 @@ public enum Role: String, Sendable, Hashable, CaseIterable, CustomStringConverti
     /// send every request. Replies and events are never requests.
     public var requests: Set<Command> {
         switch self {
-        case .producer: [.ping, .submit, .status, .replay, .deadList, .jobInfo, .cancel, .list, .get, .stats]
+        case .producer: [.ping, .submit, .status, .replay, .deadList, .jobInfo, .jobList, .cancel, .list, .get, .stats]
         case .worker: [.ping, .ready, .holding, .credit, .done, .fail, .heartbeat, .disconnect, .store]
         case .store: []
         case .admin: Permissions.requests

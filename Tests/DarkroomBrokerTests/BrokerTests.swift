@@ -331,6 +331,49 @@ import Testing
         #expect(try again.job().jobID == dying, "revived past its deadline, and run")
     }
 
+    @Test func jobListGivesEachStateInItsOrderWithTotalsAndPages() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        func list(_ state: JobListState, offset: UInt32 = 0, limit: UInt32 = 100) throws -> JobList {
+            let reply = try client.request { JobListRequest(requestID: $0, state: state, offset: offset, limit: limit).frames() }
+            guard case .jobListReply(let r) = reply else { throw TestFailure("expected JOB-LIST-REPLY, got \(reply)") }
+            return r.list
+        }
+        let now = ULIDGenerator.systemMilliseconds()
+        let low = try client.submitAccepted(priority: 1, source: "low.jpg").jobID
+        let high = try client.submitAccepted(priority: 9, source: "high.jpg", expires: now + 60_000).jobID
+        let mid = try [client.submitAccepted(priority: 5, source: "mid-a.jpg").jobID, client.submitAccepted(priority: 5, source: "mid-b.jpg").jobID]
+        let later = try client.submitAccepted(source: "later.jpg", notBefore: now + 60_000).jobID
+        let soon = try client.submitAccepted(source: "soon.jpg", notBefore: now + 30_000).jobID
+
+        var queued = try list(.queued)
+        #expect(queued.total == 4 && queued.offset == 0)
+        #expect(queued.jobs.map(\.jobID) == [high, mid[0], mid[1], low], "the order workers get them")
+        #expect(queued.jobs.first?.expires == now + 60_000 && queued.jobs.last?.expires == nil)
+        let page = try list(.queued, offset: 1, limit: 2)
+        #expect(page.total == 4 && page.offset == 1 && page.jobs.map(\.jobID) == mid)
+        #expect(try list(.queued, offset: 9).jobs.isEmpty)
+        let delayed = try list(.delayed)
+        #expect(delayed.jobs.map(\.jobID) == [soon, later], "soonest first")
+        #expect(delayed.jobs.map(\.notBefore) == [now + 30_000, now + 60_000])
+
+        let worker = try harness.worker("w-list")
+        try worker.ready(credit: 2)
+        let sent = try [worker.job(), worker.job()]
+        #expect(sent.map(\.jobID) == [high, mid[0]])
+        guard case .ok = try client.request({ CancelRequest(requestID: $0, target: .job(mid[0])).frames() }) else {
+            throw TestFailure("CANCEL did not answer OK")
+        }
+        let running = try list(.running)
+        #expect(running.total == 2)
+        #expect(running.jobs.map(\.jobID) == [high, mid[0]].sorted())
+        #expect(running.jobs.allSatisfy { $0.worker == "w-list" && $0.attempt == 1 })
+        #expect(running.jobs.first { $0.jobID == mid[0] }?.cancelling == true)
+        #expect(running.jobs.first { $0.jobID == high }?.cancelling == nil)
+        queued = try list(.queued)
+        #expect(queued.jobs.map(\.jobID) == [mid[1], low])
+    }
+
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
         let harness = try Harness()
         var client = try harness.client()

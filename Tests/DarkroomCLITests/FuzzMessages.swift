@@ -81,6 +81,8 @@ enum FieldType {
     case held
     /// DEAD-RETRY and DEAD-DISCARD: "all" or a job id; CANCEL: "queued" or a job id.
     case target(keyword: String)
+    /// One of a few words (JOB-LIST's state).
+    case keyword([String])
     case pipeline
     /// EVENTS frame 3: length-prefixed event records.
     case records
@@ -105,6 +107,9 @@ enum FieldType {
         case .cancel: return [("request id", .requestID), ("target", .target(keyword: "queued"))]
         case .cancelJob: return [("job id", .ulid), ("attempt", .u32(1...UInt32.max))]
         case .jobInfo: return [("request id", .requestID), ("job id", .ulid)]
+        case .jobList: return [("request id", .requestID), ("state", .keyword(["queued", "delayed", "running"])), ("offset", .u32(0...UInt32.max)),
+                               ("limit", .u32(1...1000))]
+        case .jobListReply: return [("request id", .requestID), ("jobs", .json)]
         case .jobInfoReply: return [("request id", .requestID), ("story", .json)]
         case .ready: return [("worker id", .token(1...64)), ("host", line(1...255)), ("pid", .u32(0...UInt32.max)), ("slots", .u32(1...1024))]
         case .credit: return [("count", .u32(1...UInt32.max))]
@@ -289,6 +294,9 @@ struct FuzzMaker {
             case 6: return DeadDiscard(requestID: id, target: .job(ulid())).frames()
             case 7: return JobInfoRequest(requestID: id, jobID: ulid()).frames()
             case 8: return CancelRequest(requestID: id, target: .job(ulid())).frames()
+            case 9 where random.percent(50):
+                return JobListRequest(requestID: id, state: random.pick(JobListState.allCases), offset: UInt32(random.below(50)),
+                                      limit: UInt32(random.int(in: 1...1000))).frames()
             default: return Ping(requestID: id).frames()
             }
         case (.frontend, true):
@@ -577,6 +585,11 @@ struct FuzzMaker {
                            ulid().description.lowercased(), ulid().description + "0", "8" + ulid().description.dropFirst(), keyword]
             let pick = random.pick(choices)
             return Mutation(Array(pick.utf8), "target '\(pick)'", malformed: pick != keyword)
+        case .keyword(let words):
+            let word = random.pick(words)
+            let choices = [word, word.uppercased(), word + " ", "", "stored", word + "\u{0}", String(word.dropLast())]
+            let pick = random.pick(choices)
+            return Mutation(Array(pick.utf8), "state '\(pick)'", malformed: !words.contains(pick))
         case .pipeline:
             if random.percent(45) {
                 let pick = random.pick(FuzzCorpus.badPipelines)

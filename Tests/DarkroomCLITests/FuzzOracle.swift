@@ -159,20 +159,20 @@ struct Expectation: CustomStringConvertible {
 /// fields it broke holds the decoder to section 2.4 in turn.
 enum SpecChecks {
     /// Every command byte of section 3.
-    static let defined: Set<UInt8> = Set([0x01, 0x02, 0x03, 0x04] + Array(0x10...0x1F) + Array(0x20...0x28) + Array(0x30...0x38) + [0x40, 0x41])
+    static let defined: Set<UInt8> = Set([0x01, 0x02, 0x03, 0x04] + Array(0x10...0x1F) + Array(0x20...0x28) + Array(0x30...0x38) + [0x40, 0x41, 0x50, 0x51])
     /// The commands that carry a request id in frame 2 (section 3.1).
-    static let carriesRequestID: Set<UInt8> = Set([0x01, 0x02, 0x03, 0x04] + Array(0x10...0x1F) + Array(0x30...0x38))
+    static let carriesRequestID: Set<UInt8> = Set([0x01, 0x02, 0x03, 0x04] + Array(0x10...0x1F) + Array(0x30...0x38) + [0x50, 0x51])
     /// The commands each server reads, with their frame counts (sections
     /// 3.2, 4, 5, 6.1, 11): the requests, ERROR, and on the backend
     /// HEARTBEAT, DISCONNECT and a probe's PING, and PONG.
     static let toServer: [FuzzSocket: [UInt8: Set<Int>]] = [
-        .frontend: [0x01: [5], 0x02: [3], 0x10: [8, 9, 10, 11, 12], 0x13: [3], 0x15: [5], 0x17: [5], 0x19: [4], 0x1A: [4], 0x1B: [4], 0x1D: [4], 0x1E: [3], 0x1F: [3]],
+        .frontend: [0x01: [5], 0x02: [3], 0x10: [8, 9, 10, 11, 12], 0x13: [3], 0x15: [5], 0x17: [5], 0x19: [4], 0x1A: [4], 0x1B: [4], 0x1D: [4], 0x1E: [3], 0x1F: [3], 0x50: [6]],
         .backend: [0x01: [5], 0x02: [3], 0x03: [3], 0x20: [6], 0x21: [3], 0x23: [5], 0x24: [9], 0x25: [2], 0x26: [2], 0x27: [3]],
         .store: [0x01: [5], 0x02: [3], 0x30: [10], 0x32: [5], 0x34: [5], 0x36: [4], 0x37: [3]],
     ]
     /// The replies, which travel to the peers: a server that gets one MAY
     /// answer with request id 0 (section 9.2).
-    static let replies: Set<UInt8> = [0x03, 0x04, 0x11, 0x12, 0x14, 0x16, 0x18, 0x1C, 0x31, 0x33, 0x35, 0x38]
+    static let replies: Set<UInt8> = [0x03, 0x04, 0x11, 0x12, 0x14, 0x16, 0x18, 0x1C, 0x31, 0x33, 0x35, 0x38, 0x51]
 
     /// What steps 1 to 6 make of a message.
     enum Outcome {
@@ -272,6 +272,7 @@ enum FrontendOracle {
                 }
             // OK whether or not dispatch changed (section 5.7).
             case .pause(let request): return Expectation(.reply(.ok, requestID: request.requestID))
+            case .jobList(let request): return Expectation(.reply(.jobListReply, requestID: request.requestID))
             case .resume(let request): return Expectation(.reply(.ok, requestID: request.requestID))
             default: return .silence
             }

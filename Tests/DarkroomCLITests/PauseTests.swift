@@ -37,6 +37,17 @@ struct PauseTests {
             #expect(story["state"] as? String == "queued", "\(story)")
         }
         let since = try #require((try Self.queue(h)["pausedSince"] as? NSNumber)?.uint64Value, "status --json shows the pause")
+        // `jobs` lists them in the order workers will get them, and says why they wait.
+        let listed = try h.run(["jobs"] + h.brokerFlags)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains("dispatch: PAUSED since") && listed.stdout.contains("queued: 3 (in the order workers get them)"),
+                "\(listed.stdout)")
+        #expect(listed.stdout.contains("running: 0") && listed.stdout.contains("delayed: 0"), "\(listed.stdout)")
+        let lines = SystemHarness.jsonLines(try h.run(["jobs", "queued", "--json"] + h.brokerFlags).stdout)
+        #expect(lines.compactMap { $0["jobId"] as? String } == jobs.sorted(), "submission order within one priority: \(lines)")
+        #expect(lines.compactMap { $0["position"] as? Int } == [1, 2, 3])
+        let second = SystemHarness.jsonLines(try h.run(["jobs", "queued", "--offset", "1", "--limit", "1", "--json"] + h.brokerFlags).stdout)
+        #expect(second.compactMap { $0["jobId"] as? String } == [jobs.sorted()[1]] && second.first?["position"] as? Int == 2)
         // A waiting job's story, and a wait for it, say why it waits.
         let story = try h.run(["job", jobs[0]] + h.brokerFlags)
         #expect(story.status == 0 && story.stdout.contains("dispatch paused since"), "\(story.stdout)\(story.stderr)")

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct PermissionsTests {
     @Test func producersReadAndSubmitWorkersRunJobsAdminsDoEverything() {
-        for command in [Command.submit, .status, .replay, .deadList, .list, .get, .stats, .ping] {
+        for command in [Command.submit, .status, .replay, .deadList, .jobList, .list, .get, .stats, .ping] {
             #expect(Permissions.allows(role: "producer", command), "\(command)")
         }
         for command in [Command.deadRetry, .deadDiscard, .pause, .resume, .delete, .store, .ready, .done] {

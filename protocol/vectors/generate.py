@@ -22,6 +22,7 @@ REPLAY, REPLAY_END, DEAD_LIST, DEAD_LIST_REPLY = 0x15, 0x16, 0x17, 0x18
 DEAD_RETRY, DEAD_DISCARD = 0x19, 0x1A
 JOB_INFO, JOB_INFO_REPLY, CANCEL = 0x1B, 0x1C, 0x1D
 PAUSE, RESUME = 0x1E, 0x1F
+JOB_LIST, JOB_LIST_REPLY = 0x50, 0x51
 READY, CREDIT, JOB, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING = 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27
 CANCEL_JOB = 0x28
 STORE, STORED, LIST, LIST_REPLY, GET, GET_REPLY = 0x30, 0x31, 0x32, 0x33, 0x34, 0x35
@@ -53,12 +54,12 @@ def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
 # Section 3.2: the commands each end of a socket reads. The server is the
 # end that binds (the broker, the storage node); the peer connects.
 TO_SERVER = {
-    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO, CANCEL, PAUSE, RESUME},
+    "frontend": {ERROR, PING, SUBMIT, STATUS, REPLAY, DEAD_LIST, DEAD_RETRY, DEAD_DISCARD, JOB_INFO, CANCEL, PAUSE, RESUME, JOB_LIST},
     "backend": {ERROR, READY, CREDIT, DONE, FAIL, HEARTBEAT, DISCONNECT, HOLDING, PING, PONG},
     "store": {ERROR, PING, STORE, LIST, GET, DELETE, STATS},
 }
 # Section 3.1: the commands whose frame 2 is a request id.
-CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, RESUME + 1)) | set(range(STORE, STATS_REPLY + 1))
+CARRIES_REQUEST_ID = {ERROR, PING, PONG, OK} | set(range(SUBMIT, RESUME + 1)) | {JOB_LIST, JOB_LIST_REPLY} | set(range(STORE, STATS_REPLY + 1))
 
 vectors = []
 malformed = []
@@ -231,6 +232,16 @@ vector("cancel-queued", "frontend", "CANCEL every queued job", msg(CANCEL, u64(1
        {"command": "CANCEL", "requestID": 11, "target": "queued"})
 vector("pause", "frontend", "PAUSE: hold dispatch", msg(PAUSE, u64(12)), {"command": "PAUSE", "requestID": 12})
 vector("resume", "frontend", "RESUME: dispatch again", msg(RESUME, u64(13)), {"command": "RESUME", "requestID": 13})
+vector("job-list", "frontend", "JOB-LIST: the queued jobs 21 to 40", msg(JOB_LIST, u64(14), text("queued"), u32(20), u32(20)),
+       {"command": "JOB-LIST", "requestID": 14, "state": "queued", "offset": 20, "limit": 20})
+job_list = {"state": "running", "total": 2, "offset": 0, "jobs": [
+    {"jobId": JOB_ID, "priority": 5, "source": "photos/IMG_0001.jpg", "attempt": 2, "worker": "w-01JBX3", "cancelling": True,
+     "expires": 1767229200000},
+    {"jobId": JOB_ID_2, "priority": 9, "source": "photos/IMG_0002.jpg", "attempt": 1, "worker": "w-01JBX4"}]}
+vector("job-list-reply", "frontend", "JOB-LIST-REPLY: two running jobs, one being cancelled",
+       msg(JOB_LIST_REPLY, u64(14), js(job_list)),
+       {"command": "JOB-LIST-REPLY", "requestID": 14, "list.state": "running", "list.total": 2, "list.jobs.count": 2,
+        "list.jobs.0.worker": "w-01JBX3", "list.jobs.0.cancelling": "true", "list.jobs.1.priority": 9})
 
 # ---------------------------------------------------------------- backend
 vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
@@ -454,6 +465,10 @@ bad("pause-frames", "frontend", "PAUSE with a frame too many", msg(PAUSE, u64(12
     "PAUSE: expected 3 frames, got 4")
 bad("resume-to-client", "frontend", "RESUME sent to a client: only the broker reads it",
     msg(RESUME, u64(13)), 103, "RESUME is not sent to a client", receiver="peer")
+bad("job-list-state", "frontend", "JOB-LIST of a state that is not listed", msg(JOB_LIST, u64(14), text("stored"), u32(0), u32(20)),
+    101, "JOB-LIST: frame 3 (state) must be queued, delayed or running, got 'stored'")
+bad("job-list-limit-zero", "frontend", "JOB-LIST with limit 0", msg(JOB_LIST, u64(14), text("running"), u32(0), u32(0)),
+    101, "JOB-LIST: frame 5 (limit) is 0, must be 1…1000")
 bad("job-info-frames", "frontend", "JOB-INFO without its job id", msg(JOB_INFO, u64(9)), 101,
     "JOB-INFO: expected 4 frames, got 3")
 bad("dead-list-limit", "frontend", "DEAD-LIST with limit 0", msg(DEAD_LIST, u64(4), u32(0), b""), 101,

@@ -632,6 +632,42 @@ struct BrokerState {
         ready.promote(now: now.wall)
     }
 
+    // MARK: Listing
+
+    /// A page of the jobs in one state, for JOB-LIST: ready jobs in
+    /// dispatch order, delayed ones soonest first, running (and held) ones
+    /// by job id.
+    func list(_ which: JobListState, offset: Int, limit: Int) -> JobList {
+        func listed(_ job: JobHandle) -> ListedJob {
+            ListedJob(jobID: job.id, priority: job.priority, source: job.source, attempt: job.attempt, expires: job.expires == 0 ? nil : job.expires)
+        }
+        let end = offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
+        let jobs: [ListedJob]
+        let total: Int
+        switch which {
+        case .queued:
+            total = ready.depth - ready.delayedCount
+            jobs = ready.readyInOrder(first: min(end, total)).dropFirst(offset).map(listed)
+        case .delayed:
+            total = ready.delayedCount
+            jobs = ready.delayedInOrder(first: min(end, total)).dropFirst(offset).map { waiting in
+                var job = listed(waiting.job)
+                job.notBefore = waiting.notBefore
+                return job
+            }
+        case .running:
+            let running = (Array(leases.values) + held.values.map(\.lease)).sorted { $0.job.id < $1.job.id }
+            total = running.count
+            jobs = running.dropFirst(offset).prefix(limit).map { lease in
+                var job = listed(lease.job)
+                job.worker = lease.worker
+                if cancelling.contains(lease.job.id) { job.cancelling = true }
+                return job
+            }
+        }
+        return JobList(state: which.rawValue, total: UInt64(total), offset: UInt64(offset), jobs: jobs)
+    }
+
     // MARK: Status
 
     /// The queue and the workers as STATUS reports them (the workers' last

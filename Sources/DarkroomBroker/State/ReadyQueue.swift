@@ -190,6 +190,39 @@ struct ReadyQueue {
         return remove(job.id)
     }
 
+    /// The first `count` ready jobs in the order they will be dispatched
+    /// (highest priority first, then job id), without sorting them all:
+    /// a heap keeps the `count` earliest seen, the latest of them on top.
+    func readyInOrder(first count: Int) -> [JobHandle] {
+        func before(_ a: JobHandle, _ b: JobHandle) -> Bool { a.priority != b.priority ? a.priority > b.priority : a.id < b.id }
+        return Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map(\.job), by: before)
+    }
+
+    /// The first `count` delayed jobs, soonest first (then job id), with their times.
+    func delayedInOrder(first count: Int) -> [(job: JobHandle, notBefore: UInt64)] {
+        Self.first(count, of: members.values.lazy.filter(\.delayed).map { ($0.job, $0.notBefore) }) {
+            ($0.notBefore, $0.job.id) < ($1.notBefore, $1.job.id)
+        }
+    }
+
+    /// The `count` first elements of `elements` by `before`, in order.
+    private static func first<Element>(_ count: Int, of elements: some Sequence<Element>, by before: @escaping (Element, Element) -> Bool) -> [Element] {
+        guard count > 0 else { return [] }
+        var kept = Heap<Element>(less: { before($1, $0) })
+        for element in elements {
+            if kept.count < count {
+                kept.push(element)
+            } else if let latest = kept.first, before(element, latest) {
+                _ = kept.pop()
+                kept.push(element)
+            }
+        }
+        var out: [Element] = []
+        out.reserveCapacity(kept.count)
+        while let element = kept.pop() { out.append(element) }
+        return out.reversed()
+    }
+
     /// Every waiting job with the time it becomes ready (0: ready now).
     var all: [(job: JobHandle, notBefore: UInt64)] {
         members.values.map { ($0.job, $0.delayed ? $0.notBefore : 0) }

@@ -275,6 +275,9 @@ extension BrokerCore {
                 logger.error("JOB-INFO failed: \(error)")
                 delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             }
+        case .jobList(let request):
+            let list = state.list(request.state, offset: Int(request.offset), limit: Int(request.limit))
+            delivery.frontend.append((client, JobListReply(requestID: request.requestID, list: list).frames()))
         default:
             break
         }

@@ -363,7 +363,7 @@ final class Switchboard {
             sendFrontend(client, Pong(requestID: ping.requestID).frames())
         case .status(let request):
             sendFrontend(client, StatusReply(requestID: request.requestID, status: currentStatus()).frames())
-        case .replay, .deadList, .jobInfo:
+        case .replay, .deadList, .jobInfo, .jobList:
             forward.append(.read(message, client: client))
         case .deadRetry(let request):
             forward.append(.deadRetry(request, client: client))
@@ -377,7 +377,7 @@ final class Switchboard {
             forward.append(.pause(paused: false, requestID: request.requestID, client: client))
         case .error(let error):
             logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
-        case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .pong, .ok:
+        case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .jobListReply, .pong, .ok:
             // Not reached: decoding for the server refuses replies.
             let reason = "\(message.command.name) is sent by the broker, not to it"
             logger.warn("frontend: client \(Wire.peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
