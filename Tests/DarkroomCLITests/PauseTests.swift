@@ -68,9 +68,16 @@ struct PauseTests {
             #expect(story["state"] as? String == "queued", "still queued after the restart: \(story)")
         }
 
+        // A submit --wait while paused says why it waits, and ends once dispatch resumes.
+        let more = try h.writeImages(1, name: "more")
+        let waiting = try h.start("waiting-submit", ["submit", more.path, "--ops", "grayscale", "--thumb", "32x32", "--wait"] + h.clientFlags)
+        try h.waitUntil("submit --wait says dispatch is paused") { h.log("waiting-submit").contains("dispatch is paused since") }
+
         let resumed = try h.run(["resume"] + h.brokerFlags)
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(resumed.stdout.contains("dispatch resumed: 3 ready job(s)"), "\(resumed.stdout)")
+        #expect(resumed.stdout.contains("dispatch resumed: 4 ready job(s)"), "\(resumed.stdout)")
+        waiting.waitUntilExit()
+        #expect(waiting.terminationStatus == 0, "\(h.log("waiting-submit"))")
         let wait = try h.run(["job"] + jobs + ["--wait", "--for", "60", "--json"] + h.brokerFlags)
         #expect(wait.status == 0, "\(wait.stderr)")
         for job in jobs {

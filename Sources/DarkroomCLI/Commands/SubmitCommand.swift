@@ -239,6 +239,8 @@ enum SubmitCommand {
         } catch {
             throw error.runtime
         }
+        let paused = wait ? PausedProbe(endpoint: endpoint, context: context, curve: try ClientOptions.brokerCurve(args), timeout: timeout) : nil
+        var pausedTold = false
         // A stored job's line names its input from this side; only --json
         // prints what the event itself says (its source and worker).
         engine.briefStoredEvents = !json
@@ -255,6 +257,11 @@ enum SubmitCommand {
         var cancelled = 0
 
         let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait, beforeWait: out.flush) { update in
+            if !pausedTold, let since = paused?.pausedSince {
+                pausedTold = true
+                progress?.clearLine()
+                err("submit: the broker's dispatch is paused since \(JobCommand.time(since)): the jobs wait for `darkroom resume`")
+            }
             switch update {
             case let .replied(request, result):
                 guard let index = request.submitKey.flatMap({ inputOfKey[$0] }) else { return }
