@@ -294,6 +294,8 @@ public struct JobStory: Codable, Sendable, Equatable {
     public var finished: UInt64?
     /// Unix ms until which a delayed job waits.
     public var notBefore: UInt64?
+    /// The deadline of a job still waiting (SUBMIT frame 11), Unix ms.
+    public var expires: UInt64?
     /// The worker running it now.
     public var worker: String?
     /// The stored record.
@@ -323,7 +325,7 @@ public struct JobStory: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, worker
+        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, expires, worker
         case recordID = "recordId", attempts, events, complete
     }
 }

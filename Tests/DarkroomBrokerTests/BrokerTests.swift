@@ -285,6 +285,7 @@ import Testing
         try worker.ready(credit: 1)
         let first = try worker.job()
         #expect(first.jobID == running)
+        #expect(try client.story(waiting).expires == now + 1_500, "a waiting job's story gives its deadline")
 
         // The waiting one passes its deadline: cancelled, with the reason.
         let expired = try waitForState(waiting, "cancelled")

@@ -145,6 +145,8 @@ struct ScheduleTests {
         try #require(submit.status == 0, "\(submit.stderr)")
         let jobs = Self.jobs(submit)
         try #require(jobs.count == 2, "\(submit.stdout)")
+        let shown = try h.run(["job", jobs[0]] + h.brokerFlags)
+        #expect(shown.stdout.contains("expires") && shown.stdout.contains("not run unless a worker starts it by then"), "\(shown.stdout)")
 
         #expect(h.signal("broker", SIGKILL) == SIGKILL)
         try h.startBroker()

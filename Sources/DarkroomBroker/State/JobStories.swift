@@ -11,6 +11,8 @@ enum JobStories {
         var notBefore: UInt64?
         var source: String
         var priority: UInt8
+        /// The deadline of a waiting job.
+        var expires: UInt64?
     }
 
     /// What the queue's rows hold about the job beyond its events: the
@@ -25,10 +27,11 @@ enum JobStories {
     static func live(_ place: BrokerState.Place?, notBefore: UInt64?, cancelling: Bool = false, now wall: UInt64) -> Live? {
         switch place {
         case .waiting(let job):
+            let expires = job.expires == 0 ? nil : job.expires
             if let notBefore, notBefore > wall {
-                return Live(state: "delayed", notBefore: notBefore, source: job.source, priority: job.priority)
+                return Live(state: "delayed", notBefore: notBefore, source: job.source, priority: job.priority, expires: expires)
             }
-            return Live(state: "queued", source: job.source, priority: job.priority)
+            return Live(state: "queued", source: job.source, priority: job.priority, expires: expires)
         case .leased(let lease):
             return Live(state: cancelling ? "cancelling" : "running", worker: lease.worker, source: lease.job.source, priority: lease.job.priority)
         case .held(let hold):
@@ -104,6 +107,7 @@ enum JobStories {
             story.state = live.state
             story.worker = live.worker
             story.notBefore = live.notBefore
+            story.expires = live.expires
             story.finished = nil
         }
         return story

@@ -143,6 +143,7 @@ enum JobCommand {
         row("pipeline", story.pipeline.map { $0.isEmpty ? "(none)" : $0 })
         row("priority", story.priority.map { String($0) })
         row("submitted", story.submitted.map(time))
+        row("expires", story.expires.map { "\(time($0)) (not run unless a worker starts it by then)" })
         if let finished = story.finished {
             let took = story.submitted.map { " (\(span(from: $0, to: finished)) after submit)" } ?? ""
             row("finished", time(finished) + took)
