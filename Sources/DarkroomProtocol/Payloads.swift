@@ -296,6 +296,8 @@ public struct JobStory: Codable, Sendable, Equatable {
     public var notBefore: UInt64?
     /// The deadline of a job still waiting (SUBMIT frame 11), Unix ms.
     public var expires: UInt64?
+    /// Where a queued job stands in the dispatch order (1: the next to go).
+    public var position: UInt64?
     /// The worker running it now.
     public var worker: String?
     /// The stored record.
@@ -325,7 +327,7 @@ public struct JobStory: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, expires, worker
+        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, expires, position, worker
         case recordID = "recordId", attempts, events, complete
     }
 }

@@ -349,6 +349,8 @@ import Testing
 
         var queued = try list(.queued)
         #expect(queued.total == 4 && queued.offset == 0)
+        #expect(try [high, mid[0], mid[1], low].map { try client.story($0).position } == [1, 2, 3, 4], "each job's place in line")
+        #expect(try client.story(soon).position == nil, "a delayed job has no place in line")
         #expect(queued.jobs.map(\.jobID) == [high, mid[0], mid[1], low], "the order workers get them")
         #expect(queued.jobs.first?.expires == now + 60_000 && queued.jobs.last?.expires == nil)
         let page = try list(.queued, offset: 1, limit: 2)
@@ -373,6 +375,8 @@ import Testing
         #expect(running.jobs.first { $0.jobID == high }?.cancelling == nil)
         queued = try list(.queued)
         #expect(queued.jobs.map(\.jobID) == [mid[1], low])
+        #expect(try client.story(low).position == 2, "moved up as the jobs ahead left")
+        #expect(try client.story(high).position == nil, "running")
     }
 
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {

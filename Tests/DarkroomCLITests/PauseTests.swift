@@ -49,8 +49,10 @@ struct PauseTests {
         let second = SystemHarness.jsonLines(try h.run(["jobs", "queued", "--offset", "1", "--limit", "1", "--json"] + h.brokerFlags).stdout)
         #expect(second.compactMap { $0["jobId"] as? String } == [jobs.sorted()[1]] && second.first?["position"] as? Int == 2)
         // A waiting job's story, and a wait for it, say why it waits.
-        let story = try h.run(["job", jobs[0]] + h.brokerFlags)
+        let story = try h.run(["job", jobs.sorted()[0]] + h.brokerFlags)
         #expect(story.status == 0 && story.stdout.contains("dispatch paused since"), "\(story.stdout)\(story.stderr)")
+        #expect(story.stdout.contains("queued (next to go)"), "\(story.stdout)")
+        #expect(try h.run(["job", jobs.sorted()[2]] + h.brokerFlags).stdout.contains("queued (3rd in line)"))
         let waited = try h.run(["job", jobs[0], "--wait", "--for", "1"] + h.clientFlags)
         #expect(waited.status == 2, "\(waited.stdout)\(waited.stderr)")
         #expect(waited.stderr.contains("dispatch is paused since"), "\(waited.stderr)")

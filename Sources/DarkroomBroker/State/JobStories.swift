@@ -13,6 +13,8 @@ enum JobStories {
         var priority: UInt8
         /// The deadline of a waiting job.
         var expires: UInt64?
+        /// A queued job's place in the dispatch order.
+        var position: Int?
     }
 
     /// What the queue's rows hold about the job beyond its events: the
@@ -24,14 +26,14 @@ enum JobStories {
     }
 
     /// The job's place in the state, as JOB-INFO names it.
-    static func live(_ place: BrokerState.Place?, notBefore: UInt64?, cancelling: Bool = false, now wall: UInt64) -> Live? {
+    static func live(_ place: BrokerState.Place?, notBefore: UInt64?, cancelling: Bool = false, position: Int? = nil, now wall: UInt64) -> Live? {
         switch place {
         case .waiting(let job):
             let expires = job.expires == 0 ? nil : job.expires
             if let notBefore, notBefore > wall {
                 return Live(state: "delayed", notBefore: notBefore, source: job.source, priority: job.priority, expires: expires)
             }
-            return Live(state: "queued", source: job.source, priority: job.priority, expires: expires)
+            return Live(state: "queued", source: job.source, priority: job.priority, expires: expires, position: position)
         case .leased(let lease):
             return Live(state: cancelling ? "cancelling" : "running", worker: lease.worker, source: lease.job.source, priority: lease.job.priority)
         case .held(let hold):
@@ -108,6 +110,7 @@ enum JobStories {
             story.worker = live.worker
             story.notBefore = live.notBefore
             story.expires = live.expires
+            story.position = live.position.map(UInt64.init)
             story.finished = nil
         }
         return story

@@ -198,6 +198,20 @@ struct ReadyQueue {
         return Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map(\.job), by: before)
     }
 
+    /// Where a ready job stands in the dispatch order (1: next), counting
+    /// the ready jobs that go before it; nil for a job not ready. One pass
+    /// over the waiting jobs.
+    func position(of id: ULID) -> Int? {
+        guard let member = members[id], !member.delayed else { return nil }
+        let job = member.job
+        var ahead = 0
+        for other in members.values where !other.delayed {
+            let o = other.job
+            if o.priority > job.priority || (o.priority == job.priority && o.id < job.id) { ahead += 1 }
+        }
+        return ahead + 1
+    }
+
     /// The first `count` delayed jobs, soonest first (then job id), with their times.
     func delayedInOrder(first count: Int) -> [(job: JobHandle, notBefore: UInt64)] {
         Self.first(count, of: members.values.lazy.filter(\.delayed).map { ($0.job, $0.notBefore) }) {

@@ -264,7 +264,8 @@ extension BrokerCore {
             do {
                 let (events, facts) = try store.story(of: request.jobID)
                 let live = JobStories.live(state.place(of: request.jobID), notBefore: state.notBefore(of: request.jobID),
-                                           cancelling: state.cancelling.contains(request.jobID), now: BrokerCore.now().wall)
+                                           cancelling: state.cancelling.contains(request.jobID), position: state.ready.position(of: request.jobID),
+                                           now: BrokerCore.now().wall)
                 if let story = JobStories.story(of: request.jobID, events: events, facts: facts, live: live) {
                     delivery.frontend.append((client, JobInfoReply(requestID: request.requestID, story: story).frames()))
                 } else {

@@ -165,9 +165,16 @@ enum JobCommand {
         return out
     }
 
+    /// 2nd, 3rd, 11th, 21st…
+    static func ordinal(_ n: UInt64) -> String {
+        let suffix = (11...13).contains(n % 100) ? "th" : [1: "st", 2: "nd", 3: "rd"][n % 10] ?? "th"
+        return "\(n)\(suffix)"
+    }
+
     static func stateDetail(_ story: JobStory) -> String {
         switch story.state {
         case "running": story.worker.map { " on \($0)" } ?? ""
+        case "queued": story.position.map { $0 == 1 ? " (next to go)" : " (\(ordinal($0)) in line)" } ?? ""
         case "delayed": story.notBefore.map { " until \(time($0))" } ?? ""
         case "cancelled":
             // Its deadline passed before a worker started it (job.expired).
