@@ -407,11 +407,15 @@ struct FuzzMaker {
         }
         let fields = FieldType.fields(of: command)
         var notes: [String] = []
-        // The verdict on each mutated frame; a later mutation of the same frame replaces the earlier.
+        // The verdict on each mutated frame.
         var verdicts: [Int: Bool?] = [:]
         let count = random.percent(80) ? 1 : random.int(in: 2...3)
-        for _ in 0..<count {
-            let slot = random.below(min(fields.count, frames.count - 2))
+        // Each mutation to a frame of its own: a mutation's verdict is about
+        // a valid frame, and a second one on the same frame (a byte cut off
+        // a frame a byte too long) could make it valid again.
+        var slots = Array(0..<min(fields.count, frames.count - 2))
+        for _ in 0..<count where !slots.isEmpty {
+            let slot = slots.remove(at: random.below(slots.count))
             let (name, type) = fields[slot]
             let mutation = mutate(frames[slot + 2], as: type)
             frames[slot + 2] = mutation.bytes
