@@ -193,9 +193,13 @@ struct ReadyQueue {
     /// The first `count` ready jobs in the order they will be dispatched
     /// (highest priority first, then job id), without sorting them all:
     /// a heap keeps the `count` earliest seen, the latest of them on top.
+    /// It holds plain keys (no handle, whose strings would be retained and
+    /// released at every move); the page's handles are looked up at the end.
     func readyInOrder(first count: Int) -> [JobHandle] {
-        func before(_ a: JobHandle, _ b: JobHandle) -> Bool { a.priority != b.priority ? a.priority > b.priority : a.id < b.id }
-        return Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map(\.job), by: before)
+        let keys = Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map { (priority: $0.job.priority, id: $0.job.id) }) {
+            $0.priority != $1.priority ? $0.priority > $1.priority : $0.id < $1.id
+        }
+        return keys.compactMap { members[$0.id]?.job }
     }
 
     /// Where a ready job stands in the dispatch order (1: next), counting
@@ -214,9 +218,10 @@ struct ReadyQueue {
 
     /// The first `count` delayed jobs, soonest first (then job id), with their times.
     func delayedInOrder(first count: Int) -> [(job: JobHandle, notBefore: UInt64)] {
-        Self.first(count, of: members.values.lazy.filter(\.delayed).map { ($0.job, $0.notBefore) }) {
-            ($0.notBefore, $0.job.id) < ($1.notBefore, $1.job.id)
+        let keys = Self.first(count, of: members.values.lazy.filter(\.delayed).map { (notBefore: $0.notBefore, id: $0.job.id) }) {
+            ($0.notBefore, $0.id) < ($1.notBefore, $1.id)
         }
+        return keys.compactMap { key in members[key.id].map { ($0.job, key.notBefore) } }
     }
 
     /// The `count` first elements of `elements` by `before`, in order.
