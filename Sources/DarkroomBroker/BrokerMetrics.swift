@@ -15,11 +15,17 @@ public struct BrokerMetrics: Sendable, Equatable {
     /// Attempts that failed since the broker started (a FAIL, or a worker
     /// lost with the job): a job retried twice counts twice.
     public var failed: UInt64
+    /// Jobs ended cancelled since the broker started (CANCEL, or a
+    /// deadline passed), and of those the ones whose deadline passed.
+    public var cancelled: UInt64
+    public var expired: UInt64
 
-    public init(status: BrokerStatus, accepted: UInt64, stored: UInt64, failed: UInt64) {
+    public init(status: BrokerStatus, accepted: UInt64, stored: UInt64, failed: UInt64, cancelled: UInt64 = 0, expired: UInt64 = 0) {
         self.status = status
         self.accepted = accepted
         self.stored = stored
         self.failed = failed
+        self.cancelled = cancelled
+        self.expired = expired
     }
 }

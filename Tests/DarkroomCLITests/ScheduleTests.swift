@@ -149,7 +149,8 @@ struct ScheduleTests {
         #expect(shown.stdout.contains("expires") && shown.stdout.contains("not run unless a worker starts it by then"), "\(shown.stdout)")
 
         #expect(h.signal("broker", SIGKILL) == SIGKILL)
-        try h.startBroker()
+        try h.startBroker(["--metrics", "127.0.0.1:0"])
+        let metrics = try MetricsSystemTests.metricsPort(h, "broker")
         let wait = try h.run(["job"] + jobs + ["--wait", "--for", "30"] + h.brokerFlags)
         #expect(wait.status == 1, "ended, not stored: \(wait.stdout)\(wait.stderr)")
         #expect(wait.stdout.contains("cancelled: not started by its deadline"), "\(wait.stdout)")
@@ -161,6 +162,9 @@ struct ScheduleTests {
             #expect((last?["failure"] as? [String: Any])?["code"] as? String == "job.expired", "\(story)")
             #expect(JobStoryTests.attempts(story).isEmpty, "never started: \(story)")
         }
+        let counted = try HTTPProbe.scrape(port: metrics)
+        #expect(counted["darkroom_broker_jobs_expired_total"] == 2 && counted["darkroom_broker_jobs_cancelled_total"] == 2,
+                "\(counted.filter { $0.key.contains("cancelled") || $0.key.contains("expired") })")
 
         // submit --wait says so, and exits 1.
         let one = try h.writeImages(1, name: "late-wait")

@@ -517,6 +517,7 @@ struct BrokerState {
             let reason = "not started by its deadline, \(Logger.timestamp(milliseconds: Int64(clamping: job.expires)))"
             cancelNow(job, worker: "", at: now, into: &t, failure: FailureDetail(code: FailureDetail.Code.expired, reason: reason))
         }
+        t.expired = due.count
         t.notes.append("\(due.count) job(s) passed their deadline unstarted: cancelled")
         return t
     }

@@ -13,7 +13,9 @@ struct RateCounter {
         buckets = Array(repeating: (0, 0, 0, 0), count: self.windowSeconds)
     }
 
-    mutating func add(accepted: Int, stored: Int, failed: Int, now: UInt64) {
+    mutating func add(accepted: Int, stored: Int, failed: Int, cancelled: Int = 0, expired: Int = 0, now: UInt64) {
+        totals.cancelled += UInt64(max(0, cancelled))
+        totals.expired += UInt64(max(0, expired))
         guard accepted + stored + failed > 0 else { return }
         totals.accepted += UInt64(max(0, accepted))
         totals.stored += UInt64(max(0, stored))
@@ -46,4 +48,7 @@ struct JobTotals: Sendable, Equatable {
     var accepted: UInt64 = 0
     var stored: UInt64 = 0
     var failed: UInt64 = 0
+    /// Jobs ended `cancelled`, those whose deadline passed among them.
+    var cancelled: UInt64 = 0
+    var expired: UInt64 = 0
 }

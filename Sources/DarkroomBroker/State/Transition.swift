@@ -16,6 +16,8 @@ struct Transition: Sendable {
     var stored = 0
     var failed = 0
     var cancelled = 0
+    /// Of `cancelled`, the jobs whose deadline passed.
+    var expired = 0
     /// Lines for the log once the transition is committed.
     var notes: [String] = []
 

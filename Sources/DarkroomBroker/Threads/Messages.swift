@@ -126,7 +126,7 @@ final class StatusBoard: Sendable {
             status.workers[index].lastHeartbeat = wall > age ? wall - age : 0
         }
         return BrokerMetrics(status: status, accepted: snapshot.totals.accepted, stored: snapshot.totals.stored,
-                             failed: snapshot.totals.failed)
+                             failed: snapshot.totals.failed, cancelled: snapshot.totals.cancelled, expired: snapshot.totals.expired)
     }
 }
 

@@ -108,6 +108,10 @@ enum RoleMetrics {
                      [.init(count: metrics.accepted)])
         text.counter("darkroom_broker_jobs_stored_total", help: "Jobs stored (their DONE committed) since the broker started.",
                      [.init(count: metrics.stored)])
+        text.counter("darkroom_broker_jobs_cancelled_total", help: "Jobs ended cancelled since the broker started: by CANCEL, or because their deadline passed before they started.",
+                     [.init(count: metrics.cancelled)])
+        text.counter("darkroom_broker_jobs_expired_total", help: "Jobs ended cancelled because their deadline (submit --expires-in) passed before a worker started them.",
+                     [.init(count: metrics.expired)])
         text.counter("darkroom_broker_jobs_failed_total", help: "Failed attempts since the broker started (a FAIL, or a worker lost with the job); a job that failed twice counts twice.",
                      [.init(count: metrics.failed)])
         text.gauge("darkroom_broker_event_seq", help: "Sequence number of the newest event.", [.init(count: metrics.status.eventSeq)])
