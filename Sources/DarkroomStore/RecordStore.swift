@@ -447,6 +447,27 @@ final class RecordStore {
         return deleted
     }
 
+    /// Deletes, in the open batch, the oldest records until their images
+    /// (full-resolution and thumbnail bytes) add up to `bytes` or more, at
+    /// most `limit` of them, as `delete` does. Returns them.
+    func evictOldest(freeing bytes: UInt64, limit: Int) throws -> [RecordInfo] {
+        try requireBatch()
+        let oldest = try connection.query(
+            "SELECT f.id AS id, f.bytes + COALESCE(t.bytes, 0) AS size FROM full_res f LEFT JOIN thumbnails t ON t.full_res_id = f.id ORDER BY f.id LIMIT ?1",
+            limit
+        ) { (try $0.string("id"), try $0.integer("size", as: UInt64.self)) }
+        var freed: UInt64 = 0
+        var deleted: [RecordInfo] = []
+        for (text, size) in oldest where freed < bytes {
+            guard let id = ULID(text) else { throw StoreFailure(.internal, "a record has a damaged id '\(text)'") }
+            if let record = try delete(matching: id) {
+                deleted.append(record)
+                freed += size
+            }
+        }
+        return deleted
+    }
+
     /// Totals for STATS and for the log.
     struct Totals {
         var records: UInt64 = 0

@@ -45,6 +45,10 @@ public struct StoreConfiguration: Sendable {
     /// ago is deleted with its thumbnail and blob files. Nil keeps records
     /// until `darkroom rm`.
     public var recordLifetime: Duration?
+    /// The most image bytes (full-resolution and thumbnails, as stored)
+    /// the node keeps (`--keep-bytes`): past it, the oldest records are
+    /// deleted until the rest fit. Nil: no cap.
+    public var maxImageBytes: UInt64?
     /// How often the node looks for records past `recordLifetime`, when
     /// the last look left none (a tenth of the lifetime if that is
     /// shorter, but not under 100 ms).

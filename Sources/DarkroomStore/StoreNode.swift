@@ -96,6 +96,8 @@ public struct StoreMetrics: Sendable, Equatable {
     public var refused: UInt64 = 0
     /// Records deleted for being older than `--keep-records` since the node started.
     public var expired: UInt64 = 0
+    /// Records deleted, oldest first, to keep the images within `--keep-bytes`.
+    public var evicted: UInt64 = 0
 
     public init() {}
 }

@@ -74,7 +74,8 @@ final class StoreService {
         metrics.fullBytes = totals?.fullBytes ?? 0
         metrics.thumbnailBytes = totals?.thumbBytes ?? 0
         board.publish(metrics)
-        let kept = configuration.recordLifetime.map { "; records kept for \(StoreService.spoken($0))" } ?? ""
+        let kept = (configuration.recordLifetime.map { "; records kept for \(StoreService.spoken($0))" } ?? "")
+            + (configuration.maxImageBytes.map { "; images kept within \($0) bytes" } ?? "")
         logger.info("store listening on \(endpoint), data in \(configuration.dataDirectory), \(totals?.records ?? 0) record(s)\(kept)")
     }
 
@@ -104,44 +105,77 @@ final class StoreService {
         shutDown()
     }
 
-    // MARK: Expiry
+    // MARK: Expiry and the byte cap
 
-    /// How long the poll may wait before the next look for expired
-    /// records: -1 (forever) without `recordLifetime`.
+    /// How long the poll may wait before the next look for records past
+    /// their lifetime or over the byte cap: -1 (forever) with neither.
     private func expiryWait() -> Int {
-        guard configuration.recordLifetime != nil else { return -1 }
+        guard configuration.recordLifetime != nil || configuration.maxImageBytes != nil else { return -1 }
         let now = StoreService.monotonicNow()
         return nextExpiry > now ? Int(clamping: nextExpiry - now) : 0
     }
 
-    /// Deletes one batch of the records past `recordLifetime`, in a
+    /// The image bytes held past `maxImageBytes`; 0 within it (or without one).
+    private var bytesOverCap: UInt64 {
+        guard let cap = configuration.maxImageBytes else { return 0 }
+        let held = metrics.fullBytes + metrics.thumbnailBytes
+        return held > cap ? held - cap : 0
+    }
+
+    /// Deletes one batch of the records past `recordLifetime`, then one of
+    /// the oldest while the images are over `maxImageBytes`, each in a
     /// transaction of its own; their blob files go after the commit (a
     /// crash between the two leaves them to the startup sweep). Another
-    /// look follows at once when the batch was full, after the requests
-    /// that came meanwhile.
+    /// look follows at once when a batch was full or the cap is still
+    /// passed, after the requests that came meanwhile.
     private func expire() {
-        guard let lifetime = configuration.recordLifetime else { return }
-        // A short lifetime is looked after often enough that a record
-        // outlives it by a tenth at most.
-        let interval = UInt64(max(100, min(configuration.expiryInterval.milliseconds, lifetime.milliseconds / 10)))
         let batch = max(1, configuration.expiryBatch)
         let now = StoreService.monotonicNow()
+        // A short lifetime is looked after often enough that a record
+        // outlives it by a tenth at most.
+        let lifetime = configuration.recordLifetime
+        let interval = UInt64(max(100, min(configuration.expiryInterval.milliseconds, (lifetime?.milliseconds ?? .max) / 10)))
         nextExpiry = now + interval
-        let wall = ULIDGenerator.systemMilliseconds()
-        let age = UInt64(max(0, lifetime.milliseconds))
-        guard wall > age else { return }
-        let cutoff = wall - age
+        var again = false
+        if let lifetime, ULIDGenerator.systemMilliseconds() > UInt64(max(0, lifetime.milliseconds)) {
+            let cutoff = ULIDGenerator.systemMilliseconds() - UInt64(max(0, lifetime.milliseconds))
+            let gone = deleteBatch("the records older than \(StoreService.spoken(lifetime))", retry: interval) {
+                try records.expire(before: cutoff, limit: batch)
+            }
+            metrics.expired += UInt64(gone.count)
+            if !gone.isEmpty {
+                logger.info("store deleted \(gone.count) record(s) stored before \(Logger.timestamp(milliseconds: Int64(clamping: cutoff))) (kept for \(StoreService.spoken(lifetime)))")
+            }
+            again = gone.count >= batch
+        }
+        let over = bytesOverCap
+        if over > 0, let cap = configuration.maxImageBytes {
+            let gone = deleteBatch("the oldest records over --keep-bytes", retry: interval) {
+                try records.evictOldest(freeing: over, limit: batch)
+            }
+            metrics.evicted += UInt64(gone.count)
+            if !gone.isEmpty {
+                logger.info("store deleted the \(gone.count) oldest record(s) to keep the images within \(cap) bytes")
+            }
+            again = again || (!gone.isEmpty && bytesOverCap > 0)
+        }
+        board.publish(metrics)
+        if again { nextExpiry = now }
+    }
+
+    /// Runs `delete` in a transaction of its own and takes what it deleted
+    /// out of the totals; nothing when it fails (logged, tried again later).
+    private func deleteBatch(_ what: String, retry interval: UInt64, _ delete: () throws -> [RecordInfo]) -> [RecordInfo] {
         let gone: [RecordInfo]
         do {
             try records.begin()
-            gone = try records.expire(before: cutoff, limit: batch)
+            gone = try delete()
             try records.commit()
         } catch {
             records.rollback()
-            logger.error("store cannot delete the records older than \(StoreService.spoken(lifetime)): \(error); trying again in \(interval / 1_000) s")
-            return
+            logger.error("store cannot delete \(what): \(error); trying again in \(interval / 1_000) s")
+            return []
         }
-        guard !gone.isEmpty else { return }
         var removed = StoreMetrics()
         for record in gone {
             removed.records += 1
@@ -149,10 +183,7 @@ final class StoreService {
             removed.thumbnailBytes += record.thumb.bytes
         }
         metrics.add(StoreMetrics(), removing: removed)
-        metrics.expired += UInt64(gone.count)
-        board.publish(metrics)
-        logger.info("store deleted \(gone.count) record(s) stored before \(Logger.timestamp(milliseconds: Int64(clamping: cutoff))) (kept for \(StoreService.spoken(lifetime)))")
-        if gone.count >= batch { nextExpiry = now }
+        return gone
     }
 
     static func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
@@ -183,6 +214,8 @@ final class StoreService {
         }
         if !pending.isEmpty {
             replies += apply(pending)
+            // Past the byte cap: the oldest go right after these replies.
+            if bytesOverCap > 0 { nextExpiry = 0 }
         }
         board.publish(metrics)
         for reply in replies { send(reply) }

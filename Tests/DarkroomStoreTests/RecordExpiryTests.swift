@@ -105,4 +105,33 @@ struct RecordExpiryTests {
         #expect(blobFiles(directory.storePath).isEmpty)
         #expect(node.metrics.expired == 6)
     }
+
+    @Test func aNodeOverItsByteCapDeletesTheOldestRecordsUntilTheRestFit() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        var configuration = StoreConfiguration(endpoint: "tcp://127.0.0.1:*", dataDirectory: directory.storePath, externalBlobThreshold: 1024)
+        // Each record is 5,000 bytes of images: three fit, a fourth does not.
+        configuration.maxImageBytes = 16_000
+        configuration.expiryBatch = 2
+        let node = StoreNode(configuration, context: context, logger: Logger("store-test", minimum: .error))
+        try node.start()
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+        var ids: [ULID] = []
+        for seed in 1...6 {
+            let stored = try client.store(job: ULIDGenerator.shared.next(), full: fullJPEG(seed: UInt64(seed), bytes: 3000),
+                                          thumb: thumbJPEG(seed: UInt64(seed), bytes: 2000))
+            ids.append(stored.recordID)
+        }
+        let deadline = Date().addingTimeInterval(10)
+        var stats = try client.stats()
+        while stats.records > 3, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+            stats = try client.stats()
+        }
+        #expect(stats.records == 3 && stats.fullBytes + stats.thumbBytes == 15_000, "\(stats)")
+        #expect(try client.list(limit: 10).map(\.id) == ids.suffix(3).reversed(), "the newest stay")
+        #expect(blobFiles(directory.storePath).count == 6, "the evicted records' files are gone")
+        #expect(node.metrics.evicted == 3 && node.metrics.expired == 0)
+    }
 }

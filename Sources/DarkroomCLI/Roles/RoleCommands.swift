@@ -48,6 +48,20 @@ enum RoleOptions {
         help: "Delete records (each with its thumbnail and blob files) stored longer ago than this: 30m, 12h, 30d, or forever.",
         default: "forever")
 
+    static let keepBytes = OptionSpec.value(
+        "keep-bytes", "SIZE",
+        help: "Keep the stored images (full-resolution and thumbnails) within SIZE, deleting the oldest records past it: 50G, 800M or a byte count.",
+        default: "no cap")
+
+    /// `--keep-bytes`: nil for no cap.
+    static func keepBytes(_ args: ParsedArguments) throws(UsageError) -> UInt64? {
+        guard let text = args.value("keep-bytes") else { return nil }
+        guard let bytes = WorkerConfiguration.parseByteCount(text), bytes > 0 else {
+            throw UsageError("--keep-bytes takes a size such as 50G, 800M or a byte count, not \"\(text)\"")
+        }
+        return UInt64(bytes)
+    }
+
     /// `--keep-records`: nil keeps records until `darkroom rm`.
     static func keepRecords(_ args: ParsedArguments) throws(UsageError) -> Duration? {
         guard let text = args.value("keep-records") else { return nil }
@@ -239,12 +253,15 @@ enum StoreCommand {
         crash-safely. Storing the same job twice returns the first record.
         With --keep-records AGE, records stored longer ago than AGE are deleted
         with their thumbnails and blob files (looked for every 30 s, at most
-        500 in a transaction, the requests waiting served between two).
+        500 in a transaction, the requests waiting served between two). With
+        --keep-bytes SIZE, once the images held pass SIZE the oldest records
+        go the same way, right after the requests that passed it.
         """,
         options: [
             RoleOptions.data,
             .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
             RoleOptions.keepRecords,
+            RoleOptions.keepBytes,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -258,6 +275,7 @@ enum StoreCommand {
         try RoleOptions.checkBind(endpoint, insecure: args.flag("insecure"), curve: curve != nil, role: "storage node")
         var config = StoreConfiguration(endpoint: endpoint, dataDirectory: (args.value("data") ?? "darkroom-data") + "/store", curve: curve)
         config.recordLifetime = try RoleOptions.keepRecords(args)
+        config.maxImageBytes = try RoleOptions.keepBytes(args)
         return config
     }
 
@@ -387,6 +405,7 @@ enum UpCommand {
             .value("store", "ENDPOINT", help: "Where workers and clients connect to the storage node.", default: Wire.Endpoint.store),
             RoleOptions.retention,
             RoleOptions.keepRecords,
+            RoleOptions.keepBytes,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -434,7 +453,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers, connected
     /// to them in-process. Returns the started services and the TCP
     /// endpoints the broker and the store actually bound.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, keepRecords: Duration? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, keepRecords: Duration? = nil, keepBytes: UInt64? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler. The embedded workers need no key: they reach the broker
         // and the store over inproc endpoints of this context, which never
@@ -452,6 +471,7 @@ enum UpCommand {
         var storeConfig = StoreConfiguration(endpoint: requested.store, dataDirectory: data + "/store", curve: security?.curve, localEndpoint: local.store)
         storeConfig.admission = security?.admission
         storeConfig.recordLifetime = keepRecords
+        storeConfig.maxImageBytes = keepBytes
         let store = StoreNode(storeConfig, context: context, logger: Logger("store", minimum: logLevel))
         security?.allowlist.onChange { change in if !change.revoked.isEmpty { broker.keysRevoked() } }
         let zap = RoleOptions.authenticator(security, context: context, logger: Logger("up", minimum: logLevel))
@@ -487,6 +507,7 @@ enum UpCommand {
         let requested = try endpoints(args, curve: security != nil)
         let retention = try RoleOptions.retention(args)
         let keepRecords = try RoleOptions.keepRecords(args)
+        let keepBytes = try RoleOptions.keepBytes(args)
         let logger = Logger("up")
         let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(requested.frontend), .backend(requested.backend), .events(requested.events), .store(requested.store)], logger: logger)
@@ -495,7 +516,7 @@ enum UpCommand {
         let listening = try ServiceRunner.start(metrics?.entries ?? [], logger: logger)
         let (started, bound) = try RoleOptions.removingCreated([data + "/broker", data + "/store"], parent: data) {
             try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested,
-                         security: security, retention: retention, keepRecords: keepRecords)
+                         security: security, retention: retention, keepRecords: keepRecords, keepBytes: keepBytes)
         }
         metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")

@@ -144,6 +144,8 @@ enum RoleMetrics {
                      [.init(count: metrics.refused)])
         text.counter("darkroom_store_records_expired_total", help: "Records deleted for being older than --keep-records since the node started.",
                      [.init(count: metrics.expired)])
+        text.counter("darkroom_store_records_evicted_total", help: "Records deleted, oldest first, to keep the images within --keep-bytes since the node started.",
+                     [.init(count: metrics.evicted)])
     }
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
