@@ -210,6 +210,22 @@ struct JobTerms: Sendable, Equatable {
                              expires: expiry?.notBefore(now: now))
     }
 
+    /// Lines for people, said once before submitting: when the jobs may
+    /// run, and by when they must have started.
+    func summaries(now: UInt64) -> [String] {
+        var lines: [String] = []
+        if let schedule { lines.append(schedule.summary(now: now)) }
+        switch expiry {
+        case .at(let time)?:
+            lines.append("a job no worker has started by \(JobCommand.time(time)) expires: cancelled, job.expired")
+        case .after(let delay)?:
+            lines.append("a job no worker has started within \(SubmitCommand.spoken(.milliseconds(Int64(clamping: delay)))) of its submit expires: cancelled, job.expired")
+        case nil:
+            break
+        }
+        return lines
+    }
+
     /// A deadline that comes before (or with) the scheduled time leaves the
     /// job no moment to run: refused before anything is sent.
     func check() throws(UsageError) {

@@ -248,7 +248,7 @@ enum SubmitCommand {
         // answer belongs to even when a path is given twice.
         var source = SubmitInputs.Jobs(inputs, pipeline: pipeline.canonical, options: options, priority: priority, terms: terms)
         // Said once, so that a wait with nothing happening reads as meant.
-        if let schedule = terms.schedule, !json { err("submit: " + schedule.summary(now: ULIDGenerator.systemMilliseconds())) }
+        if !json { for line in terms.summaries(now: ULIDGenerator.systemMilliseconds()) { err("submit: " + line) } }
         let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
         var unanswered = valid
