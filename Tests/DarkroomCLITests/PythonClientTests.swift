@@ -90,6 +90,18 @@ struct PythonClientTests {
         let error = failed["error"] as? String ?? ""
         #expect(error.contains("is dead: step 2 crop:600x600+0+0: image.invalid-argument"), "error: \(error)")
 
+        // A deadline (SUBMIT frame 11, after an empty attempts frame) on a
+        // paused broker: the client, from the spec alone, reads the job's
+        // end, cancelled as job.expired.
+        let pause = try DarkroomProcess.run(["pause", "--broker", endpoints["frontend"] ?? ""])
+        #expect(pause.status == 0, "\(pause.stderr)")
+        let late = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path, "--pipeline", "grayscale",
+                                                  "--expires-in", "1", "--json", "--timeout", "60"] + endpointFlags)
+        #expect(late.status == 1, "client stderr: \(late.stderr)")
+        let expired = try #require(try JSONSerialization.jsonObject(with: Data(late.stdout.utf8)) as? [String: Any],
+                                   "client stdout: \(late.stdout)")
+        #expect((expired["error"] as? String ?? "").contains("was cancelled: job.expired: not started by its deadline"), "\(expired)")
+
         let status = try up.terminate()
         #expect(status == 0, "darkroom up stderr: \(up.stderr)")
     }

@@ -283,9 +283,13 @@ class Client:
         # Frame 8, the submit key: the broker queues one job per key, so
         # sending this SUBMIT again after a timeout could not queue it twice.
         key = uuid.uuid4().hex.encode("ascii")
-        self.frontend.send_multipart([
-            DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality),
-            a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key])
+        frames = [DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality),
+                  a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key]
+        if a.expires_in is not None:
+            # Frames 9 to 11 are positional: not before 0 (at once), an empty
+            # attempts frame (the broker's own number), then the deadline.
+            frames += [u64(0), b"", u64(int(time.time() * 1000) + int(a.expires_in * 1000))]
+        self.frontend.send_multipart(frames)
         while True:
             frames = self.receive(self.frontend, "ACCEPTED")
             check_header(frames, len(frames), "reply")
@@ -406,7 +410,9 @@ class Client:
             if event["kind"] == "discarded":
                 raise JobFailed(f"job {job_id} was discarded")
             if event["kind"] == "cancelled":
-                raise JobFailed(f"job {job_id} was cancelled")
+                # With job.expired, its deadline passed before a worker started it.
+                why = f": {failure_text(event)}" if event["errorCode"] else ""
+                raise JobFailed(f"job {job_id} was cancelled{why}")
         return next_seq, None
 
     def progress(self, event):
@@ -503,6 +509,7 @@ def main(argv=None):
     parser.add_argument("--thumb", type=parse_size, default=(256, 256), help="thumbnail WxH (default 256x256)")
     parser.add_argument("--quality", type=ranged(1, 100), default=95)
     parser.add_argument("--thumb-quality", type=ranged(1, 100), default=70)
+    parser.add_argument("--expires-in", type=float, help="seconds: a job no worker has started by then is not run (SUBMIT frame 11)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the whole exchange (default 60)")
     parser.add_argument("--out", help="directory to write full.jpg and thumb.jpg into")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
