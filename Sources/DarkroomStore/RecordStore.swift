@@ -439,12 +439,13 @@ final class RecordStore {
         let ids = try connection.query(
             "SELECT id FROM full_res WHERE id < ?1 AND created < ?2 ORDER BY id LIMIT ?3", bound, Int64(clamping: cutoff), limit
         ) { try $0.string("id") }
-        var deleted: [RecordInfo] = []
-        for text in ids {
-            guard let id = ULID(text) else { throw StoreFailure(.internal, "a record has a damaged id '\(text)'") }
-            if let record = try delete(matching: id) { deleted.append(record) }
-        }
-        return deleted
+        return try ids.compactMap(deleteRecord)
+    }
+
+    /// `delete` of a record by the id text a query gave.
+    private func deleteRecord(_ text: String) throws -> RecordInfo? {
+        guard let id = ULID(text) else { throw StoreFailure(.internal, "a record has a damaged id '\(text)'") }
+        return try delete(matching: id)
     }
 
     /// Deletes, in the open batch, the oldest records until their images
@@ -459,8 +460,7 @@ final class RecordStore {
         var freed: UInt64 = 0
         var deleted: [RecordInfo] = []
         for (text, size) in oldest where freed < bytes {
-            guard let id = ULID(text) else { throw StoreFailure(.internal, "a record has a damaged id '\(text)'") }
-            if let record = try delete(matching: id) {
+            if let record = try deleteRecord(text) {
                 deleted.append(record)
                 freed += size
             }

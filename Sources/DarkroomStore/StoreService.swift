@@ -137,8 +137,9 @@ final class StoreService {
         let interval = UInt64(max(100, min(configuration.expiryInterval.milliseconds, (lifetime?.milliseconds ?? .max) / 10)))
         nextExpiry = now + interval
         var again = false
-        if let lifetime, ULIDGenerator.systemMilliseconds() > UInt64(max(0, lifetime.milliseconds)) {
-            let cutoff = ULIDGenerator.systemMilliseconds() - UInt64(max(0, lifetime.milliseconds))
+        let wall = ULIDGenerator.systemMilliseconds()
+        if let lifetime, wall > UInt64(max(0, lifetime.milliseconds)) {
+            let cutoff = wall - UInt64(max(0, lifetime.milliseconds))
             let gone = deleteBatch("the records older than \(StoreService.spoken(lifetime))", retry: interval) {
                 try records.expire(before: cutoff, limit: batch)
             }
@@ -177,11 +178,7 @@ final class StoreService {
             return []
         }
         var removed = StoreMetrics()
-        for record in gone {
-            removed.records += 1
-            removed.fullBytes += record.full.bytes
-            removed.thumbnailBytes += record.thumb.bytes
-        }
+        for record in gone { removed.count(record) }
         metrics.add(StoreMetrics(), removing: removed)
         return gone
     }
@@ -378,9 +375,7 @@ final class StoreService {
         case .delete(let request):
             let deleted = try write(isolated) { try records.delete(matching: request.id) }
             guard let deleted else { throw StoreFailure.notFound(request.id) }
-            removed.records += 1
-            removed.fullBytes += deleted.full.bytes
-            removed.thumbnailBytes += deleted.thumb.bytes
+            removed.count(deleted)
             logger.info("store deleted the record of \(request.id)")
             return OKReply(requestID: request.requestID, count: 1).frames()
         case .stats(let request):
@@ -448,6 +443,13 @@ final class StoreService {
 }
 
 extension StoreMetrics {
+    /// Counts a record (both its images) into these totals.
+    mutating func count(_ record: RecordInfo) {
+        records += 1
+        fullBytes += record.full.bytes
+        thumbnailBytes += record.thumb.bytes
+    }
+
     /// Adds a committed batch's changes: what it stored and refused, less
     /// what it deleted.
     mutating func add(_ change: StoreMetrics, removing removed: StoreMetrics) {

@@ -13,19 +13,16 @@ struct RateCounter {
         buckets = Array(repeating: (0, 0, 0, 0), count: self.windowSeconds)
     }
 
-    mutating func add(accepted: Int, stored: Int, failed: Int, cancelled: Int = 0, expired: Int = 0, now: UInt64) {
-        totals.cancelled += UInt64(max(0, cancelled))
-        totals.expired += UInt64(max(0, expired))
-        guard accepted + stored + failed > 0 else { return }
-        totals.accepted += UInt64(max(0, accepted))
-        totals.stored += UInt64(max(0, stored))
-        totals.failed += UInt64(max(0, failed))
+    /// Counts a committed turn's jobs (`turn`, counted from zero) at `now`.
+    mutating func add(_ turn: JobTotals, now: UInt64) {
+        totals.add(turn)
+        guard turn.accepted + turn.stored + turn.failed > 0 else { return }
         let second = now / 1_000
         let slot = Int(second % UInt64(windowSeconds))
         if buckets[slot].second != second { buckets[slot] = (second, 0, 0, 0) }
-        buckets[slot].accepted += accepted
-        buckets[slot].stored += stored
-        buckets[slot].failed += failed
+        buckets[slot].accepted += Int(turn.accepted)
+        buckets[slot].stored += Int(turn.stored)
+        buckets[slot].failed += Int(turn.failed)
     }
 
     func rates(now: UInt64) -> Rates {
@@ -51,4 +48,18 @@ struct JobTotals: Sendable, Equatable {
     /// Jobs ended `cancelled`, those whose deadline passed among them.
     var cancelled: UInt64 = 0
     var expired: UInt64 = 0
+
+    mutating func add(_ other: JobTotals) {
+        accepted += other.accepted
+        stored += other.stored
+        failed += other.failed
+        cancelled += other.cancelled
+        expired += other.expired
+    }
+
+    /// Counts what a transition accepts, stores, fails, cancels and expires.
+    mutating func add(_ t: Transition) {
+        add(JobTotals(accepted: UInt64(t.accepted), stored: UInt64(t.stored), failed: UInt64(t.failed),
+                      cancelled: UInt64(t.cancelled), expired: UInt64(t.expired)))
+    }
 }

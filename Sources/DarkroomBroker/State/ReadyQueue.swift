@@ -32,7 +32,8 @@ struct Heap<Element> {
         while let index = stack.popLast() {
             guard isDue(items[index]) else { continue }
             found.append(items[index])
-            for child in [2 * index + 1, 2 * index + 2] where child < items.count { stack.append(child) }
+            if 2 * index + 1 < items.count { stack.append(2 * index + 1) }
+            if 2 * index + 2 < items.count { stack.append(2 * index + 2) }
         }
         return found
     }
@@ -114,7 +115,6 @@ struct ReadyQueue {
     /// waiting job with the same id.
     mutating func add(_ job: JobHandle, notBefore: UInt64 = 0, now: UInt64) {
         if members[job.id] != nil { _ = remove(job.id) }
-        trimDeadlines()
         let generation = nextGeneration
         nextGeneration += 1
         let entry = Entry(id: job.id, generation: generation)
@@ -168,7 +168,9 @@ struct ReadyQueue {
     /// The waiting jobs whose deadline has passed by `now` (Unix ms), in
     /// deadline order; they stay waiting until taken out.
     func expired(by now: UInt64) -> [JobHandle] {
-        deadlines.prefix { $0.expires <= now }
+        // Every turn asks: most find no deadline due, and look no further.
+        guard let next = deadlines.first, next.expires <= now else { return [] }
+        return deadlines.prefix { $0.expires <= now }
             .sorted { ($0.expires, $0.entry.id) < ($1.expires, $1.entry.id) }
             .compactMap { entry in members[entry.entry.id].flatMap { $0.generation == entry.entry.generation ? $0.job : nil } }
     }
@@ -209,9 +211,9 @@ struct ReadyQueue {
         guard let member = members[id], !member.delayed else { return nil }
         let job = member.job
         var ahead = 0
-        for other in members.values where !other.delayed {
-            let o = other.job
-            if o.priority > job.priority || (o.priority == job.priority && o.id < job.id) { ahead += 1 }
+        for other in members.values where !other.delayed
+            && (other.job.priority > job.priority || (other.job.priority == job.priority && other.job.id < job.id)) {
+            ahead += 1
         }
         return ahead + 1
     }

@@ -148,12 +148,22 @@ extension BrokerCore {
             return
         }
         let transition = revive ? state.planRevive(jobs, now: now) : state.planDiscard(jobs, now: now)
+        commit(transition, answering: requestID, of: client, count: jobs.count, what: command, refusal: { $0 }, now: now)
+    }
+
+    /// Applies the transition of an admin request (DEAD-RETRY,
+    /// DEAD-DISCARD, CANCEL, PAUSE, RESUME) and answers it: OK with `count`
+    /// once the turn is committed, ERROR internal (`refusal` of the reason,
+    /// logged under `what`) when it could not be written, and nothing
+    /// when the turn was lost.
+    func commit(_ transition: Transition, answering requestID: UInt64, of client: [UInt8], count: Int, what: String,
+                refusal: (String) -> String, now: Moment) {
         switch apply(transition, now: now) {
         case .applied:
-            awaiting.append((client, requestID, OKReply(requestID: requestID, count: UInt64(jobs.count)).frames(), false))
+            awaiting.append((client, requestID, OKReply(requestID: requestID, count: UInt64(count)).frames(), false))
         case .rejected(let reason), .unreadableInput(_, let reason):
-            logger.error("\(command) failed: \(reason)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: Wire.line(reason)).frames()))
+            logger.error("\(what) failed: \(reason)")
+            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal, reason: Wire.line(refusal(reason))).frames()))
         case .lost:
             awaiting.append((client, requestID, [], false))
         }
@@ -167,15 +177,8 @@ extension BrokerCore {
             delivery.frontend.append((client, ErrorReply(requestID: id, code: code, reason: Wire.line(reason)).frames()))
         }
         func commit(_ transition: Transition, count: Int) {
-            switch apply(transition, now: now) {
-            case .applied:
-                awaiting.append((client, id, OKReply(requestID: id, count: UInt64(count)).frames(), false))
-            case .rejected(let reason), .unreadableInput(_, let reason):
-                logger.error("CANCEL \(request.target) failed: \(reason)")
-                fail(.internal, "the broker could not record the cancel: \(reason)")
-            case .lost:
-                awaiting.append((client, id, [], false))
-            }
+            self.commit(transition, answering: id, of: client, count: count, what: "CANCEL \(request.target)",
+                        refusal: { "the broker could not record the cancel: \($0)" }, now: now)
         }
         switch request.target {
         case .queued:
@@ -206,16 +209,8 @@ extension BrokerCore {
             delivery.frontend.append((client, OKReply(requestID: requestID, count: 0).frames()))
             return
         }
-        switch apply(transition, now: now) {
-        case .applied:
-            awaiting.append((client, requestID, OKReply(requestID: requestID, count: 1).frames(), false))
-        case .rejected(let reason), .unreadableInput(_, let reason):
-            logger.error("\(paused ? "PAUSE" : "RESUME") failed: \(reason)")
-            delivery.frontend.append((client, ErrorReply(requestID: requestID, code: .internal,
-                                                         reason: Wire.line("the broker could not record it: \(reason)")).frames()))
-        case .lost:
-            awaiting.append((client, requestID, [], false))
-        }
+        commit(transition, answering: requestID, of: client, count: 1, what: paused ? "PAUSE" : "RESUME",
+               refusal: { "the broker could not record it: \($0)" }, now: now)
     }
 
     /// Why CANCEL cannot act on a job that is not unfinished in memory.

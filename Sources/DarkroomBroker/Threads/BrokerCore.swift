@@ -63,7 +63,7 @@ final class BrokerCore {
     var awaiting: [(client: [UInt8], requestID: UInt64, reply: [[UInt8]], isSubmit: Bool)] = []
     var reads: [(client: [UInt8], message: FrontendMessage)] = []
     var turnEvents: [Event] = []
-    var turnRates = (accepted: 0, stored: 0, failed: 0, cancelled: 0, expired: 0)
+    var turnRates = JobTotals()
     var turnNotes: [String] = []
     /// The turn's worker messages, to apply again if the turn is lost.
     var turnFacts: [CoreInput] = []
@@ -331,11 +331,7 @@ final class BrokerCore {
         }
         state.apply(transition, now: now)
         turnEvents += transition.events
-        turnRates.accepted += transition.accepted
-        turnRates.stored += transition.stored
-        turnRates.failed += transition.failed
-        turnRates.cancelled += transition.cancelled
-        turnRates.expired += transition.expired
+        turnRates.add(transition)
         turnNotes += transition.notes
         return .applied(payload)
     }
@@ -370,7 +366,7 @@ final class BrokerCore {
         awaiting.removeAll()
         delivery.backend.removeAll()
         turnEvents.removeAll()
-        turnRates = (0, 0, 0, 0, 0)
+        turnRates = JobTotals()
         turnNotes.removeAll()
         do {
             let loaded = try store.load()
@@ -417,9 +413,8 @@ final class BrokerCore {
             for reply in awaiting { delivery.frontend.append((reply.client, reply.reply)) }
             awaiting.removeAll(keepingCapacity: true)
         }
-        rates.add(accepted: turnRates.accepted, stored: turnRates.stored, failed: turnRates.failed, cancelled: turnRates.cancelled,
-                  expired: turnRates.expired, now: now.wall)
-        turnRates = (0, 0, 0, 0, 0)
+        rates.add(turnRates, now: now.wall)
+        turnRates = JobTotals()
         for note in turnNotes { logger.info(note) }
         turnNotes.removeAll(keepingCapacity: true)
         turnFacts.removeAll(keepingCapacity: true)

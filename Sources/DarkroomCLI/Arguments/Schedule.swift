@@ -9,8 +9,9 @@ enum Schedule: Sendable, Equatable {
     /// This many milliseconds after each job is submitted.
     case after(UInt64)
 
-    /// The not-before time of a job submitted at `now` (Unix ms).
-    func notBefore(now: UInt64) -> UInt64 {
+    /// The time (Unix ms) for a job submitted at `now`: its not-before
+    /// time, or its deadline when the schedule is `--expires-at/-in`'s.
+    func time(now: UInt64) -> UInt64 {
         switch self {
         case .at(let time): time
         case .after(let delay): now + delay
@@ -206,8 +207,8 @@ struct JobTerms: Sendable, Equatable {
                  submitKey: String) -> SubmitRequest {
         let now = schedule == nil && expiry == nil ? 0 : ULIDGenerator.systemMilliseconds()
         return SubmitRequest(sourceName: sourceName, image: image, pipeline: pipeline, options: options, priority: priority,
-                             submitKey: submitKey, notBefore: schedule?.notBefore(now: now), maxAttempts: maxAttempts,
-                             expires: expiry?.notBefore(now: now))
+                             submitKey: submitKey, notBefore: schedule?.time(now: now), maxAttempts: maxAttempts,
+                             expires: expiry?.time(now: now))
     }
 
     /// Lines for people, said once before submitting: when the jobs may

@@ -61,7 +61,7 @@ enum JobCommand {
         var notStored = 0
         // Asked once, for the first waiting job shown: a paused broker
         // explains why it waits.
-        var pausedSince: UInt64??
+        lazy var pausedSince = (try? admin.status())?.queue.pausedSince
         for (index, id) in ids.enumerated() {
             do {
                 let story = if let known = read[id] { try known.get() } else { try admin.jobStory(id) }
@@ -72,10 +72,7 @@ enum JobCommand {
                     if index > 0 { Console.out("") }
                     var shown = lines(story)
                     if story.state == "queued" || story.state == "delayed" {
-                        if pausedSince == nil { pausedSince = .some((try? admin.status())?.queue.pausedSince) }
-                        if let since = pausedSince ?? nil {
-                            shown.insert("  dispatch paused since \(time(since)): no job goes to a worker until `darkroom resume`", at: 1)
-                        }
+                        if let since = pausedSince { shown.insert("  dispatch paused \(PauseCommand.held(since: since))", at: 1) }
                     }
                     for line in shown { Console.out(line) }
                 }
@@ -100,7 +97,6 @@ enum JobCommand {
     static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower,
                                limit: Duration?) throws(ClientError) -> (timedOut: Bool, read: [ULID: Result<JobStory, ClientError>]) {
         let status = try admin.status()
-        let head = (seq: status.eventSeq, pausedSince: status.queue.pausedSince)
         var open: Set<ULID> = []
         var read: [ULID: Result<JobStory, ClientError>] = [:]
         for id in ids {
@@ -112,9 +108,7 @@ enum JobCommand {
             }
         }
         guard !open.isEmpty else { return (false, read) }
-        if let since = head.pausedSince {
-            Console.err("job: dispatch is paused since \(time(since)): the queued jobs wait for `darkroom resume`")
-        }
+        if let since = status.queue.pausedSince { Console.err("job: dispatch is paused \(PauseCommand.held(since: since))") }
         let endpoint = follower.frontendEndpoint
         follower.onBrokerContact = { contact in
             switch contact {
@@ -125,7 +119,7 @@ enum JobCommand {
             }
         }
         do {
-            _ = try follower.waitForJobs(open, from: head.seq + 1, timeout: limit)
+            _ = try follower.waitForJobs(open, from: status.eventSeq + 1, timeout: limit)
             return (false, read)
         } catch where error.kind == .timeout && limit != nil {
             Console.err("job: \(error.message)")

@@ -52,7 +52,7 @@ enum JobsCommand {
         if !json, states.contains(.queued) {
             // Why the queued jobs do not move, when they do not.
             if let since = (try? admin.status())?.queue.pausedSince {
-                Console.out("dispatch: PAUSED since \(JobCommand.time(since)) (`darkroom resume`)\n")
+                Console.out("dispatch: PAUSED \(PauseCommand.held(since: since))\n")
             }
         }
         for (index, state) in states.enumerated() {

@@ -43,6 +43,12 @@ enum PauseCommand {
         ]
     )
 
+    /// What every command that meets a paused broker says of it, after
+    /// its own words for "dispatch is paused".
+    static func held(since: UInt64) -> String {
+        "since \(JobCommand.time(since)): no job goes to a worker until `darkroom resume`"
+    }
+
     static func pause(_ args: ParsedArguments) throws -> Int32 { try run(args, paused: true) }
     static func resume(_ args: ParsedArguments) throws -> Int32 { try run(args, paused: false) }
 

@@ -206,7 +206,7 @@ enum StatusCommand {
         let readyTotal = q.ready.reduce(0, +)
         var out = "queue: \(readyTotal) ready, \(q.delayed) delayed (retry backoff or scheduled), \(q.inFlight) in flight, \(q.dead) dead (limit \(q.limit))\n"
         if let since = q.pausedSince {
-            out += "dispatch: PAUSED since \(JobCommand.time(since)): no job goes to a worker until `darkroom resume`\n"
+            out += "dispatch: PAUSED \(PauseCommand.held(since: since))\n"
         }
         let byPriority = q.ready.enumerated().filter { $0.element > 0 }.map { "p\($0.offset)=\($0.element)" }
         if !byPriority.isEmpty { out += "ready by priority: " + byPriority.joined(separator: " ") + "\n" }

@@ -232,14 +232,15 @@ enum SubmitCommand {
         let context = try Context()
         let timeout = try ClientOptions.timeout(args)
         let endpoint = ClientOptions.brokerEndpoint(args)
+        let curve = try ClientOptions.brokerCurve(args)
         let engine: SubmitEngine
         do {
             engine = try SubmitEngine(frontend: endpoint, events: ClientOptions.eventsEndpoint(args), context: context,
-                                      timeout: timeout, deadline: deadline, curve: try ClientOptions.brokerCurve(args))
+                                      timeout: timeout, deadline: deadline, curve: curve)
         } catch {
             throw error.runtime
         }
-        let paused = wait ? PausedProbe(endpoint: endpoint, context: context, curve: try ClientOptions.brokerCurve(args), timeout: timeout) : nil
+        let paused = wait ? PausedProbe(endpoint: endpoint, context: context, curve: curve, timeout: timeout) : nil
         var pausedTold = false
         // A stored job's line names its input from this side; only --json
         // prints what the event itself says (its source and worker).
@@ -260,7 +261,7 @@ enum SubmitCommand {
             if !pausedTold, let since = paused?.pausedSince {
                 pausedTold = true
                 progress?.clearLine()
-                err("submit: the broker's dispatch is paused since \(JobCommand.time(since)): the jobs wait for `darkroom resume`")
+                err("submit: the broker's dispatch is paused \(PauseCommand.held(since: since))")
             }
             switch update {
             case let .replied(request, result):
