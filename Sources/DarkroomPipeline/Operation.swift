@@ -150,7 +150,7 @@ public enum Operation: Sendable, Equatable {
         switch self {
         case let .scale(box, mode, _, enlarge):
             return Operation.scaledSize(of: size, to: box, mode: mode, enlarge: enlarge)
-        case let .crop(.square(_)):
+        case .crop(.square):
             let side = min(size.width, size.height)
             return Size(width: side, height: side)
         case let .crop(.size(crop, _)):

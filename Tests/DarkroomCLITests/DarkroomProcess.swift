@@ -32,8 +32,8 @@ struct DarkroomProcess {
         let scratch = try TemporaryDirectory()
         let outURL = scratch.url.appendingPathComponent("stdout")
         let errURL = scratch.url.appendingPathComponent("stderr")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         defer {

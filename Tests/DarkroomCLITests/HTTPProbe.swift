@@ -62,6 +62,7 @@ final class HTTPProbe {
         return true
     }
 
+    @discardableResult
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
     /// Reads until the listener closes the connection (nil if it did not
