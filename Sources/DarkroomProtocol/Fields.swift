@@ -238,6 +238,10 @@ public struct FailureDetail: Sendable, Hashable, Codable {
         /// No worker started the job by its deadline (SUBMIT frame 11): it
         /// ends cancelled, with this failure in its event.
         public static let expired = "job.expired"
+        /// The attempt ran longer than the worker's time limit
+        /// (`--job-timeout`): the worker stopped it in the step it was in.
+        /// Not retried, as the same input would take as long again.
+        public static let timeout = "job.timeout"
         /// An unexpected failure inside the worker.
         public static let `internal` = "internal"
     }

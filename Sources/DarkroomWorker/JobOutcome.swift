@@ -9,6 +9,9 @@ enum JobOutcome: Sendable {
     case processed(JobOutput, pipeline: String)
     /// The job failed before anything could be stored.
     case failed(FailureDetail, retryable: Bool)
+    /// Its `CancellationFlag` stopped the run in this stage (the service
+    /// thread set it: a CANCEL-JOB or the time limit).
+    case stopped(Stage)
 }
 
 /// Turning engine failures into the FAIL fields of DRK1.
@@ -29,6 +32,18 @@ enum FailureMapping {
             return detail(stepIndex: Int32(clamping: max(index, 1)), step: text, code: code, reason: failure.error.message)
         case .decode, .encode:
             return detail(stepIndex: 0, step: "", code: code, reason: "\(failure.stage): \(failure.error.message)")
+        }
+    }
+
+    /// The time limit stopped the run in `stage`: `job.timeout`, in the step
+    /// it was in, or with the stage at the start of the reason.
+    static func timeout(in stage: Stage, limit: Duration) -> FailureDetail {
+        let reason = "stopped: ran longer than the worker's time limit of \(limit.components.seconds) s (--job-timeout)"
+        switch stage {
+        case let .step(index, text):
+            return detail(stepIndex: Int32(clamping: max(index, 1)), step: text, code: FailureDetail.Code.timeout, reason: reason)
+        case .decode, .encode:
+            return detail(code: FailureDetail.Code.timeout, reason: "\(stage): \(reason)")
         }
     }
 

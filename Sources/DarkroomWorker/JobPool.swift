@@ -25,14 +25,16 @@ struct WorkItem: Sendable {
 ///
 /// A job may be submitted with a `CancellationFlag`: setting it, from any
 /// thread, stops the job where it is (or before it starts) and the job ends
-/// as a failure with the `image.cancelled` code.
+/// as a failure with the `image.cancelled` code. Its `RunStart` says when a
+/// thread took it up, for the service thread's time limit.
 final class JobPool: Sendable {
     typealias Completion = @Sendable (_ run: UInt64, _ outcome: JobOutcome, _ stages: StageDurations, _ elapsed: Duration) -> Void
 
-    /// A queued job and the flag that cancels it.
+    /// A queued job, the flag that cancels it and the mark of its start.
     private struct Queued: Sendable {
         var item: WorkItem
         var cancellation: CancellationFlag
+        var start: RunStart?
     }
 
     private let queue = Mutex<[Queued?]>([])
@@ -48,6 +50,7 @@ final class JobPool: Sendable {
                 while let queued = next() {
                     let clock = ContinuousClock()
                     let start = clock.now
+                    queued.start?.mark(start)
                     let (outcome, stages) = JobPool.process(queued.item, cancellation: queued.cancellation)
                     completion(queued.item.run, outcome, stages, clock.now - start)
                 }
@@ -57,9 +60,10 @@ final class JobPool: Sendable {
         }
     }
 
-    /// Queues a job; `cancellation` can stop it until it has finished.
-    func submit(_ item: WorkItem, cancellation: CancellationFlag = .never) {
-        queue.withLock { $0.append(Queued(item: item, cancellation: cancellation)) }
+    /// Queues a job; `cancellation` can stop it until it has finished, and
+    /// `start` is marked when a thread takes it up.
+    func submit(_ item: WorkItem, cancellation: CancellationFlag = .never, start: RunStart? = nil) {
+        queue.withLock { $0.append(Queued(item: item, cancellation: cancellation, start: start)) }
         available.signal()
     }
 
@@ -83,7 +87,7 @@ final class JobPool: Sendable {
     /// Parses the pipeline and runs the compound operation, timing its
     /// stages. Pure computation: no sockets, and no shared state but the
     /// pipeline cache. Once `cancellation` is set the run stops and the
-    /// outcome is the `image.cancelled` failure of the stage it was in.
+    /// outcome names the stage it was stopped in.
     static func process(_ item: WorkItem, cancellation: CancellationFlag = .never) -> (JobOutcome, StageDurations) {
         let parsed: PipelineCache.Entry
         do {
@@ -96,9 +100,36 @@ final class JobPool: Sendable {
             let output = try ImageJob(pipeline: parsed.pipeline, options: item.options)
                 .run(item.image, cancellation: cancellation, observer: timer.observe)
             return (.processed(output, pipeline: parsed.canonical), timer.durations)
+        } catch where error.isCancellation {
+            return (.stopped(error.stage), timer.durations)
         } catch {
             return (.failed(FailureMapping.pipelineFailure(error), retryable: false), timer.durations)
         }
+    }
+}
+
+/// When a processing thread took a job up: written once by that thread,
+/// read by the service thread, which holds jobs that wait for a thread as
+/// well as running ones and limits only the time they run.
+final class RunStart: Sendable {
+    /// The instant the offsets count from (the same for every job).
+    private let origin: ContinuousClock.Instant
+    /// Nanoseconds from `origin` to the start, or -1 before it.
+    private let offset = Atomic<Int64>(-1)
+
+    init(origin: ContinuousClock.Instant) {
+        self.origin = origin
+    }
+
+    func mark(_ instant: ContinuousClock.Instant) {
+        let (seconds, attoseconds) = (instant - origin).components
+        offset.store(max(0, seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000), ordering: .releasing)
+    }
+
+    /// When the job started, nil while it waits for a thread.
+    var instant: ContinuousClock.Instant? {
+        let nanoseconds = offset.load(ordering: .acquiring)
+        return nanoseconds < 0 ? nil : origin + .nanoseconds(nanoseconds)
     }
 }
 

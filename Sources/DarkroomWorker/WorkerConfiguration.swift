@@ -50,6 +50,14 @@ public struct WorkerConfiguration: Sendable {
     /// While waiting for STORED, the STORE is sent again this often (the
     /// storage node is idempotent per job, so a repeat is harmless).
     public var storeRetryInterval: Duration
+    /// The longest a job may run on a processing thread, from when the
+    /// thread takes it up (not from its JOB: a job waiting for a thread is
+    /// not running). Past it the worker stops the job in the step it is in
+    /// and fails it with `job.timeout`, not retryable. nil sets no limit.
+    /// Ten minutes by default: far beyond any input within the decode
+    /// limits (a 50-megapixel photo through a long pipeline takes seconds),
+    /// so it only ends a job that would otherwise hold a thread for good.
+    public var jobTimeout: Duration?
     /// Input limits, checked from each JPEG's header before decoding.
     public var limits: DecodeLimits
     /// CURVE keys; nil for plain TCP.
@@ -68,6 +76,7 @@ public struct WorkerConfiguration: Sendable {
         reconnectMaximum: Duration = .seconds(5),
         storeTimeout: Duration = .seconds(10),
         storeRetryInterval: Duration = .milliseconds(2_500),
+        jobTimeout: Duration? = WorkerConfiguration.defaultJobTimeout,
         limits: DecodeLimits = .default,
         curve: WorkerCurve? = nil,
         prefetch: Int? = nil,
@@ -85,6 +94,7 @@ public struct WorkerConfiguration: Sendable {
         self.reconnectMaximum = reconnectMaximum
         self.storeTimeout = storeTimeout
         self.storeRetryInterval = storeRetryInterval
+        self.jobTimeout = jobTimeout
         self.limits = limits
         self.curve = curve
         self.prefetch = prefetch
@@ -100,6 +110,9 @@ public struct WorkerConfiguration: Sendable {
         guard let prefetch else { return Int(Wire.Limit.maxSlots) }
         return min(Int(Wire.Limit.maxSlots), concurrency + max(0, prefetch))
     }
+
+    /// Ten minutes (see `jobTimeout`).
+    public static let defaultJobTimeout: Duration? = .seconds(600)
 
     /// `inputBudget`, or `defaultInputBudget`.
     public var effectiveInputBudget: Int {
@@ -207,6 +220,7 @@ public struct WorkerConfiguration: Sendable {
                               ("store retry interval", storeRetryInterval)] where value <= .zero {
             throw WorkerError("\(name) must be positive, got \(value)")
         }
+        if let jobTimeout, jobTimeout <= .zero { throw WorkerError("job timeout must be positive, got \(jobTimeout)") }
         guard heartbeatLiveness >= 1 else { throw WorkerError("heartbeat liveness must be at least 1, got \(heartbeatLiveness)") }
         guard shutdownGrace >= .zero else { throw WorkerError("shutdown grace must not be negative, got \(shutdownGrace)") }
     }

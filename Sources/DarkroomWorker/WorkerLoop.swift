@@ -120,6 +120,8 @@ final class WorkerLoop {
     private var planner: CreditPlanner
     /// The moment the planner's sample times count from.
     private let origin: ContinuousClock.Instant
+    /// When the running jobs are next held against the time limit.
+    private var nextLimitCheck: ContinuousClock.Instant
     /// The bytes the held jobs take (the sum of their `RunningJob.bytes`).
     private var heldBytes = 0
     /// The credit target last logged, and when.
@@ -157,8 +159,14 @@ final class WorkerLoop {
         /// The size of its input, counted against the input budget until
         /// the job's DONE or FAIL.
         var bytes: Int
-        /// Set by CANCEL-JOB: the processing thread stops at its next check.
+        /// Set by CANCEL-JOB or the time limit: the processing thread stops
+        /// at its next check.
         var cancellation = CancellationFlag()
+        /// Marked when a processing thread takes the job up.
+        var start: RunStart
+        /// When the time limit stopped it; its FAIL goes when the thread
+        /// comes back with the stage it was in, or after `timeoutStopGrace`.
+        var timedOut: ContinuousClock.Instant?
     }
 
     struct StoreAttempt {
@@ -225,6 +233,7 @@ final class WorkerLoop {
         lastSent = now
         nextPing = now
         origin = now
+        nextLimitCheck = now
         backoff = configuration.reconnectInitial
         planner = CreditPlanner(CreditPlanner.Limits(threads: configuration.concurrency, slots: slots,
                                                      inputBudget: configuration.effectiveInputBudget))
@@ -420,6 +429,10 @@ final class WorkerLoop {
             }
         }
         if let due = nextStoreTimer, now >= due { runStoreTimers(now: now) }
+        if let limit = configuration.jobTimeout, now >= nextLimitCheck {
+            holdToTimeLimit(limit, now: now)
+            nextLimitCheck = now + WorkerLoop.limitCheckInterval
+        }
         if let stopDeadline, now >= stopDeadline, !finished {
             finishStop()
         }
@@ -777,6 +790,32 @@ final class WorkerLoop {
         report(run: run, .fail(detail, retryable: false))
     }
 
+    /// How often the running jobs are held against the time limit: the
+    /// limit is in seconds, and the look is a pass over the jobs held.
+    static let limitCheckInterval: Duration = .seconds(1)
+    /// How long a job the time limit stopped has to come back from its
+    /// thread (with the stage it was in) before its FAIL goes without it.
+    static let timeoutStopGrace: Duration = .seconds(10)
+
+    /// Stops each job that has run past the time limit; its FAIL
+    /// `job.timeout` goes when its thread returns it (`processed`). One that
+    /// has not returned `timeoutStopGrace` later (a stage that does not look
+    /// at its flag) is failed at once and its slot freed, as a cancel does;
+    /// its result is dropped if it ever comes.
+    private func holdToTimeLimit(_ limit: Duration, now: ContinuousClock.Instant) {
+        for (run, job) in jobs where job.storing == nil {
+            if let stopped = job.timedOut {
+                guard now - stopped >= WorkerLoop.timeoutStopGrace else { continue }
+                logger.warn("job \(job.jobID) attempt \(job.attempt): still on its thread \(WorkerLoop.seconds(now - stopped)) after the time limit stopped it; failing it without its stage")
+                let reason = "ran longer than the worker's time limit of \(limit.components.seconds) s (--job-timeout) and did not stop within \(WorkerLoop.timeoutStopGrace.components.seconds) s"
+                report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.timeout, reason: reason), retryable: false))
+            } else if let started = job.start.instant, now - started >= limit {
+                jobs[run]?.timedOut = now
+                job.cancellation.cancel()
+            }
+        }
+    }
+
     private func accept(_ job: JobDispatch) {
         let label = "job \(job.jobID) attempt \(job.attempt)"
         if stopping {
@@ -801,7 +840,7 @@ final class WorkerLoop {
         let run = nextRun
         nextRun += 1
         jobs[run] = RunningJob(jobID: job.jobID, attempt: job.attempt, sourceName: job.sourceName, pipeline: job.pipeline, received: now,
-                               bytes: job.image.count)
+                               bytes: job.image.count, start: RunStart(origin: origin))
         heldBytes += job.image.count
         let thumbnail = Size(width: Int(job.options.thumbnailWidth), height: Int(job.options.thumbnailHeight))
         let options = DarkroomPipeline.JobOptions(
@@ -815,7 +854,7 @@ final class WorkerLoop {
         )
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
         pool.submit(WorkItem(run: run, pipeline: job.pipeline, options: options, image: job.image),
-                    cancellation: jobs[run]?.cancellation ?? .never)
+                    cancellation: jobs[run]?.cancellation ?? .never, start: jobs[run]?.start)
     }
 
     private func processed(run: UInt64, outcome: JobOutcome, elapsed: Duration) {
@@ -827,6 +866,11 @@ final class WorkerLoop {
         switch outcome {
         case let .failed(detail, retryable):
             report(run: run, .fail(detail, retryable: retryable))
+        case let .stopped(stage):
+            // Only the time limit leaves a stopped job here: a CANCEL-JOB
+            // reports its job at once.
+            let limit = configuration.jobTimeout ?? elapsed
+            report(run: run, .fail(FailureMapping.timeout(in: stage, limit: limit), retryable: false))
         case let .processed(output, canonical):
             guard let thumbnail = output.thumbnail else {
                 report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.internal, reason: "the job produced no thumbnail"), retryable: true))

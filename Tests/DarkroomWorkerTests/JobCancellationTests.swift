@@ -7,8 +7,8 @@ import Testing
 @testable import DarkroomWorker
 
 /// The processing threads' entry point takes a cancellation flag: a job
-/// whose flag is set ends as an `image.cancelled` failure, one whose flag is
-/// never set (or that has none) is processed as ever.
+/// whose flag is set comes back stopped, with the stage it was in; one whose
+/// flag is never set (or that has none) is processed as ever.
 @Suite("Cancelling jobs on the processing threads")
 struct JobCancellationTests {
     static let item = WorkItem(run: 1, pipeline: "scale:64x64,mode=fill | crop:square | sepia", options: JobOptions(), image: Fixture.jpeg)
@@ -17,13 +17,11 @@ struct JobCancellationTests {
         let flag = CancellationFlag()
         flag.cancel()
         let (outcome, stages) = JobPool.process(Self.item, cancellation: flag)
-        guard case let .failed(detail, retryable) = outcome else {
-            Issue.record("expected a failure, got \(outcome)")
+        guard case let .stopped(stage) = outcome else {
+            Issue.record("expected a stopped run, got \(outcome)")
             return
         }
-        #expect(detail.code == "image.cancelled")
-        #expect(detail.reason == "decode: cancelled")
-        #expect(!retryable)
+        #expect(stage == .decode)
         #expect(stages.decode == nil && stages.pipeline == nil)
     }
 
@@ -51,21 +49,34 @@ struct JobCancellationTests {
         first.run = 1
         second.run = 2
         third.run = 3
-        pool.submit(first, cancellation: cancelled)
+        let origin = ContinuousClock.now
+        let starts = [RunStart(origin: origin), RunStart(origin: origin)]
+        #expect(starts[0].instant == nil)
+        pool.submit(first, cancellation: cancelled, start: starts[0])
         pool.submit(second)
-        pool.submit(third, cancellation: CancellationFlag())
+        pool.submit(third, cancellation: CancellationFlag(), start: starts[1])
         for _ in 0..<3 { done.wait() }
         let results = outcomes.withLock { $0 }
-        if case let .failed(detail, _)? = results[1] {
-            #expect(detail.code == "image.cancelled")
-        } else {
-            Issue.record("job 1 should have been cancelled")
+        if case .stopped(.decode)? = results[1] {} else {
+            Issue.record("job 1 should have been stopped before decoding, got \(String(describing: results[1]))")
         }
+        // Each start is marked when the thread took the job up.
+        let marked = starts.compactMap(\.instant)
+        #expect(marked.count == 2 && marked[0] >= origin && marked[0] <= marked[1] && marked[1] <= .now)
         for run in [UInt64(2), 3] {
             guard case .processed? = results[run] else {
                 Issue.record("job \(run) should have been processed")
                 continue
             }
         }
+    }
+
+    @Test func aTimeoutNamesTheStepItStoppedIn() {
+        let inStep = FailureMapping.timeout(in: .step(index: 2, text: "blur:30"), limit: .seconds(90))
+        #expect(inStep.code == "job.timeout" && inStep.stepIndex == 2 && inStep.step == "blur:30")
+        #expect(inStep.summary == "step 2 blur:30: job.timeout: stopped: ran longer than the worker's time limit of 90 s (--job-timeout)")
+        let inEncode = FailureMapping.timeout(in: .encode("full"), limit: .seconds(5))
+        #expect(inEncode.stepIndex == 0 && inEncode.step.isEmpty)
+        #expect(inEncode.reason == "encode full: stopped: ran longer than the worker's time limit of 5 s (--job-timeout)")
     }
 }

@@ -34,6 +34,17 @@ enum RoleOptions {
         .seconds(try args.int("grace", default: 30, range: 0...3600))
     }
 
+    static let jobTimeout = OptionSpec.value(
+        "job-timeout", "SECONDS",
+        help: "The longest a job may run on a processing thread; past it the job is stopped in the step it is in and fails with job.timeout (not retried). 0 for no limit.",
+        default: "600")
+
+    /// `--job-timeout`: nil for no limit.
+    static func jobTimeout(_ args: ParsedArguments) throws -> Duration? {
+        let seconds = try args.int("job-timeout", default: 600, range: 0...604_800)
+        return seconds == 0 ? nil : .seconds(seconds)
+    }
+
     static let retention = OptionSpec.value(
         "retention", "AGE", help: "Delete events and submit keys older than this: 30m, 12h, 7d, or forever.", default: "7d")
 
@@ -262,6 +273,7 @@ enum StoreCommand {
             .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
             RoleOptions.keepRecords,
             RoleOptions.keepBytes,
+            RoleOptions.jobTimeout,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -327,6 +339,7 @@ enum WorkerCommand {
             .value("prefetch", "N", help: "A fixed cap on the jobs held beyond the running ones: the slots announced to the broker become concurrency + prefetch (at most 1024), and the credit target stays within them. 0 holds exactly --concurrency jobs, each slot busy until its STORED.", default: "no cap but the 1024 slots"),
             .value("input-budget", "BYTES", help: "The most input bytes of the jobs held at once, each counted from JOB to DONE: large inputs mean fewer jobs held. 512M, 64MiB, 1G or a byte count.", default: "256M, or a quarter of the memory limit if less"),
             .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
+            RoleOptions.jobTimeout,
             RoleOptions.grace,
             ClientOptions.curveKey,
             ClientOptions.serverKey,
@@ -354,6 +367,7 @@ enum WorkerCommand {
             concurrency: concurrency ?? threads ?? WorkerConfiguration.defaultConcurrency,
             workerID: args.value("id"),
             shutdownGrace: try RoleOptions.grace(args),
+            jobTimeout: try RoleOptions.jobTimeout(args),
             prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...1024),
             inputBudget: inputBudget
         )
@@ -378,7 +392,7 @@ enum WorkerCommand {
         ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start((metrics?.entries ?? []) + [.init(name: "worker", service: worker)], logger: logger)
         let cap = config.prefetch == nil ? "the protocol's most; credit follows the measured target" : "concurrency + prefetch"
-        logger.info("worker ready: \(config.concurrency) thread(s), \(config.slots) slots (\(cap)), input budget \(config.effectiveInputBudget) bytes, broker \(config.backendEndpoint), store \(config.storeEndpoint)")
+        logger.info("worker ready: \(config.concurrency) thread(s), \(config.slots) slots (\(cap)), input budget \(config.effectiveInputBudget) bytes, \(config.jobTimeout.map { "job time limit \($0.components.seconds) s" } ?? "no job time limit"), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
     }
 }
@@ -406,6 +420,7 @@ enum UpCommand {
             RoleOptions.retention,
             RoleOptions.keepRecords,
             RoleOptions.keepBytes,
+            RoleOptions.jobTimeout,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
@@ -453,7 +468,7 @@ enum UpCommand {
     /// Starts the broker and the storage node, then the workers, connected
     /// to them in-process. Returns the started services and the TCP
     /// endpoints the broker and the store actually bound.
-    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, keepRecords: Duration? = nil, keepBytes: UInt64? = nil, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
+    static func startAll(data: String, workers: Int, concurrency: Int, context: Context, grace: Duration, endpoints requested: Endpoints = Endpoints(), security: RoleOptions.Security? = nil, retention: Duration? = BrokerConfiguration().retention, keepRecords: Duration? = nil, keepBytes: UInt64? = nil, jobTimeout: Duration? = WorkerConfiguration.defaultJobTimeout, logLevel: Logger.Level = Logger.levelFromEnvironment) throws -> (entries: [ServiceGroup.Entry], endpoints: Endpoints) {
         // With keys, the broker and the store share one key pair and one ZAP
         // handler. The embedded workers need no key: they reach the broker
         // and the store over inproc endpoints of this context, which never
@@ -485,7 +500,8 @@ enum UpCommand {
         for i in 1...workers {
             let config = WorkerConfiguration(
                 backendEndpoint: local.backend, storeEndpoint: local.store, concurrency: concurrency,
-                workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace
+                workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace,
+                jobTimeout: jobTimeout
             )
             workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)", minimum: logLevel))))
         }
@@ -508,6 +524,7 @@ enum UpCommand {
         let retention = try RoleOptions.retention(args)
         let keepRecords = try RoleOptions.keepRecords(args)
         let keepBytes = try RoleOptions.keepBytes(args)
+        let jobTimeout = try RoleOptions.jobTimeout(args)
         let logger = Logger("up")
         let metrics = try RoleOptions.metrics(args, logger: logger)
         RoleOptions.noteInsecure(args, curve: security != nil, listeners: [.frontend(requested.frontend), .backend(requested.backend), .events(requested.events), .store(requested.store)], logger: logger)
@@ -516,7 +533,8 @@ enum UpCommand {
         let listening = try ServiceRunner.start(metrics?.entries ?? [], logger: logger)
         let (started, bound) = try RoleOptions.removingCreated([data + "/broker", data + "/store"], parent: data) {
             try startAll(data: data, workers: workers, concurrency: concurrency, context: context, grace: grace, endpoints: requested,
-                         security: security, retention: retention, keepRecords: keepRecords, keepBytes: keepBytes)
+                         security: security, retention: retention, keepRecords: keepRecords, keepBytes: keepBytes,
+                         jobTimeout: jobTimeout)
         }
         metrics?.serve(started.map(\.service))
         logger.info("darkroom is up: frontend \(bound.frontend), backend \(bound.backend), events \(bound.events), store \(bound.store), \(workers) worker(s) x \(concurrency) concurrent jobs, data in \(data)/")

@@ -1,0 +1,68 @@
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `worker --job-timeout` with real processes: a job that runs past the
+/// limit is stopped in the step it is in and ends dead with `job.timeout`,
+/// the job queued behind it on the same thread is not charged for its wait,
+/// and the worker goes on.
+@Suite("Job time limit", .serialized)
+struct JobTimeoutTests {
+    @Test("a job past the worker's time limit ends dead with job.timeout in its step; the one waiting behind it is stored")
+    func slowJobStopped() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        // One thread, so the small job waits on the worker (or in the
+        // queue) while the slow one runs: its wait is not running time.
+        try h.startWorker("w", concurrency: 1, ["--job-timeout", "1"])
+        let slow = try h.writeImages(1, name: "slow", size: Size(width: 2000, height: 1500))
+        let pipeline = "blur:30 | blur:30 | blur:30"
+        let submitSlow = try h.run(["submit", slow.path, "--ops", pipeline, "--json"] + h.clientFlags)
+        try #require(submitSlow.status == 0, "\(submitSlow.stderr)")
+        let small = try h.writeImages(1, name: "small")
+        let submitSmall = try h.run(["submit", small.path, "--ops", "invert", "--json"] + h.clientFlags)
+        try #require(submitSmall.status == 0, "\(submitSmall.stderr)")
+        let slowID = try #require(SystemHarness.jsonLines(submitSlow.stdout).first?["job"] as? String)
+        let smallID = try #require(SystemHarness.jsonLines(submitSmall.stdout).first?["job"] as? String)
+
+        try h.waitUntil("the slow job is dead", timeout: .seconds(120)) {
+            try JobStoryTests.story(h, slowID)["state"] as? String == "dead"
+        }
+        try h.waitUntil("the small job is stored", timeout: .seconds(120)) {
+            try JobStoryTests.story(h, smallID)["state"] as? String == "stored"
+        }
+
+        // One attempt, never retried: the same input would take as long again.
+        let story = try JobStoryTests.story(h, slowID)
+        let attempts = JobStoryTests.attempts(story)
+        #expect(attempts.count == 1, "\(story)")
+        let failure = try #require(attempts.last?["failure"] as? [String: Any], "\(story)")
+        #expect(failure["code"] as? String == "job.timeout", "\(failure)")
+        #expect((1...3).contains(failure["stepIndex"] as? Int ?? 0), "stopped in one of the blur steps: \(failure)")
+        #expect(failure["step"] as? String == "blur:30", "\(failure)")
+        #expect((failure["reason"] as? String)?.contains("time limit of 1 s (--job-timeout)") == true, "\(failure)")
+        #expect(attempts.last?["worker"] as? String == "w")
+
+        // The person at the terminal reads the step and the reason.
+        let dead = try h.run(["dead"] + h.brokerFlags)
+        #expect(dead.stdout.contains(slowID) && dead.stdout.contains("blur:30") && dead.stdout.contains("--job-timeout"), "\(dead.stdout)")
+
+        // Nothing stored for it; the worker is still up and takes more work.
+        let records = SystemHarness.jsonLines(try h.run(["ls", "--all", "--json"] + h.storeFlags).stdout)
+        #expect(records.compactMap { $0["jobId"] as? String } == [smallID])
+        let more = try h.writeImages(2, name: "more")
+        let after = try h.run(["submit", more.path, "--ops", "grayscale", "--wait"] + h.clientFlags)
+        #expect(after.status == 0, "\(after.stdout)\(after.stderr)")
+        #expect(after.stdout.split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 2, "\(after.stdout)")
+    }
+
+    @Test("wrong --job-timeout values are usage errors")
+    func badValues() throws {
+        let h = try SystemHarness()
+        for value in ["-1", "x", "604801"] {
+            let out = try h.run(["worker", "--job-timeout", value])
+            #expect(out.status == 64, "--job-timeout \(value): \(out.stderr)")
+            #expect(out.stderr.contains("--job-timeout"), "\(out.stderr)")
+        }
+    }
+}
