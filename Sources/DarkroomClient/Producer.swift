@@ -86,10 +86,14 @@ public struct SubmitRequest: Sendable {
     /// The job's deadline (Unix ms, by the broker's clock): not started by
     /// then, it is not run and ends cancelled (`job.expired`); nil: none.
     public var expires: UInt64?
+    /// The longest an attempt may run on a worker, in seconds (1…604800):
+    /// past it the worker stops it and it fails `job.timeout`; nil: the
+    /// worker's own limit alone.
+    public var timeLimit: UInt32?
 
     public init(sourceName: String, image: ImageSource, pipeline: String, options: JobOptions = .default,
                 priority: UInt8 = SubmitRequest.defaultPriority, submitKey: String? = nil, notBefore: UInt64? = nil,
-                maxAttempts: UInt16? = nil, expires: UInt64? = nil) {
+                maxAttempts: UInt16? = nil, expires: UInt64? = nil, timeLimit: UInt32? = nil) {
         self.sourceName = sourceName
         self.image = image
         self.pipeline = pipeline
@@ -99,6 +103,7 @@ public struct SubmitRequest: Sendable {
         self.notBefore = notBefore
         self.maxAttempts = maxAttempts
         self.expires = expires
+        self.timeLimit = timeLimit
     }
 
     /// A job for a file, named by its path, read when it is sent.
@@ -122,7 +127,8 @@ public struct SubmitRequest: Sendable {
         // the frames that will be sent (the image frame is shared, not
         // copied, by the frames and the decoded message).
         let frames = Submit(requestID: requestID, priority: priority, options: options, pipeline: pipeline, sourceName: sourceName, image: bytes,
-                            submitKey: submitKey, notBefore: notBefore, maxAttempts: maxAttempts, expires: expires).frames()
+                            submitKey: submitKey, notBefore: notBefore, maxAttempts: maxAttempts, expires: expires,
+                            timeLimit: timeLimit).frames()
         do {
             _ = try Submit.decode(frames)
         } catch {

@@ -67,6 +67,7 @@ public struct Credit: WireMessage {
 ///     5 pipeline     text, 1…4096 bytes
 ///     6 source name  text, 0…1024 bytes
 ///     7 image        JPEG bytes, at least 1
+///     8 time limit   optional: u32, seconds, 1…604800 (SUBMIT frame 12)
 public struct JobDispatch: WireMessage {
     public static let command = Command.job
     public var jobID: ULID
@@ -75,14 +76,19 @@ public struct JobDispatch: WireMessage {
     public var pipeline: String
     public var sourceName: String
     public var image: [UInt8]
+    /// The longest the attempt may run, in seconds, from when the worker
+    /// starts processing it; nil when the job has no limit of its own.
+    public var timeLimit: UInt32?
 
-    public init(jobID: ULID, attempt: UInt32, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8]) {
+    public init(jobID: ULID, attempt: UInt32, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
+                timeLimit: UInt32? = nil) {
         self.jobID = jobID
         self.attempt = attempt
         self.options = options
         self.pipeline = pipeline
         self.sourceName = sourceName
         self.image = image
+        self.timeLimit = timeLimit
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -92,6 +98,7 @@ public struct JobDispatch: WireMessage {
         pipeline = try r.pipeline()
         sourceName = try r.sourceName()
         image = try r.blob("image", minimum: 1)
+        timeLimit = r.hasMoreFrames ? try r.u32("time limit", Wire.Limit.timeLimitSeconds) : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -101,6 +108,7 @@ public struct JobDispatch: WireMessage {
         w.text(pipeline)
         w.text(sourceName)
         w.blob(image)
+        if let timeLimit { w.u32(timeLimit) }
     }
 }
 

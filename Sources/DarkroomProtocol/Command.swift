@@ -103,9 +103,17 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public var description: String { name }
 
     /// How many of the last frames a peer may leave out: SUBMIT's submit
-    /// key (frame 8), not-before time (frame 9), most attempts (frame 10)
-    /// and deadline (frame 11) are optional, so SUBMIT has 8 to 12 frames.
-    public var optionalFrames: Int { self == .submit ? 4 : 0 }
+    /// key (frame 8), not-before time (frame 9), most attempts (frame 10),
+    /// deadline (frame 11) and time limit (frame 12) are optional, so
+    /// SUBMIT has 8 to 13 frames; JOB's time limit (frame 8), so JOB has 8
+    /// or 9.
+    public var optionalFrames: Int {
+        switch self {
+        case .submit: 5
+        case .job: 1
+        default: 0
+        }
+    }
 
     /// The most frames this command's message has, counting the protocol
     /// id and command frames (and not the ROUTER identity or the event
@@ -119,8 +127,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
              .jobInfo, .jobInfoReply, .cancel, .cancelJob: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
         case .ready, .stored, .getReply, .jobList: 6
-        case .job: 8
-        case .submit: 12
+        case .job: 9
+        case .submit: 13
         case .fail: 9
         case .store: 10
         case .event: 14

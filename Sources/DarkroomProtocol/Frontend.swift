@@ -18,6 +18,11 @@
 ///     9 not before   optional: u64, Unix ms; no worker gets the job earlier
 ///                    (0 when frame 10 follows and the job may run at once)
 ///    10 attempts     optional: u16, 1…1000, the job's most counted attempts
+///                    (empty for the broker's own when frame 11 follows)
+///    11 expires      optional: u64, Unix ms, the job's deadline (0 for none
+///                    when frame 12 follows)
+///    12 time limit   optional: u32, seconds, 1…604800, the longest an
+///                    attempt may run on a worker
 public struct Submit: WireMessage {
     public static let command = Command.submit
     public var requestID: UInt64
@@ -43,9 +48,14 @@ public struct Submit: WireMessage {
     /// clock): a job no worker has started by then is not run, and ends
     /// `cancelled` as `job.expired`. nil or 0: none.
     public var expires: UInt64?
+    /// The longest an attempt may run on a worker, in seconds (frame 12,
+    /// optional): sent in each JOB; the worker fails an attempt that runs
+    /// longer with `job.timeout`. nil: the worker's own limit alone.
+    public var timeLimit: UInt32?
 
     public init(requestID: UInt64, priority: UInt8, options: JobOptions, pipeline: String, sourceName: String, image: [UInt8],
-                submitKey: String? = nil, notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) {
+                submitKey: String? = nil, notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil,
+                timeLimit: UInt32? = nil) {
         self.requestID = requestID
         self.priority = priority
         self.options = options
@@ -56,6 +66,7 @@ public struct Submit: WireMessage {
         self.notBefore = notBefore
         self.maxAttempts = maxAttempts
         self.expires = expires
+        self.timeLimit = timeLimit
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -69,6 +80,7 @@ public struct Submit: WireMessage {
         notBefore = r.hasMoreFrames ? try r.u64("not before") : nil
         maxAttempts = r.hasMoreFrames && !r.skipEmptyFrameFollowedByMore() ? try r.u16("attempts", Wire.Limit.maxAttempts) : nil
         expires = r.hasMoreFrames ? try r.u64("expires") : nil
+        timeLimit = r.hasMoreFrames ? try r.u32("time limit", Wire.Limit.timeLimitSeconds) : nil
     }
 
     public func write(to w: inout MessageWriter) {
@@ -79,15 +91,16 @@ public struct Submit: WireMessage {
         w.text(sourceName)
         w.blob(image)
         // The optional frames are positional: one given needs those before it.
-        if notBefore != nil || maxAttempts != nil || expires != nil {
+        if notBefore != nil || maxAttempts != nil || expires != nil || timeLimit != nil {
             w.text(submitKey ?? "")
             w.u64(notBefore ?? 0)
             if let maxAttempts {
                 w.u16(maxAttempts)
-            } else if expires != nil {
+            } else if expires != nil || timeLimit != nil {
                 w.text("")
             }
-            if let expires { w.u64(expires) }
+            if expires != nil || timeLimit != nil { w.u64(expires ?? 0) }
+            if let timeLimit { w.u32(timeLimit) }
         } else if let submitKey {
             w.text(submitKey)
         }

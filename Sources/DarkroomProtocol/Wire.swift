@@ -61,6 +61,8 @@ public enum Wire {
         public static let maxSlots: UInt32 = 1_024
         /// A job's own most counted attempts (SUBMIT frame 10).
         public static let maxAttempts: ClosedRange<UInt16> = 1...1_000
+        /// A job's time limit (SUBMIT frame 12, JOB frame 8), in seconds: up to a week.
+        public static let timeLimitSeconds: ClosedRange<UInt32> = 1...604_800
         public static let maxThumbnailSide: UInt16 = 4_096
         public static let maxListLimit: UInt32 = 1_000
         public static let maxImageSide: UInt32 = 65_535

@@ -37,8 +37,8 @@ enum FailureMapping {
 
     /// The time limit stopped the run in `stage`: `job.timeout`, in the step
     /// it was in, or with the stage at the start of the reason.
-    static func timeout(in stage: Stage, limit: Duration) -> FailureDetail {
-        let reason = "stopped: ran longer than the worker's time limit of \(limit.components.seconds) s (--job-timeout)"
+    static func timeout(in stage: Stage, limit: JobTimeLimit) -> FailureDetail {
+        let reason = "stopped: ran longer than \(limit.phrase)"
         switch stage {
         case let .step(index, text):
             return detail(stepIndex: Int32(clamping: max(index, 1)), step: text, code: FailureDetail.Code.timeout, reason: reason)

@@ -108,31 +108,6 @@ final class JobPool: Sendable {
     }
 }
 
-/// When a processing thread took a job up: written once by that thread,
-/// read by the service thread, which holds jobs that wait for a thread as
-/// well as running ones and limits only the time they run.
-final class RunStart: Sendable {
-    /// The instant the offsets count from (the same for every job).
-    private let origin: ContinuousClock.Instant
-    /// Nanoseconds from `origin` to the start, or -1 before it.
-    private let offset = Atomic<Int64>(-1)
-
-    init(origin: ContinuousClock.Instant) {
-        self.origin = origin
-    }
-
-    func mark(_ instant: ContinuousClock.Instant) {
-        let (seconds, attoseconds) = (instant - origin).components
-        offset.store(max(0, seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000), ordering: .releasing)
-    }
-
-    /// When the job started, nil while it waits for a thread.
-    var instant: ContinuousClock.Instant? {
-        let nanoseconds = offset.load(ordering: .acquiring)
-        return nanoseconds < 0 ? nil : origin + .nanoseconds(nanoseconds)
-    }
-}
-
 /// How long a job's stages took on its processing thread; nil for a stage
 /// that did not finish.
 struct StageDurations: Sendable {

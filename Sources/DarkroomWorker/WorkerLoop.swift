@@ -164,6 +164,8 @@ final class WorkerLoop {
         var cancellation = CancellationFlag()
         /// Marked when a processing thread takes the job up.
         var start: RunStart
+        /// The longest it may run once started; nil for no limit.
+        var limit: JobTimeLimit?
         /// When the time limit stopped it; its FAIL goes when the thread
         /// comes back with the stage it was in, or after `timeoutStopGrace`.
         var timedOut: ContinuousClock.Instant?
@@ -429,8 +431,8 @@ final class WorkerLoop {
             }
         }
         if let due = nextStoreTimer, now >= due { runStoreTimers(now: now) }
-        if let limit = configuration.jobTimeout, now >= nextLimitCheck {
-            holdToTimeLimit(limit, now: now)
+        if now >= nextLimitCheck {
+            holdToTimeLimits(now: now)
             nextLimitCheck = now + WorkerLoop.limitCheckInterval
         }
         if let stopDeadline, now >= stopDeadline, !finished {
@@ -797,19 +799,20 @@ final class WorkerLoop {
     /// thread (with the stage it was in) before its FAIL goes without it.
     static let timeoutStopGrace: Duration = .seconds(10)
 
-    /// Stops each job that has run past the time limit; its FAIL
+    /// Stops each job that has run past its time limit; its FAIL
     /// `job.timeout` goes when its thread returns it (`processed`). One that
     /// has not returned `timeoutStopGrace` later (a stage that does not look
     /// at its flag) is failed at once and its slot freed, as a cancel does;
     /// its result is dropped if it ever comes.
-    private func holdToTimeLimit(_ limit: Duration, now: ContinuousClock.Instant) {
+    private func holdToTimeLimits(now: ContinuousClock.Instant) {
         for (run, job) in jobs where job.storing == nil {
+            guard let limit = job.limit else { continue }
             if let stopped = job.timedOut {
                 guard now - stopped >= WorkerLoop.timeoutStopGrace else { continue }
                 logger.warn("job \(job.jobID) attempt \(job.attempt): still on its thread \(WorkerLoop.seconds(now - stopped)) after the time limit stopped it; failing it without its stage")
-                let reason = "ran longer than the worker's time limit of \(limit.components.seconds) s (--job-timeout) and did not stop within \(WorkerLoop.timeoutStopGrace.components.seconds) s"
+                let reason = "ran longer than \(limit.phrase) and did not stop within \(WorkerLoop.timeoutStopGrace.components.seconds) s"
                 report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.timeout, reason: reason), retryable: false))
-            } else if let started = job.start.instant, now - started >= limit {
+            } else if let started = job.start.instant, now - started >= limit.duration {
                 jobs[run]?.timedOut = now
                 job.cancellation.cancel()
             }
@@ -840,7 +843,8 @@ final class WorkerLoop {
         let run = nextRun
         nextRun += 1
         jobs[run] = RunningJob(jobID: job.jobID, attempt: job.attempt, sourceName: job.sourceName, pipeline: job.pipeline, received: now,
-                               bytes: job.image.count, start: RunStart(origin: origin))
+                               bytes: job.image.count, start: RunStart(origin: origin),
+                               limit: JobTimeLimit.of(job: job.timeLimit, worker: configuration.jobTimeout))
         heldBytes += job.image.count
         let thumbnail = Size(width: Int(job.options.thumbnailWidth), height: Int(job.options.thumbnailHeight))
         let options = DarkroomPipeline.JobOptions(
@@ -869,7 +873,7 @@ final class WorkerLoop {
         case let .stopped(stage):
             // Only the time limit leaves a stopped job here: a CANCEL-JOB
             // reports its job at once.
-            let limit = configuration.jobTimeout ?? elapsed
+            let limit = job.limit ?? JobTimeLimit(duration: elapsed, isJobs: false)
             report(run: run, .fail(FailureMapping.timeout(in: stage, limit: limit), retryable: false))
         case let .processed(output, canonical):
             guard let thumbnail = output.thumbnail else {

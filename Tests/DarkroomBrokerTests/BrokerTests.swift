@@ -415,11 +415,12 @@ import Testing
         for job in jobs {
             #expect(job.image == images[ids.firstIndex(of: job.jobID) ?? 0])
             #expect(job.options == .default, "a job queued before output flags has none")
+            #expect(job.timeLimit == nil, "a job queued before time limits has none")
         }
         let version = try db.query("PRAGMA user_version") { $0.int64(0) ?? 0 }
-        #expect(version == [8], "the latest schema version")
+        #expect(version == [9], "the latest schema version")
         #expect(try db.query("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'settings'") { $0.int64(0) ?? -1 } == [1])
-        for column in ["cancel_requested", "output_flags", "max_attempts", "expires"] {
+        for column in ["cancel_requested", "output_flags", "max_attempts", "expires", "time_limit"] {
             #expect(try db.query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = ?", column) { $0.int64(0) ?? -1 } == [1], "\(column)")
         }
         let objects = try db.query("SELECT name FROM sqlite_master WHERE name IN ('job_inputs', 'jobs_dispatch', 'job_input', 'jobs_open', 'jobs_dead') ORDER BY name") { $0.string(0) ?? "" }
@@ -431,6 +432,36 @@ import Testing
         #expect(try db.query("SELECT COUNT(*) FROM job_input") { $0.int64(0) ?? -1 } == [0])
         #expect(try db.query("SELECT COUNT(*) FROM jobs") { $0.int64(0) ?? -1 } == [0])
         try db.close()
+    }
+
+    @Test func eachJOBCarriesItsJobsTimeLimitFromMemoryFromDiskAndAfterARetry() throws {
+        let harness = try Harness()
+        var client = try harness.client()
+        let limited = try client.submitAccepted(timeLimit: 90).jobID
+        let plain = try client.submitAccepted().jobID
+        var worker = try harness.worker("w1")
+        try worker.ready(credit: 2)
+        // Taken from the inputs kept in memory since their accept.
+        var jobs = Dictionary(uniqueKeysWithValues: try [worker.job(), worker.job()].map { ($0.jobID, $0) })
+        #expect(jobs[limited]?.timeLimit == 90)
+        #expect(jobs[plain]?.timeLimit == nil, "a job without a limit gets a JOB of 8 frames")
+        try worker.fail(try #require(jobs[limited]), retryable: false)
+        try worker.done(try #require(jobs[plain]))
+        _ = try client.waitForStatus("one dead") { $0.queue.dead == 1 }
+
+        // Revived after a restart, it is read from disk with its limit.
+        try harness.restart()
+        client = try harness.client()
+        guard case .ok(let revived) = try client.request({ DeadRetry(requestID: $0, target: .job(limited)).frames() }) else {
+            Issue.record("DEAD-RETRY was not answered OK")
+            return
+        }
+        #expect(revived.count == 1)
+        worker = try harness.worker("w2")
+        try worker.ready(credit: 1)
+        jobs = [limited: try worker.job()]
+        #expect(jobs[limited]?.timeLimit == 90)
+        #expect(jobs[limited]?.attempt == 2)
     }
 
     // MARK: Attempts and failures

@@ -90,18 +90,19 @@ final class Client {
     }
 
     func submit(priority: UInt8 = 0, options: JobOptions = .default, pipeline: String = "crop:square", source: String = "a.jpg",
-                image: [UInt8] = jpeg(), notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) throws -> FrontendMessage {
+                image: [UInt8] = jpeg(), notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil,
+                timeLimit: UInt32? = nil) throws -> FrontendMessage {
         try request {
             Submit(requestID: $0, priority: priority, options: options, pipeline: pipeline, sourceName: source, image: image, notBefore: notBefore,
-                   maxAttempts: maxAttempts, expires: expires).frames()
+                   maxAttempts: maxAttempts, expires: expires, timeLimit: timeLimit).frames()
         }
     }
 
     /// Submits and returns the job id, failing the test on anything but ACCEPTED.
     func submitAccepted(priority: UInt8 = 0, options: JobOptions = .default, source: String = "a.jpg", image: [UInt8] = jpeg(),
-                        notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil) throws -> Accepted {
+                        notBefore: UInt64? = nil, maxAttempts: UInt16? = nil, expires: UInt64? = nil, timeLimit: UInt32? = nil) throws -> Accepted {
         let reply = try submit(priority: priority, options: options, source: source, image: image, notBefore: notBefore, maxAttempts: maxAttempts,
-                               expires: expires)
+                               expires: expires, timeLimit: timeLimit)
         guard case .accepted(let accepted) = reply else { throw TestFailure("expected ACCEPTED, got \(reply)") }
         return accepted
     }

@@ -1,11 +1,15 @@
 import DarkroomImage
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// `worker --job-timeout` with real processes: a job that runs past the
-/// limit is stopped in the step it is in and ends dead with `job.timeout`,
-/// the job queued behind it on the same thread is not charged for its wait,
-/// and the worker goes on.
+/// Time limits with real processes: a job that runs past the worker's
+/// `--job-timeout`, or past its own `submit --time-limit`, is stopped in
+/// the step it is in and ends dead with `job.timeout`; the job queued
+/// behind it on the same thread is not charged for its wait, and the
+/// worker goes on. A job's own limit is kept through a broker SIGKILL.
 @Suite("Job time limit", .serialized)
 struct JobTimeoutTests {
     @Test("a job past the worker's time limit ends dead with job.timeout in its step; the one waiting behind it is stored")
@@ -54,6 +58,34 @@ struct JobTimeoutTests {
         let after = try h.run(["submit", more.path, "--ops", "grayscale", "--wait"] + h.clientFlags)
         #expect(after.status == 0, "\(after.stdout)\(after.stderr)")
         #expect(after.stdout.split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 2, "\(after.stdout)")
+    }
+
+    @Test("submit --time-limit: the job's own limit, kept through a broker SIGKILL, stops it on a worker whose limit is longer")
+    func jobsOwnLimit() throws {
+        let h = try SystemHarness()
+        try h.startBroker()
+        try h.startStore()
+        let slow = try h.writeImages(1, name: "slow", size: Size(width: 2000, height: 1500))
+        let submit = try h.run(["submit", slow.path, "--ops", "blur:30 | blur:30 | blur:30", "--time-limit", "1s"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        #expect(submit.stderr.contains("an attempt that runs longer than 1 s on a worker is stopped"), "\(submit.stderr)")
+        // Without --json, each accepted input is a line "JOB-ID PATH".
+        let id = try #require(submit.stdout.split(separator: " ").first.map(String.init))
+
+        // No worker yet: the job waits queued while the broker is killed.
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        try h.startBroker()
+        try h.startWorker("w", concurrency: 1)  // the default limit, 600 s
+        try h.waitUntil("the job is dead", timeout: .seconds(120)) {
+            try JobStoryTests.story(h, id)["state"] as? String == "dead"
+        }
+        let failure = try #require(JobStoryTests.attempts(try JobStoryTests.story(h, id)).last?["failure"] as? [String: Any])
+        #expect(failure["code"] as? String == "job.timeout", "\(failure)")
+        #expect(failure["step"] as? String == "blur:30", "\(failure)")
+        #expect((failure["reason"] as? String)?.contains("the job's time limit of 1 s (submit --time-limit)") == true, "\(failure)")
+
+        let bad = try h.run(["submit", slow.path, "--ops", "invert", "--time-limit", "1500ms"] + h.clientFlags)
+        #expect(bad.status == 64 && bad.stderr.contains("--time-limit must be whole seconds"), "\(bad.stderr)")
     }
 
     @Test("wrong --job-timeout values are usage errors")

@@ -102,6 +102,19 @@ struct PythonClientTests {
                                    "client stdout: \(late.stdout)")
         #expect((expired["error"] as? String ?? "").contains("was cancelled: job.expired: not started by its deadline"), "\(expired)")
 
+        // A time limit (SUBMIT frame 12) on a job that runs longer: the
+        // worker stops it, and the client reads it dead as job.timeout.
+        let resume = try DarkroomProcess.run(["resume", "--broker", endpoints["frontend"] ?? ""])
+        #expect(resume.status == 0, "\(resume.stderr)")
+        let large = dir.url.appendingPathComponent("large.jpg")
+        try Data(try JPEG.encode(SamplePhoto.render(Size(width: 2000, height: 1500), seed: 12), options: EncodeOptions(quality: 85))).write(to: large)
+        let slow = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, large.path, "--pipeline", "blur:30 | blur:30 | blur:30",
+                                                  "--time-limit", "1", "--json", "--timeout", "120"] + endpointFlags)
+        #expect(slow.status == 1, "client stderr: \(slow.stderr)")
+        let stopped = try #require(try JSONSerialization.jsonObject(with: Data(slow.stdout.utf8)) as? [String: Any],
+                                   "client stdout: \(slow.stdout)")
+        #expect((stopped["error"] as? String ?? "").contains("job.timeout: stopped: ran longer than the job's time limit of 1 s"), "\(stopped)")
+
         let status = try up.terminate()
         #expect(status == 0, "darkroom up stderr: \(up.stderr)")
     }

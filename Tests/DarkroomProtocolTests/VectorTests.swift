@@ -224,6 +224,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("requestID", s.requestID); set("priority", s.priority); options(s.options)
             set("pipeline", s.pipeline); set("sourceName", s.sourceName); set("image.count", s.image.count)
             set("submitKey", s.submitKey); set("notBefore", s.notBefore); set("maxAttempts", s.maxAttempts); set("expires", s.expires)
+            set("timeLimit", s.timeLimit)
         case .accepted(let a): set("requestID", a.requestID); set("jobID", a.jobID); set("eventSeq", a.eventSeq)
         case .rejected(let r): set("requestID", r.requestID); set("code", r.code.rawValue); set("reason", r.reason)
         case .status(let s): set("requestID", s.requestID)
@@ -270,6 +271,7 @@ func describe(_ message: AnyMessage) -> [String: String] {
         case .job(let j):
             set("jobID", j.jobID); set("attempt", j.attempt); options(j.options)
             set("pipeline", j.pipeline); set("sourceName", j.sourceName); set("image.count", j.image.count)
+            set("timeLimit", j.timeLimit)
         case .done(let d): set("jobID", d.jobID); set("attempt", d.attempt); set("recordID", d.recordID)
         case .fail(let x):
             set("jobID", x.jobID); set("attempt", x.attempt); set("retryable", x.retryable); failure(x.failure)

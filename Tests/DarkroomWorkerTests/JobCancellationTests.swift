@@ -72,11 +72,19 @@ struct JobCancellationTests {
     }
 
     @Test func aTimeoutNamesTheStepItStoppedIn() {
-        let inStep = FailureMapping.timeout(in: .step(index: 2, text: "blur:30"), limit: .seconds(90))
+        let inStep = FailureMapping.timeout(in: .step(index: 2, text: "blur:30"), limit: JobTimeLimit(duration: .seconds(90), isJobs: false))
         #expect(inStep.code == "job.timeout" && inStep.stepIndex == 2 && inStep.step == "blur:30")
         #expect(inStep.summary == "step 2 blur:30: job.timeout: stopped: ran longer than the worker's time limit of 90 s (--job-timeout)")
-        let inEncode = FailureMapping.timeout(in: .encode("full"), limit: .seconds(5))
+        let inEncode = FailureMapping.timeout(in: .encode("full"), limit: JobTimeLimit(duration: .seconds(5), isJobs: true))
         #expect(inEncode.stepIndex == 0 && inEncode.step.isEmpty)
-        #expect(inEncode.reason == "encode full: stopped: ran longer than the worker's time limit of 5 s (--job-timeout)")
+        #expect(inEncode.reason == "encode full: stopped: ran longer than the job's time limit of 5 s (submit --time-limit)")
+    }
+
+    @Test func theLowerLimitHolds() {
+        #expect(JobTimeLimit.of(job: nil, worker: nil) == nil)
+        #expect(JobTimeLimit.of(job: 30, worker: nil) == JobTimeLimit(duration: .seconds(30), isJobs: true))
+        #expect(JobTimeLimit.of(job: nil, worker: .seconds(600)) == JobTimeLimit(duration: .seconds(600), isJobs: false))
+        #expect(JobTimeLimit.of(job: 30, worker: .seconds(600)) == JobTimeLimit(duration: .seconds(30), isJobs: true))
+        #expect(JobTimeLimit.of(job: 900, worker: .seconds(600)) == JobTimeLimit(duration: .seconds(600), isJobs: false))
     }
 }

@@ -285,10 +285,14 @@ class Client:
         key = uuid.uuid4().hex.encode("ascii")
         frames = [DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality),
                   a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key]
-        if a.expires_in is not None:
-            # Frames 9 to 11 are positional: not before 0 (at once), an empty
-            # attempts frame (the broker's own number), then the deadline.
-            frames += [u64(0), b"", u64(int(time.time() * 1000) + int(a.expires_in * 1000))]
+        if a.expires_in is not None or a.time_limit is not None:
+            # Frames 9 to 12 are positional: not before 0 (at once), an empty
+            # attempts frame (the broker's own number), the deadline (0 for
+            # none), then the time limit in seconds.
+            deadline = 0 if a.expires_in is None else int(time.time() * 1000) + int(a.expires_in * 1000)
+            frames += [u64(0), b"", u64(deadline)]
+            if a.time_limit is not None:
+                frames.append(u32(a.time_limit))
         self.frontend.send_multipart(frames)
         while True:
             frames = self.receive(self.frontend, "ACCEPTED")
@@ -510,6 +514,7 @@ def main(argv=None):
     parser.add_argument("--quality", type=ranged(1, 100), default=95)
     parser.add_argument("--thumb-quality", type=ranged(1, 100), default=70)
     parser.add_argument("--expires-in", type=float, help="seconds: a job no worker has started by then is not run (SUBMIT frame 11)")
+    parser.add_argument("--time-limit", type=int, help="seconds, 1-604800: the longest an attempt may run on a worker (SUBMIT frame 12)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the whole exchange (default 60)")
     parser.add_argument("--out", help="directory to write full.jpg and thumb.jpg into")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")

@@ -151,6 +151,9 @@ vector("submit-expires", "frontend", "SUBMIT request 50 with a key, 2 attempts a
 vector("submit-expires-only", "frontend", "SUBMIT request 51 with only a deadline: frames 8 and 10 empty, frame 9 at once",
        msg(SUBMIT, u64(51), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(0), b"", u64(1767229200000)),
        {"command": "SUBMIT", "requestID": 51, "submitKey": "nil", "notBefore": 0, "maxAttempts": "nil", "expires": 1767229200000})
+vector("submit-time-limit", "frontend", "SUBMIT request 52 with only a time limit of 90 s (frame 12): frames 8 and 10 empty, 9 and 11 zero",
+       msg(SUBMIT, u64(52), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, b"", u64(0), b"", u64(0), u32(90)),
+       {"command": "SUBMIT", "requestID": 52, "submitKey": "nil", "notBefore": 0, "maxAttempts": "nil", "expires": 0, "timeLimit": 90})
 vector("accepted", "frontend", "ACCEPTED request 42 as job " + JOB_ID + ", event seq 1001",
        msg(ACCEPTED, u64(42), text(JOB_ID), u64(1001)),
        {"command": "ACCEPTED", "requestID": 42, "jobID": JOB_ID, "eventSeq": 1001})
@@ -259,6 +262,9 @@ vector("job-output-flags", "backend", "JOB attempt 1 whose outputs are 4:2:2 pro
 vector("job-thumbnail-gravity", "backend", "JOB whose thumbnail is cropped at the south-west (gravity 8)",
        msg(JOB, text(JOB_ID), u32(1), options(64, 64, 90, 70, 0, 8), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "JOB", "jobID": JOB_ID, "options.thumbnailGravity": "southwest", "options.subsampling": "auto"})
+vector("job-time-limit", "backend", "JOB attempt 1 of a job with a time limit of 600 s (frame 8)",
+       msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, u32(600)),
+       {"command": "JOB", "jobID": JOB_ID, "attempt": 1, "timeLimit": 600})
 vector("done", "backend", "DONE attempt 2 with a record id",
        msg(DONE, text(JOB_ID), u32(2), text(RECORD_ID)),
        {"command": "DONE", "jobID": JOB_ID, "attempt": 2, "recordID": RECORD_ID})
@@ -413,7 +419,7 @@ bad("wrong-socket", "frontend", "a backend command on the frontend", msg(CREDIT,
     "CREDIT is not valid on the frontend")
 bad("submit-short", "frontend", "SUBMIT without its image frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 12 frames, got 7")
+    "SUBMIT: expected 8 to 13 frames, got 7")
 bad("submit-key-space", "frontend", "SUBMIT whose submit key has a space",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text("two words")), 101,
     "SUBMIT: frame 8 (submit key) must be printable ASCII without spaces")
@@ -578,10 +584,20 @@ bad("wrong-direction-store", "store", "STORED sent to the storage node",
     receiver="server")
 bad("frame-count-before-fields", "frontend", "SUBMIT with 7 frames and priority 10: the frame count is checked first",
     msg(SUBMIT, u64(42), u8(10), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg")), 101,
-    "SUBMIT: expected 8 to 12 frames, got 7")
-bad("submit-thirteen-frames", "frontend", "SUBMIT with a frame after its deadline",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), u16(3), u64(9), b""),
-    101, "SUBMIT: expected 8 to 12 frames, got 13")
+    "SUBMIT: expected 8 to 13 frames, got 7")
+bad("submit-fourteen-frames", "frontend", "SUBMIT with a frame after its time limit",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1), u16(3), u64(9),
+        u32(60), b""),
+    101, "SUBMIT: expected 8 to 13 frames, got 14")
+bad("submit-time-limit-zero", "frontend", "SUBMIT whose time limit is 0",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), b"", u64(0), u32(0)),
+    101, "SUBMIT: frame 12 (time limit) is 0, must be 1…604800")
+bad("job-time-limit-long", "backend", "JOB whose time limit is over a week",
+    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, u32(604801)), 101,
+    "JOB: frame 8 (time limit) is 604801, must be 1…604800")
+bad("job-ten-frames", "backend", "JOB with a frame after its time limit",
+    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, u32(60), b""), 101,
+    "JOB: expected 8 or 9 frames, got 10")
 bad("submit-empty-attempts", "frontend", "SUBMIT with an empty attempts frame and no deadline after it",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70), text(PIPELINE), text("a.jpg"), IMAGE, b"", u64(0), b""),
     101, "SUBMIT: frame 10 (attempts) must be 2 bytes, got 0")

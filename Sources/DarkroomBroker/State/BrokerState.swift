@@ -241,13 +241,13 @@ struct BrokerState {
     /// job scheduled for later (`notBefore`, Unix ms) waits as delayed.
     func planAccept(id: ULID, priority: UInt8, source: String, options: JobOptions, pipeline: String,
                     inlineInput: [UInt8]?, inputFile: String?, inputBytes: Int, submitKey: String?, notBefore: UInt64 = 0,
-                    maxAttempts: UInt16? = nil, expires: UInt64 = 0, now: Moment) -> Transition {
+                    maxAttempts: UInt16? = nil, expires: UInt64 = 0, timeLimit: UInt32 = 0, now: Moment) -> Transition {
         let job = JobHandle(id: id, priority: priority, source: source, rowID: lastRowID + 1, inputFile: inputFile, maxAttempts: maxAttempts,
                             expires: expires)
         var t = Transition()
         let accepted = t.event(.accepted, job, attempt: 0, at: now, after: eventSeq)
         t.writes.append(.insert(NewJob(handle: job, options: options, pipeline: pipeline, inlineInput: inlineInput,
-                                       inputBytes: inputBytes, submitKey: submitKey, notBefore: notBefore),
+                                       inputBytes: inputBytes, submitKey: submitKey, notBefore: notBefore, timeLimit: timeLimit),
                                 acceptedSeq: accepted.seq, at: now.wall))
         t.changes.append(.enqueue(job, notBefore: notBefore))
         t.accepted = 1

@@ -78,6 +78,9 @@ struct NewJob: Sendable, Equatable {
     var submitKey: String?
     /// Unix ms before which no worker gets it (0: at once).
     var notBefore: UInt64 = 0
+    /// The longest an attempt may run on a worker, in seconds (SUBMIT
+    /// frame 12); 0 for none of its own.
+    var timeLimit: UInt32 = 0
 }
 
 /// What a job's JOB message carries besides its handle, as read (or kept)
@@ -86,6 +89,8 @@ struct JobPayload: Sendable {
     var options: JobOptions
     var pipeline: String
     var image: [UInt8]
+    /// Seconds, 0 for none (see `NewJob.timeLimit`).
+    var timeLimit: UInt32 = 0
 }
 
 /// The two clocks a decision needs, read once: wall time (Unix ms) for

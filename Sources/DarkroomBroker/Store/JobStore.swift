@@ -43,11 +43,13 @@ enum JobStoreError: Error, CustomStringConvertible {
 /// (not even what would follow outside the transaction), the store is back
 /// at the last commit, and the caller rebuilds its state from `load()`.
 ///
-/// Tables (schema version 2):
+/// Tables (`schemaVersion`; each `migrate…` step says what its version added):
 /// - `jobs`: one row per queued, leased or dead job (a stored job's row is
 ///   deleted; its events keep its history). `attempt` is the number of the
 ///   latest dispatch; `attempt_base` is `attempt` when the job's budget last
-///   started again. Its rowid is assigned by the broker's state.
+///   started again. Its rowid is assigned by the broker's state. The
+///   SUBMIT's terms are columns too: `not_before`, `max_attempts`,
+///   `expires` and `time_limit` (each JOB carries the last).
 /// - `job_input`: each unfinished job's inline input, keyed by the job's rowid.
 /// - `events`: the lifecycle events, `seq` gapless from 1 (older ones are
 ///   pruned past the retention; the newest always stays).
@@ -65,7 +67,7 @@ final class JobStore {
     private(set) var committedSeq: UInt64 = 0
 
     /// The schema this broker writes; a newer database is refused.
-    static let schemaVersion: Int64 = 8
+    static let schemaVersion: Int64 = 9
 
     /// WAL with `synchronous=FULL` (an accepted job survives power loss).
     /// With `secure_delete` on (Debian's default) each deleted input is
@@ -156,7 +158,7 @@ final class JobStore {
         try db.migrate(to: JobStore.schemaVersion, steps: [(1, JobStore.migrateStepIndexes), (2, JobStore.migrateInputs), (3, JobStore.migrateJobStories),
                                                          (4, JobStore.migrateCancelRequests), (5, JobStore.migrateOutputFlags),
                                                          (6, JobStore.migrateMaxAttempts), (7, JobStore.migrateSettings),
-                                                         (8, JobStore.migrateDeadlines)])
+                                                         (8, JobStore.migrateDeadlines), (9, JobStore.migrateTimeLimits)])
         if let maxPages {
             let pages = Int(try db.pragma("max_page_count = \(max(1, maxPages))") ?? "") ?? maxPages
             pageLimit = (pages, Int(try db.pragma("page_size") ?? "") ?? 4_096)
@@ -167,8 +169,9 @@ final class JobStore {
 
         insertJob = try db.prepare("""
             INSERT INTO jobs (rowid, id, priority, state, pipeline, thumb_width, thumb_height, quality, thumb_quality,
-                              output_flags, source, input, input_file, input_bytes, created, not_before, max_attempts, expires)
-            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)
+                              output_flags, source, input, input_file, input_bytes, created, not_before, max_attempts, expires,
+                              time_limit)
+            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)
             """)
         insertInput = try db.prepare("INSERT INTO job_input (job, input) VALUES (?, ?)")
         insertSubmitKey = try db.prepare("INSERT INTO submit_keys (key, job_id, event_seq, created) VALUES (?, ?, ?, ?)")
@@ -180,7 +183,7 @@ final class JobStore {
         selectPayload = try db.prepare("""
             SELECT j.id AS id, j.state AS state, j.thumb_width AS thumb_width, j.thumb_height AS thumb_height,
                    j.quality AS quality, j.thumb_quality AS thumb_quality, j.output_flags AS output_flags, j.pipeline AS pipeline,
-                   COALESCE(i.input, j.input) AS input, j.input_file AS input_file
+                   COALESCE(i.input, j.input) AS input, j.input_file AS input_file, j.time_limit AS time_limit
             FROM jobs j LEFT JOIN job_input i ON i.job = j.rowid WHERE j.rowid = ?
             """)
         updateLeased = try db.prepare("UPDATE jobs SET state = 'leased', attempt = ?, worker = ?, not_before = 0 WHERE rowid = ? AND state = 'queued'")
@@ -324,6 +327,12 @@ final class JobStore {
     /// as every job queued before it has.
     private static func migrateDeadlines(_ db: Connection) throws {
         try addColumn(db, "jobs", "expires INTEGER NOT NULL DEFAULT 0")
+    }
+
+    /// Version 9: a job's time limit on a worker (SUBMIT frame 12,
+    /// seconds); 0 for none, as every job queued before it has.
+    private static func migrateTimeLimits(_ db: Connection) throws {
+        try addColumn(db, "jobs", "time_limit INTEGER NOT NULL DEFAULT 0")
     }
 
     /// Adds a column (`definition` is its name and type) unless the table
@@ -631,7 +640,7 @@ final class JobStore {
                 .integer(JobStore.storedFlags(job.options)), .text(handle.source),
                 handle.inputFile.map { .text($0) } ?? .null, .integer(Int64(job.inputBytes)), .integer(Int64(clamping: time)),
                 .integer(Int64(clamping: job.notBefore)), handle.maxAttempts.map { .integer(Int64($0)) } ?? .null,
-                .integer(Int64(clamping: handle.expires)),
+                .integer(Int64(clamping: handle.expires)), .integer(Int64(job.timeLimit)),
             ])
             if let inline = job.inlineInput {
                 try insertInput.execute(values: [.integer(handle.rowID), .blob(inline)])
@@ -642,7 +651,7 @@ final class JobStore {
             }
             // Already warm when the turn is written again (`isolateTurn`).
             if let inline = job.inlineInput, warm[handle.id] == nil, warmBytes + inline.count <= warmLimit {
-                warm[handle.id] = JobPayload(options: job.options, pipeline: job.pipeline, image: inline)
+                warm[handle.id] = JobPayload(options: job.options, pipeline: job.pipeline, image: inline, timeLimit: job.timeLimit)
                 warmBytes += inline.count
                 warmed.append(handle.id)
             }
@@ -758,7 +767,8 @@ final class JobStore {
                 }
                 image = inline
             }
-            return (JobPayload(options: options, pipeline: pipeline, image: image), id, state)
+            let timeLimit = try row.integer("time_limit", as: UInt32.self)
+            return (JobPayload(options: options, pipeline: pipeline, image: image, timeLimit: timeLimit), id, state)
         }
         guard let (payload, id, state) = rows.first, let payload else {
             throw BrokerError.storage("job \(job.id) has no row (rowid \(job.rowID)) in the queue database")

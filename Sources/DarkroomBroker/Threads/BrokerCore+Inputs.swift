@@ -112,7 +112,7 @@ extension BrokerCore {
         let transition = state.planAccept(id: id, priority: submit.priority, source: submit.sourceName, options: submit.options,
                                           pipeline: pipeline, inlineInput: inline, inputFile: file, inputBytes: bytes,
                                           submitKey: submit.submitKey, notBefore: submit.notBefore ?? 0, maxAttempts: submit.maxAttempts,
-                                          expires: submit.expires ?? 0, now: now)
+                                          expires: submit.expires ?? 0, timeLimit: submit.timeLimit ?? 0, now: now)
         switch apply(transition, now: now) {
         case .applied:
             let seq = transition.events.first?.seq ?? 0

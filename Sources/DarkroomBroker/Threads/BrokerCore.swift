@@ -290,7 +290,8 @@ final class BrokerCore {
                 guard let payload, let connection = state.workers[lease.worker]?.identity else { continue }
                 delivery.backend.append((connection, JobDispatch(jobID: lease.job.id, attempt: lease.job.attempt, options: payload.options,
                                                                   pipeline: payload.pipeline, sourceName: lease.job.source,
-                                                                  image: payload.image).frames()))
+                                                                  image: payload.image,
+                                                                  timeLimit: payload.timeLimit == 0 ? nil : payload.timeLimit).frames()))
             case .unreadableInput(let id, let reason):
                 logger.error("job \(id) cannot be dispatched: \(reason)")
                 let failure = FailureDetail(code: "input.unreadable", reason: "the broker cannot read the job's input: \(reason)")

@@ -201,6 +201,9 @@ struct JobTerms: Sendable, Equatable {
     var expiry: Schedule?
     /// `--retries` + 1; nil for the broker's setting.
     var maxAttempts: UInt16?
+    /// `--time-limit`, in seconds: the longest an attempt may run on a
+    /// worker; nil for the worker's own limit alone.
+    var timeLimit: UInt32?
 
     /// A SUBMIT request with these terms, for a job submitted now.
     func request(sourceName: String, image: ImageSource, pipeline: String, options: DarkroomProtocol.JobOptions, priority: UInt8,
@@ -208,7 +211,7 @@ struct JobTerms: Sendable, Equatable {
         let now = schedule == nil && expiry == nil ? 0 : ULIDGenerator.systemMilliseconds()
         return SubmitRequest(sourceName: sourceName, image: image, pipeline: pipeline, options: options, priority: priority,
                              submitKey: submitKey, notBefore: schedule?.time(now: now), maxAttempts: maxAttempts,
-                             expires: expiry?.time(now: now))
+                             expires: expiry?.time(now: now), timeLimit: timeLimit)
     }
 
     /// Lines for people, said once before submitting: when the jobs may
@@ -224,7 +227,20 @@ struct JobTerms: Sendable, Equatable {
         case nil:
             break
         }
+        if let timeLimit {
+            lines.append("an attempt that runs longer than \(SubmitCommand.spoken(.seconds(Int64(timeLimit)))) on a worker is stopped: dead, job.timeout")
+        }
         return lines
+    }
+
+    /// `--time-limit`: a duration of whole seconds, 1 s to 7 days.
+    static func timeLimit(_ text: String?) throws(UsageError) -> UInt32? {
+        guard let text else { return nil }
+        guard let ms = Schedule.milliseconds(text), ms % 1_000 == 0,
+              Wire.Limit.timeLimitSeconds.contains(UInt32(clamping: ms / 1_000)) else {
+            throw UsageError("--time-limit must be whole seconds from 1s to 7d, such as 90s, 10m or 1h30m, not \"\(text)\"")
+        }
+        return UInt32(ms / 1_000)
     }
 
     /// A deadline that comes before (or with) the scheduled time leaves the

@@ -58,6 +58,13 @@ enum SubmitCommand {
         the reason job.expired; one already running finishes. --expires-in
         counts from each job's submit. `dead retry` of such a job clears it.
 
+        --time-limit DURATION bounds how long one attempt may run on a
+        worker: past it the worker stops the job in the step it is in, and
+        the job goes dead with job.timeout and that step. Workers also hold
+        every job to their own --job-timeout (600 s by default); the lower
+        limit applies. A time limit needs workers that know DRK1's JOB
+        frame 8 (an older one refuses such a JOB as malformed).
+
         Exit status: 0 when every input was stored (with --wait) or
         accepted (without); 2 when some input was never answered by the
         deadline (if it was sent, its job may or may not be queued) or,
@@ -110,6 +117,7 @@ enum SubmitCommand {
             .value("in", "DURATION", help: Schedule.inHelp),
             .value("expires-at", "TIME", help: Schedule.expiresAtHelp),
             .value("expires-in", "DURATION", help: Schedule.expiresInHelp),
+            .value("time-limit", "DURATION", help: "The longest an attempt may run on a worker (90s, 10m, 1h; at most 7d): past it the worker stops it and it fails job.timeout, not retried. A worker's own --job-timeout, if lower, still applies."),
             .value("retries", "N", help: "Retry a failing job at most N times (0-999) before it goes dead; default: the broker's --max-attempts (5 attempts) less one."),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
@@ -160,7 +168,8 @@ enum SubmitCommand {
         let terms = JobTerms(
             schedule: try Schedule.parse(at: args.value("at"), in: args.value("in")),
             expiry: try Schedule.parse(at: args.value("expires-at"), in: args.value("expires-in"), options: ("--expires-at", "--expires-in")),
-            maxAttempts: args.value("retries") == nil ? nil : UInt16(try args.int("retries", default: 0, range: 0...999) + 1))
+            maxAttempts: args.value("retries") == nil ? nil : UInt16(try args.int("retries", default: 0, range: 0...999) + 1),
+            timeLimit: try JobTerms.timeLimit(args.value("time-limit")))
         try terms.check()
         let window = try args.int("window", default: defaultWindow, range: 1...100_000)
         let deadline = Duration.seconds(try args.int("deadline", default: defaultDeadline, range: 1...604_800))
