@@ -811,6 +811,7 @@ final class WorkerLoop {
                 guard now - stopped >= WorkerLoop.timeoutStopGrace else { continue }
                 logger.warn("job \(job.jobID) attempt \(job.attempt): still on its thread \(WorkerLoop.seconds(now - stopped)) after the time limit stopped it; failing it without its stage")
                 let reason = "ran longer than \(limit.phrase) and did not stop within \(WorkerLoop.timeoutStopGrace.components.seconds) s"
+                snapshot.timedOut += 1
                 report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.timeout, reason: reason), retryable: false))
             } else if let started = job.start.instant, now - started >= limit.duration {
                 jobs[run]?.timedOut = now
@@ -874,6 +875,7 @@ final class WorkerLoop {
             // Only the time limit leaves a stopped job here: a CANCEL-JOB
             // reports its job at once.
             let limit = job.limit ?? JobTimeLimit(duration: elapsed, isJobs: false)
+            snapshot.timedOut += 1
             report(run: run, .fail(FailureMapping.timeout(in: stage, limit: limit), retryable: false))
         case let .processed(output, canonical):
             guard let thumbnail = output.thumbnail else {

@@ -14,6 +14,8 @@ public struct WorkerStatus: Sendable, Equatable {
     public var done: Int = 0
     /// Jobs reported FAIL (including jobs handed back).
     public var failed: Int = 0
+    /// Of those, the jobs stopped at their time limit (`job.timeout`).
+    public var timedOut: Int = 0
     /// Broker sessions opened (READY sent); more than 1 after a reconnect.
     public var sessions: Int = 0
     /// Whether a broker connection is open (false while waiting to reconnect).

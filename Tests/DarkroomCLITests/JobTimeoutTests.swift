@@ -18,7 +18,7 @@ struct JobTimeoutTests {
         try h.startSystem()
         // One thread, so the small job waits on the worker (or in the
         // queue) while the slow one runs: its wait is not running time.
-        try h.startWorker("w", concurrency: 1, ["--job-timeout", "1"])
+        try h.startWorker("w", concurrency: 1, ["--job-timeout", "1", "--metrics", "127.0.0.1:0"])
         let slow = try h.writeImages(1, name: "slow", size: Size(width: 2000, height: 1500))
         let pipeline = "blur:30 | blur:30 | blur:30"
         let submitSlow = try h.run(["submit", slow.path, "--ops", pipeline, "--json"] + h.clientFlags)
@@ -46,6 +46,10 @@ struct JobTimeoutTests {
         #expect(failure["step"] as? String == "blur:30", "\(failure)")
         #expect((failure["reason"] as? String)?.contains("time limit of 1 s (--job-timeout)") == true, "\(failure)")
         #expect(attempts.last?["worker"] as? String == "w")
+
+        let metrics = try HTTPProbe.scrape(port: try MetricsSystemTests.metricsPort(h, "w"))
+        #expect(metrics[#"darkroom_worker_jobs_timed_out_total{worker="w"}"#] == 1)
+        #expect(metrics[#"darkroom_worker_jobs_failed_total{worker="w"}"#] == 1)
 
         // The person at the terminal reads the step and the reason.
         let dead = try h.run(["dead"] + h.brokerFlags)

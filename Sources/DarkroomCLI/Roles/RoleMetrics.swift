@@ -182,6 +182,8 @@ enum RoleMetrics {
                      workers.map { .init(label($0.id), count: $0.status.done) })
         text.counter("darkroom_worker_jobs_failed_total", help: "Jobs reported FAIL since the worker started, jobs handed back when stopping included.",
                      workers.map { .init(label($0.id), count: $0.status.failed) })
+        text.counter("darkroom_worker_jobs_timed_out_total", help: "Of the jobs reported FAIL, those stopped at their time limit (job.timeout: --job-timeout or the job's own).",
+                     workers.map { .init(label($0.id), count: $0.status.timedOut) })
         text.counter("darkroom_worker_sessions_total", help: "Broker sessions opened (READY sent); above 1 the worker has reconnected.",
                      workers.map { .init(label($0.id), count: $0.status.sessions) })
         text.gauge("darkroom_worker_connected", help: "1 while a broker connection is open, 0 while the worker waits to reconnect.",
