@@ -5,7 +5,9 @@ import DarkroomZMQ
 /// set, liveness.
 ///
 /// Blocking: every call sends one request and waits for its answer, at most
-/// `timeout`, then throws `ClientError` of kind `.timeout`. Threading: an
+/// `timeout`, then throws `ClientError` of kind `.timeout`; when nothing
+/// listens at the endpoint, once connection attempts have failed for
+/// `Channel.askersGrace` instead. Threading: an
 /// `Admin` owns a ZeroMQ socket, so it belongs to the thread that created it
 /// and is not `Sendable`; make one per thread.
 public final class Admin {
@@ -18,7 +20,8 @@ public final class Admin {
     ///   - curve: keys when the broker requires CURVE.
     public init(endpoint: String = Wire.Endpoint.frontend, context: Context, timeout: Duration = .seconds(5),
                 curve: CurveClientKeys? = nil) throws(ClientError) {
-        channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: timeout, curve: curve)
+        channel = try Channel(context: context, endpoint: endpoint, role: .broker, timeout: timeout, curve: curve,
+                              refusedGrace: Channel.askersGrace)
     }
 
     /// The broker frontend this client talks to.

@@ -43,12 +43,31 @@ final class Channel {
     /// unseen for about as long.
     static let handshakeFreshness: Duration = .milliseconds(1)
     private var lastRequestID: UInt64 = 0
+    /// The `refusedGrace` of the clients that ask a question and quit
+    /// (`Admin`, `StoreClient`): a person at the terminal learns in about a
+    /// second, not after the whole timeout, that nothing listens there.
+    /// libzmq tries again after 0.1, 0.2, 0.4 and 0.8 s, so the fifth
+    /// attempt, some 1.5 s in, decides; a server that is starting binds
+    /// well within that.
+    static let askersGrace: Duration = .seconds(1)
 
+    /// How long connection attempts may fail in a row (nothing listens at
+    /// the endpoint) before a send gives up; nil waits out the timeout.
+    private let refusedGrace: Duration?
+    /// When the attempts began failing with no connection made since.
+    private var failingSince: ContinuousClock.Instant?
+
+    /// - Parameter refusedGrace: for clients that ask one question and
+    ///   quit: give up on a send once every connection attempt has failed
+    ///   for this long, rather than after the whole timeout. Clients that
+    ///   ride out a server's restart (a producer, an event follower) leave
+    ///   it nil.
     init(context: Context, endpoint: String, role: ServerRole, timeout: Duration, curve: CurveClientKeys?,
-         receiveHighWaterMark: Int? = nil) throws(ClientError) {
+         receiveHighWaterMark: Int? = nil, refusedGrace: Duration? = nil) throws(ClientError) {
         self.endpoint = endpoint
         self.role = role
         self.timeout = timeout
+        self.refusedGrace = refusedGrace
         do {
             socket = try context.socket(.dealer)
         } catch {
@@ -106,6 +125,11 @@ final class Channel {
                 throw ClientError.zmq(error, "cannot read the handshake events of the socket for \(role)")
             }
             guard let (event, _) = next else { return }
+            switch event {
+            case .connectRetried: if failingSince == nil { failingSince = handshakeCheckedAt }
+            case .connected: failingSince = nil
+            default: break
+            }
             if let refusal = handshake.observe(event) {
                 throw ClientError.refused(refusal, by: role, at: endpoint)
             }
@@ -143,9 +167,15 @@ final class Channel {
                     throw ClientError.zmq(error, "cannot send \(what) to \(role) at \(endpoint)")
                 }
             }
-            let remaining = deadline - ContinuousClock.now
+            let now = ContinuousClock.now
+            let remaining = deadline - now
             if remaining <= .zero {
                 var error = ClientError.noAnswer(from: role, at: endpoint, within: timeout, detail: "could not send \(what)")
+                error.requestNotSent = true
+                throw error
+            }
+            if !handshake.linked, let refusedGrace, let failingSince, now - failingSince >= refusedGrace {
+                var error = ClientError.unreachable(role, at: endpoint, for: now - failingSince, detail: "could not send \(what)")
                 error.requestNotSent = true
                 throw error
             }

@@ -88,6 +88,14 @@ extension ClientError {
         return ClientError(.timeout, "no answer from \(role) at \(endpoint) within \(format(timeout)) (\(role.startHint))\(extra)")
     }
 
+    /// Every connection attempt to `endpoint` failed for `duration`:
+    /// nothing listens there (or the host does not answer). A timeout as
+    /// far as callers go, found sooner.
+    static func unreachable(_ role: ServerRole, at endpoint: String, for duration: Duration, detail: String = "") -> ClientError {
+        let extra = detail.isEmpty ? "" : "; \(detail)"
+        return ClientError(.timeout, "cannot connect to \(role) at \(endpoint): every attempt for \(format(duration)) was refused or unanswered (\(role.startHint))\(extra)")
+    }
+
     /// The server at `endpoint` refused the handshake; says what to check.
     static func refused(_ refusal: HandshakeRefusal, by role: ServerRole, at endpoint: String) -> ClientError {
         let serverKey = role == .store ? "--store-key" : "--server-key"

@@ -5,7 +5,9 @@ import DarkroomZMQ
 /// A client of the storage node: list, fetch, delete records, read totals.
 ///
 /// Blocking: every call sends one request and waits for its answer, at most
-/// `timeout`, then throws `ClientError` of kind `.timeout`. Threading: a
+/// `timeout`, then throws `ClientError` of kind `.timeout`; when nothing
+/// listens at the endpoint, once connection attempts have failed for
+/// `Channel.askersGrace` instead. Threading: a
 /// `StoreClient` owns a ZeroMQ socket, so it belongs to the thread that
 /// created it and is not `Sendable`; make one per thread.
 public final class StoreClient {
@@ -19,7 +21,8 @@ public final class StoreClient {
     ///   - curve: keys when the storage node requires CURVE.
     public init(endpoint: String = Wire.Endpoint.store, context: Context, timeout: Duration = .seconds(5),
                 curve: CurveClientKeys? = nil) throws(ClientError) {
-        channel = try Channel(context: context, endpoint: endpoint, role: .store, timeout: timeout, curve: curve)
+        channel = try Channel(context: context, endpoint: endpoint, role: .store, timeout: timeout, curve: curve,
+                              refusedGrace: Channel.askersGrace)
     }
 
     /// The storage node this client talks to.

@@ -18,6 +18,9 @@ public final class SocketMonitor {
     public enum Event: Sendable, Hashable {
         /// A TCP (or IPC) connection was made.
         case connected
+        /// A connection attempt failed (refused, or no answer within the
+        /// connect timeout) and another is scheduled.
+        case connectRetried
         /// The connection was lost or closed.
         case disconnected
         /// The security handshake (NULL, PLAIN or CURVE) succeeded: the
@@ -51,7 +54,7 @@ public final class SocketMonitor {
     /// the thread that owns `socket`.
     public init(watching socket: Socket) throws {
         let endpoint = "inproc://darkroom.monitor.\(monitorCounter.add(1, ordering: .relaxed).newValue)"
-        let events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+        let events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
             | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
         let handle = try socket.openHandle("zmq_socket_monitor")
         try zmqCall("zmq_socket_monitor(\(endpoint))") { zmq_socket_monitor(handle, endpoint, events) }
@@ -95,6 +98,7 @@ public final class SocketMonitor {
     private static func event(_ code: Int32, value: UInt32) -> Event {
         switch code {
         case ZMQ_EVENT_CONNECTED: .connected
+        case ZMQ_EVENT_CONNECT_RETRIED: .connectRetried
         case ZMQ_EVENT_DISCONNECTED: .disconnected
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: .handshakeSucceeded
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: .handshakeFailedAuth(status: value)
@@ -180,7 +184,7 @@ public struct HandshakeGuard: Sendable {
             guard usesCurve else { return nil }
             closedDuringHandshake += 1
             return closedDuringHandshake >= 2 ? .serverKeyMismatch : nil
-        case .connected, .other:
+        case .connected, .connectRetried, .other:
             return nil
         }
     }

@@ -3,6 +3,7 @@ import DarkroomCore
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
+import Synchronization
 
 /// `darkroom watch`: follows the event stream without gaps.
 ///
@@ -150,26 +151,41 @@ enum StatusCommand {
         let brokerCurve = only == "store" ? nil : try ClientOptions.brokerCurve(args)
         let storeCurve = only == "broker" ? nil : try ClientOptions.storeCurve(args)
         if args.flag("check") {
-            var ok = true
+            // Each server is asked on a thread of its own (a client's socket
+            // belongs to the thread that makes it), so one that is down
+            // costs its own wait, not the sum of both.
+            var probes: [(name: String, ping: @Sendable () throws(ClientError) -> Void)] = []
+            let brokerEndpoint = ClientOptions.brokerEndpoint(args), storeEndpoint = ClientOptions.storeEndpoint(args)
             if only == "worker" {
                 let backend = args.value("broker") ?? Wire.Endpoint.backend
-                do { try BackendProbe(endpoint: backend, context: context, timeout: timeout, curve: brokerCurve).ping() } catch {
-                    Console.err("broker backend: \(error.message)")
-                    ok = false
-                }
+                probes.append(("broker backend", { () throws(ClientError) in
+                    try BackendProbe(endpoint: backend, context: context, timeout: timeout, curve: brokerCurve).ping()
+                }))
             } else if only != "store" {
-                do { _ = try Admin(endpoint: ClientOptions.brokerEndpoint(args), context: context, timeout: timeout, curve: brokerCurve).ping() } catch {
-                    Console.err("broker: \(error.message)")
-                    ok = false
-                }
+                probes.append(("broker", { () throws(ClientError) in
+                    _ = try Admin(endpoint: brokerEndpoint, context: context, timeout: timeout, curve: brokerCurve).ping()
+                }))
             }
             if only != "broker" {
-                do { _ = try StoreClient(endpoint: ClientOptions.storeEndpoint(args), context: context, timeout: timeout, curve: storeCurve).ping() } catch {
-                    Console.err("store: \(error.message)")
-                    ok = false
-                }
+                probes.append(("store", { () throws(ClientError) in
+                    _ = try StoreClient(endpoint: storeEndpoint, context: context, timeout: timeout, curve: storeCurve).ping()
+                }))
             }
-            return ok ? 0 : 1
+            let failures = Mutex<[Int: String]>([:])
+            let done = DispatchGroup()
+            for (index, probe) in probes.enumerated() {
+                done.enter()
+                Thread {
+                    do { try probe.ping() } catch { failures.withLock { $0[index] = (error as? ClientError)?.message ?? "\(error)" } }
+                    done.leave()
+                }.start()
+            }
+            done.wait()
+            let failed = failures.withLock { $0 }
+            for (index, probe) in probes.enumerated() {
+                if let message = failed[index] { Console.err("\(probe.name): \(message)") }
+            }
+            return failed.isEmpty ? 0 : 1
         }
         let status: BrokerStatus
         do {
