@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
 //                   CMicroHTTPD, CCurl (loaded on first use)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
@@ -20,12 +20,14 @@ let package = Package(
         .executable(name: "darkroom-loadgen", targets: ["darkroom-loadgen"]),
     ],
     targets: [
-        // C wrappers: the only places where libjpeg, SQLite, ZeroMQ, libcrypto, libmicrohttpd, libcurl and glibc's malloc controls are named.
+        // C wrappers: the only places where libjpeg, Little CMS, SQLite, ZeroMQ, libcrypto, libmicrohttpd, libcurl and glibc's malloc controls are named.
         .target(
             name: "CJPEG",
             cSettings: [.unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("jpeg")]
         ),
+        // Little CMS, for converting pixels from an embedded ICC profile to sRGB.
+        .target(name: "CLCMS", linkerSettings: [.linkedLibrary("lcms2")]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
@@ -55,7 +57,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.

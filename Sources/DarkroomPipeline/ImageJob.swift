@@ -123,6 +123,17 @@ public struct ImageJob: Sendable {
                     if image.width == resize.size.width, image.height == resize.size.height { return ImageCarrier(image) }
                     return ImageCarrier(try image.resized(to: resize.size, kernel: resize.kernel, cancellation: cancel))
                 })
+            } else if case .srgb = step {
+                // The source's profile says what the decoded numbers mean; a
+                // source with none (or one that cannot be used) is taken to
+                // be sRGB already, as browsers take it, and left as it is.
+                let source = header.rgbProfile
+                chain = chain.then(ChainableOperation(stage) {
+                    (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
+                    let image = carrier.take()
+                    guard let source else { return ImageCarrier(image) }
+                    return ImageCarrier(try image.convertedToSRGB(from: source, cancellation: cancel).image)
+                })
             } else if case let .glitch(seed, amount) = step {
                 // The job owns its image, so the glitch rewrites it in place.
                 chain = chain.then(ChainableOperation(stage) {
@@ -150,8 +161,10 @@ public struct ImageJob: Sendable {
         // input is the cheaper one (the file is the same).
         let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
         // The source's colour profile goes into both files, so that they look
-        // as the source does; a gray result is written without one.
-        let profile = header.rgbProfile
+        // as the source does; a gray result is written without one, and so
+        // is a result an `srgb` step converted: untagged means sRGB.
+        let converts = pipeline.steps.contains { if case .srgb = $0 { true } else { false } }
+        let profile = converts ? nil : header.rgbProfile
         let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()

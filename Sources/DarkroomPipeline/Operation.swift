@@ -23,6 +23,10 @@ public enum Operation: Sendable, Equatable {
     case flip(horizontal: Bool)
     /// The image on a canvas of this size, filled with the colour, placed by gravity.
     case pad(Size, background: RGBColor, gravity: Gravity)
+    /// The pixels converted from the source's embedded RGB ICC profile to
+    /// sRGB; the outputs then carry no profile. Only a job knows the
+    /// source's profile (`ImageJob`): `apply` alone leaves the image as it is.
+    case srgb
 
     /// The three ways to name a crop window.
     public enum Crop: Sendable, Equatable {
@@ -52,6 +56,7 @@ public enum Operation: Sendable, Equatable {
         case .rotate: "rotate"
         case .flip: "flip"
         case .pad: "pad"
+        case .srgb: "srgb"
         }
     }
 
@@ -75,7 +80,7 @@ public enum Operation: Sendable, Equatable {
             "crop:\(rect)"
         case let .glitch(seed, amount):
             "glitch:seed=\(seed),amount=\(formatNumber(amount))"
-        case .grayscale, .sepia, .invert:
+        case .grayscale, .sepia, .invert, .srgb:
             name
         case let .blur(sigma):
             "blur:\(formatNumber(sigma))"
@@ -138,6 +143,8 @@ public enum Operation: Sendable, Equatable {
             return try image.rotated(quarterTurnsClockwise: degrees / 90, cancellation: cancel)
         case let .flip(horizontal):
             return try image.flipped(horizontally: horizontal, cancellation: cancel)
+        case .srgb:
+            return try cancel.checked(image)
         case let .pad(size, background, gravity):
             return try image.padded(to: size, background: background, gravity: gravity, cancellation: cancel)
         }

@@ -181,6 +181,8 @@ struct PipelineParser {
             operation = .sepia
         case .invert:
             operation = .invert
+        case .srgb:
+            operation = .srgb
         case .blur:
             let sigma = try reader.primaryNumber("sigma", default: nil, range: 0.01...100, example: "blur:2")
             operation = .blur(sigma: sigma)
@@ -362,14 +364,14 @@ enum YesNo: String, CaseIterable {
 
 /// The operation names the parser knows, with a line of help for each.
 enum OperationKind: String, CaseIterable {
-    case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip, pad
+    case scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, brightness, contrast, saturation, pixelate, rotate, flip, pad, srgb
 
     var parameterHelp: String {
         switch self {
         case .scale: "usage: scale:WxH[,mode=fit|fill|force][,kernel=lanczos3|bilinear|nearest][,enlarge=yes|no]"
         case .crop: "usage: crop:square[,gravity=G] | crop:WxH[,gravity=G] | crop:WxH+X+Y"
         case .glitch: "usage: glitch[:seed=N][,amount=0..1]"
-        case .grayscale, .sepia, .invert: "usage: \(rawValue) (no arguments)"
+        case .grayscale, .sepia, .invert, .srgb: "usage: \(rawValue) (no arguments)"
         case .blur: "usage: blur:SIGMA"
         case .sharpen: "usage: sharpen[:SIGMA][,amount=A]"
         case .brightness, .contrast, .saturation: "usage: \(rawValue):FACTOR (1 = unchanged)"

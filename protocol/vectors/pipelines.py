@@ -24,7 +24,7 @@ MAX_CANONICAL_BYTES = 4096
 WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
 
 OPERATIONS = ["scale", "crop", "glitch", "grayscale", "sepia", "invert", "blur", "sharpen", "brightness",
-              "contrast", "saturation", "pixelate", "rotate", "flip", "pad"]
+              "contrast", "saturation", "pixelate", "rotate", "flip", "pad", "srgb"]
 HEX = set("0123456789abcdefABCDEF")
 MODES = ["fit", "fill", "force"]
 KERNELS = ["lanczos3", "bilinear", "nearest"]
@@ -251,7 +251,7 @@ def parse_step(text, piece, col):
             seed = int(found[0])
         amount = a.number("amount", 0.5, 0, 1)
         step = (f"glitch:seed={seed},amount={number(amount)}", ("same",))
-    elif kind in ("grayscale", "sepia", "invert"):
+    elif kind in ("grayscale", "sepia", "invert", "srgb"):
         step = (kind, ("same",))
     elif kind == "blur":
         sigma, _ = a.primary("sigma", None, 0.01, 100)
@@ -477,6 +477,8 @@ ok("number-exponent", "glitch:amount=0.00001,seed=3", "64x64",
    description="a value under 1e-4 prints with an exponent, as 1e-05")
 ok("named-primary", "blur:sigma=3 | pixelate:size=8.0 | sharpen:sigma=0.5,amount=2", "64x64")
 ok("no-arguments", "grayscale|sepia|invert", "64x48")
+ok("srgb", "Scale:800x0 | SRGB", "4000x3000",
+   description="srgb takes no arguments: the pixels go from the source's ICC profile to sRGB")
 ok("flip", "flip:Horizontal | flip:V", "64x48")
 ok("pad-letterbox", "scale:256x256 | pad:256x256,background=FFFFFF", "4000x3000",
    description="fit then pad: every photo exactly 256x256, whole, on white")
@@ -517,7 +519,7 @@ bad("trailing-bar", "grayscale |", 12, "empty step; expected an operation betwee
 bad("unknown-suggested", "scale:100x100 | crpo:square", 17, "unknown operation \"crpo\" (did you mean \"crop\"?)")
 bad("unknown-listed", "resize:100x100", 1,
     "unknown operation \"resize\"; expected one of scale, crop, glitch, grayscale, sepia, invert, blur, sharpen, "
-    "brightness, contrast, saturation, pixelate, rotate, flip, pad")
+    "brightness, contrast, saturation, pixelate, rotate, flip, pad, srgb")
 bad("arguments-before-name", "blurr:,x", 7, "empty argument to blurr; expected a value or key=value")
 bad("scale-no-size", "scale", 1, "scale needs a size WxH, e.g. scale:1024x1024")
 bad("scale-not-size", "scale:100", 7, "scale size must be WxH, e.g. 1024x768, not \"100\"")

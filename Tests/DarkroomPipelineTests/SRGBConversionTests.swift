@@ -1,0 +1,169 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import DarkroomImage
+
+@testable import DarkroomPipeline
+
+/// The `srgb` step: pixels in an embedded RGB ICC profile converted to sRGB,
+/// checked against the colour science done here by hand (the profile's
+/// matrix and curves, then sRGB's), and files written without a profile.
+@Suite("Converting to sRGB")
+struct SRGBConversionTests {
+    /// Adobe RGB (1998) as an ICC v2 matrix/TRC display profile, built
+    /// byte by byte: the D50-adapted colorants of the published profile
+    /// and one gamma of 563/256 (the u8Fixed8 nearest 2.2) for every channel.
+    static let adobeColorants: [[Double]] = [[0.6097, 0.3111, 0.0195], [0.2053, 0.6257, 0.0609], [0.1492, 0.0632, 0.7446]]
+    static let adobeGamma = 563.0 / 256.0
+
+    static func adobeRGBProfile() -> [UInt8] {
+        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        func s15(_ v: Double) -> [UInt8] { be32(UInt32(bitPattern: Int32((v * 65_536).rounded()))) }
+        func xyz(_ v: [Double]) -> [UInt8] { Array("XYZ ".utf8) + [0, 0, 0, 0] + v.flatMap(s15) }
+        let curve = Array("curv".utf8) + [0, 0, 0, 0] + be32(1) + [UInt8(563 >> 8), UInt8(563 & 0xFF), 0, 0]
+        let d50 = [0.9642, 1.0, 0.8249]
+        let tags: [(String, [UInt8])] = [
+            ("wtpt", xyz(d50)), ("rXYZ", xyz(adobeColorants[0])), ("gXYZ", xyz(adobeColorants[1])), ("bXYZ", xyz(adobeColorants[2])),
+            ("rTRC", curve), ("gTRC", curve), ("bTRC", curve),
+        ]
+        var table: [UInt8] = be32(UInt32(tags.count))
+        var data: [UInt8] = []
+        let dataStart = 128 + 4 + 12 * tags.count
+        for (signature, bytes) in tags {
+            table += Array(signature.utf8) + be32(UInt32(dataStart + data.count)) + be32(UInt32(bytes.count))
+            data += bytes
+            while data.count % 4 != 0 { data.append(0) }
+        }
+        var header = [UInt8](repeating: 0, count: 128)
+        let size = 128 + table.count + data.count
+        header.replaceSubrange(0..<4, with: be32(UInt32(size)))
+        header.replaceSubrange(8..<12, with: be32(0x0210_0000))
+        header.replaceSubrange(12..<16, with: Array("mntr".utf8))
+        header.replaceSubrange(16..<20, with: Array("RGB ".utf8))
+        header.replaceSubrange(20..<24, with: Array("XYZ ".utf8))
+        header.replaceSubrange(36..<40, with: Array("acsp".utf8))
+        header.replaceSubrange(68..<80, with: d50.flatMap(s15))
+        return header + table + data
+    }
+
+    /// What an Adobe RGB colour is in sRGB, worked out here: the profile's
+    /// curve and matrix to XYZ (D50), then the inverse of sRGB's own D50
+    /// matrix (Bradford-adapted, as ICC profiles carry it) and sRGB's curve.
+    static func expectedSRGB(_ rgb: (UInt8, UInt8, UInt8)) -> [Double] {
+        let linear = [rgb.0, rgb.1, rgb.2].map { pow(Double($0) / 255, adobeGamma) }
+        let xyz = (0..<3).map { row in (0..<3).reduce(0.0) { $0 + adobeColorants[$1][row] * linear[$1] } }
+        let s: [[Double]] = [[0.4361, 0.3851, 0.1431], [0.2225, 0.7169, 0.0606], [0.0139, 0.0971, 0.7141]]
+        // The inverse of s, by cofactors.
+        let det = s[0][0] * (s[1][1] * s[2][2] - s[1][2] * s[2][1]) - s[0][1] * (s[1][0] * s[2][2] - s[1][2] * s[2][0])
+            + s[0][2] * (s[1][0] * s[2][1] - s[1][1] * s[2][0])
+        let inverse: [[Double]] = [
+            [s[1][1] * s[2][2] - s[1][2] * s[2][1], s[0][2] * s[2][1] - s[0][1] * s[2][2], s[0][1] * s[1][2] - s[0][2] * s[1][1]],
+            [s[1][2] * s[2][0] - s[1][0] * s[2][2], s[0][0] * s[2][2] - s[0][2] * s[2][0], s[0][2] * s[1][0] - s[0][0] * s[1][2]],
+            [s[1][0] * s[2][1] - s[1][1] * s[2][0], s[0][1] * s[2][0] - s[0][0] * s[2][1], s[0][0] * s[1][1] - s[0][1] * s[1][0]],
+        ].map { $0.map { $0 / det } }
+        return (0..<3).map { row in
+            let v = min(1, max(0, (0..<3).reduce(0.0) { $0 + inverse[row][$1] * xyz[$1] }))
+            let encoded = v <= 0.0031308 ? 12.92 * v : 1.055 * pow(v, 1 / 2.4) - 0.055
+            return encoded * 255
+        }
+    }
+
+    static let colours: [(UInt8, UInt8, UInt8)] = [(200, 100, 50), (50, 180, 90), (128, 128, 128), (30, 60, 200), (240, 230, 20), (10, 10, 10)]
+
+    static func strip() -> Image {
+        var image = Image(width: colours.count * 8, height: 8)
+        for (index, colour) in colours.enumerated() {
+            for y in 0..<8 { for x in index * 8..<index * 8 + 8 { image.setPixel(x: x, y: y, (colour.0, colour.1, colour.2)) } }
+        }
+        return image
+    }
+
+    @Test("the engine converts Adobe RGB pixels as the colour science says, within 3 of 255")
+    func engineConversion() throws {
+        let (converted, failure) = try Self.strip().convertedToSRGB(from: Self.adobeRGBProfile())
+        #expect(failure == nil)
+        var moved = 0
+        for (index, colour) in Self.colours.enumerated() {
+            let got = converted.pixel(x: index * 8 + 3, y: 3)
+            let want = Self.expectedSRGB(colour)
+            for (channel, value) in [got.r, got.g, got.b].enumerated() {
+                #expect(abs(Double(value) - want[channel]) <= 3, "\(colour) → \(got), expected \(want)")
+            }
+            if abs(Int(got.r) - Int(colour.0)) + abs(Int(got.g) - Int(colour.1)) + abs(Int(got.b) - Int(colour.2)) >= 8 { moved += 1 }
+        }
+        #expect(moved >= 3, "saturated colours change: Adobe RGB's gamut is wider than sRGB's")
+        // The fourth byte of every pixel stays 255.
+        #expect(stride(from: 3, to: converted.pixels.count, by: 4).allSatisfy { converted.pixels[$0] == 255 })
+    }
+
+    @Test("a profile that cannot be used leaves the pixels as they are and says why")
+    func unusableProfile() throws {
+        var garbage = (0..<600).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        garbage.replaceSubrange(16..<20, with: Array("RGB ".utf8))
+        let image = Self.strip()
+        for profile in [garbage, [UInt8](repeating: 0, count: 20)] {
+            let (same, failure) = try image.convertedToSRGB(from: profile)
+            #expect(same == image)
+            #expect(failure?.isEmpty == false)
+        }
+    }
+
+    @Test("a job with srgb writes converted pixels and no profile; without the step the profile stays")
+    func jobDropsTheProfile() throws {
+        let profile = Self.adobeRGBProfile()
+        let source = try JPEG.encode(Self.strip(), options: EncodeOptions(quality: 100, subsampling: .s444, iccProfile: profile))
+        let options = JobOptions(thumbnail: Size(width: 16, height: 16))
+        let converted = try ImageJob(pipeline: try Pipeline(parsing: "srgb"), options: options).run(source)
+        #expect(try JPEG.readHeader(converted.full.bytes).iccProfile == nil)
+        #expect(try JPEG.readHeader(try #require(converted.thumbnail).bytes).iccProfile == nil)
+        let pixels = try JPEG.decode(converted.full.bytes).image
+        for (index, colour) in Self.colours.enumerated() {
+            let got = pixels.pixel(x: index * 8 + 3, y: 3)
+            let want = Self.expectedSRGB(colour)
+            for (channel, value) in [got.r, got.g, got.b].enumerated() {
+                #expect(abs(Double(value) - want[channel]) <= 6, "\(colour) → \(got), expected \(want) (through JPEG at q100)")
+            }
+        }
+        let kept = try ImageJob(pipeline: try Pipeline(parsing: "invert"), options: options).run(source)
+        #expect(try JPEG.readHeader(kept.full.bytes).iccProfile == profile)
+        // A source without a profile is taken as sRGB: the step changes nothing.
+        let plain = try JPEG.encode(Self.strip(), options: EncodeOptions(quality: 100, subsampling: .s444))
+        let untouched = try ImageJob(pipeline: try Pipeline(parsing: "srgb"), options: options).run(plain)
+        let plainJob = try ImageJob(pipeline: try Pipeline(parsing: "scale:48x8"), options: options).run(plain)
+        #expect(untouched.full.bytes == plainJob.full.bytes)
+    }
+
+    @Test("srgb parses with no arguments and is its own canonical text")
+    func parses() throws {
+        #expect(try Pipeline(parsing: "SRGB | scale:10x10").steps.first == .srgb)
+        #expect(try Pipeline(parsing: "srgb").canonical == "srgb")
+        #expect(throws: PipelineSyntaxError.self) { try Pipeline(parsing: "srgb:1") }
+    }
+
+    @Test("a profile's transform is made once and shared; threads converting at once get the same pixels")
+    func transformsAreShared() throws {
+        let cache = SRGBTransforms(capacity: 2)
+        let adobe = Self.adobeRGBProfile()
+        let first = try cache.transform(for: adobe).get()
+        #expect(try cache.transform(for: adobe).get() === first)
+        var other = adobe
+        other[other.count - 1] ^= 1  // a different profile (padding byte), the same colours
+        _ = try cache.transform(for: other).get()
+        guard case .failure = cache.transform(for: [UInt8](repeating: 1, count: 200)) else {
+            Issue.record("a profile of ones was read")
+            return
+        }
+        #expect(cache.count == 2, "the least recently used is dropped past the capacity")
+
+        let image = Self.strip()
+        let alone = try image.convertedToSRGB(from: adobe).image
+        let results = Mutex<[Image]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            if let converted = try? image.convertedToSRGB(from: adobe).image { results.withLock { $0.append(converted) } }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.count == 8 && all.allSatisfy { $0 == alone })
+    }
+}
