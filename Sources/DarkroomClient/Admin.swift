@@ -59,11 +59,11 @@ public final class Admin {
 
     /// A page of the jobs waiting or running (JOB-LIST): `limit` jobs in
     /// `state` after the first `offset`, from the broker's memory.
-    public func jobList(_ state: JobListState, offset: Int = 0, limit: Int = 100) throws(ClientError) -> JobList {
+    public func jobList(_ state: JobListState, offset: Int = 0, limit: Int = 100, after: JobListCursor? = nil) throws(ClientError) -> JobList {
         guard limit >= 1, limit <= Int(Wire.Limit.maxListLimit), offset >= 0, offset <= Int(UInt32.max) else {
             throw ClientError(.invalidArgument, "a job-list page holds 1…\(Wire.Limit.maxListLimit) jobs after an offset of 0…\(UInt32.max)")
         }
-        let reply = try call("JOB-LIST") { JobListRequest(requestID: $0, state: state, offset: UInt32(offset), limit: UInt32(limit)).frames() }
+        let reply = try call("JOB-LIST") { JobListRequest(requestID: $0, state: state, offset: UInt32(offset), limit: UInt32(limit), after: after).frames() }
         guard case .jobListReply(let r) = reply else { throw unexpected(reply, to: "JOB-LIST") }
         return r.list
     }

@@ -106,11 +106,11 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// key (frame 8), not-before time (frame 9), most attempts (frame 10),
     /// deadline (frame 11) and time limit (frame 12) are optional, so
     /// SUBMIT has 8 to 13 frames; JOB's time limit (frame 8), so JOB has 8
-    /// or 9.
+    /// or 9; JOB-LIST's cursor (frame 6), so it has 6 or 7.
     public var optionalFrames: Int {
         switch self {
         case .submit: 5
-        case .job: 1
+        case .job, .jobList: 1
         default: 0
         }
     }
@@ -126,7 +126,8 @@ public enum Command: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         case .ok, .statusReply, .deadListReply, .deadRetry, .deadDiscard, .listReply, .delete, .statsReply, .events, .jobListReply,
              .jobInfo, .jobInfoReply, .cancel, .cancelJob: 4
         case .error, .accepted, .rejected, .replay, .replayEnd, .deadList, .done, .list, .get: 5
-        case .ready, .stored, .getReply, .jobList: 6
+        case .ready, .stored, .getReply: 6
+        case .jobList: 7
         case .job: 9
         case .submit: 13
         case .fail: 9

@@ -449,25 +449,68 @@ public enum JobListState: String, Sendable, Hashable, CaseIterable {
     case running
 }
 
+/// Where a page of JOB-LIST starts: after a job's place in its state's
+/// order, given by the job's sort key, so that a page goes on from where
+/// the last one ended although the jobs before it have moved on (section
+/// 5.8). As text: `PRIORITY-JOBID` for queued jobs, `NOTBEFORE-JOBID` (Unix
+/// ms) for delayed ones, the job id alone for running ones; each listed job
+/// carries its own (`ListedJob.cursor`).
+public enum JobListCursor: Sendable, Hashable {
+    case queued(priority: UInt8, jobID: ULID)
+    case delayed(notBefore: UInt64, jobID: ULID)
+    case running(jobID: ULID)
+
+    /// Reads a cursor of `state`'s jobs; nil when `text` is not one.
+    public init?(_ text: String, state: JobListState) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        switch (state, parts.count) {
+        case (.running, 1):
+            guard let id = ULID(String(parts[0])) else { return nil }
+            self = .running(jobID: id)
+        case (.queued, 2):
+            guard parts[0].allSatisfy(\.isASCII), let priority = UInt8(parts[0]), priority <= Wire.maxPriority,
+                  let id = ULID(String(parts[1])) else { return nil }
+            self = .queued(priority: priority, jobID: id)
+        case (.delayed, 2):
+            guard parts[0].allSatisfy(\.isASCII), let time = UInt64(parts[0]), let id = ULID(String(parts[1])) else { return nil }
+            self = .delayed(notBefore: time, jobID: id)
+        default:
+            return nil
+        }
+    }
+
+    public var text: String {
+        switch self {
+        case let .queued(priority, id): "\(priority)-\(id)"
+        case let .delayed(time, id): "\(time)-\(id)"
+        case let .running(id): id.description
+        }
+    }
+}
+
 /// JOB-LIST (client → broker): a page of the jobs in one state, from the
 /// broker's memory (section 5.8). Answered by JOB-LIST-REPLY.
 ///
 ///     2 request id  u64
 ///     3 state       text: queued, delayed or running
-///     4 offset      u32, jobs to skip
+///     4 offset      u32, jobs to skip (after the cursor, when there is one)
 ///     5 limit       u32, 1...1000
+///     6 after       optional: text, a cursor of the state (`JobListCursor`)
 public struct JobListRequest: WireMessage {
     public static let command = Command.jobList
     public var requestID: UInt64
     public var state: JobListState
     public var offset: UInt32
     public var limit: UInt32
+    /// List the jobs that come after this place in the state's order.
+    public var after: JobListCursor?
 
-    public init(requestID: UInt64, state: JobListState, offset: UInt32 = 0, limit: UInt32) {
+    public init(requestID: UInt64, state: JobListState, offset: UInt32 = 0, limit: UInt32, after: JobListCursor? = nil) {
         self.requestID = requestID
         self.state = state
         self.offset = offset
         self.limit = limit
+        self.after = after
     }
 
     public init(from r: inout MessageReader) throws(ProtocolError) {
@@ -480,6 +523,16 @@ public struct JobListRequest: WireMessage {
         self.state = state
         offset = try r.u32("offset", 0...UInt32.max)
         limit = try r.u32("limit", 1...Wire.Limit.maxListLimit)
+        if r.hasMoreFrames {
+            let frame = r.index
+            let text = try r.text("after", bytes: 1...64)
+            guard let cursor = JobListCursor(text, state: state) else {
+                throw r.error(frame: frame, "after", "is not a place among the \(state.rawValue) jobs: '\(text)'")
+            }
+            after = cursor
+        } else {
+            after = nil
+        }
     }
 
     public func write(to w: inout MessageWriter) {
@@ -487,6 +540,7 @@ public struct JobListRequest: WireMessage {
         w.text(state.rawValue)
         w.u32(offset)
         w.u32(limit)
+        if let after { w.text(after.text) }
     }
 }
 

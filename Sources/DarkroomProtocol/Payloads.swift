@@ -174,9 +174,12 @@ public struct ListedJob: Codable, Sendable, Equatable {
     public var expires: UInt64?
     /// A running job whose worker was asked to stop it (CANCEL).
     public var cancelling: Bool?
+    /// Its place in its state's order, to list the jobs after it
+    /// (JOB-LIST frame 6; `JobListCursor`'s text).
+    public var cursor: String?
 
     public init(jobID: ULID, priority: UInt8, source: String, attempt: UInt32, worker: String? = nil, notBefore: UInt64? = nil,
-                expires: UInt64? = nil, cancelling: Bool? = nil) {
+                expires: UInt64? = nil, cancelling: Bool? = nil, cursor: String? = nil) {
         self.jobID = jobID
         self.priority = priority
         self.source = source
@@ -185,10 +188,11 @@ public struct ListedJob: Codable, Sendable, Equatable {
         self.notBefore = notBefore
         self.expires = expires
         self.cancelling = cancelling
+        self.cursor = cursor
     }
 
     enum CodingKeys: String, CodingKey {
-        case jobID = "jobId", priority, source, attempt, worker, notBefore, expires, cancelling
+        case jobID = "jobId", priority, source, attempt, worker, notBefore, expires, cancelling, cursor
     }
 }
 

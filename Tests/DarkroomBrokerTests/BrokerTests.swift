@@ -379,6 +379,42 @@ import Testing
         #expect(try client.story(high).position == nil, "running")
     }
 
+    @Test func jobListPagesFromACursorGoOnWhereTheLastEndedWhileTheQueueMoves() throws {
+        let harness = try Harness()
+        let client = try harness.client()
+        func list(_ state: JobListState, limit: UInt32, after: JobListCursor? = nil) throws -> JobList {
+            let reply = try client.request { JobListRequest(requestID: $0, state: state, limit: limit, after: after).frames() }
+            guard case .jobListReply(let r) = reply else { throw TestFailure("expected JOB-LIST-REPLY, got \(reply)") }
+            return r.list
+        }
+        let jobs = try (0..<6).map { try client.submitAccepted(priority: $0 < 3 ? 7 : 3, source: "job-\($0).jpg").jobID }
+        let first = try list(.queued, limit: 2)
+        #expect(first.jobs.map(\.jobID) == Array(jobs[0..<2]))
+        #expect(first.jobs.map(\.cursor) == ["7-\(jobs[0])", "7-\(jobs[1])"])
+        let cursor = try #require(first.jobs.last?.cursor.flatMap { JobListCursor($0, state: .queued) })
+
+        // The first two are dispatched before the next page is asked for:
+        // an offset of 2 would now skip two jobs; the cursor skips none.
+        let worker = try harness.worker("w-cursor")
+        try worker.ready(credit: 2)
+        #expect(try [worker.job(), worker.job()].map(\.jobID) == Array(jobs[0..<2]))
+        let second = try list(.queued, limit: 2, after: cursor)
+        #expect(second.jobs.map(\.jobID) == Array(jobs[2..<4]), "from the priority 7 job after the cursor on, across priorities")
+        #expect(second.offset == 0 && second.total == 4, "none of the queued jobs comes before the page now")
+        // A job joining before the cursor's place is on no later page.
+        let late = try client.submitAccepted(priority: 9, source: "late.jpg").jobID
+        let third = try list(.queued, limit: 10, after: try #require(second.jobs.last?.cursor.flatMap { JobListCursor($0, state: .queued) }))
+        #expect(third.jobs.map(\.jobID) == Array(jobs[4..<6]))
+        #expect(third.offset == 3, "the new priority 9 job and the page before come first")
+        #expect(try list(.queued, limit: 10).jobs.first?.jobID == late)
+
+        // Running jobs page by job id.
+        let running = try list(.running, limit: 1)
+        let rest = try list(.running, limit: 5, after: .running(jobID: try #require(running.jobs.first?.jobID)))
+        #expect((running.jobs + rest.jobs).map(\.jobID) == Array(jobs[0..<2]).sorted())
+        #expect(rest.offset == 1)
+    }
+
     @Test func aVersionOneQueueIsMigratedWithItsInputs() throws {
         let harness = try Harness()
         var client = try harness.client()

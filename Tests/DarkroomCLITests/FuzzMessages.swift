@@ -97,7 +97,7 @@ enum FieldType {
         case .submit:
             return [("request id", .requestID), ("priority", .u8(0...9)), ("options", .options), ("pipeline", .pipeline),
                     ("source name", line(0...1024)), ("image", .image), ("submit key", .token(1...64)), ("not before", .u64),
-                    ("attempts", .u16In(1...1000)), ("expires", .u64)]
+                    ("attempts", .u16In(1...1000)), ("expires", .u64), ("time limit", .u32(1...604_800))]
         case .accepted: return [("request id", .requestID), ("job id", .ulid), ("event seq", .u64)]
         case .statusReply, .deadListReply, .listReply, .statsReply: return [("request id", .requestID), ("json", .json)]
         case .replay: return [("request id", .requestID), ("from seq", .u64), ("limit", .u32(0...UInt32.max))]
@@ -115,7 +115,7 @@ enum FieldType {
         case .credit: return [("count", .u32(1...UInt32.max))]
         case .job:
             return [("job id", .ulid), ("attempt", .u32(1...UInt32.max)), ("options", .options), ("pipeline", .pipeline),
-                    ("source name", line(0...1024)), ("image", .image)]
+                    ("source name", line(0...1024)), ("image", .image), ("time limit", .u32(1...604_800))]
         case .done: return [("job id", .ulid), ("attempt", .u32(1...UInt32.max)), ("record id", .ulid)]
         case .fail:
             return [("job id", .ulid), ("attempt", .u32(1...UInt32.max)), ("retryable", .bool), ("step index", .i32(0...Int32.max)),
@@ -286,7 +286,8 @@ struct FuzzMaker {
                               notBefore: random.percent(20) ? UInt64(random.below(1 << 40)) : nil,
                               maxAttempts: random.percent(20) ? UInt16(random.int(in: 1...10)) : nil,
                               // Mostly past (the job ends expired at once) or far ahead.
-                              expires: random.percent(15) ? UInt64(random.below(1 << 42)) : nil).frames()
+                              expires: random.percent(15) ? UInt64(random.below(1 << 42)) : nil,
+                              timeLimit: random.percent(10) ? UInt32(random.int(in: 1...604_800)) : nil).frames()
             case 2: return StatusRequest(requestID: id).frames()
             case 3: return ReplayRequest(requestID: id, fromSeq: UInt64(random.below(50)), limit: UInt32(random.int(in: 1...20))).frames()
             case 4: return DeadListRequest(requestID: id, limit: UInt32(random.int(in: 1...1000)), after: random.percent(50) ? ulid() : nil).frames()
@@ -295,8 +296,17 @@ struct FuzzMaker {
             case 7: return JobInfoRequest(requestID: id, jobID: ulid()).frames()
             case 8: return CancelRequest(requestID: id, target: .job(ulid())).frames()
             case 9 where random.percent(50):
-                return JobListRequest(requestID: id, state: random.pick(JobListState.allCases), offset: UInt32(random.below(50)),
-                                      limit: UInt32(random.int(in: 1...1000))).frames()
+                let state = random.pick(JobListState.allCases)
+                var after: JobListCursor?
+                if random.percent(60) {
+                    switch state {
+                    case .queued: after = .queued(priority: UInt8(random.int(in: 0...9)), jobID: ulid())
+                    case .delayed: after = .delayed(notBefore: UInt64(random.below(1 << 42)), jobID: ulid())
+                    case .running: after = .running(jobID: ulid())
+                    }
+                }
+                return JobListRequest(requestID: id, state: state, offset: UInt32(random.below(50)),
+                                      limit: UInt32(random.int(in: 1...1000)), after: after).frames()
             default: return Ping(requestID: id).frames()
             }
         case (.frontend, true):
@@ -324,7 +334,8 @@ struct FuzzMaker {
         case (.backend, true):
             if random.percent(50) { return ErrorReply(requestID: 0, code: .malformed, reason: "an ERROR to the broker").frames() }
             if random.percent(30) { return CancelJob(jobID: ulid(), attempt: UInt32(random.int(in: 1...3))).frames() }
-            return JobDispatch(jobID: ulid(), attempt: 1, options: .default, pipeline: "grayscale", sourceName: "a.jpg", image: corpus.photo).frames()
+            return JobDispatch(jobID: ulid(), attempt: 1, options: .default, pipeline: "grayscale", sourceName: "a.jpg", image: corpus.photo,
+                               timeLimit: random.percent(30) ? UInt32(random.int(in: 1...604_800)) : nil).frames()
         case (.store, false):
             switch random.below(6) {
             case 0, 1:
@@ -425,6 +436,13 @@ struct FuzzMaker {
             if command == .submit, slot + 2 == 8, frames.count >= 10, mutation.bytes.isEmpty { verdicts[8] = false }
             // So may its attempts frame (the broker's number) when a deadline follows it.
             if command == .submit, slot + 2 == 10, frames.count >= 12, mutation.bytes.isEmpty { verdicts[10] = false }
+            // JOB-LIST's cursor (frame 6) is a place among the jobs of its
+            // state (section 5.8): another valid state makes it malformed.
+            if command == .jobList, slot + 2 == 3, frames.count == 7, mutation.malformed == false,
+               let state = JobListState(rawValue: String(decoding: frames[3], as: UTF8.self)),
+               JobListCursor(String(decoding: frames[6], as: UTF8.self), state: state) == nil {
+                verdicts[3] = true
+            }
             notes.append("frame \(slot + 2) (\(name)) \(mutation.note)")
         }
         // Malformed if any frame surely is; well formed if every mutated frame surely is.

@@ -48,6 +48,17 @@ struct PauseTests {
         #expect(lines.compactMap { $0["position"] as? Int } == [1, 2, 3])
         let second = SystemHarness.jsonLines(try h.run(["jobs", "queued", "--offset", "1", "--limit", "1", "--json"] + h.brokerFlags).stdout)
         #expect(second.compactMap { $0["jobId"] as? String } == [jobs.sorted()[1]] && second.first?["position"] as? Int == 2)
+        // Paging by cursor: the text listing names the next page's command,
+        // and that command lists the jobs after the last one shown.
+        let firstPage = try h.run(["jobs", "queued", "--limit", "2"] + h.brokerFlags)
+        let next = try #require(firstPage.stdout.split(separator: "\n").first { $0.hasPrefix("next page: darkroom jobs queued --limit 2 --after ") },
+                                "\(firstPage.stdout)")
+        let cursor = String(next.split(separator: " ").last ?? "")
+        #expect(cursor == (lines[1]["cursor"] as? String), "the second job's cursor: \(lines)")
+        let after = SystemHarness.jsonLines(try h.run(["jobs", "queued", "--after", cursor, "--json"] + h.brokerFlags).stdout)
+        #expect(after.compactMap { $0["jobId"] as? String } == [jobs.sorted()[2]] && after.first?["position"] as? Int == 3, "\(after)")
+        let badCursor = try h.run(["jobs", "running", "--after", cursor] + h.brokerFlags)
+        #expect(badCursor.status == 64 && badCursor.stderr.contains("--after takes the cursor of a running job"), "\(badCursor.stderr)")
         // A waiting job's story, and a wait for it, say why it waits.
         let story = try h.run(["job", jobs.sorted()[0]] + h.brokerFlags)
         #expect(story.status == 0 && story.stdout.contains("dispatch paused since"), "\(story.stdout)\(story.stderr)")

@@ -244,11 +244,13 @@ func describe(_ message: AnyMessage) -> [String: String] {
             set("list.jobs.0.stepIndex", d.list.jobs.first?.stepIndex)
         case .cancel(let c): set("requestID", c.requestID); set("target", c.target)
         case .pause(let p): set("requestID", p.requestID)
-        case .jobList(let l): set("requestID", l.requestID); set("state", l.state.rawValue); set("offset", l.offset); set("limit", l.limit)
+        case .jobList(let l):
+            set("requestID", l.requestID); set("state", l.state.rawValue); set("offset", l.offset); set("limit", l.limit)
+            set("after", l.after?.text)
         case .jobListReply(let l):
             set("requestID", l.requestID); set("list.state", l.list.state); set("list.total", l.list.total); set("list.jobs.count", l.list.jobs.count)
             set("list.jobs.0.worker", l.list.jobs.first?.worker); set("list.jobs.0.cancelling", l.list.jobs.first?.cancelling)
-            if l.list.jobs.count > 1 { set("list.jobs.1.priority", l.list.jobs[1].priority) }
+            if l.list.jobs.count > 1 { set("list.jobs.1.priority", l.list.jobs[1].priority); set("list.jobs.1.cursor", l.list.jobs[1].cursor) }
         case .resume(let r): set("requestID", r.requestID)
         case .jobInfo(let j): set("requestID", j.requestID); set("jobID", j.jobID)
         case .jobInfoReply(let j):

@@ -237,14 +237,21 @@ vector("pause", "frontend", "PAUSE: hold dispatch", msg(PAUSE, u64(12)), {"comma
 vector("resume", "frontend", "RESUME: dispatch again", msg(RESUME, u64(13)), {"command": "RESUME", "requestID": 13})
 vector("job-list", "frontend", "JOB-LIST: the queued jobs 21 to 40", msg(JOB_LIST, u64(14), text("queued"), u32(20), u32(20)),
        {"command": "JOB-LIST", "requestID": 14, "state": "queued", "offset": 20, "limit": 20})
+vector("job-list-after", "frontend", "JOB-LIST: the next 50 queued jobs after a priority 5 job (frame 6, a cursor)",
+       msg(JOB_LIST, u64(15), text("queued"), u32(0), u32(50), text("5-" + JOB_ID)),
+       {"command": "JOB-LIST", "requestID": 15, "state": "queued", "offset": 0, "limit": 50, "after": "5-" + JOB_ID})
+vector("job-list-after-delayed", "frontend", "JOB-LIST: the delayed jobs after one due at a Unix ms time",
+       msg(JOB_LIST, u64(16), text("delayed"), u32(0), u32(10), text("1767229200000-" + JOB_ID)),
+       {"command": "JOB-LIST", "requestID": 16, "state": "delayed", "after": "1767229200000-" + JOB_ID})
 job_list = {"state": "running", "total": 2, "offset": 0, "jobs": [
     {"jobId": JOB_ID, "priority": 5, "source": "photos/IMG_0001.jpg", "attempt": 2, "worker": "w-01JBX3", "cancelling": True,
-     "expires": 1767229200000},
-    {"jobId": JOB_ID_2, "priority": 9, "source": "photos/IMG_0002.jpg", "attempt": 1, "worker": "w-01JBX4"}]}
+     "expires": 1767229200000, "cursor": JOB_ID},
+    {"jobId": JOB_ID_2, "priority": 9, "source": "photos/IMG_0002.jpg", "attempt": 1, "worker": "w-01JBX4", "cursor": JOB_ID_2}]}
 vector("job-list-reply", "frontend", "JOB-LIST-REPLY: two running jobs, one being cancelled",
        msg(JOB_LIST_REPLY, u64(14), js(job_list)),
        {"command": "JOB-LIST-REPLY", "requestID": 14, "list.state": "running", "list.total": 2, "list.jobs.count": 2,
-        "list.jobs.0.worker": "w-01JBX3", "list.jobs.0.cancelling": "true", "list.jobs.1.priority": 9})
+        "list.jobs.0.worker": "w-01JBX3", "list.jobs.0.cancelling": "true", "list.jobs.1.priority": 9,
+        "list.jobs.1.cursor": JOB_ID_2})
 
 # ---------------------------------------------------------------- backend
 vector("ready", "backend", "READY: worker on node-a, pid 4242, 2 slots",
@@ -473,6 +480,12 @@ bad("resume-to-client", "frontend", "RESUME sent to a client: only the broker re
     msg(RESUME, u64(13)), 103, "RESUME is not sent to a client", receiver="peer")
 bad("job-list-state", "frontend", "JOB-LIST of a state that is not listed", msg(JOB_LIST, u64(14), text("stored"), u32(0), u32(20)),
     101, "JOB-LIST: frame 3 (state) must be queued, delayed or running, got 'stored'")
+bad("job-list-cursor-state", "frontend", "JOB-LIST of the running jobs after a queued job's cursor",
+    msg(JOB_LIST, u64(14), text("running"), u32(0), u32(20), text("5-" + JOB_ID)), 101,
+    "JOB-LIST: frame 6 (after) is not a place among the running jobs: '5-" + JOB_ID + "'")
+bad("job-list-cursor-priority", "frontend", "JOB-LIST after a queued cursor of priority 10",
+    msg(JOB_LIST, u64(14), text("queued"), u32(0), u32(20), text("10-" + JOB_ID)), 101,
+    "JOB-LIST: frame 6 (after) is not a place among the queued jobs: '10-" + JOB_ID + "'")
 bad("job-list-limit-zero", "frontend", "JOB-LIST with limit 0", msg(JOB_LIST, u64(14), text("running"), u32(0), u32(0)),
     101, "JOB-LIST: frame 5 (limit) is 0, must be 1…1000")
 bad("job-info-frames", "frontend", "JOB-INFO without its job id", msg(JOB_INFO, u64(9)), 101,

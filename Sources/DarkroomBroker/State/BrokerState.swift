@@ -637,36 +637,57 @@ struct BrokerState {
 
     /// A page of the jobs in one state, for JOB-LIST: ready jobs in
     /// dispatch order, delayed ones soonest first, running (and held) ones
-    /// by job id.
-    func list(_ which: JobListState, offset: Int, limit: Int) -> JobList {
+    /// by job id; after `after`'s place in that order when it is given
+    /// (its job may have left the state since), then past `offset` more.
+    /// The page's `offset` is how many jobs of the state come before it.
+    func list(_ which: JobListState, offset: Int, limit: Int, after: JobListCursor? = nil) -> JobList {
         func listed(_ job: JobHandle) -> ListedJob {
             ListedJob(jobID: job.id, priority: job.priority, source: job.source, attempt: job.attempt, expires: job.expires == 0 ? nil : job.expires)
         }
         let end = offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
-        let jobs: [ListedJob]
+        var jobs: [ListedJob]
         let total: Int
-        switch which {
-        case .queued:
+        var before = 0
+        switch (which, after) {
+        case (.queued, let cursor):
             total = ready.depth - ready.delayedCount
-            jobs = ready.readyInOrder(first: min(end, total)).dropFirst(offset).map(listed)
-        case .delayed:
+            var from: (priority: UInt8, id: ULID)?
+            if case let .queued(priority, id)? = cursor { from = (priority, id) }
+            let page = ready.readyInOrder(first: min(end, total), after: from)
+            before = page.before
+            jobs = page.jobs.dropFirst(offset).map { job in
+                var listedJob = listed(job)
+                listedJob.cursor = JobListCursor.queued(priority: job.priority, jobID: job.id).text
+                return listedJob
+            }
+        case (.delayed, let cursor):
             total = ready.delayedCount
-            jobs = ready.delayedInOrder(first: min(end, total)).dropFirst(offset).map { waiting in
+            var from: (notBefore: UInt64, id: ULID)?
+            if case let .delayed(time, id)? = cursor { from = (time, id) }
+            let page = ready.delayedInOrder(first: min(end, total), after: from)
+            before = page.before
+            jobs = page.jobs.dropFirst(offset).map { waiting in
                 var job = listed(waiting.job)
                 job.notBefore = waiting.notBefore
+                job.cursor = JobListCursor.delayed(notBefore: waiting.notBefore, jobID: waiting.job.id).text
                 return job
             }
-        case .running:
-            let running = (Array(leases.values) + held.values.map(\.lease)).sorted { $0.job.id < $1.job.id }
+        case (.running, let cursor):
+            var running = (Array(leases.values) + held.values.map(\.lease)).sorted { $0.job.id < $1.job.id }
             total = running.count
+            if case let .running(id)? = cursor {
+                before = running.firstIndex { $0.job.id > id } ?? running.count
+                running.removeFirst(before)
+            }
             jobs = running.dropFirst(offset).prefix(limit).map { lease in
                 var job = listed(lease.job)
                 job.worker = lease.worker
                 if cancelling.contains(lease.job.id) { job.cancelling = true }
+                job.cursor = JobListCursor.running(jobID: lease.job.id).text
                 return job
             }
         }
-        return JobList(state: which.rawValue, total: UInt64(total), offset: UInt64(offset), jobs: jobs)
+        return JobList(state: which.rawValue, total: UInt64(total), offset: UInt64(before + min(offset, max(0, total - before))), jobs: jobs)
     }
 
     // MARK: Status

@@ -197,11 +197,17 @@ struct ReadyQueue {
     /// a heap keeps the `count` earliest seen, the latest of them on top.
     /// It holds plain keys (no handle, whose strings would be retained and
     /// released at every move); the page's handles are looked up at the end.
-    func readyInOrder(first count: Int) -> [JobHandle] {
-        let keys = Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map { (priority: $0.job.priority, id: $0.job.id) }) {
+    func readyInOrder(first count: Int, after cursor: (priority: UInt8, id: ULID)? = nil) -> (jobs: [JobHandle], before: Int) {
+        let order: ((priority: UInt8, id: ULID), (priority: UInt8, id: ULID)) -> Bool = {
             $0.priority != $1.priority ? $0.priority > $1.priority : $0.id < $1.id
         }
-        return keys.compactMap { members[$0.id]?.job }
+        var before = 0
+        let keys = Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map { (priority: $0.job.priority, id: $0.job.id) }.filter { key in
+            guard let cursor, !order(cursor, key) else { return true }
+            before += 1
+            return false
+        }, by: order)
+        return (keys.compactMap { members[$0.id]?.job }, before)
     }
 
     /// Where a ready job stands in the dispatch order (1: next), counting
@@ -218,12 +224,20 @@ struct ReadyQueue {
         return ahead + 1
     }
 
-    /// The first `count` delayed jobs, soonest first (then job id), with their times.
-    func delayedInOrder(first count: Int) -> [(job: JobHandle, notBefore: UInt64)] {
-        let keys = Self.first(count, of: members.values.lazy.filter(\.delayed).map { (notBefore: $0.notBefore, id: $0.job.id) }) {
+    /// The first `count` delayed jobs, soonest first (then job id), with
+    /// their times; after `cursor`'s place when given, with how many come
+    /// at or before it.
+    func delayedInOrder(first count: Int, after cursor: (notBefore: UInt64, id: ULID)? = nil)
+        -> (jobs: [(job: JobHandle, notBefore: UInt64)], before: Int) {
+        var before = 0
+        let keys = Self.first(count, of: members.values.lazy.filter(\.delayed).map { (notBefore: $0.notBefore, id: $0.job.id) }.filter { key in
+            guard let cursor, (key.notBefore, key.id) <= (cursor.notBefore, cursor.id) else { return true }
+            before += 1
+            return false
+        }) {
             ($0.notBefore, $0.id) < ($1.notBefore, $1.id)
         }
-        return keys.compactMap { key in members[key.id].map { ($0.job, key.notBefore) } }
+        return (keys.compactMap { key in members[key.id].map { ($0.job, key.notBefore) } }, before)
     }
 
     /// The `count` first elements of `elements` by `before`, in order.

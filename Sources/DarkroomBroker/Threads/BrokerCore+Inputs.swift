@@ -272,7 +272,7 @@ extension BrokerCore {
                 delivery.frontend.append((client, ErrorReply(requestID: request.requestID, code: .internal, reason: Wire.line("\(error)")).frames()))
             }
         case .jobList(let request):
-            let list = state.list(request.state, offset: Int(request.offset), limit: Int(request.limit))
+            let list = state.list(request.state, offset: Int(request.offset), limit: Int(request.limit), after: request.after)
             delivery.frontend.append((client, JobListReply(requestID: request.requestID, list: list).frames()))
         default:
             break

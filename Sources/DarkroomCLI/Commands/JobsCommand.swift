@@ -14,12 +14,16 @@ enum JobsCommand {
         the delayed ones (scheduled, or waiting out a retry's backoff),
         soonest first; at most --limit of each, with how many there are.
         With a state (running, queued or delayed): that state alone, from
-        --offset on. Finished jobs are not listed: `darkroom job ID` tells
-        a job's whole story, `darkroom dead` lists the dead ones.
+        --offset on, or from after --after CURSOR: each job listed has a
+        cursor, its place in the order, and the last one's lists the next
+        page. A page from a cursor goes on where the last one ended even
+        when the jobs before it have been dispatched since (an offset would
+        then skip as many). Finished jobs are not listed: `darkroom job ID`
+        tells a job's whole story, `darkroom dead` lists the dead ones.
 
         With --json, one object per job on stdout: "state", "jobId",
         "priority", "source", "attempt" (its last dispatch, 0 if never),
-        and "position" (from 1, in its state's order), "worker" and
+        "cursor", and "position" (from 1, in its state's order), "worker" and
         "cancelling" (running), "notBefore" (delayed) and "expires" (a
         deadline) when they apply.
         """,
@@ -27,6 +31,7 @@ enum JobsCommand {
         options: [
             .value("limit", short: "n", "N", help: "Jobs listed of each state, 1-1000.", default: "20"),
             .value("offset", "N", help: "Jobs of the state to skip first (with a state).", default: "0"),
+            .value("after", "CURSOR", help: "List the jobs after this place in the state's order: the cursor of the last job of a page (with a state)."),
             ClientOptions.json, ClientOptions.broker, ClientOptions.timeout,
             ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
         ]
@@ -40,11 +45,20 @@ enum JobsCommand {
             }
             states = [state]
         } else {
-            if args.value("offset") != nil { throw UsageError("--offset pages through one state: name it (running, queued or delayed)") }
+            if args.value("offset") != nil || args.value("after") != nil {
+                throw UsageError("--offset and --after page through one state: name it (running, queued or delayed)")
+            }
             states = [.running, .queued, .delayed]
         }
         let limit = try args.int("limit", default: 20, range: 1...Int(Wire.Limit.maxListLimit))
         let offset = try args.int("offset", default: 0, range: 0...Int(UInt32.max))
+        var after: JobListCursor?
+        if let text = args.value("after"), let state = states.first {
+            guard let cursor = JobListCursor(text, state: state) else {
+                throw UsageError("--after takes the cursor of a \(state.rawValue) job as a listing shows it (\(JobsCommand.cursorShape(state))), not \"\(text)\"")
+            }
+            after = cursor
+        }
         let json = args.flag("json")
         let context = try Context()
         let admin = try ClientOptions.admin(args, context: context)
@@ -58,7 +72,7 @@ enum JobsCommand {
         for (index, state) in states.enumerated() {
             let list: JobList
             do {
-                list = try admin.jobList(state, offset: offset, limit: limit)
+                list = try admin.jobList(state, offset: offset, limit: limit, after: after)
             } catch {
                 throw error.runtime
             }
@@ -71,8 +85,19 @@ enum JobsCommand {
             for (position, job) in list.jobs.enumerated() {
                 Console.out(row(job, state: state, position: Int(list.offset) + position + 1, now: now))
             }
+            if states.count == 1, let last = list.jobs.last?.cursor, list.offset + UInt64(list.jobs.count) < list.total {
+                Console.out("next page: darkroom jobs \(state.rawValue) --limit \(limit) --after \(last)")
+            }
         }
         return 0
+    }
+
+    static func cursorShape(_ state: JobListState) -> String {
+        switch state {
+        case .queued: "PRIORITY-JOBID"
+        case .delayed: "UNIXMS-JOBID"
+        case .running: "the job id"
+        }
     }
 
     static func heading(_ list: JobList, state: JobListState) -> String {
@@ -114,6 +139,7 @@ enum JobsCommand {
         o.set("priority", Int(job.priority))
         o.set("source", job.source)
         o.set("attempt", Int(job.attempt))
+        if let cursor = job.cursor { o.set("cursor", cursor) }
         if let worker = job.worker { o.set("worker", worker) }
         if job.cancelling == true { o.set("cancelling", true) }
         if let at = job.notBefore { o.set("notBefore", Int(clamping: at)) }
