@@ -302,6 +302,9 @@ public struct JobStory: Codable, Sendable, Equatable {
     public var expires: UInt64?
     /// Where a queued job stands in the dispatch order (1: the next to go).
     public var position: UInt64?
+    /// The job's own time limit on a worker, in seconds (SUBMIT frame 12),
+    /// while the queue holds the job (waiting, running or dead).
+    public var timeLimit: UInt32?
     /// The worker running it now.
     public var worker: String?
     /// The stored record.
@@ -331,7 +334,7 @@ public struct JobStory: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, expires, position, worker
+        case jobID = "jobId", state, source, pipeline, priority, submitted, finished, notBefore, expires, position, timeLimit, worker
         case recordID = "recordId", attempts, events, complete
     }
 }

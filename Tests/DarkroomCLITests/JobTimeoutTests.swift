@@ -79,6 +79,10 @@ struct JobTimeoutTests {
         // No worker yet: the job waits queued while the broker is killed.
         #expect(h.signal("broker", SIGKILL) == SIGKILL)
         try h.startBroker()
+        // Its story names the limit, read back from the queue.
+        #expect(try JobStoryTests.story(h, id)["timeLimit"] as? Int == 1)
+        let told = try h.run(["job", id] + h.brokerFlags)
+        #expect(told.stdout.contains("limit     1 s per attempt (submit --time-limit)"), "\(told.stdout)")
         try h.startWorker("w", concurrency: 1)  // the default limit, 600 s
         try h.waitUntil("the job is dead", timeout: .seconds(120)) {
             try JobStoryTests.story(h, id)["state"] as? String == "dead"

@@ -23,6 +23,8 @@ enum JobStories {
     struct Facts: Equatable {
         var pipeline: String?
         var priority: UInt8?
+        /// Its own time limit (seconds), from its row; nil without one.
+        var timeLimit: UInt32?
     }
 
     /// The job's place in the state, as JOB-INFO names it.
@@ -103,6 +105,7 @@ enum JobStories {
                              submitted: first?.kind == .accepted ? first?.time : nil, finished: finished,
                              recordID: record, attempts: attempts, events: events.map(JobEvent.init),
                              complete: first?.kind == .accepted)
+        story.timeLimit = facts.timeLimit
         if let live {
             // The state is the authority on an unfinished job: the log may
             // not yet hold the turn that leased or requeued it.

@@ -933,6 +933,8 @@ final class JobStore {
                 facts.priority = UInt8(clamping: priority)
             }
         }
+        let limits = try db.query("SELECT time_limit FROM jobs WHERE id = ?", idText) { try $0.integer("time_limit", as: UInt32.self) }
+        if let limit = limits.first, limit > 0 { facts.timeLimit = limit }
         return (events, facts)
     }
 

@@ -138,6 +138,7 @@ enum JobCommand {
         row("priority", story.priority.map { String($0) })
         row("submitted", story.submitted.map(time))
         row("expires", story.expires.map { "\(time($0)) (not run unless a worker starts it by then)" })
+        row("limit", story.timeLimit.map { "\(SubmitCommand.spoken(.seconds(Int64($0)))) per attempt (submit --time-limit)" })
         if let finished = story.finished {
             let took = story.submitted.map { " (\(span(from: $0, to: finished)) after submit)" } ?? ""
             row("finished", time(finished) + took)
