@@ -201,13 +201,9 @@ struct ReadyQueue {
         let order: ((priority: UInt8, id: ULID), (priority: UInt8, id: ULID)) -> Bool = {
             $0.priority != $1.priority ? $0.priority > $1.priority : $0.id < $1.id
         }
-        var before = 0
-        let keys = Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map { (priority: $0.job.priority, id: $0.job.id) }.filter { key in
-            guard let cursor, !order(cursor, key) else { return true }
-            before += 1
-            return false
-        }, by: order)
-        return (keys.compactMap { members[$0.id]?.job }, before)
+        let page = Self.first(count, of: members.values.lazy.filter { !$0.delayed }.map { (priority: $0.job.priority, id: $0.job.id) },
+                              by: order, after: cursor)
+        return (page.elements.compactMap { members[$0.id]?.job }, page.before)
     }
 
     /// Where a ready job stands in the dispatch order (1: next), counting
@@ -229,25 +225,24 @@ struct ReadyQueue {
     /// at or before it.
     func delayedInOrder(first count: Int, after cursor: (notBefore: UInt64, id: ULID)? = nil)
         -> (jobs: [(job: JobHandle, notBefore: UInt64)], before: Int) {
-        var before = 0
-        let keys = Self.first(count, of: members.values.lazy.filter(\.delayed).map { (notBefore: $0.notBefore, id: $0.job.id) }.filter { key in
-            guard let cursor, (key.notBefore, key.id) <= (cursor.notBefore, cursor.id) else { return true }
-            before += 1
-            return false
-        }) {
-            ($0.notBefore, $0.id) < ($1.notBefore, $1.id)
-        }
-        return (keys.compactMap { key in members[key.id].map { ($0.job, key.notBefore) } }, before)
+        let page = Self.first(count, of: members.values.lazy.filter(\.delayed).map { (notBefore: $0.notBefore, id: $0.job.id) },
+                              by: { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }, after: cursor)
+        return (page.elements.compactMap { key in members[key.id].map { ($0.job, key.notBefore) } }, page.before)
     }
 
-    /// The `count` first elements of `elements` by `before`, in order.
-    private static func first<Element>(_ count: Int, of elements: some Sequence<Element>, by before: @escaping (Element, Element) -> Bool) -> [Element] {
-        guard count > 0 else { return [] }
-        var kept = Heap<Element>(less: { before($1, $0) })
+    /// The `count` first elements of `elements` by `precedes`, in order;
+    /// with `after`, only those that come after it, and `before` counts the
+    /// others.
+    private static func first<Element>(_ count: Int, of elements: some Sequence<Element>, by precedes: @escaping (Element, Element) -> Bool,
+                                       after cursor: Element? = nil) -> (elements: [Element], before: Int) {
+        var kept = Heap<Element>(less: { precedes($1, $0) })
+        var skipped = 0
         for element in elements {
-            if kept.count < count {
+            if let cursor, !precedes(cursor, element) {
+                skipped += 1
+            } else if kept.count < count {
                 kept.push(element)
-            } else if let latest = kept.first, before(element, latest) {
+            } else if let latest = kept.first, precedes(element, latest) {
                 _ = kept.pop()
                 kept.push(element)
             }
@@ -255,7 +250,7 @@ struct ReadyQueue {
         var out: [Element] = []
         out.reserveCapacity(kept.count)
         while let element = kept.pop() { out.append(element) }
-        return out.reversed()
+        return (out.reversed(), skipped)
     }
 
     /// Every waiting job with the time it becomes ready (0: ready now).

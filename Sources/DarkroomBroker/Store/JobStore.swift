@@ -919,22 +919,20 @@ final class JobStore {
         let accepted = try db.query("""
             SELECT pipeline, priority FROM events WHERE job_id = ? AND kind = ? AND pipeline IS NOT NULL ORDER BY seq LIMIT 1
             """, idText, Int64(EventKind.accepted.rawValue)) { row in (try row.optionalString("pipeline"), try row.optionalInt64("priority")) }
+        // The job's row, while the queue keeps it: its time limit, and its
+        // pipeline and priority when the log has no `accepted` event with
+        // them (accepted before the log kept pipelines, or pruned).
+        let row = try db.query("SELECT pipeline, priority, time_limit FROM jobs WHERE id = ?", idText) { row in
+            (try row.string("pipeline"), try row.int64("priority"), try row.integer("time_limit", as: UInt32.self))
+        }.first
         if let (pipeline, priority) = accepted.first {
             facts.pipeline = pipeline
             facts.priority = priority.map { UInt8(clamping: $0) }
-        } else {
-            // Accepted before the log kept pipelines, or its event pruned:
-            // the job's row has them while the queue keeps it.
-            let rows = try db.query("SELECT pipeline, priority FROM jobs WHERE id = ?", idText) { row in
-                (try row.string("pipeline"), try row.int64("priority"))
-            }
-            if let (pipeline, priority) = rows.first {
-                facts.pipeline = pipeline
-                facts.priority = UInt8(clamping: priority)
-            }
+        } else if let row {
+            facts.pipeline = row.0
+            facts.priority = UInt8(clamping: row.1)
         }
-        let limits = try db.query("SELECT time_limit FROM jobs WHERE id = ?", idText) { try $0.integer("time_limit", as: UInt32.self) }
-        if let limit = limits.first, limit > 0 { facts.timeLimit = limit }
+        if let limit = row?.2, limit > 0 { facts.timeLimit = limit }
         return (events, facts)
     }
 
