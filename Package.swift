@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
 //                   CMicroHTTPD, CCurl (loaded on first use)
 //   image engine    DarkroomImage     pixels, JPEG codec, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
@@ -28,6 +28,8 @@ let package = Package(
         ),
         // Little CMS, for converting pixels from an embedded ICC profile to sRGB.
         .target(name: "CLCMS", linkerSettings: [.linkedLibrary("lcms2")]),
+        // libwebp, for WebP files, and libwebpmux, for the ICC profile chunk.
+        .target(name: "CWebP", linkerSettings: [.linkedLibrary("webp"), .linkedLibrary("webpmux")]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
@@ -57,7 +59,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.

@@ -12,6 +12,8 @@ public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let empty = Code("empty")
         /// The bytes do not start like a JPEG (no SOI marker).
         public static let notJPEG = Code("not-jpeg")
+        /// The bytes do not start like a WebP file ("RIFF", a size, "WEBP").
+        public static let notWebP = Code("not-webp")
         /// The data ends before the image does (libjpeg's premature-end warning).
         public static let truncated = Code("truncated")
         /// The data is malformed: bad markers, bad Huffman codes, bad headers.

@@ -1,0 +1,205 @@
+import CWebP
+
+/// What the header of a WebP file says.
+public struct WebPHeader: Sendable, Equatable {
+    /// The picture's size; the canvas size for an animation.
+    public var size: Size
+    public var hasAlpha: Bool
+    public var isAnimated: Bool
+
+    public init(size: Size, hasAlpha: Bool, isAnimated: Bool) {
+        self.size = size
+        self.hasAlpha = hasAlpha
+        self.isAnimated = isAnimated
+    }
+}
+
+/// WebP decoding and encoding over libwebp (through the CWebP shim): still
+/// pictures only, lossy when written.
+public enum WebP {
+    /// True when `bytes` start like a WebP file: "RIFF", 4 size bytes, "WEBP".
+    public static func isWebP(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 12 && bytes[0..<4].elementsEqual("RIFF".utf8) && bytes[8..<12].elementsEqual("WEBP".utf8)
+    }
+
+    /// Reads only the header (the chunks before the bitstream and its first
+    /// bytes): size, alpha, animation. The input size is checked before
+    /// anything is parsed, the picture's size against `limits` before any
+    /// pixel buffer exists. `limits.failOnWarning` means nothing here.
+    public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> WebPHeader {
+        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
+        if bytes.count > limits.maxInputBytes {
+            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
+        }
+        if !isWebP(bytes) {
+            // "RIFF" and less than the rest of the signature, all of it as in
+            // one: the start of a WebP file, cut short.
+            let signature = Array("RIFF".utf8) + [nil, nil, nil, nil] + Array("WEBP".utf8)
+            if (4..<12).contains(bytes.count) && zip(bytes, signature).allSatisfy({ $1 == nil || $0 == $1 }) {
+                throw ImageError(.truncated, "truncated: data ends before the header does (\(bytes.count) bytes)")
+            }
+            throw ImageError(.notWebP, notWebPMessage(bytes))
+        }
+        var info = dr_webp_info()
+        var error = dr_webp_error()
+        let status = bytes.withUnsafeBufferPointer { dr_webp_read_info($0.baseAddress, $0.count, &info, &error) }
+        guard status == DR_WEBP_OK else { throw decodeError(error) }
+        let header = WebPHeader(
+            size: Size(width: Int(info.width), height: Int(info.height)), hasAlpha: info.has_alpha != 0,
+            isAnimated: info.is_animated != 0)
+        try JPEG.check(header.size, limits: limits)
+        return header
+    }
+
+    /// The ICC profile of a WebP file: its ICCP chunk, when the VP8X header
+    /// announces one (readers ignore the chunk otherwise). Nil when there is
+    /// none, the bytes are not WebP, or a chunk runs past the end. Only the
+    /// chunk headers before the profile are read.
+    public static func iccProfile(_ bytes: [UInt8]) -> [UInt8]? {
+        guard isWebP(bytes), bytes.count >= 21, bytes[12..<16].elementsEqual("VP8X".utf8),
+              bytes[20] & 0x20 != 0 else { return nil }
+        var chunk = 12
+        while chunk + 8 <= bytes.count {
+            let size = (0..<4).reduce(0) { $0 | Int(bytes[chunk + 4 + $1]) << (8 * $1) }
+            let body = chunk + 8
+            guard size <= bytes.count - body else { return nil }
+            if bytes[chunk..<chunk + 4].elementsEqual("ICCP".utf8) { return Array(bytes[body..<body + size]) }
+            chunk = body + size + (size & 1)
+        }
+        return nil
+    }
+
+    /// Decodes a still picture to RGBX, after `readHeader`'s checks. Animated
+    /// files are refused (`.unsupported`). A file's alpha is ignored, not
+    /// composited: the colour channels are the file's own, also where a
+    /// pixel is transparent, and the fourth byte is 255 as everywhere in
+    /// the engine. An embedded ICC profile is not applied either.
+    public static func decode(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> Image {
+        let header = try readHeader(bytes, limits: limits)
+        if header.isAnimated {
+            throw ImageError(.unsupported, "animated WebP is not supported (only still pictures are decoded)")
+        }
+        let width = header.size.width, height = header.size.height
+        let stride = width * Image.bytesPerPixel
+        var error = dr_webp_error()
+        var status = DR_WEBP_OK
+        let pixels = bytes.withUnsafeBufferPointer { data in
+            [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
+                status = dr_webp_decode_rgbx(
+                    data.baseAddress, data.count, out.baseAddress, stride, Int32(width), Int32(height), &error)
+                count = status == DR_WEBP_OK ? stride * height : 0
+            }
+        }
+        guard status == DR_WEBP_OK else { throw decodeError(error) }
+        return Image(width: width, height: height, pixels: pixels)
+    }
+
+    /// Lossy WebP of an RGBX image, written without alpha (the fourth byte
+    /// is ignored), at `quality` 1 to 100 (libwebp's quality factor, with
+    /// its default settings otherwise). A non-empty `iccProfile` goes into
+    /// an ICCP chunk (the file then has a VP8X header).
+    ///
+    /// libwebp reports its progress about once a percent of the encode;
+    /// `cancellation` is looked at then, and before the encode starts. A
+    /// cancelled encode throws `ImageError.cancelled`.
+    ///
+    /// WebP allows at most 16383 pixels a side: a larger image fails with
+    /// `.encodeFailed`.
+    public static func encode(
+        _ image: Image, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encode(
+            image.pixels, width: image.width, height: image.height, stride: image.stride, input: DR_WEBP_INPUT_RGBX,
+            quality: quality, iccProfile: iccProfile, cancellation: cancellation)
+    }
+
+    /// The same for a one-channel image. WebP has no gray mode: the file is
+    /// RGB with equal channels, the one `encode(Image(image), quality:)`
+    /// writes, made without the RGBX copy. Decoded, its channels are equal
+    /// but for libwebp's YUV-to-RGB rounding, which leaves green one below
+    /// red and blue at three gray levels out of 256.
+    public static func encode(
+        _ image: GrayImage, quality: Int, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encode(
+            image.pixels, width: image.width, height: image.height, stride: image.width, input: DR_WEBP_INPUT_GRAY,
+            quality: quality, iccProfile: nil, cancellation: cancellation)
+    }
+
+    // MARK: - Internals
+
+    private static func encode(
+        _ samples: [UInt8], width: Int, height: Int, stride: Int, input: dr_webp_input, quality: Int,
+        iccProfile: [UInt8]?, cancellation: CancellationFlag
+    ) throws(ImageError) -> [UInt8] {
+        guard (1...100).contains(quality) else {
+            throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(quality)")
+        }
+        try cancellation.check()
+        let profile = iccProfile ?? []
+        var error = dr_webp_error()
+        var out: UnsafeMutablePointer<UInt8>? = nil
+        var length = 0
+        // The flag goes to C unretained; this call keeps it alive until the
+        // encode, the only user of the pointer, has returned.
+        let status = withExtendedLifetime(cancellation) {
+            samples.withUnsafeBufferPointer { pixels in
+                profile.withUnsafeBufferPointer { icc in
+                    dr_webp_encode(
+                        pixels.baseAddress, Int32(clamping: width), Int32(clamping: height), stride, input,
+                        Int32(quality), icc.baseAddress, icc.count, shouldStop,
+                        Unmanaged.passUnretained(cancellation).toOpaque(), &out, &length, &error)
+                }
+            }
+        }
+        defer { dr_webp_free(out) }
+        switch status {
+        case DR_WEBP_OK:
+            guard let out else { throw ImageError(.encodeFailed, "WebP encoding failed (no output)") }
+            return try cancellation.checked(Array(UnsafeBufferPointer(start: out, count: length)))
+        case DR_WEBP_CANCELLED:
+            throw ImageError.cancelled
+        case DR_WEBP_INVALID_ARGUMENT:
+            throw ImageError(.invalidArgument, "invalid WebP encode request: \(message(of: error))")
+        case DR_WEBP_TOO_LARGE:
+            throw ImageError(.encodeFailed, "cannot encode a \(width)x\(height) image as WebP: \(message(of: error))")
+        default:
+            throw ImageError(.encodeFailed, "WebP encoding failed (\(message(of: error)))")
+        }
+    }
+
+    /// The shim's stop question, answered by the `CancellationFlag` its
+    /// context points to (kept alive by the encode that passed it). `poll`
+    /// counts the look, as the engine's own loops do.
+    private static let shouldStop: dr_webp_should_stop = { context in
+        guard let context else { return 0 }
+        return Unmanaged<CancellationFlag>.fromOpaque(context).takeUnretainedValue().poll() ? 1 : 0
+    }
+
+    private static func decodeError(_ error: dr_webp_error) -> ImageError {
+        let text = message(of: error)
+        switch error.status {
+        case DR_WEBP_TRUNCATED: return ImageError(.truncated, "truncated: data ends before the image does (\(text))")
+        case DR_WEBP_UNSUPPORTED: return ImageError(.unsupported, "unsupported WebP (\(text))")
+        case DR_WEBP_OUT_OF_MEMORY: return ImageError(.limitExceeded, "out of memory while decoding (\(text))")
+        case DR_WEBP_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid decode request: \(text)")
+        default: return ImageError(.corrupt, "corrupt WebP data (\(text))")
+        }
+    }
+
+    /// "not a WebP (starts with FF D8 FF E0: looks like JPEG)", worded as
+    /// the JPEG decoder's not-jpeg message.
+    private static func notWebPMessage(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF")
+        let hex = bytes.prefix(4).map { String([digits[Int($0 >> 4)], digits[Int($0 & 15)]]) }.joined(separator: " ")
+        let kind = bytes.starts(with: [0xFF, 0xD8]) ? "JPEG" : Sniff.format(bytes)
+        if let kind { return "not a WebP (starts with \(hex): looks like \(kind))" }
+        return "not a WebP (starts with \(hex))"
+    }
+
+    private static func message(of error: dr_webp_error) -> String {
+        withUnsafeBytes(of: error.message) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+    }
+}
