@@ -5,14 +5,18 @@ import DarkroomImage
 public struct JobOptions: Sendable, Equatable {
     /// Thumbnail size (aspect-fill, then centre crop), or nil for no thumbnail.
     public var thumbnail: Size?
-    /// JPEG quality of the full-resolution output, 1 to 100.
+    /// Quality of the full-resolution output, 1 to 100.
     public var quality: Int
-    /// JPEG quality of the thumbnail, 1 to 100.
+    /// Quality of the thumbnail, 1 to 100.
     public var thumbnailQuality: Int
-    /// Chroma subsampling of both outputs (`auto`: 4:4:4 at quality 90 and above).
+    /// Chroma subsampling of JPEG outputs (`auto`: 4:4:4 at quality 90 and above).
     public var subsampling: ChromaSubsampling
     /// Write progressive JPEGs.
     public var progressive: Bool
+    /// The file format of the full-resolution output.
+    public var format: ImageFormat
+    /// The file format of the thumbnail.
+    public var thumbnailFormat: ImageFormat
     /// Where the thumbnail's aspect-fill crop sits (`smart`: the most detail).
     public var thumbnailGravity: Gravity
     /// Input limits, checked from the header before any pixel is allocated.
@@ -27,8 +31,12 @@ public struct JobOptions: Sendable, Equatable {
         subsampling: ChromaSubsampling = .auto,
         progressive: Bool = false,
         thumbnailGravity: Gravity = .center,
+        format: ImageFormat = .jpeg,
+        thumbnailFormat: ImageFormat = .jpeg,
         limits: DecodeLimits = .default
     ) {
+        self.format = format
+        self.thumbnailFormat = thumbnailFormat
         self.thumbnailGravity = thumbnailGravity
         self.thumbnail = thumbnail
         self.quality = quality
@@ -39,7 +47,7 @@ public struct JobOptions: Sendable, Equatable {
     }
 }
 
-/// One encoded output: JPEG bytes and their pixel size.
+/// One encoded output: the file's bytes (JPEG or WebP) and its pixel size.
 public struct EncodedImage: Sendable, Equatable {
     public var bytes: [UInt8]
     public var size: Size
@@ -169,10 +177,18 @@ public struct ImageJob: Sendable {
             (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
             let plane = checkGray ? try GrayImage(exactly: image, cancellation: cancel) : nil
-            let bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
+            let bytes: [UInt8]
+            switch options.format {
+            case .jpeg:
+                bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
                                                                       progressive: options.progressive, grayscale: plane != nil,
                                                                       iccProfile: profile),
                                         cancellation: cancel)
+            case .webp:
+                // A gray result is three equal channels in WebP, untagged
+                // as a gray JPEG is.
+                bytes = try WebP.encode(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
+            }
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
         }
@@ -186,13 +202,23 @@ public struct ImageJob: Sendable {
                 case let .gray(plane):
                     // The thumbnail of a gray image is gray too.
                     let small = try plane.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
-                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive),
-                                            cancellation: cancel)
+                    switch options.thumbnailFormat {
+                    case .jpeg:
+                        bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive),
+                                                cancellation: cancel)
+                    case .webp:
+                        bytes = try WebP.encode(small, quality: options.thumbnailQuality, cancellation: cancel)
+                    }
                 case let .color(image):
                     let small = try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
-                    bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
-                                                                          progressive: options.progressive, iccProfile: profile),
-                                            cancellation: cancel)
+                    switch options.thumbnailFormat {
+                    case .jpeg:
+                        bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
+                                                                              progressive: options.progressive, iccProfile: profile),
+                                                cancellation: cancel)
+                    case .webp:
+                        bytes = try WebP.encode(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
+                    }
                 }
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }

@@ -6,7 +6,8 @@
 ///     offset 5  u8   thumbnail JPEG quality, 1…100
 ///     offset 6  u8   output flags: bits 0–1 chroma subsampling (0 auto,
 ///                    1 4:4:4, 2 4:2:2, 3 4:2:0), bit 2 progressive,
-///                    bits 3–7 MUST be 0
+///                    bit 3 full resolution as WebP, bit 4 thumbnail as
+///                    WebP, bits 5–7 MUST be 0
 ///     offset 7  u8   thumbnail gravity, 0…9 (0 center … 9 smart)
 public struct JobOptions: Sendable, Hashable {
     public var thumbnailWidth: UInt16
@@ -19,6 +20,30 @@ public struct JobOptions: Sendable, Hashable {
     public var progressive: Bool
     /// Where the thumbnail's aspect-fill crop sits.
     public var thumbnailGravity: ThumbnailGravity
+    /// The file format of the full-resolution output.
+    public var format: OutputFormat
+    /// The file format of the thumbnail.
+    public var thumbnailFormat: OutputFormat
+
+    /// The file format of an output, as bits 3 and 4 of the flags carry it.
+    public enum OutputFormat: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        case jpeg = 0
+        /// Lossy WebP at the output's quality.
+        case webp = 1
+
+        /// "jpeg" or "webp", as the command line spells it.
+        public var description: String {
+            switch self {
+            case .jpeg: "jpeg"
+            case .webp: "webp"
+            }
+        }
+
+        public init?(name: String) {
+            guard let format = Self.allCases.first(where: { $0.description == name }) else { return nil }
+            self = format
+        }
+    }
 
     /// Where the thumbnail's crop sits, as byte 7 carries it; the names are
     /// pipeline.md's gravities.
@@ -70,13 +95,17 @@ public struct JobOptions: Sendable, Hashable {
     public static let frameSize = 8
     static let subsamplingMask: UInt8 = 0b011
     static let progressiveFlag: UInt8 = 0b100
+    static let webpFlag: UInt8 = 0b1000
+    static let thumbnailWebPFlag: UInt8 = 0b1_0000
+    static let definedFlags: UInt8 = subsamplingMask | progressiveFlag | webpFlag | thumbnailWebPFlag
     /// The defaults a producer uses when the user gives none: a 256×256
     /// thumbnail at quality 70, full resolution at quality 95, subsampling
     /// chosen by quality, baseline files.
     public static let `default` = JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70)
 
     public init(thumbnailWidth: UInt16, thumbnailHeight: UInt16, quality: UInt8, thumbnailQuality: UInt8,
-                subsampling: Subsampling = .auto, progressive: Bool = false, thumbnailGravity: ThumbnailGravity = .center) {
+                subsampling: Subsampling = .auto, progressive: Bool = false, thumbnailGravity: ThumbnailGravity = .center,
+                format: OutputFormat = .jpeg, thumbnailFormat: OutputFormat = .jpeg) {
         self.thumbnailWidth = thumbnailWidth
         self.thumbnailHeight = thumbnailHeight
         self.quality = quality
@@ -84,21 +113,26 @@ public struct JobOptions: Sendable, Hashable {
         self.subsampling = subsampling
         self.progressive = progressive
         self.thumbnailGravity = thumbnailGravity
+        self.format = format
+        self.thumbnailFormat = thumbnailFormat
     }
 
     /// The output flags byte (offset 6).
     public var flags: UInt8 {
         subsampling.rawValue | (progressive ? Self.progressiveFlag : 0)
+            | (format == .webp ? Self.webpFlag : 0) | (thumbnailFormat == .webp ? Self.thumbnailWebPFlag : 0)
     }
 
     /// The options with the flags byte `flags` read back; nil when it sets
     /// a bit DRK1 does not define.
     public func with(flags: UInt8) -> JobOptions? {
-        guard flags & ~(Self.subsamplingMask | Self.progressiveFlag) == 0,
+        guard flags & ~Self.definedFlags == 0,
               let mode = Subsampling(rawValue: flags & Self.subsamplingMask) else { return nil }
         var options = self
         options.subsampling = mode
         options.progressive = flags & Self.progressiveFlag != 0
+        options.format = flags & Self.webpFlag != 0 ? .webp : .jpeg
+        options.thumbnailFormat = flags & Self.thumbnailWebPFlag != 0 ? .webp : .jpeg
         return options
     }
 
@@ -127,7 +161,7 @@ extension MessageReader {
         guard (1...100).contains(q) else { throw error(frame: i, field, "quality is \(q), must be 1…100") }
         guard (1...100).contains(tq) else { throw error(frame: i, field, "thumbnail quality is \(tq), must be 1…100") }
         guard var options = JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq).with(flags: flags) else {
-            throw error(frame: i, field, "output flags are \(flags), only bits 0–2 are defined")
+            throw error(frame: i, field, "output flags are \(flags), only bits 0–4 are defined")
         }
         guard let gravity = JobOptions.ThumbnailGravity(rawValue: gravityByte) else {
             throw error(frame: i, field, "thumbnail gravity is \(gravityByte), must be 0…\(JobOptions.ThumbnailGravity.allCases.count - 1)")

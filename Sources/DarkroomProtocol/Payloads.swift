@@ -226,15 +226,36 @@ public struct ImageInfo: Codable, Sendable, Equatable {
     public var width: UInt32
     public var height: UInt32
     public var bytes: UInt64
-    /// Lower-case hex SHA-256 of the JPEG bytes.
+    /// Lower-case hex SHA-256 of the file's bytes.
     public var sha256: String
+    /// The file's format: "jpeg" or "webp".
+    public var format: String
 
-    public init(width: UInt32, height: UInt32, bytes: UInt64, sha256: String) {
+    public init(width: UInt32, height: UInt32, bytes: UInt64, sha256: String, format: String = "jpeg") {
         self.width = width
         self.height = height
         self.bytes = bytes
         self.sha256 = sha256
+        self.format = format
     }
+
+    enum CodingKeys: String, CodingKey {
+        case width, height, bytes, sha256, format
+    }
+
+    /// A record from a storage node from before WebP outputs has no
+    /// `format`: its images are JPEGs.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        width = try container.decode(UInt32.self, forKey: .width)
+        height = try container.decode(UInt32.self, forKey: .height)
+        bytes = try container.decode(UInt64.self, forKey: .bytes)
+        sha256 = try container.decode(String.self, forKey: .sha256)
+        format = try container.decodeIfPresent(String.self, forKey: .format) ?? "jpeg"
+    }
+
+    /// The extension of a file holding this image: "jpg" or "webp".
+    public var fileExtension: String { format == "webp" ? "webp" : "jpg" }
 }
 
 /// The storage node's totals, answered to STATS.

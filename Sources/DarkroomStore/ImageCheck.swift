@@ -2,13 +2,14 @@ import DarkroomImage
 import DarkroomProtocol
 
 /// What the storage node checks in a STORE's two images before it keeps
-/// anything (DRK1 section 11): each must be a JPEG whose header is within
-/// the limits and gives exactly the size the STORE declares for it (frames 6
-/// and 7). The full-resolution image is checked first; the first failure is
-/// the answer, and the STORE is not stored.
+/// anything (DRK1 section 11): each must be a JPEG or a still WebP whose
+/// header is within the limits and gives exactly the size the STORE
+/// declares for it (frames 6 and 7). The full-resolution image is checked
+/// first; the first failure is the answer, and the STORE is not stored.
 ///
 /// Only the header is read (libjpeg's `jpeg_read_header`, through
-/// `JPEG.readHeader`): the markers up to the first scan, a few microseconds
+/// `JPEG.readHeader`, or libwebp's `WebPGetFeatures`, through
+/// `WebP.readHeader`): the markers up to the first scan, a few microseconds
 /// for a worker's output whatever its pixel count, and no pixel buffer. The entropy-coded data
 /// after the header is not looked at, so a file whose scan is cut short or
 /// damaged passes: finding that out costs a full decode, and a worker that
@@ -35,15 +36,29 @@ struct ImageCheck: Sendable {
 
     /// One image against its declared size; `name` starts the reason.
     func failure(of bytes: [UInt8], declared: ImageSize, name: String) -> ProtocolError? {
-        let header: JPEGHeader
+        let size: Size
         do {
-            header = try JPEG.readHeader(bytes, limits: limits)
+            if WebP.isWebP(bytes) {
+                let header: WebPHeader
+                do {
+                    header = try WebP.readHeader(bytes, limits: limits)
+                } catch {
+                    // libwebp's own words: the JPEG wording below speaks of scans.
+                    return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
+                }
+                guard !header.isAnimated else {
+                    return ProtocolError(.invalidImage, "\(name): an animated WebP (outputs are still images)")
+                }
+                size = header.size
+            } else {
+                // The size in the frame header (SOF), as the pixels are
+                // stored: an EXIF orientation is not applied (workers write
+                // none).
+                size = try JPEG.readHeader(bytes, limits: limits).storedSize
+            }
         } catch {
             return ProtocolError(Self.code(of: error), "\(name): \(Self.reason(of: error))")
         }
-        // The size in the frame header (SOF), as the pixels are stored: an
-        // EXIF orientation is not applied (workers write none).
-        let size = header.storedSize
         guard size.width == Int(declared.width), size.height == Int(declared.height) else {
             return ProtocolError(
                 .invalidImage,
@@ -63,10 +78,11 @@ struct ImageCheck: Sendable {
     static func reason(of error: ImageError) -> String {
         switch error.code {
         case .notJPEG:
-            // "not a JPEG (starts with 89 50 4E 47: looks like PNG)" keeps its detail.
+            // Bytes that start like neither format; "not a JPEG (starts with
+            // 89 50 4E 47: looks like PNG)" keeps its detail.
             error.message.hasPrefix("not a JPEG (")
-                ? "not a JPEG (no SOI marker; " + error.message.dropFirst("not a JPEG (".count)
-                : "not a JPEG (no SOI marker)"
+                ? "neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header; " + error.message.dropFirst("not a JPEG (".count)
+                : "neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header)"
         case .truncated: "truncated header (the data ends before the first scan)"
         case .empty: "empty (0 bytes)"
         default: error.message

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomImage
 import DarkroomProtocol
 import DarkroomSQLite
 
@@ -23,7 +24,7 @@ struct StoreFailure: Error, CustomStringConvertible {
 /// The storage node's records: one SQLite database (`store.db`, WAL,
 /// synchronous=FULL, foreign keys on) and the blob files next to it.
 ///
-/// Schema (version 1, kept in `PRAGMA user_version`):
+/// Schema (version 2, kept in `PRAGMA user_version`):
 ///
 /// - `full_res`: one row per record, the record id (ULID) as primary key and
 ///   the job id UNIQUE, which makes STORE idempotent per job.
@@ -31,7 +32,8 @@ struct StoreFailure: Error, CustomStringConvertible {
 ///   row by `full_res_id` (a foreign key, UNIQUE, ON DELETE CASCADE).
 ///
 /// Both keep the job id, source name, pipeline, width, height, byte size,
-/// SHA-256 (lower-case hex) and creation time (Unix ms). The image bytes are
+/// SHA-256 (lower-case hex), creation time (Unix ms) and file format
+/// (`jpeg` or `webp`; version 2, older rows are JPEGs). The image bytes are
 /// either inline (`blob`) or, above the threshold, in a content-addressed
 /// file named by `blob_path` (relative to the blob directory); exactly one of
 /// the two is set.
@@ -46,7 +48,7 @@ struct StoreFailure: Error, CustomStringConvertible {
 ///
 /// Owned by the storage node's service thread, like the `Connection` inside it.
 final class RecordStore {
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion: Int64 = 2
 
     /// Each migration takes the schema from the previous version to `version`.
     /// A new schema version appends one; existing entries never change.
@@ -83,6 +85,10 @@ final class RecordStore {
             );
             CREATE INDEX full_res_blob_path ON full_res(blob_path) WHERE blob_path IS NOT NULL;
             CREATE INDEX thumbnails_blob_path ON thumbnails(blob_path) WHERE blob_path IS NOT NULL;
+            """),
+        (2, """
+            ALTER TABLE full_res ADD COLUMN format TEXT NOT NULL DEFAULT 'jpeg';
+            ALTER TABLE thumbnails ADD COLUMN format TEXT NOT NULL DEFAULT 'jpeg';
             """),
     ]
 
@@ -149,12 +155,12 @@ final class RecordStore {
         ids = ULIDGenerator(clock: { max(ULIDGenerator.systemMilliseconds(), floor) })
         selectByJob = try connection.prepare("SELECT id FROM full_res WHERE job_id = ?1")
         insertFull = try connection.prepare("""
-            INSERT INTO full_res (id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+            INSERT INTO full_res (id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path, format)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
             """)
         insertThumb = try connection.prepare("""
-            INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            INSERT INTO thumbnails (id, full_res_id, job_id, source, pipeline, width, height, bytes, sha256, created, blob, blob_path, format)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
             """)
 
         try recover()
@@ -304,16 +310,23 @@ final class RecordStore {
         try insertFull.execute(values: [
             .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
             .integer(Int64(request.fullSize.width)), .integer(Int64(request.fullSize.height)), .integer(Int64(request.full.count)),
-            .text(fullSHA), .integer(Int64(clamping: now)), full.blob, full.path,
+            .text(fullSHA), .integer(Int64(clamping: now)), full.blob, full.path, .text(RecordStore.format(of: request.full)),
         ])
         try insertThumb.execute(values: [
             .text(thumbID.description), .text(idText), .text(job), .text(request.sourceName), .text(request.pipeline),
             .integer(Int64(request.thumbnailSize.width)), .integer(Int64(request.thumbnailSize.height)),
             .integer(Int64(request.thumbnail.count)), .text(thumbSHA), .integer(Int64(clamping: now)), thumb.blob, thumb.path,
+            .text(RecordStore.format(of: request.thumbnail)),
         ])
         return (id, true)
     }
 
+
+    /// The format of an image that passed `ImageCheck`, which takes
+    /// anything that does not start like a WebP for a JPEG.
+    static func format(of bytes: [UInt8]) -> String {
+        WebP.isWebP(bytes) ? ImageFormat.webp.rawValue : ImageFormat.jpeg.rawValue
+    }
 
     /// Where a blob goes: inline up to the threshold, else a content-addressed
     /// file, written (crash-safely) unless the same bytes are already stored.
@@ -330,8 +343,8 @@ final class RecordStore {
 
     private static let selectRecord = """
         SELECT f.id, f.job_id, f.source, f.pipeline, f.created,
-               f.width AS full_width, f.height AS full_height, f.bytes AS full_bytes, f.sha256 AS full_sha256,
-               t.width AS thumb_width, t.height AS thumb_height, t.bytes AS thumb_bytes, t.sha256 AS thumb_sha256
+               f.width AS full_width, f.height AS full_height, f.bytes AS full_bytes, f.sha256 AS full_sha256, f.format AS full_format,
+               t.width AS thumb_width, t.height AS thumb_height, t.bytes AS thumb_bytes, t.sha256 AS thumb_sha256, t.format AS thumb_format
         FROM full_res f JOIN thumbnails t ON t.full_res_id = f.id
         """
 
@@ -346,9 +359,11 @@ final class RecordStore {
                 id: id, jobID: job, source: try row.string("source"), pipeline: try row.string("pipeline"),
                 created: try row.integer("created"),
                 full: ImageInfo(width: try row.integer("full_width"), height: try row.integer("full_height"),
-                                bytes: try row.integer("full_bytes"), sha256: try row.string("full_sha256")),
+                                bytes: try row.integer("full_bytes"), sha256: try row.string("full_sha256"),
+                                format: try row.string("full_format")),
                 thumb: ImageInfo(width: try row.integer("thumb_width"), height: try row.integer("thumb_height"),
-                                 bytes: try row.integer("thumb_bytes"), sha256: try row.string("thumb_sha256")))
+                                 bytes: try row.integer("thumb_bytes"), sha256: try row.string("thumb_sha256"),
+                                 format: try row.string("thumb_format")))
         } catch let error as SQLiteError {
             throw StoreFailure(.internal, "a record row (id \(row.string(0) ?? "?")) is damaged: \(error.message)")
         }

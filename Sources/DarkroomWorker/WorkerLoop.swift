@@ -855,6 +855,8 @@ final class WorkerLoop {
             subsampling: ChromaSubsampling(job.options.subsampling),
             progressive: job.options.progressive,
             thumbnailGravity: Gravity(job.options.thumbnailGravity),
+            format: ImageFormat(job.options.format),
+            thumbnailFormat: ImageFormat(job.options.thumbnailFormat),
             limits: configuration.limits
         )
         snapshot.peakRunning = max(snapshot.peakRunning, jobs.count)
@@ -1092,6 +1094,16 @@ extension ChromaSubsampling {
         case .s444: self = .s444
         case .s422: self = .s422
         case .s420: self = .s420
+        }
+    }
+}
+
+extension ImageFormat {
+    /// The file format a JOB's output flags ask for.
+    init(_ format: DarkroomProtocol.JobOptions.OutputFormat) {
+        switch format {
+        case .jpeg: self = .jpeg
+        case .webp: self = .webp
         }
     }
 }

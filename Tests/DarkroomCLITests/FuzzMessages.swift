@@ -727,7 +727,7 @@ struct FuzzMaker {
     }
 
     /// Section 2.6: thumbnail sides 1–4096, qualities 1–100, output flags
-    /// bits 0–2 only, thumbnail gravity 0–9.
+    /// bits 0–4 only, thumbnail gravity 0–9.
     mutating func options(_ frame: [UInt8]) -> Mutation {
         if random.percent(20) { return wrongWidth(frame, width: 8) }
         var bytes = frame.count == 8 ? frame : JobOptions.default.bytes
@@ -748,15 +748,15 @@ struct FuzzMaker {
             return Mutation(bytes, "thumbnail quality \(bytes[5])", malformed: true)
         case 4:
             if random.percent(50) {
-                bytes[6] = random.pick([UInt8(0x08), 0x80, 0xFF])
+                bytes[6] = random.pick([UInt8(0x20), 0x80, 0xFF])
                 return Mutation(bytes, "undefined output flags \(bytes[6])", malformed: true)
             }
             bytes[7] = random.pick([UInt8(10), 0x80, 0xFF])
             return Mutation(bytes, "thumbnail gravity \(bytes[7])", malformed: true)
         case 6:
             // Every defined flag value, a subsampling mode, progressive or
-            // not, and every thumbnail gravity (allowed).
-            bytes[6] = UInt8(random.below(8))
+            // not, JPEG or WebP outputs, and every thumbnail gravity (allowed).
+            bytes[6] = UInt8(random.below(32))
             bytes[7] = UInt8(random.below(10))
             return Mutation(bytes, "output flags \(bytes[6]), thumbnail gravity \(bytes[7]) (allowed)", malformed: false)
         case 5:

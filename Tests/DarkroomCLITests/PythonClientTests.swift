@@ -79,6 +79,24 @@ struct PythonClientTests {
         #expect(batchedKinds == ["accepted", "started", "stored"], "events: \(batchedKinds)")
         #expect((batchedSummary["liveMessages"] as? Int ?? 0) >= 1, "no EVENTS message arrived live: \(batchedSummary)")
 
+        // WebP outputs (options flags bits 3 and 4): the client, from the
+        // spec alone, reads each image's size from its RIFF header and its
+        // format from the record, and checks both.
+        let webpOut = dir.url.appendingPathComponent("webp")
+        let webp = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path, "--pipeline", "scale:160x100",
+                                                  "--thumb", "40x30", "--format", "webp", "--thumb-format", "jpeg", "--json",
+                                                  "--out", webpOut.path, "--timeout", "120"] + endpointFlags)
+        #expect(webp.status == 0, "client stderr: \(webp.stderr)")
+        let webpSummary = try #require(try JSONSerialization.jsonObject(with: Data(webp.stdout.utf8)) as? [String: Any],
+                                       "client stdout: \(webp.stdout)")
+        #expect((webpSummary["full"] as? [String: Any])?["format"] as? String == "webp", "\(webpSummary)")
+        #expect((webpSummary["full"] as? [String: Any])?["headerWidth"] as? Int == 160, "\(webpSummary)")
+        #expect((webpSummary["thumb"] as? [String: Any])?["format"] as? String == "jpeg", "\(webpSummary)")
+        #expect(webpSummary["ok"] as? Bool == true, "\(webpSummary)")
+        let webpFull = [UInt8](try Data(contentsOf: webpOut.appendingPathComponent("full.webp")))
+        #expect(try WebP.readHeader(webpFull).size == Size(width: 160, height: 100))
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: webpOut.appendingPathComponent("thumb.jpg")))).storedSize == Size(width: 40, height: 30))
+
         // A crop larger than the 100x100 image fails in the second step, and
         // the client, reading only the wire, names it as people count steps.
         let bad = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,

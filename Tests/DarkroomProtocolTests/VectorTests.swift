@@ -198,6 +198,8 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("options.subsampling", o.subsampling)
         set("options.progressive", o.progressive)
         set("options.thumbnailGravity", o.thumbnailGravity)
+        set("options.format", o.format)
+        set("options.thumbnailFormat", o.thumbnailFormat)
     }
     func failure(_ d: FailureDetail?, _ prefix: String = "") {
         guard let d else { return set(prefix + "failure", nil) }
@@ -211,6 +213,8 @@ func describe(_ message: AnyMessage) -> [String: String] {
         set("\(prefix).jobID", r.jobID)
         set("\(prefix).full.width", r.full.width)
         set("\(prefix).thumb.width", r.thumb.width)
+        set("\(prefix).full.format", r.full.format)
+        set("\(prefix).thumb.format", r.thumb.format)
     }
     func event(_ e: Event, _ p: String = "") {
         set(p + "seq", e.seq); set(p + "time", e.time); set(p + "kind", e.kind); set(p + "jobID", e.jobID)

@@ -203,6 +203,30 @@ def failure_text(event):
     return head + code + event["reason"]
 
 
+def webp_size(data):
+    """Width and height from a WebP's first chunk (VP8, VP8L or VP8X), or None."""
+    if len(data) < 30 or data[:4] != b"RIFF" or data[8:12] != b"WEBP":
+        return None
+    chunk = data[12:16]
+    if chunk == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
+        return (int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF)
+    if chunk == b"VP8L" and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
+    return None
+
+
+def image_size(data):
+    """("jpeg" or "webp", (width, height)) from a file's header, or (None, None)."""
+    if data[:4] == b"RIFF":
+        size = webp_size(data)
+        return ("webp", size) if size else (None, None)
+    size = jpeg_size(data)
+    return ("jpeg", size) if size else (None, None)
+
+
 def jpeg_size(data):
     """Width and height from the first SOF marker of a JPEG, or None."""
     if data[:2] != b"\xff\xd8":
@@ -283,7 +307,9 @@ class Client:
         # Frame 8, the submit key: the broker queues one job per key, so
         # sending this SUBMIT again after a timeout could not queue it twice.
         key = uuid.uuid4().hex.encode("ascii")
-        frames = [DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality),
+        # Section 2.6: bit 3 asks for a WebP full-resolution output, bit 4 a WebP thumbnail.
+        flags = (0x08 if a.format == "webp" else 0) | (0x10 if (a.thumb_format or a.format) == "webp" else 0)
+        frames = [DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality, flags),
                   a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key]
         if a.expires_in is not None or a.time_limit is not None:
             # Frames 9 to 12 are positional: not before 0 (at once), an empty
@@ -465,17 +491,21 @@ def verify(record, image, key, problems):
         problems.append(f"record has no '{key}' object")
         return {}
     digest = hashlib.sha256(image).hexdigest()
-    size = jpeg_size(image)
+    kind, size = image_size(image)
     result = {"width": info.get("width"), "height": info.get("height"), "bytes": len(image), "sha256": digest,
-              "jpegWidth": size[0] if size else None, "jpegHeight": size[1] if size else None}
+              "format": kind, "headerWidth": size[0] if size else None, "headerHeight": size[1] if size else None}
     if info.get("sha256") != digest:
         problems.append(f"{key}: sha256 {digest} does not match the record's {info.get('sha256')}")
     if info.get("bytes") != len(image):
         problems.append(f"{key}: {len(image)} bytes, the record says {info.get('bytes')}")
     if size is None:
-        problems.append(f"{key}: not a JPEG with a frame header")
-    elif size != (info.get("width"), info.get("height")):
-        problems.append(f"{key}: JPEG is {size[0]}x{size[1]}, the record says {info.get('width')}x{info.get('height')}")
+        problems.append(f"{key}: neither a JPEG with a frame header nor a WebP")
+    else:
+        if size != (info.get("width"), info.get("height")):
+            problems.append(f"{key}: {kind} is {size[0]}x{size[1]}, the record says {info.get('width')}x{info.get('height')}")
+        # A storage node from before WebP outputs sends no format: JPEG.
+        if kind != info.get("format", "jpeg"):
+            problems.append(f"{key}: the bytes are {kind}, the record says {info.get('format')}")
     result["verified"] = not any(p.startswith(key + ":") for p in problems)
     return result
 
@@ -513,10 +543,12 @@ def main(argv=None):
     parser.add_argument("--thumb", type=parse_size, default=(256, 256), help="thumbnail WxH (default 256x256)")
     parser.add_argument("--quality", type=ranged(1, 100), default=95)
     parser.add_argument("--thumb-quality", type=ranged(1, 100), default=70)
+    parser.add_argument("--format", choices=("jpeg", "webp"), default="jpeg", help="file format of the outputs (default jpeg)")
+    parser.add_argument("--thumb-format", choices=("jpeg", "webp"), help="file format of the thumbnail (default: --format)")
     parser.add_argument("--expires-in", type=float, help="seconds: a job no worker has started by then is not run (SUBMIT frame 11)")
     parser.add_argument("--time-limit", type=int, help="seconds, 1-604800: the longest an attempt may run on a worker (SUBMIT frame 12)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the whole exchange (default 60)")
-    parser.add_argument("--out", help="directory to write full.jpg and thumb.jpg into")
+    parser.add_argument("--out", help="directory to write full.jpg and thumb.jpg (or .webp) into")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     parser.add_argument("--batched-events", action="store_true",
                         help="follow EVENTS (topic 'eb', one message per broker commit) instead of EVENT ('ev')")
@@ -554,7 +586,9 @@ def main(argv=None):
         summary["thumb"] = verify(thumb_record, thumb, "thumb", problems)
         if args.out:
             os.makedirs(args.out, exist_ok=True)
-            for name, data in (("full.jpg", full), ("thumb.jpg", thumb)):
+            extension = {"jpeg": "jpg", "webp": "webp"}
+            for name, data in (("full." + extension.get(image_size(full)[0], "bin"), full),
+                               ("thumb." + extension.get(image_size(thumb)[0], "bin"), thumb)):
                 with open(os.path.join(args.out, name), "wb") as f:
                     f.write(data)
         summary["problems"] = problems

@@ -46,6 +46,7 @@ def text(s): return s.encode("utf-8")
 def options(tw, th, q, tq, flags=0, gravity=0): return struct.pack(">HHBBBB", tw, th, q, tq, flags, gravity)
 # Section 2.6: the output flags (byte 6 of the options).
 SUB_AUTO, SUB_444, SUB_422, SUB_420, PROGRESSIVE = 0, 1, 2, 3, 4
+WEBP, THUMB_WEBP = 8, 16
 def size(w, h): return struct.pack(">II", w, h)
 def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
@@ -135,6 +136,13 @@ vector("submit-output-flags-444", "frontend", "SUBMIT asking for 4:4:4 baseline 
        msg(SUBMIT, u64(46), u8(5), options(256, 256, 75, 70, SUB_444, 9), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "SUBMIT", "requestID": 46, "options.subsampling": "444", "options.progressive": "false",
         "options.thumbnailGravity": "smart"})
+vector("submit-webp", "frontend", "SUBMIT asking for both outputs as WebP (flags 0x18)",
+       msg(SUBMIT, u64(48), u8(5), options(256, 256, 80, 70, WEBP | THUMB_WEBP), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 48, "options.format": "webp", "options.thumbnailFormat": "webp",
+        "options.subsampling": "auto", "options.progressive": "false"})
+vector("submit-webp-thumbnail", "frontend", "SUBMIT asking for a JPEG at full resolution and a WebP thumbnail (flags 0x10)",
+       msg(SUBMIT, u64(49), u8(5), options(256, 256, 95, 70, THUMB_WEBP), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 49, "options.format": "jpeg", "options.thumbnailFormat": "webp"})
 vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and a not-before time (frame 9)",
        msg(SUBMIT, u64(47), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1767225600000)),
        {"command": "SUBMIT", "requestID": 47, "submitKey": JOB_ID_2, "notBefore": 1767225600000})
@@ -266,6 +274,9 @@ vector("job-output-flags", "backend", "JOB attempt 1 whose outputs are 4:2:2 pro
        msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, SUB_422 | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "JOB", "jobID": JOB_ID, "attempt": 1, "options.subsampling": "422", "options.progressive": "true",
         "options.thumbnailGravity": "center"})
+vector("job-webp", "backend", "JOB whose full-resolution output is WebP and whose thumbnail is a progressive JPEG (flags 0x0C)",
+       msg(JOB, text(JOB_ID), u32(1), options(256, 256, 90, 70, WEBP | PROGRESSIVE), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "JOB", "jobID": JOB_ID, "options.format": "webp", "options.thumbnailFormat": "jpeg", "options.progressive": "true"})
 vector("job-thumbnail-gravity", "backend", "JOB whose thumbnail is cropped at the south-west (gravity 8)",
        msg(JOB, text(JOB_ID), u32(1), options(64, 64, 90, 70, 0, 8), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "JOB", "jobID": JOB_ID, "options.thumbnailGravity": "southwest", "options.subsampling": "auto"})
@@ -326,19 +337,19 @@ vector("error-invalid-image", "store", "ERROR answering STORE 77: the full image
        msg(ERROR, u64(77), u16(302), text("full: header says 2047x2048, STORE declares 2048x2048")),
        {"command": "ERROR", "requestID": 77, "code": 302, "reason": "full: header says 2047x2048, STORE declares 2048x2048"})
 vector("error-not-a-jpeg", "store", "ERROR answering STORE 78: the thumbnail is not a JPEG",
-       msg(ERROR, u64(78), u16(302), text("thumbnail: not a JPEG (no SOI marker; starts with 3F 11 A0 07)")),
+       msg(ERROR, u64(78), u16(302), text("thumbnail: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header; starts with 3F 11 A0 07)")),
        {"command": "ERROR", "requestID": 78, "code": 302})
 vector("list", "store", "LIST 20 newest", msg(LIST, u64(10), u32(20), b""),
        {"command": "LIST", "requestID": 10, "limit": 20, "before": "nil"})
 record = {"id": RECORD_ID, "jobId": JOB_ID, "source": "photos/IMG_0001.jpg", "pipeline": PIPELINE,
           "created": 1730000000900,
           "full": {"width": 2048, "height": 2048, "bytes": len(IMAGE),
-                   "sha256": "4d8c4e2b8d0f3b1e6e5b8f0a4c1d2e3f4a5b6c7d8e9f00112233445566778899"},
+                   "sha256": "4d8c4e2b8d0f3b1e6e5b8f0a4c1d2e3f4a5b6c7d8e9f00112233445566778899", "format": "jpeg"},
           "thumb": {"width": 256, "height": 256, "bytes": len(THUMB),
-                    "sha256": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}}
+                    "sha256": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", "format": "webp"}}
 vector("list-reply", "store", "LIST-REPLY with one record", msg(LIST_REPLY, u64(10), js([record])),
        {"command": "LIST-REPLY", "requestID": 10, "records.count": 1, "records.0.id": RECORD_ID,
-        "records.0.full.width": 2048})
+        "records.0.full.width": 2048, "records.0.full.format": "jpeg", "records.0.thumb.format": "webp"})
 vector("get", "store", "GET the thumbnail of a job", msg(GET, u64(11), text(JOB_ID), u8(1)),
        {"command": "GET", "requestID": 11, "id": JOB_ID, "variant": "thumb"})
 vector("get-reply", "store", "GET-REPLY with the thumbnail bytes",
@@ -450,9 +461,9 @@ bad("submit-quality", "frontend", "SUBMIT with quality 0",
 bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70)[:6], text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) must be 8 bytes, got 6")
-bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 3, which is not defined",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x08), text(PIPELINE), text("a.jpg"), IMAGE), 101,
-    "SUBMIT: frame 4 (options) output flags are 8, only bits 0–2 are defined")
+bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 5, which is not defined",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x20), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) output flags are 32, only bits 0–4 are defined")
 bad("submit-thumbnail-gravity", "frontend", "SUBMIT whose thumbnail gravity is 10 (0-9 are defined)",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 10), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) thumbnail gravity is 10, must be 0…9")

@@ -42,9 +42,15 @@ enum ContactSheetCommand {
         for record in records {
             do {
                 let (_, bytes) = try client.get(record.id, variant: .thumbnail)
-                let decoded = try JPEG.decode(bytes)
-                thumbnails.append(decoded.image)
-                profiles.append(decoded.header.rgbProfile)
+                if WebP.isWebP(bytes) {
+                    thumbnails.append(try WebP.decode(bytes))
+                    // An RGB profile, as a JPEG thumbnail's counts.
+                    profiles.append(WebP.iccProfile(bytes).flatMap { $0.count >= 128 && $0[16..<20].elementsEqual("RGB ".utf8) ? $0 : nil })
+                } else {
+                    let decoded = try JPEG.decode(bytes)
+                    thumbnails.append(decoded.image)
+                    profiles.append(decoded.header.rgbProfile)
+                }
             } catch {
                 Console.err("skipping \(record.id): \(error)")
             }

@@ -123,11 +123,13 @@ enum InputFiles {
 
     /// Output base names: the input's name without its extension, made unique
     /// with -2, -3... A name stands for every file written under it, NAME.jpg
-    /// and (with `thumbnails`) NAME.thumb.jpg, so it is taken when any of
+    /// and (with `thumbnails`) NAME.thumb.jpg (or the `extensions` given),
+    /// so it is taken when any of
     /// them is another input's file too: not only a second "x.jpg", but
     /// "x.thumb.jpg" beside "x.jpg" (whose thumbnail it would overwrite), or
     /// "x-2.jpg" beside two "x.jpg".
-    static func outputNames(for paths: [String], thumbnails: Bool) -> [String] {
+    static func outputNames(for paths: [String], thumbnails: Bool,
+                            extensions: (full: String, thumbnail: String) = ("jpg", "jpg")) -> [String] {
         var taken: Set<String> = []
         // The suffix each stem goes on from, so a thousand inputs of one
         // name do not each try every suffix before theirs.
@@ -138,7 +140,8 @@ enum InputFiles {
             var n = nextSuffix[stem, default: 1]
             while true {
                 let name = n == 1 ? stem : "\(stem)-\(n)"
-                let files = thumbnails ? [name + ".jpg", name + ".thumb.jpg"] : [name + ".jpg"]
+                let full = name + "." + extensions.full
+                let files = thumbnails ? [full, name + ".thumb." + extensions.thumbnail] : [full]
                 n += 1
                 if files.allSatisfy({ !taken.contains($0) }) {
                     taken.formUnion(files)

@@ -13,7 +13,8 @@ enum ProcessCommand {
         abstract: "Run a pipeline on local JPEG files and write the results.",
         discussion: """
         Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
-        thumbnail of it) into the output directory for each input. NAME is the
+        thumbnail of it), or NAME.webp and NAME.thumb.webp with --format webp,
+        into the output directory for each input. NAME is the
         input's name without its extension, with -2, -3... added where another
         input's file would have the same name. A bad file is reported with the
         step and the reason and never stops the batch. Exits 0 when every input
@@ -43,7 +44,9 @@ enum ProcessCommand {
         try OutputFile.makeDirectory(outDir.path, what: "the output directory")
 
         let inputs = InputFiles.expand(args.positionals)
-        let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil)
+        let extensions = (full: ImageOptions.fileExtension(settings.jobOptions.format),
+                          thumbnail: ImageOptions.fileExtension(settings.jobOptions.thumbnailFormat))
+        let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil, extensions: extensions)
         let job = ImageJob(pipeline: pipeline, options: settings.jobOptions)
         let failures = Atomic<Int>(0)
         let next = Atomic<Int>(0)
@@ -116,8 +119,8 @@ enum ProcessCommand {
         } catch {
             return failure(error.description, error)
         }
-        let fullURL = outDir.appendingPathComponent("\(name).jpg")
-        let thumbURL = outDir.appendingPathComponent("\(name).thumb.jpg")
+        let fullURL = outDir.appendingPathComponent("\(name).\(ImageOptions.fileExtension(job.options.format))")
+        let thumbURL = outDir.appendingPathComponent("\(name).thumb.\(ImageOptions.fileExtension(job.options.thumbnailFormat))")
         do {
             try OutputFile.write(output.full.bytes, to: fullURL.path)
             if let thumbnail = output.thumbnail {
@@ -193,6 +196,31 @@ struct ImageOptions {
         help: "Where the thumbnail's crop sits: center, north, south, east, west, northeast, northwest, southeast, southwest, or smart (the most detail).",
         default: "center")
 
+    static let formatSpec = OptionSpec.value("format", "FORMAT",
+        help: "File format of the outputs: jpeg, or webp (lossy WebP at the same qualities; at most 16383 pixels a side).", default: "jpeg")
+    static let thumbFormatSpec = OptionSpec.value("thumb-format", "FORMAT",
+        help: "File format of the thumbnail, jpeg or webp, when it differs from --format.")
+
+    /// `--format` and `--thumb-format`: the full-resolution output's format
+    /// and the thumbnail's, which follows the first unless given.
+    static func formats(_ args: ParsedArguments) throws(UsageError) -> (full: ImageFormat, thumbnail: ImageFormat) {
+        func parse(_ option: String) throws(UsageError) -> ImageFormat? {
+            guard let text = args.value(option) else { return nil }
+            let name = text.lowercased()
+            guard let format = ImageFormat(rawValue: name == "jpg" ? "jpeg" : name) else {
+                throw UsageError("--\(option) must be jpeg or webp, not \"\(text)\"")
+            }
+            return format
+        }
+        let full = try parse("format") ?? .jpeg
+        return (full, try parse("thumb-format") ?? full)
+    }
+
+    /// The extension of a file written in `format`.
+    static func fileExtension(_ format: ImageFormat) -> String {
+        format == .webp ? "webp" : "jpg"
+    }
+
     /// `--thumb-gravity G`; center when absent.
     static func thumbnailGravity(_ args: ParsedArguments) throws(UsageError) -> Gravity {
         guard let text = args.value("thumb-gravity") else { return .center }
@@ -215,9 +243,11 @@ struct ImageOptions {
         [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH|none", help: "Thumbnail size (aspect-fill, centre crop), or none.", default: "256x256"),
-            .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
-            .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            .value("quality", "N", help: "Quality of the full-resolution output, 1-100.", default: "95"),
+            .value("thumb-quality", "N", help: "Quality of the thumbnail, 1-100.", default: "70"),
             thumbGravitySpec,
+            formatSpec,
+            thumbFormatSpec,
             subsamplingSpec,
             progressiveSpec,
             .value("max-pixels", "N", help: "Refuse inputs with more pixels than this.", default: String(DecodeLimits.default.maxPixels)),
@@ -247,6 +277,7 @@ struct ImageOptions {
         options.subsampling = try ImageOptions.subsampling(args)
         options.thumbnailGravity = try ImageOptions.thumbnailGravity(args)
         options.progressive = args.flag("progressive")
+        (options.format, options.thumbnailFormat) = try ImageOptions.formats(args)
         options.limits.maxPixels = try args.int("max-pixels", default: DecodeLimits.default.maxPixels, range: 1...Int(Int32.max))
         options.limits.maxSide = try args.int("max-side", default: DecodeLimits.default.maxSide, range: 1...65500)
         options.limits.maxInputBytes = try args.int("max-bytes", default: DecodeLimits.default.maxInputBytes, range: 1...Int(Int32.max))

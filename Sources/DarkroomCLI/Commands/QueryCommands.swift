@@ -302,7 +302,12 @@ enum ListCommand {
     }
 
     static func line(_ r: RecordInfo) -> String {
-        "\(r.id)  job \(r.jobID)  \(r.full.width)x\(r.full.height) \(formatBytes(Int(r.full.bytes)))  thumb \(r.thumb.width)x\(r.thumb.height) \(formatBytes(Int(r.thumb.bytes)))  \(Format.time(r.created))  \(r.source)"
+        "\(r.id)  job \(r.jobID)  \(r.full.width)x\(r.full.height) \(formatted(r.full))  thumb \(r.thumb.width)x\(r.thumb.height) \(formatted(r.thumb))  \(Format.time(r.created))  \(r.source)"
+    }
+
+    /// An image's size in bytes, and its format when it is not a JPEG.
+    private static func formatted(_ image: ImageInfo) -> String {
+        image.format == "jpeg" ? formatBytes(Int(image.bytes)) : "\(image.format) \(formatBytes(Int(image.bytes)))"
     }
 }
 
@@ -314,7 +319,7 @@ enum GetCommand {
         discussion: "ID is a record id or a job id. The bytes are checked against the stored sha256.",
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.")],
         options: [
-            .value("output", short: "o", "FILE", help: "(required) Where to write the JPEG ('-' for stdout)."),
+            .value("output", short: "o", "FILE", help: "(required) Where to write the image, JPEG or WebP as stored ('-' for stdout)."),
             .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
             ClientOptions.store,
             ClientOptions.timeout,
@@ -338,7 +343,12 @@ enum GetCommand {
         }
         try OutputFile.write(result.image, to: output)
         let info = args.flag("thumb") ? result.record.thumb : result.record.full
-        Console.err("wrote \(output): \(info.width)x\(info.height), \(formatBytes(result.image.count)), sha256 \(info.sha256)")
+        Console.err("wrote \(output): \(info.format) \(info.width)x\(info.height), \(formatBytes(result.image.count)), sha256 \(info.sha256)")
+        let named = (output as NSString).pathExtension.lowercased()
+        let expected = info.format == "webp" ? ["webp"] : ["jpg", "jpeg"]
+        if !named.isEmpty, !expected.contains(named) {
+            Console.err("note: the image is a \(info.format == "webp" ? "WebP" : "JPEG") file; \(output) ends in .\(named), not .\(info.fileExtension)")
+        }
         return 0
     }
 }

@@ -107,9 +107,11 @@ enum SubmitCommand {
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
-            .value("quality", "N", help: "JPEG quality of the full-resolution output, 1-100.", default: "95"),
-            .value("thumb-quality", "N", help: "JPEG quality of the thumbnail, 1-100.", default: "70"),
+            .value("quality", "N", help: "Quality of the full-resolution output, 1-100.", default: "95"),
+            .value("thumb-quality", "N", help: "Quality of the thumbnail, 1-100.", default: "70"),
             ImageOptions.thumbGravitySpec,
+            ImageOptions.formatSpec,
+            ImageOptions.thumbFormatSpec,
             ImageOptions.subsamplingSpec,
             ImageOptions.progressiveSpec,
             .value("priority", "N", help: "0 (lowest) to 9 (highest); higher runs first.", default: "5"),
@@ -156,13 +158,16 @@ enum SubmitCommand {
             throw UsageError(error.description)
         }
         let thumb = try ImageOptions.thumbnailSize(args.value("thumb") ?? "256x256", maxSide: 4096, orNone: false)
+        let formats = try ImageOptions.formats(args)
         let options = JobOptions(
             thumbnailWidth: UInt16(thumb.width), thumbnailHeight: UInt16(thumb.height),
             quality: UInt8(try args.int("quality", default: 95, range: 1...100)),
             thumbnailQuality: UInt8(try args.int("thumb-quality", default: 70, range: 1...100)),
             subsampling: DarkroomProtocol.JobOptions.Subsampling(try ImageOptions.subsampling(args)),
             progressive: args.flag("progressive"),
-            thumbnailGravity: DarkroomProtocol.JobOptions.ThumbnailGravity(name: try ImageOptions.thumbnailGravity(args).rawValue) ?? .center
+            thumbnailGravity: DarkroomProtocol.JobOptions.ThumbnailGravity(name: try ImageOptions.thumbnailGravity(args).rawValue) ?? .center,
+            format: DarkroomProtocol.JobOptions.OutputFormat(name: formats.full.rawValue) ?? .jpeg,
+            thumbnailFormat: DarkroomProtocol.JobOptions.OutputFormat(name: formats.thumbnail.rawValue) ?? .jpeg
         )
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
         let terms = JobTerms(

@@ -32,6 +32,13 @@ public enum JPEGColorSpace: String, Sendable {
     case grayscale, ycbcr, rgb, cmyk, ycck
 }
 
+/// The file format of an encoded output.
+public enum ImageFormat: String, Sendable, CaseIterable {
+    case jpeg
+    /// Lossy WebP (see `WebP`).
+    case webp
+}
+
 /// Chroma subsampling of a JPEG file.
 public enum ChromaSubsampling: String, Sendable, CaseIterable {
     /// 4:4:4 at quality 90 and above, else 4:2:0 (encoder only).

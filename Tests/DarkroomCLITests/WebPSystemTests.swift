@@ -1,0 +1,73 @@
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `--format webp` and `--thumb-format` through real processes: the broker
+/// keeps the choice, a worker writes the files, the storage node checks and
+/// keeps them, and `ls`, `get` and `contact-sheet` show and read them.
+@Suite("WebP outputs end to end", .serialized)
+struct WebPSystemTests {
+    @Test("submit --format webp stores WebP files with the source's profile, byte for byte as process writes them; --thumb-format mixes; ls, get and contact-sheet read them")
+    func webpEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        var profile = (0..<700).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) }
+        profile.replaceSubrange(16..<20, with: Array("RGB ".utf8))
+        let folder = h.dir.url.appendingPathComponent("tagged")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
+        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let flags = ["--ops", "scale:96x72", "--thumb", "30x30", "--quality", "85", "--thumb-quality", "60"]
+
+        func submit(_ extra: [String]) throws -> String {
+            let run = try h.run(["submit", folder.path, "--wait", "--json"] + flags + extra + h.clientFlags)
+            #expect(run.status == 0, "\(run.stderr)")
+            return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
+        }
+        func get(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {
+            let path = h.dir.path(name)
+            let run = try h.run(["get", job, "-o", path] + (thumb ? ["--thumb"] : []) + h.storeFlags)
+            #expect(run.status == 0, "\(run.stderr)")
+            return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), run.stderr)
+        }
+
+        let job = try submit(["--format", "webp"])
+        let (full, fullNote) = try get(job, thumb: false, to: "full.webp")
+        let (thumb, _) = try get(job, thumb: true, to: "thumb.webp")
+        #expect(WebP.isWebP(full) && WebP.isWebP(thumb))
+        #expect(try WebP.readHeader(full).size == Size(width: 96, height: 72))
+        #expect(try WebP.readHeader(thumb).size == Size(width: 30, height: 30))
+        #expect(WebP.iccProfile(full) == profile && WebP.iccProfile(thumb) == profile)
+        #expect(fullNote.contains("wrote \(h.dir.path("full.webp")): webp 96x72"), "\(fullNote)")
+        #expect(!fullNote.contains("note:"))
+        // The same job run here writes the same bytes: every option reached the worker.
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local"), "--format", "webp"] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.webp"))) == full)
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.thumb.webp"))) == thumb)
+
+        // A WebP full-resolution file with a JPEG thumbnail.
+        let mixed = try submit(["--format", "webp", "--thumb-format", "jpeg"])
+        #expect(WebP.isWebP(try get(mixed, thumb: false, to: "mixed.webp").bytes))
+        let (mixedThumb, thumbNote) = try get(mixed, thumb: true, to: "mixed-thumb.webp")
+        #expect(try JPEG.readHeader(mixedThumb).storedSize == Size(width: 30, height: 30))
+        #expect(thumbNote.contains("note: the image is a JPEG file; \(h.dir.path("mixed-thumb.webp")) ends in .webp, not .jpg"), "\(thumbNote)")
+
+        let listed = SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout)
+        let formats = listed.map { (($0["full"] as? [String: Any])?["format"] as? String ?? "?", ($0["thumb"] as? [String: Any])?["format"] as? String ?? "?") }
+        #expect(formats.map(\.0) == ["webp", "webp"] && formats.map(\.1) == ["jpeg", "webp"], "\(formats)")
+        let text = try h.run(["ls"] + h.storeFlags).stdout
+        #expect(text.contains("96x72 webp "), "\(text)")
+
+        // The contact sheet decodes WebP thumbnails beside JPEG ones.
+        let sheet = h.dir.path("sheet.jpg")
+        let made = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
+        #expect(made.status == 0 && made.stderr.contains("2 thumbnails"), "\(made.stderr)")
+        // Both thumbnails carry the source's profile, one in WebP's ICCP chunk, one in JPEG's APP2.
+        #expect(!made.stderr.contains("colour profiles"), "\(made.stderr)")
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == profile)
+
+        let wrong = try h.run(["submit", folder.path, "--ops", "grayscale", "--format", "png"] + h.clientFlags)
+        #expect(wrong.status == 64 && wrong.stderr.contains("--format must be jpeg or webp, not \"png\""), "\(wrong.stderr)")
+    }
+}
