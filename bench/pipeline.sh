@@ -16,6 +16,8 @@
 #   P1  decode, fill-scale to 2048x2048, centre square crop, seeded glitch,
 #       full output JPEG q95 4:4:4, plus a 256x256 aspect-fill thumbnail q70
 #   T   thumbnail only: fill-scale to 256x256 + square crop, JPEG q70
+#   W   web image: fill-scale to 1024x1024 + square crop, lossy WebP q80
+#       (libwebp's defaults otherwise, as every peer uses it)
 #
 # The markdown report is printed and written to bench/out/pipeline-latest.md.
 set -uo pipefail
@@ -94,6 +96,7 @@ if [ "${KEEP_OUT:-0}" = 1 ]; then trap 'log "outputs kept in $WORK"' EXIT; else 
 
 P1_OPS='scale:2048x2048,mode=fill | crop:square | glitch:seed=7'
 T_OPS='scale:256x256,mode=fill | crop:square'
+W_OPS='scale:1024x1024,mode=fill | crop:square'
 
 # ---------------------------------------------------------------- darkroom
 DR=""; DR_NOTE=""
@@ -291,6 +294,30 @@ t_floor() {
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
 
+# --- W peers: the same 1024x1024 square as lossy WebP at quality 80.
+
+w_darkroom() {
+    local t0; t0=$(now)
+    "$DR" process "${FILES[@]}" --ops "$W_OPS" --out "$1" "${DR_T_THUMB[@]}" \
+        --format webp --quality 80 "${DR_JOBS[@]}" >/dev/null || return 1
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+w_pillow() { pillow_run w "$1"; }
+w_vips() {
+    local t0; t0=$(now)
+    vipsthumbnail "${FILES[@]}" -s 1024x1024 -m centre -o "$1/%s.webp[Q=80]" || return 1
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+w_magick() {
+    local out="$1" f t0
+    t0=$(now)
+    for f in "${FILES[@]}"; do
+        "$IM" -define jpeg:size=2048x2048 "$f" -auto-orient -thumbnail '1024x1024^' -gravity center \
+            -extent 1024x1024 -quality 80 "$out/$(stem "$f").webp" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
 
@@ -305,16 +332,24 @@ fi
 { have vips && have vipsthumbnail; } || skip p1_vips "vips not installed"
 have vipsthumbnail || skip t_vips "vips not installed"
 [ -n "$IM" ] || { skip p1_magick "ImageMagick not installed"; skip t_magick "ImageMagick not installed"; }
+[ "$HAVE_PIL" = 1 ] && python3 -c 'from PIL import features; import sys; sys.exit(0 if features.check("webp") else 1)' 2>/dev/null \
+    || skip w_pillow "Pillow without WebP"
+have vipsthumbnail || skip w_vips "vips not installed"
+if [ -z "$IM" ]; then skip w_magick "ImageMagick not installed"
+elif ! "$IM" -list format 2>/dev/null | grep -qi '^ *WEBP'; then skip w_magick "ImageMagick without its WebP coder"; fi
+[ -n "$DR" ] || skip w_darkroom "${DR_NOTE:-unavailable}"
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
-PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor)
-log "P1 and T on $NIMG images, $RUNS rounds of one run per tool"
+PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
+           w_darkroom w_pillow w_vips w_magick)
+log "P1, T and W on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
         case "$key" in
             p1_pillow) P1_PILLOW_WALL=$PILLOW_WALL ;;
             t_pillow) T_PILLOW_WALL=$PILLOW_WALL ;;
+            w_pillow) W_PILLOW_WALL=$PILLOW_WALL ;;
         esac
     done
 done
@@ -385,7 +420,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -406,6 +441,15 @@ REPORT="$WORK/report.md"
     fmt_row t_vips "vipsthumbnail batch"
     fmt_row t_magick "ImageMagick -define jpeg:size -thumbnail"
     fmt_row t_floor "libjpeg floor (djpeg -scale 1/8 + cjpeg)"
+    echo
+    echo "## W: web image, fill 1024x1024, lossy WebP q80"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row w_darkroom "darkroom --format webp"
+    fmt_row w_pillow "Pillow draft + ImageOps.fit, WEBP"
+    fmt_row w_vips "vipsthumbnail batch, .webp"
+    fmt_row w_magick "ImageMagick -define jpeg:size -thumbnail, .webp"
     echo
     echo "## Targets"
     echo
