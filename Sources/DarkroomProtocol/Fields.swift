@@ -6,8 +6,9 @@
 ///     offset 5  u8   thumbnail JPEG quality, 1…100
 ///     offset 6  u8   output flags: bits 0–1 chroma subsampling (0 auto,
 ///                    1 4:4:4, 2 4:2:2, 3 4:2:0), bit 2 progressive,
-///                    bit 3 full resolution as WebP, bit 4 thumbnail as
-///                    WebP, bits 5–7 MUST be 0
+///                    bits 3–4 the full-resolution output's format and
+///                    bits 5–6 the thumbnail's (0 JPEG, 1 WebP; 2 and 3
+///                    are not defined), bit 7 MUST be 0
 ///     offset 7  u8   thumbnail gravity, 0…9 (0 center … 9 smart)
 public struct JobOptions: Sendable, Hashable {
     public var thumbnailWidth: UInt16
@@ -25,7 +26,8 @@ public struct JobOptions: Sendable, Hashable {
     /// The file format of the thumbnail.
     public var thumbnailFormat: OutputFormat
 
-    /// The file format of an output, as bits 3 and 4 of the flags carry it.
+    /// The file format of an output, as bits 3–4 (full resolution) and 5–6
+    /// (thumbnail) of the flags carry it.
     public enum OutputFormat: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
         case jpeg = 0
         /// Lossy WebP at the output's quality.
@@ -95,9 +97,9 @@ public struct JobOptions: Sendable, Hashable {
     public static let frameSize = 8
     static let subsamplingMask: UInt8 = 0b011
     static let progressiveFlag: UInt8 = 0b100
-    static let webpFlag: UInt8 = 0b1000
-    static let thumbnailWebPFlag: UInt8 = 0b1_0000
-    static let definedFlags: UInt8 = subsamplingMask | progressiveFlag | webpFlag | thumbnailWebPFlag
+    static let formatShift: UInt8 = 3
+    static let thumbnailFormatShift: UInt8 = 5
+    static let undefinedFlags: UInt8 = 0b1000_0000
     /// The defaults a producer uses when the user gives none: a 256×256
     /// thumbnail at quality 70, full resolution at quality 95, subsampling
     /// chosen by quality, baseline files.
@@ -120,20 +122,34 @@ public struct JobOptions: Sendable, Hashable {
     /// The output flags byte (offset 6).
     public var flags: UInt8 {
         subsampling.rawValue | (progressive ? Self.progressiveFlag : 0)
-            | (format == .webp ? Self.webpFlag : 0) | (thumbnailFormat == .webp ? Self.thumbnailWebPFlag : 0)
+            | format.rawValue << Self.formatShift | thumbnailFormat.rawValue << Self.thumbnailFormatShift
     }
 
     /// The options with the flags byte `flags` read back; nil when it sets
-    /// a bit DRK1 does not define.
+    /// a bit or a format DRK1 does not define.
     public func with(flags: UInt8) -> JobOptions? {
-        guard flags & ~Self.definedFlags == 0,
-              let mode = Subsampling(rawValue: flags & Self.subsamplingMask) else { return nil }
+        guard Self.undefinedReason(flags) == nil,
+              let mode = Subsampling(rawValue: flags & Self.subsamplingMask),
+              let format = OutputFormat(rawValue: flags >> Self.formatShift & 0b11),
+              let thumbnailFormat = OutputFormat(rawValue: flags >> Self.thumbnailFormatShift & 0b11) else { return nil }
         var options = self
         options.subsampling = mode
         options.progressive = flags & Self.progressiveFlag != 0
-        options.format = flags & Self.webpFlag != 0 ? .webp : .jpeg
-        options.thumbnailFormat = flags & Self.thumbnailWebPFlag != 0 ? .webp : .jpeg
+        options.format = format
+        options.thumbnailFormat = thumbnailFormat
         return options
+    }
+
+    /// What the flags byte `flags` sets that DRK1 does not define; nil when
+    /// nothing.
+    static func undefinedReason(_ flags: UInt8) -> String? {
+        let formats = OutputFormat.allCases.map { "\($0.rawValue) \($0.description)" }.joined(separator: ", ")
+        if flags & undefinedFlags != 0 { return "bit 7 is not defined" }
+        let full = flags >> formatShift & 0b11
+        if OutputFormat(rawValue: full) == nil { return "full-resolution format \(full) is not defined (\(formats))" }
+        let thumbnail = flags >> thumbnailFormatShift & 0b11
+        if OutputFormat(rawValue: thumbnail) == nil { return "thumbnail format \(thumbnail) is not defined (\(formats))" }
+        return nil
     }
 
     public var bytes: [UInt8] {
@@ -161,7 +177,7 @@ extension MessageReader {
         guard (1...100).contains(q) else { throw error(frame: i, field, "quality is \(q), must be 1…100") }
         guard (1...100).contains(tq) else { throw error(frame: i, field, "thumbnail quality is \(tq), must be 1…100") }
         guard var options = JobOptions(thumbnailWidth: w, thumbnailHeight: h, quality: q, thumbnailQuality: tq).with(flags: flags) else {
-            throw error(frame: i, field, "output flags are \(flags), only bits 0–4 are defined")
+            throw error(frame: i, field, "output flags are \(flags): \(JobOptions.undefinedReason(flags) ?? "not defined")")
         }
         guard let gravity = JobOptions.ThumbnailGravity(rawValue: gravityByte) else {
             throw error(frame: i, field, "thumbnail gravity is \(gravityByte), must be 0…\(JobOptions.ThumbnailGravity.allCases.count - 1)")

@@ -12,8 +12,8 @@
 ///     5 pipeline     text, 1…4096 bytes
 ///     6 full size    8 bytes: width u32, height u32
 ///     7 thumb size   8 bytes: width u32, height u32
-///     8 full JPEG    bytes, at least 1
-///     9 thumb JPEG   bytes, at least 1
+///     8 full image   bytes, at least 1 (a JPEG or WebP file)
+///     9 thumb image  bytes, at least 1 (a JPEG or WebP file)
 public struct StoreRequest: WireMessage {
     public static let command = Command.store
     public var requestID: UInt64
@@ -43,8 +43,8 @@ public struct StoreRequest: WireMessage {
         pipeline = try r.pipeline()
         fullSize = try r.size("full size")
         thumbnailSize = try r.size("thumb size")
-        full = try r.blob("full JPEG", minimum: 1)
-        thumbnail = try r.blob("thumb JPEG", minimum: 1)
+        full = try r.blob("full image", minimum: 1)
+        thumbnail = try r.blob("thumb image", minimum: 1)
     }
 
     public func write(to w: inout MessageWriter) {

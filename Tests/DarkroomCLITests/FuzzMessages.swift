@@ -124,7 +124,7 @@ enum FieldType {
         case .holding: return [("held jobs", .held)]
         case .store:
             return [("request id", .requestID), ("job id", .ulid), ("source name", line(0...1024)), ("pipeline", .pipeline),
-                    ("full size", .size), ("thumb size", .size), ("full JPEG", .image), ("thumb JPEG", .image)]
+                    ("full size", .size), ("thumb size", .size), ("full image", .image), ("thumb image", .image)]
         case .stored: return [("request id", .requestID), ("job id", .ulid), ("record id", .ulid), ("created", .bool)]
         case .get: return [("request id", .requestID), ("id", .ulid), ("variant", .u8(0...1))]
         case .getReply: return [("request id", .requestID), ("variant", .u8(0...1)), ("record", .json), ("image", .blob(minimum: 1))]
@@ -151,6 +151,8 @@ struct FuzzCorpus {
     /// The photo with its header patched to claim 20000×1: over the storage
     /// node's 16,384 pixel side limit (`too-large`).
     let wide: [UInt8]
+    /// The photo's picture as a WebP, which a storage node also takes.
+    let webp: [UInt8]
     /// Every valid vector, by the socket it belongs to.
     let vectors: [FuzzSocket: [[[UInt8]]]]
     /// The malformed vectors, each with the ERROR it must get.
@@ -172,6 +174,7 @@ struct FuzzCorpus {
         photo = try JPEG.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), options: EncodeOptions(quality: 80))
         thumbnail = try JPEG.encode(SamplePhoto.render(Size(width: 16, height: 12), seed: 6), options: EncodeOptions(quality: 70))
         wide = FuzzCorpus.patchingSize(of: photo, width: 20_000, height: 1)
+        webp = try WebP.encode(SamplePhoto.render(Size(width: 48, height: 32), seed: 5), quality: 80)
         (vectors, malformed) = try FuzzCorpus.loadVectors()
     }
 
@@ -714,7 +717,13 @@ struct FuzzMaker {
     /// An image frame is bytes, at least 1 (its content is for the broker's
     /// and the storage node's own checks, not for the decoder).
     mutating func image(_ frame: [UInt8]) -> Mutation {
-        switch random.below(8) {
+        switch random.below(10) {
+        case 8: return Mutation(corpus.webp, "a real WebP", malformed: false)
+        case 9:
+            // RIFF, a size and WEBP, then a chunk cut or garbage.
+            let cut = Array(corpus.webp.prefix(random.int(in: 12...40)))
+            return Mutation(random.percent(50) ? cut : Array(corpus.webp.prefix(12)) + random.bytes(random.int(in: 1...60)),
+                            "a WebP cut inside its header, or its signature then garbage", malformed: false)
         case 0: return Mutation(random.bytes(random.int(in: 1...300)), "random bytes", malformed: false)
         case 1: return Mutation([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + random.bytes(30), "a PNG signature", malformed: false)
         case 2: return Mutation([0xFF, 0xD8] + random.bytes(random.int(in: 0...200)), "FF D8 then garbage", malformed: false)
@@ -727,7 +736,7 @@ struct FuzzMaker {
     }
 
     /// Section 2.6: thumbnail sides 1–4096, qualities 1–100, output flags
-    /// bits 0–4 only, thumbnail gravity 0–9.
+    /// bits 0–6 with formats 0–1 only, thumbnail gravity 0–9.
     mutating func options(_ frame: [UInt8]) -> Mutation {
         if random.percent(20) { return wrongWidth(frame, width: 8) }
         var bytes = frame.count == 8 ? frame : JobOptions.default.bytes
@@ -748,7 +757,7 @@ struct FuzzMaker {
             return Mutation(bytes, "thumbnail quality \(bytes[5])", malformed: true)
         case 4:
             if random.percent(50) {
-                bytes[6] = random.pick([UInt8(0x20), 0x80, 0xFF])
+                bytes[6] = random.pick([UInt8(0x10), 0x18, 0x40, 0x60, 0x80, 0xFF])
                 return Mutation(bytes, "undefined output flags \(bytes[6])", malformed: true)
             }
             bytes[7] = random.pick([UInt8(10), 0x80, 0xFF])
@@ -756,7 +765,7 @@ struct FuzzMaker {
         case 6:
             // Every defined flag value, a subsampling mode, progressive or
             // not, JPEG or WebP outputs, and every thumbnail gravity (allowed).
-            bytes[6] = UInt8(random.below(32))
+            bytes[6] = UInt8(random.below(8)) | UInt8(random.below(2)) << 3 | UInt8(random.below(2)) << 5
             bytes[7] = UInt8(random.below(10))
             return Mutation(bytes, "output flags \(bytes[6]), thumbnail gravity \(bytes[7]) (allowed)", malformed: false)
         case 5:

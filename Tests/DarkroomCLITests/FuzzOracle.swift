@@ -354,14 +354,22 @@ struct StoreOracle {
     }
 
     /// Section 11's checks of a STORE's images, full then thumbnail, each
-    /// by its JPEG header: a JPEG whose header parses (else invalid-image),
-    /// within the limits (else too-large), of exactly the declared size
-    /// (else invalid-image). Returns the code and the image's name.
+    /// by its header: a JPEG, or a still WebP, whose header parses (else
+    /// invalid-image), within the limits (else too-large), of exactly the
+    /// declared size (else invalid-image). Returns the code and the image's
+    /// name.
     static func refusal(of request: StoreRequest) -> (ErrorCode, String)? {
         for (bytes, declared, name) in [(request.full, request.fullSize, "full"), (request.thumbnail, request.thumbnailSize, "thumbnail")] {
             do {
-                let header = try JPEG.readHeader(bytes, limits: .default)
-                if header.storedSize.width != Int(declared.width) || header.storedSize.height != Int(declared.height) {
+                let size: Size
+                if WebP.isWebP(bytes) {
+                    let header = try WebP.readHeader(bytes, limits: .default)
+                    if header.isAnimated { return (.invalidImage, name) }
+                    size = header.size
+                } else {
+                    size = try JPEG.readHeader(bytes, limits: .default).storedSize
+                }
+                if size.width != Int(declared.width) || size.height != Int(declared.height) {
                     return (.invalidImage, name)
                 }
             } catch {

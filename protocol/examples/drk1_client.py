@@ -307,8 +307,9 @@ class Client:
         # Frame 8, the submit key: the broker queues one job per key, so
         # sending this SUBMIT again after a timeout could not queue it twice.
         key = uuid.uuid4().hex.encode("ascii")
-        # Section 2.6: bit 3 asks for a WebP full-resolution output, bit 4 a WebP thumbnail.
-        flags = (0x08 if a.format == "webp" else 0) | (0x10 if (a.thumb_format or a.format) == "webp" else 0)
+        # Section 2.6: bits 3-4 are the full-resolution output's format, bits 5-6 the thumbnail's (0 JPEG, 1 WebP).
+        formats = {"jpeg": 0, "webp": 1}
+        flags = formats[a.format] << 3 | formats[a.thumb_format or a.format] << 5
         frames = [DRK1, u8(SUBMIT), u64(rid), u8(a.priority), options(a.thumb[0], a.thumb[1], a.quality, a.thumb_quality, flags),
                   a.pipeline.encode("utf-8"), source.encode("utf-8"), image, key]
         if a.expires_in is not None or a.time_limit is not None:

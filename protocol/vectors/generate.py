@@ -46,7 +46,7 @@ def text(s): return s.encode("utf-8")
 def options(tw, th, q, tq, flags=0, gravity=0): return struct.pack(">HHBBBB", tw, th, q, tq, flags, gravity)
 # Section 2.6: the output flags (byte 6 of the options).
 SUB_AUTO, SUB_444, SUB_422, SUB_420, PROGRESSIVE = 0, 1, 2, 3, 4
-WEBP, THUMB_WEBP = 8, 16
+WEBP, THUMB_WEBP = 1 << 3, 1 << 5  # bits 3-4 and 5-6: 0 JPEG, 1 WebP
 def size(w, h): return struct.pack(">II", w, h)
 def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
@@ -136,11 +136,11 @@ vector("submit-output-flags-444", "frontend", "SUBMIT asking for 4:4:4 baseline 
        msg(SUBMIT, u64(46), u8(5), options(256, 256, 75, 70, SUB_444, 9), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "SUBMIT", "requestID": 46, "options.subsampling": "444", "options.progressive": "false",
         "options.thumbnailGravity": "smart"})
-vector("submit-webp", "frontend", "SUBMIT asking for both outputs as WebP (flags 0x18)",
+vector("submit-webp", "frontend", "SUBMIT asking for both outputs as WebP (flags 0x28)",
        msg(SUBMIT, u64(48), u8(5), options(256, 256, 80, 70, WEBP | THUMB_WEBP), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "SUBMIT", "requestID": 48, "options.format": "webp", "options.thumbnailFormat": "webp",
         "options.subsampling": "auto", "options.progressive": "false"})
-vector("submit-webp-thumbnail", "frontend", "SUBMIT asking for a JPEG at full resolution and a WebP thumbnail (flags 0x10)",
+vector("submit-webp-thumbnail", "frontend", "SUBMIT asking for a JPEG at full resolution and a WebP thumbnail (flags 0x20)",
        msg(SUBMIT, u64(49), u8(5), options(256, 256, 95, 70, THUMB_WEBP), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "SUBMIT", "requestID": 49, "options.format": "jpeg", "options.thumbnailFormat": "webp"})
 vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and a not-before time (frame 9)",
@@ -461,9 +461,15 @@ bad("submit-quality", "frontend", "SUBMIT with quality 0",
 bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70)[:6], text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) must be 8 bytes, got 6")
-bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 5, which is not defined",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x20), text(PIPELINE), text("a.jpg"), IMAGE), 101,
-    "SUBMIT: frame 4 (options) output flags are 32, only bits 0–4 are defined")
+bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 7, which is not defined",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x80), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) output flags are 128: bit 7 is not defined")
+bad("submit-undefined-format", "frontend", "SUBMIT whose full-resolution format (bits 3-4) is 2, which is not defined",
+    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 2 << 3), text(PIPELINE), text("a.jpg"), IMAGE), 101,
+    "SUBMIT: frame 4 (options) output flags are 16: full-resolution format 2 is not defined (0 jpeg, 1 webp)")
+bad("job-undefined-thumbnail-format", "backend", "JOB whose thumbnail format (bits 5-6) is 3, which is not defined",
+    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, 3 << 5), text("grayscale"), text("a.jpg"), IMAGE), 101,
+    "JOB: frame 4 (options) output flags are 96: thumbnail format 3 is not defined (0 jpeg, 1 webp)")
 bad("submit-thumbnail-gravity", "frontend", "SUBMIT whose thumbnail gravity is 10 (0-9 are defined)",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 10), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) thumbnail gravity is 10, must be 0…9")
