@@ -16,6 +16,8 @@
 
 #include "CWebP.h"
 
+_Static_assert(DR_WEBP_MAX_SIDE == WEBP_MAX_DIMENSION, "DR_WEBP_MAX_SIDE is libwebp's limit");
+
 static dr_webp_status fail(dr_webp_error *err, dr_webp_status status, const char *format, ...) {
     if (err) {
         va_list args;

@@ -101,8 +101,15 @@ public struct ImageJob: Sendable {
         } catch {
             throw PipelineFailure(stage: .decode, error: error)
         }
-        // Every step is checked against the size it will receive before decoding.
-        _ = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits)
+        // Every step is checked against the size it will receive before
+        // decoding, and so is a WebP output against what WebP can hold.
+        let result = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits).last ?? header.uprightSize
+        if options.format == .webp, let refusal = WebP.sizeRefusal(result) {
+            throw PipelineFailure(stage: .encode("full"), error: refusal)
+        }
+        if options.thumbnailFormat == .webp, let thumbnail = options.thumbnail, let refusal = WebP.sizeRefusal(thumbnail) {
+            throw PipelineFailure(stage: .encode("thumbnail"), error: refusal)
+        }
         return try operation(for: header).run(jpeg, cancellation: cancellation, observer: observer)
     }
 

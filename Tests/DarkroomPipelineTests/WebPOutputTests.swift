@@ -1,4 +1,5 @@
 import DarkroomImage
+import Synchronization
 import Testing
 
 @testable import DarkroomPipeline
@@ -91,18 +92,31 @@ struct WebPOutputTests {
         #expect(Self.iccChunk(untagged.full.bytes) == nil)
     }
 
-    @Test("a result wider than WebP allows fails in its encode stage, naming the limit")
+    @Test("a result wider than WebP allows fails in its encode stage before anything is decoded, naming the limit")
     func tooWideForWebP() throws {
         let source = try JPEG.encode(Image(width: 40, height: 2, red: 90, green: 120, blue: 30), options: EncodeOptions(quality: 90))
         let job = ImageJob(pipeline: try Pipeline(parsing: "scale:16384x1,mode=force"),
                            options: JobOptions(thumbnail: Size(width: 8, height: 8), format: .webp))
+        let stages = Mutex<[Stage]>([])
         do {
-            _ = try job.run(source)
+            _ = try job.run(source) { stage, _ in stages.withLock { $0.append(stage) } }
             Issue.record("a 16384-pixel-wide WebP was written")
         } catch {
             #expect(error.stage == .encode("full"))
             #expect(error.error.code == .encodeFailed)
-            #expect(error.error.message.contains("16383"), "\(error.error.message)")
+            #expect(error.error.message == "cannot encode a 16384x1 image as WebP: WebP allows at most 16383 pixels a side")
+        }
+        #expect(stages.withLock { $0 }.isEmpty, "no stage ran")
+        // The engine refuses it the same way when asked directly.
+        #expect(throws: ImageError(.encodeFailed, "cannot encode a 16384x1 image as WebP: WebP allows at most 16383 pixels a side")) {
+            try WebP.encode(Image(width: 16384, height: 1), quality: 80)
+        }
+        // A thumbnail too wide for WebP (process allows thumbnails up to 16384) fails in its own stage.
+        let wideThumb = ImageJob(pipeline: try Pipeline(parsing: "invert"),
+                                 options: JobOptions(thumbnail: Size(width: 16384, height: 2), thumbnailFormat: .webp))
+        #expect(throws: PipelineFailure(stage: .encode("thumbnail"),
+                                        error: ImageError(.encodeFailed, "cannot encode a 16384x2 image as WebP: WebP allows at most 16383 pixels a side"))) {
+            try wideThumb.run(source)
         }
         // The same result as a JPEG is fine.
         let jpeg = ImageJob(pipeline: try Pipeline(parsing: "scale:16384x1,mode=force"), options: JobOptions(thumbnail: Size(width: 8, height: 8)))

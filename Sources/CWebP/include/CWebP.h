@@ -32,6 +32,9 @@ typedef enum dr_webp_status {
 
 #define DR_WEBP_MESSAGE_MAX 200
 
+/* The most pixels a WebP file has on a side (libwebp's WEBP_MAX_DIMENSION). */
+enum { DR_WEBP_MAX_SIDE = 16383 };
+
 typedef struct dr_webp_error {
     dr_webp_status status;
     char message[DR_WEBP_MESSAGE_MAX]; /* libwebp's failure in words, NUL-terminated */

@@ -126,6 +126,16 @@ public enum WebP {
             quality: quality, iccProfile: nil, cancellation: cancellation)
     }
 
+    /// The most pixels a WebP file has on a side.
+    public static let maxSide = Int(DR_WEBP_MAX_SIDE)
+
+    /// Why an image of `size` cannot be written as WebP, nil when it can:
+    /// for a job to fail before it decodes what it could not write.
+    public static func sizeRefusal(_ size: Size) -> ImageError? {
+        guard size.width > maxSide || size.height > maxSide else { return nil }
+        return ImageError(.encodeFailed, "cannot encode a \(size.width)x\(size.height) image as WebP: WebP allows at most \(maxSide) pixels a side")
+    }
+
     // MARK: - Internals
 
     private static func encode(
@@ -135,6 +145,7 @@ public enum WebP {
         guard (1...100).contains(quality) else {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(quality)")
         }
+        if let refusal = sizeRefusal(Size(width: width, height: height)) { throw refusal }
         try cancellation.check()
         let profile = iccProfile ?? []
         var error = dr_webp_error()
