@@ -42,7 +42,7 @@ struct dr_jpeg_decoder {
     int width, height;      /* its size */
     int trim;               /* extra columns libjpeg keeps on its left */
     int direct;             /* rows go straight into the caller's buffer */
-    int cmyk, inverted, gray;
+    int cmyk, inverted, gray, keep_cmyk;
     size_t dst_stride;
     int done;               /* region rows written so far */
 };
@@ -271,7 +271,7 @@ static dr_jpeg_status decoder_failed(dr_jpeg_decoder *dec, dr_jpeg_error *err) {
     return err ? err->status : DR_JPEG_CORRUPT;
 }
 
-dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
+dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only, int keep_cmyk,
                                      int x, int y, int width, int height, size_t dst_stride,
                                      dr_jpeg_error *err) {
     reset_error(err);
@@ -330,6 +330,7 @@ dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int 
     dec->direct = (trim == 0 && out_w == width && !cmyk && !gray);
     dec->cmyk = cmyk;
     dec->inverted = cmyk && c->saw_Adobe_marker;
+    dec->keep_cmyk = cmyk && keep_cmyk;
     dec->gray = gray;
     dec->dst_stride = dst_stride;
     dec->done = 0;
@@ -370,7 +371,8 @@ dr_jpeg_status dr_jpeg_decoder_step(dr_jpeg_decoder *dec, uint8_t *dst, int max_
             if (jpeg_read_scanlines(c, rows, 1) != 1) continue;
             uint8_t *out = dst + (size_t)dec->done * dec->dst_stride;
             const uint8_t *src = dec->row + (size_t)dec->trim * 4;
-            if (dec->cmyk) cmyk_to_rgbx(src, out, dec->width, dec->inverted);
+            if (dec->keep_cmyk) memcpy(out, src, (size_t)dec->width * 4);
+            else if (dec->cmyk) cmyk_to_rgbx(src, out, dec->width, dec->inverted);
             else if (dec->gray) gray_to_rgbx(dec->row + dec->trim, out, dec->width);
             else memcpy(out, src, (size_t)dec->width * 4);
             dec->done++;

@@ -53,7 +53,12 @@ struct SRGBConversionTests {
     /// matrix (Bradford-adapted, as ICC profiles carry it) and sRGB's curve.
     static func expectedSRGB(_ rgb: (UInt8, UInt8, UInt8)) -> [Double] {
         let linear = [rgb.0, rgb.1, rgb.2].map { pow(Double($0) / 255, adobeGamma) }
-        let xyz = (0..<3).map { row in (0..<3).reduce(0.0) { $0 + adobeColorants[$1][row] * linear[$1] } }
+        return srgb(fromXYZ: (0..<3).map { row in (0..<3).reduce(0.0) { $0 + adobeColorants[$1][row] * linear[$1] } })
+    }
+
+    /// A D50 XYZ colour in sRGB (0…255, not rounded), by the inverse of
+    /// sRGB's own D50 matrix and sRGB's curve, clipped to the gamut.
+    static func srgb(fromXYZ xyz: [Double]) -> [Double] {
         let s: [[Double]] = [[0.4361, 0.3851, 0.1431], [0.2225, 0.7169, 0.0606], [0.0139, 0.0971, 0.7141]]
         // The inverse of s, by cofactors.
         let det = s[0][0] * (s[1][1] * s[2][2] - s[1][2] * s[2][1]) - s[0][1] * (s[1][0] * s[2][2] - s[1][2] * s[2][0])

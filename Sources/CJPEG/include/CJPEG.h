@@ -90,13 +90,17 @@ dr_jpeg_decoder *dr_jpeg_decoder_open(const uint8_t *data, size_t length, int fa
 /* Prepares to decode the region (x, y, width, height), given in coordinates
    of the image scaled by 1/scale_denom (scale_denom 1, 2, 4 or 8; scaled size
    is ceil(size / scale_denom)), as RGBX rows `dst_stride` bytes apart.
-   Grayscale, RGB, CMYK and YCCK files all come out as RGBX. With `luma_only`
+   Grayscale, RGB, CMYK and YCCK files all come out as RGBX; with
+   `keep_cmyk`, CMYK and YCCK files come out as their CMYK samples instead,
+   four bytes a pixel as the file holds them (0 is full ink when the file
+   has an Adobe marker), for a colour transform through the file's
+   profile. With `luma_only`
    (ignored for CMYK and YCCK) only the luma is decoded, with BT.601 weights,
    and written to R, G and B alike; the chroma planes are never reconstructed.
    Call once. For a progressive file this reads and decodes every scan, most
    of the work, in this one call. The scanlines above the region are skipped
    here too. */
-dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only,
+dr_jpeg_status dr_jpeg_decoder_start(dr_jpeg_decoder *dec, int scale_denom, int luma_only, int keep_cmyk,
                                      int x, int y, int width, int height, size_t dst_stride,
                                      dr_jpeg_error *err);
 

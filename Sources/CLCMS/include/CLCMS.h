@@ -1,10 +1,12 @@
 /*
  * CLCMS: the only place where Little CMS (lcms2) is called.
  *
- * One conversion: pixels in an RGB ICC profile to sRGB, for the engine's
- * RGBX layout (the fourth byte is left as it is). A transform is made once
- * per image and applied to runs of pixels, so the caller can look at its
- * cancellation flag between runs.
+ * One conversion: pixels in an ICC profile to sRGB, in the engine's RGBX
+ * layout. The source is RGBX pixels in an RGB profile (the fourth byte is
+ * left as it is), or a JPEG's CMYK samples in a CMYK profile, four bytes a
+ * pixel, turned into RGBX in place (the fourth byte becomes 255). A
+ * transform is made once per profile and applied to runs of pixels, so the
+ * caller can look at its cancellation flag between runs.
  */
 #ifndef CLCMS_H
 #define CLCMS_H
@@ -17,17 +19,26 @@ extern "C" {
 
 typedef struct dr_srgb_transform dr_srgb_transform;
 
+/* What a transform converts from. */
+typedef enum dr_color_input {
+    DR_COLOR_INPUT_RGBX = 0,          /* RGBX pixels, an RGB profile */
+    DR_COLOR_INPUT_CMYK = 1,          /* CMYK samples, 255 = full ink, a CMYK profile */
+    DR_COLOR_INPUT_CMYK_INVERTED = 2  /* CMYK samples, 0 = full ink (Adobe's JPEGs), a CMYK profile */
+} dr_color_input;
+
 /*
  * Reads the ICC profile `icc` (`length` bytes) and prepares the conversion
- * of its RGB pixels to sRGB: relative colorimetric with black point
+ * of `input` pixels in it to sRGB: relative colorimetric with black point
  * compensation, as photo editors convert. NULL when the profile cannot be
- * read, is not an RGB profile, or no transform can be made from it; then
- * `error` (of `error_size` bytes) holds a one-line reason.
+ * read, is not of the input's colour space, or no transform can be made
+ * from it; then `error` (of `error_size` bytes) holds a one-line reason.
  */
-dr_srgb_transform *dr_srgb_transform_create(const unsigned char *icc, size_t length, char *error, size_t error_size);
+dr_srgb_transform *dr_srgb_transform_create(const unsigned char *icc, size_t length, dr_color_input input,
+                                            char *error, size_t error_size);
 
-/* Converts `count` RGBX pixels in place. A transform is never changed by
-   this, so several threads may use one at the same time. */
+/* Converts `count` pixels in place, four bytes each, into RGBX. A
+   transform is never changed by this, so several threads may use one at
+   the same time. */
 void dr_srgb_transform_apply(const dr_srgb_transform *transform, unsigned char *rgbx, size_t count);
 
 void dr_srgb_transform_destroy(dr_srgb_transform *transform);

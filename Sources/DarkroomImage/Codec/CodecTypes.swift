@@ -66,6 +66,18 @@ public struct JPEGHeader: Sendable, Equatable {
     /// when there is none or its chunks do not make a whole one.
     public var iccProfile: [UInt8]?
 
+    /// A CMYK or YCCK file's samples are inverted (0 is full ink): the file
+    /// has an Adobe marker, as Photoshop writes them.
+    public var invertedCMYK = false
+
+    /// The embedded profile of a CMYK or YCCK file when it is a CMYK
+    /// profile: the decoder converts the samples through it to sRGB.
+    public var cmykProfile: [UInt8]? {
+        guard let iccProfile, colorSpace == .cmyk || colorSpace == .ycck, iccProfile.count >= 128,
+              iccProfile[16..<20].elementsEqual("CMYK".utf8) else { return nil }
+        return iccProfile
+    }
+
     /// The profile that describes the decoded pixels, to carry into an
     /// output: the embedded one when it is an RGB profile of an RGB or
     /// YCbCr file. A CMYK file's profile does not describe the RGB it is

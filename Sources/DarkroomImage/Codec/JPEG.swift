@@ -56,15 +56,22 @@ public enum JPEG {
             let width = min(ceilDiv(stored.width, shrink), scaledWidth - x)
             let height = min(ceilDiv(stored.height, shrink), scaledHeight - y)
 
+            // A CMYK file's own profile says what its inks look like: the
+            // samples go through it (Little CMS), not through the plain
+            // formula, which is only right for no profile at all. A profile
+            // that cannot be used leaves the formula.
+            let cmykTransform: SRGBTransform? = header.cmykProfile.flatMap {
+                try? SRGBTransforms.shared.transform(for: $0, input: .cmyk(inverted: header.invertedCMYK)).get()
+            }
             var error = dr_jpeg_error()
             var status = DR_JPEG_OK
             let stride = width * Image.bytesPerPixel
             let band = Int32(bandLines(sourcePixelsPerLine: width * shrink * shrink))
-            let pixels = [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
+            var pixels = [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
                 count = 0
                 status = dr_jpeg_decoder_start(
-                    decoder, Int32(shrink), options.lumaOnly ? 1 : 0, Int32(x), Int32(y), Int32(width), Int32(height),
-                    stride, &error)
+                    decoder, Int32(shrink), options.lumaOnly ? 1 : 0, cmykTransform == nil ? 0 : 1, Int32(x), Int32(y),
+                    Int32(width), Int32(height), stride, &error)
                 var finished: Int32 = 0
                 while status == DR_JPEG_OK && finished == 0 {
                     if cancellation.poll() { return }
@@ -74,6 +81,7 @@ public enum JPEG {
             }
             guard status == DR_JPEG_OK else { throw imageError(error, data: buffer) }
             try cancellation.check()
+            try cmykTransform?.apply(to: &pixels, cancellation: cancellation)
             let image = Image(width: width, height: height, pixels: pixels)
             return DecodedImage(
                 image: header.orientation == .up ? image : try image.applying(header.orientation, cancellation: cancellation),
@@ -193,13 +201,15 @@ public enum JPEG {
     /// with an Adobe marker; `storeYCCK` stores them as YCCK). Builds the
     /// grayscale and CMYK inputs the decoder must handle.
     static func encodeRaw(
-        _ samples: [UInt8], width: Int, height: Int, components: Int, storeYCCK: Bool = false, quality: Int = 95
+        _ samples: [UInt8], width: Int, height: Int, components: Int, storeYCCK: Bool = false, quality: Int = 95,
+        iccProfile: [UInt8]? = nil
     ) throws(ImageError) -> [UInt8] {
         guard width > 0, height > 0, components == 1 || components == 4, samples.count == width * height * components else {
             throw ImageError(.invalidArgument, "sample buffer does not match \(width)x\(height)x\(components)")
         }
         let input = components == 1 ? DR_JPEG_INPUT_GRAY : storeYCCK ? DR_JPEG_INPUT_CMYK_AS_YCCK : DR_JPEG_INPUT_CMYK
-        return try encodeRows(samples, width: width, height: height, stride: width * components, input: input, quality: quality)
+        return try encodeRows(samples, width: width, height: height, stride: width * components, input: input, quality: quality,
+                              iccProfile: iccProfile)
     }
 
     /// Runs one encoder over `samples`, rows of `stride` bytes, a band of rows
@@ -314,6 +324,7 @@ public enum JPEG {
         if let icc = info.icc, info.icc_length > 0 {
             header.iccProfile = Array(UnsafeBufferPointer(start: icc, count: info.icc_length))
         }
+        header.invertedCMYK = (colorSpace == .cmyk || colorSpace == .ycck) && info.saw_adobe != 0
         do {
             try check(header.storedSize, limits: limits)
         } catch {

@@ -1,7 +1,23 @@
 import CLCMS
 import Synchronization
 
-/// A prepared conversion from one RGB ICC profile to sRGB.
+/// What the pixels a profile describes are, as the engine holds them.
+enum ProfileInput: Hashable, Sendable {
+    /// RGBX pixels in an RGB profile.
+    case rgbx
+    /// A JPEG's CMYK samples in a CMYK profile; `inverted` when 0 is full
+    /// ink, as in Adobe's files.
+    case cmyk(inverted: Bool)
+
+    var c: dr_color_input {
+        switch self {
+        case .rgbx: DR_COLOR_INPUT_RGBX
+        case .cmyk(let inverted): inverted ? DR_COLOR_INPUT_CMYK_INVERTED : DR_COLOR_INPUT_CMYK
+        }
+    }
+}
+
+/// A prepared conversion from one ICC profile (RGB, or CMYK) to sRGB.
 ///
 /// `@unchecked Sendable`: the C transform is made once, in `init`, and
 /// never changed afterwards. It is made without Little CMS's one-pixel
@@ -12,10 +28,10 @@ final class SRGBTransform: @unchecked Sendable {
     private let transform: OpaquePointer
 
     /// nil, with the reason, when the profile cannot be used.
-    static func make(_ profile: [UInt8]) -> Result<SRGBTransform, ProfileFailure> {
+    static func make(_ profile: [UInt8], input: ProfileInput = .rgbx) -> Result<SRGBTransform, ProfileFailure> {
         var message = [CChar](repeating: 0, count: 256)
         let made = profile.withUnsafeBufferPointer { icc in
-            message.withUnsafeMutableBufferPointer { dr_srgb_transform_create(icc.baseAddress, icc.count, $0.baseAddress, $0.count) }
+            message.withUnsafeMutableBufferPointer { dr_srgb_transform_create(icc.baseAddress, icc.count, input.c, $0.baseAddress, $0.count) }
         }
         guard let made else {
             return .failure(ProfileFailure(reason: String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))
@@ -29,9 +45,25 @@ final class SRGBTransform: @unchecked Sendable {
 
     deinit { dr_srgb_transform_destroy(transform) }
 
-    /// Converts `count` RGBX pixels at `pixels` in place.
+    /// Converts `count` pixels at `pixels` in place, four bytes each, into RGBX.
     func apply(_ pixels: UnsafeMutablePointer<UInt8>, count: Int) {
         dr_srgb_transform_apply(transform, pixels, count)
+    }
+
+    /// Converts every pixel of `pixels` in place, a run of `Image.profileRun`
+    /// at a time with a look at `cancellation` before each.
+    func apply(to pixels: inout [UInt8], cancellation: CancellationFlag) throws(ImageError) {
+        let count = pixels.count / Image.bytesPerPixel
+        try pixels.withUnsafeMutableBufferPointer { (bytes: inout UnsafeMutableBufferPointer<UInt8>) throws(ImageError) in
+            guard let base = bytes.baseAddress else { return }
+            var start = 0
+            while start < count {
+                try cancellation.check()
+                let run = min(Image.profileRun, count - start)
+                apply(base + start * Image.bytesPerPixel, count: run)
+                start += run
+            }
+        }
     }
 }
 
@@ -48,32 +80,39 @@ final class SRGBTransforms: Sendable {
     static let shared = SRGBTransforms(capacity: 16)
 
     private let capacity: Int
+    /// A profile and what its pixels are.
+    private struct Key: Hashable {
+        var profile: [UInt8]
+        var input: ProfileInput
+    }
+
     /// Each profile's transform or failure, and when it was last used.
-    private let entries = Mutex<(byProfile: [[UInt8]: (Result<SRGBTransform, ProfileFailure>, UInt64)], clock: UInt64)>(([:], 0))
+    private let entries = Mutex<(byProfile: [Key: (Result<SRGBTransform, ProfileFailure>, UInt64)], clock: UInt64)>(([:], 0))
 
     init(capacity: Int) {
         self.capacity = capacity
     }
 
-    func transform(for profile: [UInt8]) -> Result<SRGBTransform, ProfileFailure> {
+    func transform(for profile: [UInt8], input: ProfileInput = .rgbx) -> Result<SRGBTransform, ProfileFailure> {
+        let key = Key(profile: profile, input: input)
         if let found = entries.withLock({ state -> Result<SRGBTransform, ProfileFailure>? in
-            guard let (result, _) = state.byProfile[profile] else { return nil }
+            guard let (result, _) = state.byProfile[key] else { return nil }
             state.clock += 1
-            state.byProfile[profile] = (result, state.clock)
+            state.byProfile[key] = (result, state.clock)
             return result
         }) {
             return found
         }
         // Made outside the lock: two threads may both make one for a new
         // profile, and the later simply replaces the earlier.
-        let made = SRGBTransform.make(profile)
+        let made = SRGBTransform.make(profile, input: input)
         entries.withLock { state in
-            if state.byProfile.count >= capacity, state.byProfile[profile] == nil,
+            if state.byProfile.count >= capacity, state.byProfile[key] == nil,
                let oldest = state.byProfile.min(by: { $0.value.1 < $1.value.1 })?.key {
                 state.byProfile[oldest] = nil
             }
             state.clock += 1
-            state.byProfile[profile] = (made, state.clock)
+            state.byProfile[key] = (made, state.clock)
         }
         return made
     }
@@ -103,17 +142,7 @@ extension Image {
         case .failure(let failure): return (self, failure.reason)
         }
         var converted = self
-        let count = width * height
-        try converted.pixels.withUnsafeMutableBufferPointer { (bytes: inout UnsafeMutableBufferPointer<UInt8>) throws(ImageError) in
-            guard let base = bytes.baseAddress else { return }
-            var start = 0
-            while start < count {
-                try cancellation.check()
-                let run = min(Image.profileRun, count - start)
-                transform.apply(base + start * Image.bytesPerPixel, count: run)
-                start += run
-            }
-        }
+        try transform.apply(to: &converted.pixels, cancellation: cancellation)
         return (converted, nil)
     }
 }
