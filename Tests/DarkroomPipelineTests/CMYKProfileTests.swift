@@ -33,10 +33,7 @@ struct CMYKProfileTests {
     /// and an A2B0 lut16 whose table has two points per ink (its corners
     /// are `lab`), identity curves, Lab as its connection space.
     static func cmykProfile() -> [UInt8] {
-        func be16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        func s15(_ v: Double) -> [UInt8] { be32(UInt32(bitPattern: Int32((v * 65_536).rounded()))) }
-        let d50 = [0.9642, 1.0, 0.8249]
+        let (be16, s15) = (ICCProfiles.be16, ICCProfiles.s15)
         var lut = Array("mft2".utf8) + [0, 0, 0, 0] + [4, 3, 2, 0]
         for row in 0..<3 { for column in 0..<3 { lut += s15(row == column ? 1 : 0) } }
         lut += be16(2) + be16(2)
@@ -49,24 +46,8 @@ struct CMYKProfileTests {
                 + be16(Int(((v[2] + 128) * 256).rounded()))
         } } } }
         for _ in 0..<3 { lut += be16(0) + be16(65535) }
-        let tags: [(String, [UInt8])] = [("wtpt", Array("XYZ ".utf8) + [0, 0, 0, 0] + d50.flatMap(s15)), ("A2B0", lut)]
-        var table: [UInt8] = be32(UInt32(tags.count))
-        var data: [UInt8] = []
-        let dataStart = 128 + 4 + 12 * tags.count
-        for (signature, bytes) in tags {
-            table += Array(signature.utf8) + be32(UInt32(dataStart + data.count)) + be32(UInt32(bytes.count))
-            data += bytes
-            while data.count % 4 != 0 { data.append(0) }
-        }
-        var header = [UInt8](repeating: 0, count: 128)
-        header.replaceSubrange(0..<4, with: be32(UInt32(128 + table.count + data.count)))
-        header.replaceSubrange(8..<12, with: be32(0x0210_0000))
-        header.replaceSubrange(12..<16, with: Array("prtr".utf8))
-        header.replaceSubrange(16..<20, with: Array("CMYK".utf8))
-        header.replaceSubrange(20..<24, with: Array("Lab ".utf8))
-        header.replaceSubrange(36..<40, with: Array("acsp".utf8))
-        header.replaceSubrange(68..<80, with: d50.flatMap(s15))
-        return header + table + data
+        return ICCProfiles.assemble(deviceClass: "prtr", colorSpace: "CMYK", pcs: "Lab ",
+                                    tags: [("wtpt", ICCProfiles.xyz(ICCProfiles.d50)), ("A2B0", lut)])
     }
 
     /// What a Lab colour (D50) is in sRGB, worked out here.

@@ -19,33 +19,12 @@ struct SRGBConversionTests {
     static let adobeGamma = 563.0 / 256.0
 
     static func adobeRGBProfile() -> [UInt8] {
-        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        func s15(_ v: Double) -> [UInt8] { be32(UInt32(bitPattern: Int32((v * 65_536).rounded()))) }
-        func xyz(_ v: [Double]) -> [UInt8] { Array("XYZ ".utf8) + [0, 0, 0, 0] + v.flatMap(s15) }
-        let curve = Array("curv".utf8) + [0, 0, 0, 0] + be32(1) + [UInt8(563 >> 8), UInt8(563 & 0xFF), 0, 0]
-        let d50 = [0.9642, 1.0, 0.8249]
-        let tags: [(String, [UInt8])] = [
-            ("wtpt", xyz(d50)), ("rXYZ", xyz(adobeColorants[0])), ("gXYZ", xyz(adobeColorants[1])), ("bXYZ", xyz(adobeColorants[2])),
+        let curve = Array("curv".utf8) + [0, 0, 0, 0] + ICCProfiles.be32(1) + [UInt8(563 >> 8), UInt8(563 & 0xFF), 0, 0]
+        return ICCProfiles.assemble(deviceClass: "mntr", colorSpace: "RGB ", pcs: "XYZ ", tags: [
+            ("wtpt", ICCProfiles.xyz(ICCProfiles.d50)), ("rXYZ", ICCProfiles.xyz(adobeColorants[0])),
+            ("gXYZ", ICCProfiles.xyz(adobeColorants[1])), ("bXYZ", ICCProfiles.xyz(adobeColorants[2])),
             ("rTRC", curve), ("gTRC", curve), ("bTRC", curve),
-        ]
-        var table: [UInt8] = be32(UInt32(tags.count))
-        var data: [UInt8] = []
-        let dataStart = 128 + 4 + 12 * tags.count
-        for (signature, bytes) in tags {
-            table += Array(signature.utf8) + be32(UInt32(dataStart + data.count)) + be32(UInt32(bytes.count))
-            data += bytes
-            while data.count % 4 != 0 { data.append(0) }
-        }
-        var header = [UInt8](repeating: 0, count: 128)
-        let size = 128 + table.count + data.count
-        header.replaceSubrange(0..<4, with: be32(UInt32(size)))
-        header.replaceSubrange(8..<12, with: be32(0x0210_0000))
-        header.replaceSubrange(12..<16, with: Array("mntr".utf8))
-        header.replaceSubrange(16..<20, with: Array("RGB ".utf8))
-        header.replaceSubrange(20..<24, with: Array("XYZ ".utf8))
-        header.replaceSubrange(36..<40, with: Array("acsp".utf8))
-        header.replaceSubrange(68..<80, with: d50.flatMap(s15))
-        return header + table + data
+        ])
     }
 
     /// What an Adobe RGB colour is in sRGB, worked out here: the profile's
