@@ -77,7 +77,7 @@ struct WebPOutputTests {
             // WebP keeps chroma at half resolution and rounds it: equal
             // channels come back within a level or two.
             #expect(spread <= 3, "\(spread)")
-            #expect(Self.iccChunk(bytes) == nil)
+            #expect(WebP.iccProfile(bytes) == nil)
         }
 
         var profile = (0..<1_500).map { UInt8(truncatingIfNeeded: $0 &* 13) }
@@ -85,11 +85,11 @@ struct WebPOutputTests {
         let tagged = try JPEG.encode(try JPEG.decode(plain).image, options: EncodeOptions(quality: 92, iccProfile: profile))
         let options = JobOptions(thumbnail: Size(width: 32, height: 32), format: .webp, thumbnailFormat: .webp)
         let kept = try ImageJob(pipeline: try Pipeline(parsing: "scale:60x40"), options: options).run(tagged)
-        #expect(Self.iccChunk(kept.full.bytes) == profile)
-        #expect(Self.iccChunk(try #require(kept.thumbnail).bytes) == profile)
+        #expect(WebP.iccProfile(kept.full.bytes) == profile)
+        #expect(WebP.iccProfile(try #require(kept.thumbnail).bytes) == profile)
         #expect(try WebP.readHeader(kept.full.bytes).size == Size(width: 60, height: 40))
         let untagged = try ImageJob(pipeline: try Pipeline(parsing: "scale:60x40"), options: options).run(plain)
-        #expect(Self.iccChunk(untagged.full.bytes) == nil)
+        #expect(WebP.iccProfile(untagged.full.bytes) == nil)
     }
 
     @Test("a result wider than WebP allows fails in its encode stage before anything is decoded, naming the limit")
@@ -121,19 +121,5 @@ struct WebPOutputTests {
         // The same result as a JPEG is fine.
         let jpeg = ImageJob(pipeline: try Pipeline(parsing: "scale:16384x1,mode=force"), options: JobOptions(thumbnail: Size(width: 8, height: 8)))
         #expect(try jpeg.run(source).full.size == Size(width: 16384, height: 1))
-    }
-
-    /// The payload of a WebP file's ICCP chunk, read from the RIFF chunks.
-    static func iccChunk(_ bytes: [UInt8]) -> [UInt8]? {
-        var offset = 12
-        while offset + 8 <= bytes.count {
-            let tag = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
-            let length = Int(bytes[offset + 4]) | Int(bytes[offset + 5]) << 8 | Int(bytes[offset + 6]) << 16 | Int(bytes[offset + 7]) << 24
-            let body = offset + 8
-            guard body + length <= bytes.count else { return nil }
-            if tag == "ICCP" { return Array(bytes[body..<body + length]) }
-            offset = body + length + (length & 1)
-        }
-        return nil
     }
 }
