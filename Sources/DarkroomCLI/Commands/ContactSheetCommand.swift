@@ -45,7 +45,7 @@ enum ContactSheetCommand {
                 if WebP.isWebP(bytes) {
                     thumbnails.append(try WebP.decode(bytes))
                     // An RGB profile, as a JPEG thumbnail's counts.
-                    profiles.append(WebP.iccProfile(bytes).flatMap { $0.count >= 128 && $0[16..<20].elementsEqual("RGB ".utf8) ? $0 : nil })
+                    profiles.append(WebP.iccProfile(bytes).flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
                 } else {
                     let decoded = try JPEG.decode(bytes)
                     thumbnails.append(decoded.image)

@@ -73,8 +73,7 @@ public struct JPEGHeader: Sendable, Equatable {
     /// The embedded profile of a CMYK or YCCK file when it is a CMYK
     /// profile: the decoder converts the samples through it to sRGB.
     public var cmykProfile: [UInt8]? {
-        guard let iccProfile, colorSpace == .cmyk || colorSpace == .ycck, iccProfile.count >= 128,
-              iccProfile[16..<20].elementsEqual("CMYK".utf8) else { return nil }
+        guard let iccProfile, colorSpace == .cmyk || colorSpace == .ycck, ICCHeader.colorSpace(iccProfile) == "CMYK" else { return nil }
         return iccProfile
     }
 
@@ -83,8 +82,7 @@ public struct JPEGHeader: Sendable, Equatable {
     /// YCbCr file. A CMYK file's profile does not describe the RGB it is
     /// decoded to, nor a gray profile three components.
     public var rgbProfile: [UInt8]? {
-        guard let iccProfile, colorSpace == .ycbcr || colorSpace == .rgb, iccProfile.count >= 128,
-              iccProfile[16..<20].elementsEqual("RGB ".utf8) else { return nil }
+        guard let iccProfile, colorSpace == .ycbcr || colorSpace == .rgb, ICCHeader.colorSpace(iccProfile) == "RGB " else { return nil }
         return iccProfile
     }
 

@@ -1,6 +1,15 @@
 import CLCMS
 import Synchronization
 
+/// What an ICC profile's header says.
+public enum ICCHeader {
+    /// The data colour space the profile's header names, as its four
+    /// characters ("RGB ", "CMYK", "GRAY"); nil for fewer than 128 bytes.
+    public static func colorSpace(_ profile: [UInt8]) -> String? {
+        profile.count >= 128 ? String(decoding: profile[16..<20], as: UTF8.self) : nil
+    }
+}
+
 /// What the pixels a profile describes are, as the engine holds them.
 enum ProfileInput: Hashable, Sendable {
     /// RGBX pixels in an RGB profile.
