@@ -271,12 +271,19 @@ enum SubmitCommand {
         var dead = 0
         var cancelled = 0
 
-        let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait, beforeWait: out.flush) { update in
+        // Said once the probe has its answer: at the next update, or at the
+        // next of the engine's waits (at least once a second), since jobs
+        // held by a pause bring no updates at all.
+        func tellPaused() {
             if !pausedTold, let since = paused?.pausedSince {
                 pausedTold = true
                 progress?.clearLine()
                 err("submit: the broker's dispatch is paused \(PauseCommand.held(since: since))")
             }
+        }
+        let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait,
+                                 beforeWait: { tellPaused(); out.flush() }) { update in
+            tellPaused()
             switch update {
             case let .replied(request, result):
                 guard let index = request.submitKey.flatMap({ inputOfKey[$0] }) else { return }
