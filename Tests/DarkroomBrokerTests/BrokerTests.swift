@@ -152,15 +152,16 @@ import Testing
         #expect(left == [0])
     }
 
-    @Test func aJobCarriesItsOutputFlagsToTheWorkerFromMemoryAndAfterARestart() throws {
+    @Test func aJobCarriesItsOutputFlagsAndFormatsToTheWorkerFromMemoryAndAfterARestart() throws {
         let harness = try Harness()
         var client = try harness.client()
         let asked = [
             JobOptions(thumbnailWidth: 64, thumbnailHeight: 48, quality: 80, thumbnailQuality: 60, subsampling: .s420, progressive: true,
                        thumbnailGravity: .smart),
-            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70, subsampling: .s444),
+            JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 95, thumbnailQuality: 70, subsampling: .s444,
+                       thumbnailFormat: .webp),
             JobOptions(thumbnailWidth: 256, thumbnailHeight: 256, quality: 50, thumbnailQuality: 70, subsampling: .s422, progressive: true,
-                       thumbnailGravity: .southwest),
+                       thumbnailGravity: .southwest, format: .webp),
         ]
         var ids = try asked.map { try client.submitAccepted(options: $0).jobID }
         // Leased at once: the payload the broker kept in memory.
@@ -178,7 +179,9 @@ import Testing
         let db = try Connection(path: harness.directory + "/queue.sqlite")
         let flags = try db.query("SELECT output_flags FROM jobs ORDER BY id") { $0.int64(0) ?? -1 }
         try db.close()
-        #expect(flags == [7 | 9 << 8, 1, 6 | 8 << 8], "byte 6 in bits 0–7, byte 7 in bits 8–15")
+        // Byte 6 in bits 0–7 (the formats in its bits 3–6), byte 7 in bits 8–15.
+        let expected: [Int64] = [7 | 9 << 8, 1 | 1 << 5, 6 | 1 << 3 | 8 << 8]
+        #expect(flags == expected)
         try harness.restart()
         client = try harness.client()
         let again = try harness.worker("w-flags-2")
