@@ -259,29 +259,38 @@ p1_floor() {
 
 # --- T peers
 
-t_darkroom() {
-    local t0; t0=$(now)
-    "$DR" process "${FILES[@]}" --ops "$T_OPS" --out "$1" "${DR_T_THUMB[@]}" \
-        --quality 70 "${DR_JOBS[@]}" >/dev/null || return 1
+# T and W share their peers, with the square's side, the quality and the
+# output format (a file extension) as arguments.
+# darkroom: one process for the batch, no thumbnail; extra flags follow.
+square_darkroom() { # OUT OPS QUALITY [FLAGS...]
+    local out="$1" ops="$2" quality="$3" t0; shift 3
+    t0=$(now)
+    "$DR" process "${FILES[@]}" --ops "$ops" --out "$out" "${DR_T_THUMB[@]}" \
+        --quality "$quality" "$@" "${DR_JOBS[@]}" >/dev/null || return 1
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
-t_pillow() { pillow_run t "$1"; }
 # vipsthumbnail batch: one process for every file (shrink-on-load + crop).
-t_vips() {
+square_vips() { # OUT SIDE QUALITY EXT
     local t0; t0=$(now)
-    vipsthumbnail "${FILES[@]}" -s 256x256 -m centre -o "$1/%s.jpg[Q=70]" || return 1
+    vipsthumbnail "${FILES[@]}" -s "$2x$2" -m centre -o "$1/%s.$4[Q=$3]" || return 1
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
-# ImageMagick's thumbnail idiom: jpeg:size lets libjpeg scale the decode.
-t_magick() {
-    local out="$1" f t0
+# ImageMagick's thumbnail idiom: jpeg:size (twice the side) lets libjpeg
+# scale the decode.
+square_magick() { # OUT SIDE QUALITY EXT
+    local out="$1" side="$2" f t0
     t0=$(now)
     for f in "${FILES[@]}"; do
-        "$IM" -define jpeg:size=512x512 "$f" -auto-orient -thumbnail '256x256^' -gravity center \
-            -extent 256x256 -quality 70 "$out/$(stem "$f").jpg" || return 1
+        "$IM" -define jpeg:size=$((2 * side))x$((2 * side)) "$f" -auto-orient -thumbnail "${side}x${side}^" -gravity center \
+            -extent "${side}x${side}" -quality "$3" "$out/$(stem "$f").$4" || return 1
     done
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
+
+t_darkroom() { square_darkroom "$1" "$T_OPS" 70; }
+t_pillow() { pillow_run t "$1"; }
+t_vips() { square_vips "$1" 256 70 jpg; }
+t_magick() { square_magick "$1" 256 70 jpg; }
 # Floor: DCT-scaled 1/8 decode plus one q70 encode of a 256x256 image.
 t_floor() {
     local out="$1" f s t0
@@ -296,27 +305,10 @@ t_floor() {
 
 # --- W peers: the same 1024x1024 square as lossy WebP at quality 80.
 
-w_darkroom() {
-    local t0; t0=$(now)
-    "$DR" process "${FILES[@]}" --ops "$W_OPS" --out "$1" "${DR_T_THUMB[@]}" \
-        --format webp --quality 80 "${DR_JOBS[@]}" >/dev/null || return 1
-    RUN_SECONDS=$(elapsed "$t0" "$(now)")
-}
+w_darkroom() { square_darkroom "$1" "$W_OPS" 80 --format webp; }
 w_pillow() { pillow_run w "$1"; }
-w_vips() {
-    local t0; t0=$(now)
-    vipsthumbnail "${FILES[@]}" -s 1024x1024 -m centre -o "$1/%s.webp[Q=80]" || return 1
-    RUN_SECONDS=$(elapsed "$t0" "$(now)")
-}
-w_magick() {
-    local out="$1" f t0
-    t0=$(now)
-    for f in "${FILES[@]}"; do
-        "$IM" -define jpeg:size=2048x2048 "$f" -auto-orient -thumbnail '1024x1024^' -gravity center \
-            -extent 1024x1024 -quality 80 "$out/$(stem "$f").webp" || return 1
-    done
-    RUN_SECONDS=$(elapsed "$t0" "$(now)")
-}
+w_vips() { square_vips "$1" 1024 80 webp; }
+w_magick() { square_magick "$1" 1024 80 webp; }
 
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }

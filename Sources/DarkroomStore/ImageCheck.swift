@@ -37,27 +37,27 @@ struct ImageCheck: Sendable {
     /// One image against its declared size; `name` starts the reason.
     func failure(of bytes: [UInt8], declared: ImageSize, name: String) -> ProtocolError? {
         let size: Size
-        do {
-            if WebP.isWebP(bytes) {
-                let header: WebPHeader
-                do {
-                    header = try WebP.readHeader(bytes, limits: limits)
-                } catch {
-                    // libwebp's own words: the JPEG wording below speaks of scans.
-                    return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
-                }
-                guard !header.isAnimated else {
-                    return ProtocolError(.invalidImage, "\(name): an animated WebP (outputs are still images)")
-                }
-                size = header.size
-            } else {
+        if WebP.isWebP(bytes) {
+            let header: WebPHeader
+            do {
+                header = try WebP.readHeader(bytes, limits: limits)
+            } catch {
+                // libwebp's own words: the JPEG wording below speaks of scans.
+                return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
+            }
+            guard !header.isAnimated else {
+                return ProtocolError(.invalidImage, "\(name): an animated WebP (outputs are still images)")
+            }
+            size = header.size
+        } else {
+            do {
                 // The size in the frame header (SOF), as the pixels are
                 // stored: an EXIF orientation is not applied (workers write
                 // none).
                 size = try JPEG.readHeader(bytes, limits: limits).storedSize
+            } catch {
+                return ProtocolError(Self.code(of: error), "\(name): \(Self.reason(of: error))")
             }
-        } catch {
-            return ProtocolError(Self.code(of: error), "\(name): \(Self.reason(of: error))")
         }
         guard size.width == Int(declared.width), size.height == Int(declared.height) else {
             return ProtocolError(

@@ -47,6 +47,13 @@ enum FailureMapping {
         }
     }
 
+    /// The time limit stopped the run, but its thread had not come back
+    /// `grace` later: `job.timeout` without the stage it was in.
+    static func timeout(limit: JobTimeLimit, unstoppedFor grace: Duration) -> FailureDetail {
+        detail(code: FailureDetail.Code.timeout,
+               reason: "ran longer than \(limit.phrase) and did not stop within \(grace.components.seconds) s")
+    }
+
     /// A FAIL that is not about the image (store, shutdown, internal).
     static func detail(stepIndex: Int32 = 0, step: String = "", code: String, reason: String) -> FailureDetail {
         FailureDetail(

@@ -810,9 +810,8 @@ final class WorkerLoop {
             if let stopped = job.timedOut {
                 guard now - stopped >= WorkerLoop.timeoutStopGrace else { continue }
                 logger.warn("job \(job.jobID) attempt \(job.attempt): still on its thread \(WorkerLoop.seconds(now - stopped)) after the time limit stopped it; failing it without its stage")
-                let reason = "ran longer than \(limit.phrase) and did not stop within \(WorkerLoop.timeoutStopGrace.components.seconds) s"
                 snapshot.timedOut += 1
-                report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.timeout, reason: reason), retryable: false))
+                report(run: run, .fail(FailureMapping.timeout(limit: limit, unstoppedFor: WorkerLoop.timeoutStopGrace), retryable: false))
             } else if let started = job.start.instant, now - started >= limit.duration {
                 jobs[run]?.timedOut = now
                 job.cancellation.cancel()

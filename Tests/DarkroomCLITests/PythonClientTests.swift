@@ -38,15 +38,19 @@ struct PythonClientTests {
         try Data(photo).write(to: input)
         let endpointFlags = ["--frontend", endpoints["frontend"] ?? "", "--events", endpoints["events"] ?? "",
                              "--store", endpoints["store"] ?? ""]
+        /// The client run on `image` with `arguments` against this `up`, and the JSON summary it printed.
+        func client(_ image: URL, _ arguments: [String]) throws -> (run: DarkroomProcess.Output, summary: [String: Any]) {
+            let run = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, image.path] + arguments + endpointFlags)
+            let summary = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any],
+                                       "client stdout: \(run.stdout)\nstderr: \(run.stderr)")
+            return (run, summary)
+        }
 
         // 320x200 fits 160x100, then the square crop keeps 100x100.
         let out = dir.url.appendingPathComponent("out")
-        let run = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
-                                                 "--pipeline", "scale:160x100 | crop:square | glitch:seed=5",
-                                                 "--thumb", "64x48", "--json", "--out", out.path, "--timeout", "120"] + endpointFlags)
+        let (run, summary) = try client(input, ["--pipeline", "scale:160x100 | crop:square | glitch:seed=5", "--thumb", "64x48",
+                                                "--json", "--out", out.path, "--timeout", "120"])
         #expect(run.status == 0, "client stderr: \(run.stderr)\nup stderr: \(up.stderr)")
-        let summary = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any],
-                                   "client stdout: \(run.stdout)")
         #expect(summary["ok"] as? Bool == true, "summary: \(summary)")
         let jobID = try #require(summary["jobId"] as? String)
         let recordID = try #require(summary["recordId"] as? String)
@@ -68,27 +72,21 @@ struct PythonClientTests {
         // The same through EVENTS (topic "eb"), decoded by the client from
         // the spec's record layout: the job's later events come live, in
         // batches, as well as by REPLAY.
-        let batched = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
-                                                     "--pipeline", "scale:160x100 | crop:square | glitch:seed=6",
-                                                     "--thumb", "64x48", "--json", "--batched-events", "--timeout", "120"] + endpointFlags)
+        let (batched, batchedSummary) = try client(input, ["--pipeline", "scale:160x100 | crop:square | glitch:seed=6", "--thumb",
+                                                           "64x48", "--json", "--batched-events", "--timeout", "120"])
         #expect(batched.status == 0, "client stderr: \(batched.stderr)")
-        let batchedSummary = try #require(try JSONSerialization.jsonObject(with: Data(batched.stdout.utf8)) as? [String: Any],
-                                          "client stdout: \(batched.stdout)")
         #expect(batchedSummary["ok"] as? Bool == true, "summary: \(batchedSummary)")
         let batchedKinds = (batchedSummary["events"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
         #expect(batchedKinds == ["accepted", "started", "stored"], "events: \(batchedKinds)")
         #expect((batchedSummary["liveMessages"] as? Int ?? 0) >= 1, "no EVENTS message arrived live: \(batchedSummary)")
 
-        // WebP outputs (options flags bits 3 and 4): the client, from the
+        // WebP outputs (options flags bits 3–4 and 5–6): the client, from the
         // spec alone, reads each image's size from its RIFF header and its
         // format from the record, and checks both.
         let webpOut = dir.url.appendingPathComponent("webp")
-        let webp = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path, "--pipeline", "scale:160x100",
-                                                  "--thumb", "40x30", "--format", "webp", "--thumb-format", "jpeg", "--json",
-                                                  "--out", webpOut.path, "--timeout", "120"] + endpointFlags)
+        let (webp, webpSummary) = try client(input, ["--pipeline", "scale:160x100", "--thumb", "40x30", "--format", "webp",
+                                                     "--thumb-format", "jpeg", "--json", "--out", webpOut.path, "--timeout", "120"])
         #expect(webp.status == 0, "client stderr: \(webp.stderr)")
-        let webpSummary = try #require(try JSONSerialization.jsonObject(with: Data(webp.stdout.utf8)) as? [String: Any],
-                                       "client stdout: \(webp.stdout)")
         #expect((webpSummary["full"] as? [String: Any])?["format"] as? String == "webp", "\(webpSummary)")
         #expect((webpSummary["full"] as? [String: Any])?["headerWidth"] as? Int == 160, "\(webpSummary)")
         #expect((webpSummary["thumb"] as? [String: Any])?["format"] as? String == "jpeg", "\(webpSummary)")
@@ -99,11 +97,8 @@ struct PythonClientTests {
 
         // A crop larger than the 100x100 image fails in the second step, and
         // the client, reading only the wire, names it as people count steps.
-        let bad = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path,
-                                                 "--pipeline", "scale:160x100 | crop:600x600+0+0", "--json", "--timeout", "120"] + endpointFlags)
+        let (bad, failed) = try client(input, ["--pipeline", "scale:160x100 | crop:600x600+0+0", "--json", "--timeout", "120"])
         #expect(bad.status == 1, "client stderr: \(bad.stderr)")
-        let failed = try #require(try JSONSerialization.jsonObject(with: Data(bad.stdout.utf8)) as? [String: Any],
-                                  "client stdout: \(bad.stdout)")
         #expect(failed["ok"] as? Bool == false)
         let error = failed["error"] as? String ?? ""
         #expect(error.contains("is dead: step 2 crop:600x600+0+0: image.invalid-argument"), "error: \(error)")
@@ -113,11 +108,8 @@ struct PythonClientTests {
         // end, cancelled as job.expired.
         let pause = try DarkroomProcess.run(["pause", "--broker", endpoints["frontend"] ?? ""])
         #expect(pause.status == 0, "\(pause.stderr)")
-        let late = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, input.path, "--pipeline", "grayscale",
-                                                  "--expires-in", "1", "--json", "--timeout", "60"] + endpointFlags)
+        let (late, expired) = try client(input, ["--pipeline", "grayscale", "--expires-in", "1", "--json", "--timeout", "60"])
         #expect(late.status == 1, "client stderr: \(late.stderr)")
-        let expired = try #require(try JSONSerialization.jsonObject(with: Data(late.stdout.utf8)) as? [String: Any],
-                                   "client stdout: \(late.stdout)")
         #expect((expired["error"] as? String ?? "").contains("was cancelled: job.expired: not started by its deadline"), "\(expired)")
 
         // A time limit (SUBMIT frame 12) on a job that runs longer: the
@@ -126,11 +118,9 @@ struct PythonClientTests {
         #expect(resume.status == 0, "\(resume.stderr)")
         let large = dir.url.appendingPathComponent("large.jpg")
         try Data(try JPEG.encode(SamplePhoto.render(Size(width: 2000, height: 1500), seed: 12), options: EncodeOptions(quality: 85))).write(to: large)
-        let slow = try Child.run("/usr/bin/env", ["python3", Self.clientScript.path, large.path, "--pipeline", "blur:30 | blur:30 | blur:30",
-                                                  "--time-limit", "1", "--json", "--timeout", "120"] + endpointFlags)
+        let (slow, stopped) = try client(large, ["--pipeline", "blur:30 | blur:30 | blur:30", "--time-limit", "1", "--json",
+                                                 "--timeout", "120"])
         #expect(slow.status == 1, "client stderr: \(slow.stderr)")
-        let stopped = try #require(try JSONSerialization.jsonObject(with: Data(slow.stdout.utf8)) as? [String: Any],
-                                   "client stdout: \(slow.stdout)")
         #expect((stopped["error"] as? String ?? "").contains("job.timeout: stopped: ran longer than the job's time limit of 1 s"), "\(stopped)")
 
         let status = try up.terminate()

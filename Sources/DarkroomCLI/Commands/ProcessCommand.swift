@@ -44,8 +44,7 @@ enum ProcessCommand {
         try OutputFile.makeDirectory(outDir.path, what: "the output directory")
 
         let inputs = InputFiles.expand(args.positionals)
-        let extensions = (full: ImageOptions.fileExtension(settings.jobOptions.format),
-                          thumbnail: ImageOptions.fileExtension(settings.jobOptions.thumbnailFormat))
+        let extensions = (full: settings.jobOptions.format.fileExtension, thumbnail: settings.jobOptions.thumbnailFormat.fileExtension)
         let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil, extensions: extensions)
         let job = ImageJob(pipeline: pipeline, options: settings.jobOptions)
         let failures = Atomic<Int>(0)
@@ -119,8 +118,8 @@ enum ProcessCommand {
         } catch {
             return failure(error.description, error)
         }
-        let fullURL = outDir.appendingPathComponent("\(name).\(ImageOptions.fileExtension(job.options.format))")
-        let thumbURL = outDir.appendingPathComponent("\(name).thumb.\(ImageOptions.fileExtension(job.options.thumbnailFormat))")
+        let fullURL = outDir.appendingPathComponent("\(name).\(job.options.format.fileExtension)")
+        let thumbURL = outDir.appendingPathComponent("\(name).thumb.\(job.options.thumbnailFormat.fileExtension)")
         do {
             try OutputFile.write(output.full.bytes, to: fullURL.path)
             if let thumbnail = output.thumbnail {
@@ -214,11 +213,6 @@ struct ImageOptions {
         }
         let full = try parse("format") ?? .jpeg
         return (full, try parse("thumb-format") ?? full)
-    }
-
-    /// The extension of a file written in `format`.
-    static func fileExtension(_ format: ImageFormat) -> String {
-        format == .webp ? "webp" : "jpg"
     }
 
     /// `--thumb-gravity G`; center when absent.

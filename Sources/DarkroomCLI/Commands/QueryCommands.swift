@@ -176,7 +176,7 @@ enum StatusCommand {
             for (index, probe) in probes.enumerated() {
                 done.enter()
                 Thread {
-                    do { try probe.ping() } catch { failures.withLock { $0[index] = (error as? ClientError)?.message ?? "\(error)" } }
+                    do throws(ClientError) { try probe.ping() } catch { failures.withLock { $0[index] = error.message } }
                     done.leave()
                 }.start()
             }

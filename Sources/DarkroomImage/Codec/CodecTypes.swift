@@ -37,6 +37,9 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case jpeg
     /// Lossy WebP (see `WebP`).
     case webp
+
+    /// The extension of a file in this format: "jpg" or "webp".
+    public var fileExtension: String { self == .webp ? "webp" : "jpg" }
 }
 
 /// Chroma subsampling of a JPEG file.
