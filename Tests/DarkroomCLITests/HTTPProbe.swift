@@ -34,7 +34,10 @@ final class HTTPProbe {
         }
         guard connected == 0 else {
             let reason = String(cString: strerror(errno))
-            Glibc.close(descriptor)
+            // Through close(), which forgets the descriptor: deinit runs
+            // for an init that throws here, and closing the number again
+            // could close another thread's file that has just reused it.
+            close()
             throw ProbeError(description: "connect to port \(port): \(reason)")
         }
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000

@@ -48,7 +48,10 @@ final class ZMTPPeer {
         }
         guard connected == 0 else {
             let code = errno
-            Glibc.close(fd)
+            // Through close(), which forgets the descriptor: deinit runs
+            // for an init that throws here, and closing the number again
+            // could close another thread's file that has just reused it.
+            close()
             throw HarnessError("zmtp: cannot connect to 127.0.0.1:\(port): errno \(code)")
         }
         var one: Int32 = 1
