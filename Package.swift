@@ -4,9 +4,9 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
 //                   CMicroHTTPD, CCurl (loaded on first use)
-//   image engine    DarkroomImage     pixels, JPEG codec, operations
+//   image engine    DarkroomImage     pixels, JPEG, PNG and WebP codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
 //   executable      darkroom          main.swift only calls DarkroomCLI
@@ -30,6 +30,8 @@ let package = Package(
         .target(name: "CLCMS", linkerSettings: [.linkedLibrary("lcms2")]),
         // libwebp, for WebP files, and libwebpmux, for the ICC profile chunk.
         .target(name: "CWebP", linkerSettings: [.linkedLibrary("webp"), .linkedLibrary("webpmux")]),
+        // libpng, for PNG sources.
+        .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
@@ -59,7 +61,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
@@ -67,7 +69,7 @@ let package = Package(
         // Worker role: pulls jobs from the broker, runs them, stores the results.
         .target(name: "DarkroomWorker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         // Broker: the durable job queue, leases, heartbeats, retries, events.
-        .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
+        .target(name: "DarkroomBroker", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         // Storage node: linked full-res and thumbnail records in SQLite, large blobs in files.
         // It reads the header of each image it is sent (DarkroomImage), never the pixels.
         .target(name: "DarkroomStore", dependencies: ["DarkroomCore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomImage"]),
@@ -88,10 +90,12 @@ let package = Package(
         // Load generator for bench/system.sh: SUBMIT with a window, follow the events.
         .executableTarget(name: "darkroom-loadgen", dependencies: ["DarkroomZMQ", "DarkroomProtocol"]),
 
+        // Test fixtures more than one test target builds files from (PNG files made in code).
+        .target(name: "DarkroomFixtures", path: "Tests/DarkroomFixtures"),
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
-        .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage"]),
-        .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage"]),
-        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics", "DarkroomClient", "DarkroomSQLite"]),
+        .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures"]),
+        .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage", "DarkroomFixtures"]),
+        .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomFixtures", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics", "DarkroomClient", "DarkroomSQLite"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),
         .testTarget(name: "DarkroomZMQTests", dependencies: ["DarkroomZMQ"]),
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
