@@ -73,8 +73,14 @@ dr_webp_status dr_webp_read_info(const uint8_t *data, size_t length, dr_webp_inf
     return DR_WEBP_OK;
 }
 
+/* The slice of the file handed to the incremental decoder between two
+   looks at the stop flag: small enough that a 12 MP lossy picture (about
+   2 MB) is looked at some thirty times. */
+enum { DECODE_SLICE = 64 * 1024 };
+
 dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *dst, size_t dst_stride,
-                                   int width, int height, dr_webp_error *err) {
+                                   int width, int height, const uint8_t *background,
+                                   dr_webp_should_stop should_stop, void *stop_context, dr_webp_error *err) {
     if (!data || length == 0) return fail(err, DR_WEBP_TRUNCATED, "libwebp: not enough data");
     if (!dst || width <= 0 || height <= 0 || dst_stride < (size_t)width * 4 || dst_stride > INT_MAX) {
         return fail(err, DR_WEBP_INVALID_ARGUMENT, "no room for a %dx%d picture in rows of %zu bytes",
@@ -102,17 +108,47 @@ dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *
     config.output.u.RGBA.rgba = dst;
     config.output.u.RGBA.stride = (int)dst_stride;
     config.output.u.RGBA.size = dst_stride * (size_t)(height - 1) + (size_t)width * 4;
-    code = WebPDecode(data, length, &config);
+    WebPIDecoder *decoder = WebPIDecode(NULL, 0, &config);
+    if (!decoder) {
+        WebPFreeDecBuffer(&config.output);
+        return fail(err, DR_WEBP_OUT_OF_MEMORY, "libwebp: out of memory");
+    }
+    code = VP8_STATUS_SUSPENDED;
+    size_t offset = 0;
+    while (offset < length && code == VP8_STATUS_SUSPENDED) {
+        if (should_stop && should_stop(stop_context)) {
+            WebPIDelete(decoder);
+            WebPFreeDecBuffer(&config.output);
+            return fail(err, DR_WEBP_CANCELLED, "stopped on request");
+        }
+        size_t slice = length - offset < DECODE_SLICE ? length - offset : DECODE_SLICE;
+        code = WebPIAppend(decoder, data + offset, slice);
+        offset += slice;
+    }
+    WebPIDelete(decoder);
     /* Nothing of libwebp's to free with external memory, but it is the
        call the API asks for after every decode. */
     WebPFreeDecBuffer(&config.output);
+    /* All of the file given and the decoder still waiting: it was cut short. */
     if (code != VP8_STATUS_OK) return decode_failure(err, code);
-    /* The engine's fourth byte is always 255. A file's alpha goes, and a
-       lossless file's word that it has none is not taken on trust: its
-       pixels carry alpha values all the same. */
+    /* The engine's fourth byte is always 255. Without a background a
+       file's alpha goes, and a lossless file's word that it has none is not
+       taken on trust: its pixels carry alpha values all the same. With one,
+       each pixel is laid over it, rounded to the nearest level. */
     for (int y = 0; y < height; y++) {
         uint8_t *row = dst + (size_t)y * dst_stride;
-        for (int x = 0; x < width; x++) row[x * 4 + 3] = 255;
+        if (background) {
+            for (int x = 0; x < width; x++) {
+                uint8_t *p = row + x * 4;
+                unsigned a = p[3];
+                if (a != 255) {
+                    for (int c = 0; c < 3; c++) p[c] = (uint8_t)((p[c] * a + background[c] * (255 - a) + 127) / 255);
+                }
+                p[3] = 255;
+            }
+        } else {
+            for (int x = 0; x < width; x++) row[x * 4 + 3] = 255;
+        }
     }
     return DR_WEBP_OK;
 }

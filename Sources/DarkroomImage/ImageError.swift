@@ -14,6 +14,9 @@ public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let notJPEG = Code("not-jpeg")
         /// The bytes do not start like a WebP file ("RIFF", a size, "WEBP").
         public static let notWebP = Code("not-webp")
+        /// A job's source starts like none of the formats it may be in:
+        /// JPEG, PNG or WebP.
+        public static let unsupportedFormat = Code("unsupported-format")
         /// The data ends before the image does (libjpeg's premature-end warning).
         public static let truncated = Code("truncated")
         /// The data is malformed: bad markers, bad Huffman codes, bad headers.

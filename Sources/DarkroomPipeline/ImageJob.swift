@@ -86,18 +86,18 @@ public struct ImageJob: Sendable {
         self.options = options
     }
 
-    /// Runs the job on JPEG bytes. Once `cancellation` is set, from any
+    /// Runs the job on a source's bytes: a JPEG, a PNG or a WebP. Once `cancellation` is set, from any
     /// thread, the run stops within a few milliseconds and throws the
     /// `cancelled` failure of the stage it was in (`decode` if it had not
     /// started); it never returns a partial output.
     public func run(
-        _ jpeg: [UInt8], cancellation: CancellationFlag = .never,
+        _ source: [UInt8], cancellation: CancellationFlag = .never,
         observer: CompoundOperation<[UInt8], JobOutput>.Observer? = nil
     ) throws(PipelineFailure) -> JobOutput {
         if cancellation.isCancelled { throw .cancelled(in: .decode) }
-        let header: JPEGHeader
+        let header: SourceHeader
         do {
-            header = try JPEG.readHeader(jpeg, limits: options.limits)
+            header = try Source.readHeader(source, limits: options.limits)
         } catch {
             throw PipelineFailure(stage: .decode, error: error)
         }
@@ -110,17 +110,23 @@ public struct ImageJob: Sendable {
         if options.thumbnailFormat == .webp, let thumbnail = options.thumbnail, let refusal = WebP.sizeRefusal(thumbnail) {
             throw PipelineFailure(stage: .encode("thumbnail"), error: refusal)
         }
-        return try operation(for: header).run(jpeg, cancellation: cancellation, observer: observer)
+        return try operation(for: header).run(source, cancellation: cancellation, observer: observer)
     }
 
-    /// Builds the chain for an image with this header.
-    func operation(for header: JPEGHeader) -> CompoundOperation<[UInt8], JobOutput> {
-        let plan = LoadPlan.make(for: pipeline.steps, source: header.uprightSize)
+    /// Builds the chain for an image with this header. A JPEG is decoded
+    /// with the pipeline's load plan (shrink on load, region, luma); a PNG
+    /// or WebP whole and upright, composited onto white, before every step.
+    func operation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
+        let plan = header.jpeg != nil ? LoadPlan.make(for: pipeline.steps, source: header.uprightSize) : LoadPlan()
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
+        let limits = options.limits
         let sourceSize = header.uprightSize
         let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) {
             (bytes: [UInt8], cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
-            ImageCarrier(try JPEG.decode(bytes, options: decodeOptions, cancellation: cancel).image)
+            if header.jpeg != nil {
+                return ImageCarrier(try JPEG.decode(bytes, options: decodeOptions, cancellation: cancel).image)
+            }
+            return ImageCarrier(try Source.decodeUpright(bytes, header: header, limits: limits, cancellation: cancel))
         }
         var chain = CompoundOperation(decode)
         for (offset, step) in pipeline.steps.enumerated() {

@@ -281,7 +281,15 @@ struct FuzzMaker {
         case (.frontend, false):
             switch random.below(10) {
             case 0, 1:
-                let image = random.percent(20) ? corpus.photo : [0xFF, 0xD8] + random.bytes(random.int(in: 0...40))
+                // Each source format's signature (the broker looks no
+                // further), and now and then bytes that start like none.
+                let image: [UInt8] = switch random.below(10) {
+                case 0, 1: corpus.photo
+                case 2: corpus.webp
+                case 3: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + random.bytes(random.int(in: 0...40))
+                case 4: Array("GIF89a".utf8) + random.bytes(random.int(in: 0...40))
+                default: [0xFF, 0xD8] + random.bytes(random.int(in: 0...40))
+                }
                 return Submit(requestID: id, priority: UInt8(random.int(in: 0...9)), options: jobOptions(),
                               pipeline: random.pick(FuzzCorpus.pipelines), sourceName: sourceName(), image: image,
                               submitKey: random.percent(50) ? ulid().description : nil,

@@ -280,12 +280,15 @@ enum FrontendOracle {
     }
 
     /// A SUBMIT that decodes: REJECTED for an image over the limit, one that
-    /// is not a JPEG or a pipeline that does not parse (section 5.1; the
+    /// starts like no JPEG, PNG or WebP, or a pipeline that does not parse (section 5.1; the
     /// specification does not order the last two), else ACCEPTED.
     static func expect(_ submit: Submit) -> Expectation {
         if submit.image.count > Wire.maxImageBytes { return Expectation(.rejected([.tooLarge], requestID: submit.requestID)) }
         var codes: [ErrorCode] = []
-        if !submit.image.starts(with: [0xFF, 0xD8]) { codes.append(.invalidImage) }
+        let image = submit.image
+        let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        let webp = image.count >= 12 && image.prefix(4).elementsEqual("RIFF".utf8) && image[8..<12].elementsEqual("WEBP".utf8)
+        if !(image.starts(with: [0xFF, 0xD8]) || image.starts(with: png) || webp) { codes.append(.invalidImage) }
         if (try? Pipeline(parsing: submit.pipeline)) == nil { codes.append(.invalidPipeline) }
         if codes.isEmpty { return Expectation(.reply(.accepted, requestID: submit.requestID)) }
         return Expectation(.rejected(codes, requestID: submit.requestID))

@@ -27,7 +27,7 @@ typedef enum dr_webp_status {
     DR_WEBP_INVALID_ARGUMENT = 5, /* caller passed an impossible request */
     DR_WEBP_TOO_LARGE = 6,        /* a side over WebP's limit of 16383 pixels */
     DR_WEBP_ENCODE_FAILED = 7,
-    DR_WEBP_CANCELLED = 8         /* the encode was stopped through its should_stop */
+    DR_WEBP_CANCELLED = 8         /* stopped through its should_stop */
 } dr_webp_status;
 
 #define DR_WEBP_MESSAGE_MAX 200
@@ -51,12 +51,22 @@ typedef struct dr_webp_info {
    the chunks before the bitstream and its first bytes are looked at. */
 dr_webp_status dr_webp_read_info(const uint8_t *data, size_t length, dr_webp_info *info, dr_webp_error *err);
 
+/* Asked between parts of a decode or an encode; a non-zero answer stops it
+   with DR_WEBP_CANCELLED. It runs on the thread that called the shim,
+   before that call returns. */
+typedef int (*dr_webp_should_stop)(void *context);
+
 /* Decodes a still picture of `width` x `height` pixels (the size read by
    dr_webp_read_info, checked against it) into RGBX rows `dst_stride` bytes
-   apart. The fourth byte of every pixel is 255: a file's alpha is dropped,
-   not composited. */
+   apart. The fourth byte of every pixel is 255. With `background` NULL a
+   file's alpha is dropped (the colour channels are the file's own); with
+   `background` pointing at three bytes (R, G, B), every pixel is
+   composited onto that colour by its alpha. The file is fed to libwebp's
+   incremental decoder a slice at a time, and `should_stop` (may be NULL)
+   is asked with `stop_context` before each slice. */
 dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *dst, size_t dst_stride,
-                                   int width, int height, dr_webp_error *err);
+                                   int width, int height, const uint8_t *background,
+                                   dr_webp_should_stop should_stop, void *stop_context, dr_webp_error *err);
 
 /* What an encoder reads. WebP has no gray mode: gray pixels are written as
    RGB with equal channels. */
@@ -64,11 +74,6 @@ typedef enum dr_webp_input {
     DR_WEBP_INPUT_RGBX = 0, /* four bytes per pixel, the fourth ignored */
     DR_WEBP_INPUT_GRAY = 1  /* one byte per pixel */
 } dr_webp_input;
-
-/* Asked between parts of an encode; a non-zero answer stops it with
-   DR_WEBP_CANCELLED. It runs on the thread that called dr_webp_encode,
-   before that call returns. */
-typedef int (*dr_webp_should_stop)(void *context);
 
 /* Encodes `width` x `height` pixels, rows `stride` bytes apart, as a lossy
    WebP at `quality` 1 to 100 (libwebp's quality factor), without alpha.

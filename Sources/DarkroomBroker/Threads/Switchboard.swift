@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomImage
 import DarkroomPipeline
 import DarkroomProtocol
 import DarkroomZMQ
@@ -386,13 +387,14 @@ final class Switchboard {
     }
 
     /// The checks a SUBMIT passes before the queue sees it: its size and
-    /// that it is a JPEG at all (the worker decodes it).
+    /// that it starts like a JPEG, a PNG or a WebP at all (the worker
+    /// decodes it).
     private func check(_ submit: Submit) -> (ErrorCode, String)? {
         if submit.image.count > config.maxImageBytes {
             return (.tooLarge, "image is \(submit.image.count) bytes; the limit is \(config.maxImageBytes)")
         }
-        guard submit.image.count >= 2, submit.image[0] == 0xFF, submit.image[1] == 0xD8 else {
-            return (.invalidImage, "image is not a JPEG (it does not start with the FF D8 marker)")
+        guard SourceFormat(signatureOf: submit.image) != nil else {
+            return (.invalidImage, "image is not a JPEG, PNG or WebP file (it starts with neither the FF D8 marker, the PNG signature nor RIFF…WEBP)")
         }
         return nil
     }

@@ -78,7 +78,7 @@ enum FollowFolder {
         } catch {
             throw error.runtime
         }
-        Console.err("following \(directory): every JPEG written or moved into it is submitted once (Ctrl-C stops)")
+        Console.err("following \(directory): every JPEG, PNG or WebP written or moved into it is submitted once (Ctrl-C stops)")
 
         var pending: [ULID: String] = [:]      // job → path, until its end is printed
         var cursor: UInt64?                    // the next event seq to read, once a job is pending
@@ -272,7 +272,7 @@ enum FollowFolder {
             }
             do {
                 switch try watch.wait(milliseconds: pending.isEmpty ? 500 : 50) {
-                case .files(let names): candidates = names.filter(InputFiles.isJPEGName)
+                case .files(let names): candidates = names.filter(InputFiles.isImageName)
                 case .rescan: candidates = listJPEGs(directory)
                 }
             } catch {
@@ -340,7 +340,7 @@ enum FollowFolder {
     }
 
     static func listJPEGs(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(InputFiles.isJPEGName).sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(InputFiles.isImageName).sorted()
     }
 
     /// The submit key of a file as it is now: its path, size and

@@ -19,7 +19,7 @@ enum InputFiles {
         var message: String
     }
 
-    /// Expands directories to their JPEG files (sorted by name, not recursive).
+    /// Expands directories to their image files (sorted by name, not recursive).
     /// Missing paths are kept, with a problem, so they are reported in order.
     static func expand(_ arguments: [String]) -> [Input] {
         var inputs: [Input] = []
@@ -35,14 +35,14 @@ enum InputFiles {
                 continue
             }
             let names = (try? fm.contentsOfDirectory(atPath: argument)) ?? []
-            let jpegs = names.filter(isJPEGName).sorted()
-            if jpegs.isEmpty {
-                inputs.append(Input(path: argument, problem: "directory has no .jpg or .jpeg files"))
+            let images = names.filter(isImageName).sorted()
+            if images.isEmpty {
+                inputs.append(Input(path: argument, problem: "directory has no .jpg, .jpeg, .png or .webp files"))
             }
             // The directory as given, then the name: "photos" and "photos/"
             // both give "photos/a.jpg".
             let prefix = argument.hasSuffix("/") ? argument : argument + "/"
-            for name in jpegs {
+            for name in images {
                 inputs.append(Input(path: prefix + name))
             }
         }
@@ -113,12 +113,12 @@ enum InputFiles {
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
     }
 
-    /// Whether a directory entry is a JPEG by its name: not hidden, and
-    /// ending in .jpg or .jpeg in any case.
-    static func isJPEGName(_ name: String) -> Bool {
+    /// Whether a directory entry is a source image by its name: not
+    /// hidden, and ending in .jpg, .jpeg, .png or .webp in any case.
+    static func isImageName(_ name: String) -> Bool {
         guard !name.hasPrefix("."), let dot = name.utf8.lastIndex(of: UInt8(ascii: ".")) else { return false }
         let ext = name[name.utf8.index(after: dot)...].lowercased()
-        return ext == "jpg" || ext == "jpeg"
+        return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp"
     }
 
     /// Output base names: the input's name without its extension, made unique

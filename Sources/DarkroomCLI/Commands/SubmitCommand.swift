@@ -24,10 +24,10 @@ enum SubmitCommand {
 
     static let spec = CommandSpec(
         name: "submit",
-        abstract: "Submit JPEGs as jobs to the broker.",
+        abstract: "Submit images (JPEG, PNG, WebP) as jobs to the broker.",
         discussion: """
         Checks the pipeline and every file locally first (a bad pipeline or an
-        unreadable, non-JPEG or over-limit file is reported and nothing is sent),
+        unreadable, unsupported or over-limit file is reported and nothing is sent),
         then submits with many jobs in flight (a window that grows while the
         broker answers quickly, up to --window) and prints one job id per file.
         With --wait it follows every accepted job until it is stored or dead,
@@ -78,7 +78,7 @@ enum SubmitCommand {
         accepted (without), or refused, unanswered, unfinished or
         invalid; with --wait an "accepted" object comes first.
 
-        --follow DIR keeps running as a hot folder: every JPEG that appears in
+        --follow DIR keeps running as a hot folder: every image that appears in
         DIR, complete (closed after writing, or moved in), is submitted once with
         these options and its end is printed as it comes. A file's submit key
         comes from its path, size and modification time, and DIR/.darkroom-follow
@@ -90,7 +90,7 @@ enum SubmitCommand {
         that could not be stored are named on stderr as they come, those still
         waiting for the broker counted.
 
-        Inputs may be files, directories (their *.jpg/*.jpeg files) or quoted
+        Inputs may be files, directories (their *.jpg, *.jpeg, *.png and *.webp files) or quoted
         globs such as 'photos/*.jpg', and http:// or https:// URLs; with
         --from-list, also the paths and URLs in a file, one a line ('-'
         reads them from stdin). URLs are downloaded before anything is
@@ -98,12 +98,12 @@ enum SubmitCommand {
         at most to connect), following up to 5 redirects, and stopped as
         soon as it passes the byte limit files have; each download then
         gets the same checks as a file. A URL that fails is reported on one
-        line with why (an HTTP status, a timeout, too large, not a JPEG, no
+        line with why (an HTTP status, a timeout, too large, not an image, no
         such host, no connection) and the others go on, whatever
         --skip-invalid says; the exit status is then 1. A job from a URL
         keeps the URL as its source name.
         """,
-        arguments: [ArgumentSpec(name: "inputs", help: "JPEG files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
+        arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG or WebP files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
@@ -122,7 +122,7 @@ enum SubmitCommand {
             .value("time-limit", "DURATION", help: "The longest an attempt may run on a worker (90s, 10m, 1h; at most 7d): past it the worker stops it and it fails job.timeout, not retried. A worker's own --job-timeout, if lower, still applies."),
             .value("retries", "N", help: "Retry a failing job at most N times (0-999) before it goes dead; default: the broker's --max-attempts (5 attempts) less one."),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
-            .value("follow", "DIR", help: "Keep running: submit every JPEG that appears in DIR, once, and print each result."),
+            .value("follow", "DIR", help: "Keep running: submit every image that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
             .value("window", "N", help: "The most submits in flight at once; the window grows to it while the broker answers quickly, within 64 MiB of images.",
                    default: String(defaultWindow)),

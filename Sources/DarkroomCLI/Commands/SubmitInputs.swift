@@ -176,7 +176,7 @@ enum SubmitInputs {
     /// Checks a file's header against the limits and the pipeline.
     static func check(_ bytes: [UInt8], pipeline: Pipeline) -> String? {
         do {
-            let header = try JPEG.readHeader(bytes)
+            let header = try Source.readHeader(bytes)
             _ = try pipeline.plannedSizes(from: header.uprightSize, limits: .default)
         } catch let error as ImageError {
             return error.message

@@ -2,12 +2,15 @@
 enum Sniff {
     /// "not a JPEG (starts with 89 50 4E 47: looks like PNG)".
     static func notJPEGMessage(_ data: [UInt8]) -> String {
-        let hex = data.prefix(4).map { byte in
-            let digits = Array("0123456789ABCDEF")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
-        }.joined(separator: " ")
+        let hex = firstBytes(data)
         if let kind = format(data) { return "not a JPEG (starts with \(hex): looks like \(kind))" }
         return "not a JPEG (starts with \(hex))"
+    }
+
+    /// The first four bytes in hex, "89 50 4E 47", for messages.
+    static func firstBytes(_ data: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return data.prefix(4).map { String([digits[Int($0 >> 4)], digits[Int($0 & 15)]]) }.joined(separator: " ")
     }
 
     /// The format a signature belongs to, for the common non-JPEG image files.

@@ -56,25 +56,39 @@ public enum WebP {
     /// none, the bytes are not WebP, or a chunk runs past the end. Only the
     /// chunk headers before the profile are read.
     public static func iccProfile(_ bytes: [UInt8]) -> [UInt8]? {
+        chunk("ICCP", flag: 0x20, in: bytes)
+    }
+
+    /// The body of the first chunk named `fourcc` in an extended file whose
+    /// VP8X header sets `flag`; nil when there is none or a chunk runs past
+    /// the end. Only the chunk headers before it are read.
+    private static func chunk(_ fourcc: String, flag: UInt8, in bytes: [UInt8]) -> [UInt8]? {
         guard isWebP(bytes), bytes.count >= 21, bytes[12..<16].elementsEqual("VP8X".utf8),
-              bytes[20] & 0x20 != 0 else { return nil }
+              bytes[20] & flag != 0 else { return nil }
         var chunk = 12
         while chunk + 8 <= bytes.count {
             let size = (0..<4).reduce(0) { $0 | Int(bytes[chunk + 4 + $1]) << (8 * $1) }
             let body = chunk + 8
             guard size <= bytes.count - body else { return nil }
-            if bytes[chunk..<chunk + 4].elementsEqual("ICCP".utf8) { return Array(bytes[body..<body + size]) }
+            if bytes[chunk..<chunk + 4].elementsEqual(fourcc.utf8) { return Array(bytes[body..<body + size]) }
             chunk = body + size + (size & 1)
         }
         return nil
     }
 
     /// Decodes a still picture to RGBX, after `readHeader`'s checks. Animated
-    /// files are refused (`.unsupported`). A file's alpha is ignored, not
-    /// composited: the colour channels are the file's own, also where a
-    /// pixel is transparent, and the fourth byte is 255 as everywhere in
-    /// the engine. An embedded ICC profile is not applied either.
-    public static func decode(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> Image {
+    /// files are refused (`.unsupported`). Without a `background` a file's
+    /// alpha is ignored: the colour channels are the file's own, also where
+    /// a pixel is transparent. With one, each pixel is composited onto it,
+    /// as a source with transparency is before a pipeline runs. The fourth
+    /// byte is 255 as everywhere in the engine. An embedded ICC profile is
+    /// not applied, nor an EXIF orientation (see `orientation`). Once
+    /// `cancellation` is set the decode stops at its next slice of 64 KB.
+    public static func decode(
+        _ bytes: [UInt8], limits: DecodeLimits = .default, background: (UInt8, UInt8, UInt8)? = nil,
+        cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
+        if cancellation.isCancelled { throw .cancelled }
         let header = try readHeader(bytes, limits: limits)
         if header.isAnimated {
             throw ImageError(.unsupported, "animated WebP is not supported (only still pictures are decoded)")
@@ -83,15 +97,34 @@ public enum WebP {
         let stride = width * Image.bytesPerPixel
         var error = dr_webp_error()
         var status = DR_WEBP_OK
+        let colour = background.map { [$0.0, $0.1, $0.2] }
+        let context = Unmanaged.passUnretained(cancellation).toOpaque()
         let pixels = bytes.withUnsafeBufferPointer { data in
             [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
-                status = dr_webp_decode_rgbx(
-                    data.baseAddress, data.count, out.baseAddress, stride, Int32(width), Int32(height), &error)
+                func decode(_ background: UnsafePointer<UInt8>?) -> dr_webp_status {
+                    dr_webp_decode_rgbx(data.baseAddress, data.count, out.baseAddress, stride, Int32(width), Int32(height),
+                                        background, shouldStop, context, &error)
+                }
+                status = withExtendedLifetime(cancellation) {
+                    if let colour { return colour.withUnsafeBufferPointer { decode($0.baseAddress) } }
+                    return decode(nil)
+                }
                 count = status == DR_WEBP_OK ? stride * height : 0
             }
         }
+        if status == DR_WEBP_CANCELLED { throw .cancelled }
         guard status == DR_WEBP_OK else { throw decodeError(error) }
         return Image(width: width, height: height, pixels: pixels)
+    }
+
+    /// The EXIF orientation of a WebP file: its EXIF chunk, when the VP8X
+    /// header announces one, read as a JPEG's APP1 is. Nil when there is
+    /// none or it says nothing usable.
+    public static func orientation(_ bytes: [UInt8]) -> Orientation? {
+        guard let exif = chunk("EXIF", flag: 0x08, in: bytes) else { return nil }
+        // Some writers keep the APP1 segment's "Exif\0\0" before the TIFF header.
+        let prefix: [UInt8] = Array("Exif".utf8) + [0, 0]
+        return EXIF.orientation(tiff: exif.starts(with: prefix) ? Array(exif.dropFirst(6)) : exif)
     }
 
     /// Lossy WebP of an RGBX image, written without alpha (the fourth byte
@@ -201,8 +234,7 @@ public enum WebP {
     /// "not a WebP (starts with FF D8 FF E0: looks like JPEG)", worded as
     /// the JPEG decoder's not-jpeg message.
     private static func notWebPMessage(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789ABCDEF")
-        let hex = bytes.prefix(4).map { String([digits[Int($0 >> 4)], digits[Int($0 & 15)]]) }.joined(separator: " ")
+        let hex = Sniff.firstBytes(bytes)
         let kind = bytes.starts(with: [0xFF, 0xD8]) ? "JPEG" : Sniff.format(bytes)
         if let kind { return "not a WebP (starts with \(hex): looks like \(kind))" }
         return "not a WebP (starts with \(hex))"

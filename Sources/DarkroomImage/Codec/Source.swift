@@ -1,0 +1,128 @@
+/// The file formats a job's source may be in.
+public enum SourceFormat: String, Sendable, CaseIterable {
+    case jpeg, png, webp
+
+    /// The format whose signature `bytes` start with, or nil. Only the
+    /// first bytes are looked at: a JPEG's SOI marker (FF D8), PNG's
+    /// eight-byte signature, or "RIFF", a size and "WEBP".
+    public init?(signatureOf bytes: some Collection<UInt8>) {
+        var start = bytes.makeIterator()
+        var head: [UInt8] = []
+        head.reserveCapacity(12)
+        while head.count < 12, let byte = start.next() { head.append(byte) }
+        if head.starts(with: [0xFF, 0xD8]) {
+            self = .jpeg
+        } else if head.starts(with: SourceFormat.pngSignature) {
+            self = .png
+        } else if head.count == 12, head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("WEBP".utf8) {
+            self = .webp
+        } else {
+            return nil
+        }
+    }
+
+    static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+}
+
+/// What a source's header says, whatever its format: what a job plans
+/// with before any pixel is decoded.
+public struct SourceHeader: Sendable, Equatable {
+    public var format: SourceFormat
+    /// The size of the pixels as stored.
+    public var storedSize: Size
+    /// The EXIF orientation (a JPEG's APP1, a PNG's eXIf, a WebP's EXIF chunk).
+    public var orientation: Orientation
+    /// The size once the orientation is applied: the size the pipeline sees.
+    public var uprightSize: Size
+    /// The embedded profile when it is an RGB profile that describes the
+    /// decoded pixels: the profile outputs carry and `srgb` converts from.
+    public var rgbProfile: [UInt8]?
+    /// Whether the file has transparency, which decoding composites onto
+    /// `Source.background`.
+    public var hasAlpha: Bool
+    /// A JPEG's own header, which its decoder's shortcuts (shrink on load,
+    /// region, luma) plan with; nil for the other formats.
+    public var jpeg: JPEGHeader?
+}
+
+/// A job's source image in any of the formats it may be in: JPEG, PNG or
+/// WebP. Its header is read first (limits are checked there, before any
+/// pixel exists); a JPEG is then decoded through `JPEG.decode` with the
+/// pipeline's load plan, and the others through `decodeUpright`, whole.
+public enum Source {
+    /// What transparent pixels are laid over: white, the page most
+    /// pictures with transparency (logos, screenshots, stickers) are made
+    /// to be seen on. Every output is opaque.
+    public static let background: (UInt8, UInt8, UInt8) = (255, 255, 255)
+
+    /// Reads the header of a source in any of the formats, after checking
+    /// its signature. Bytes that start like none of them fail with
+    /// `.unsupportedFormat`, naming what they look like.
+    public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> SourceHeader {
+        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
+        switch format(of: bytes) {
+        case .jpeg:
+            let jpeg = try JPEG.readHeader(bytes, limits: limits)
+            return SourceHeader(format: .jpeg, storedSize: jpeg.storedSize, orientation: jpeg.orientation,
+                                uprightSize: jpeg.uprightSize, rgbProfile: jpeg.rgbProfile, hasAlpha: false, jpeg: jpeg)
+        case .png:
+            let png = try PNG.readHeader(bytes, limits: limits)
+            return SourceHeader(format: .png, storedSize: png.storedSize, orientation: png.orientation,
+                                uprightSize: png.uprightSize, rgbProfile: rgb(png.iccProfile), hasAlpha: png.hasAlpha, jpeg: nil)
+        case .webp:
+            let webp = try WebP.readHeader(bytes, limits: limits)
+            if webp.isAnimated {
+                throw ImageError(.unsupported, "animated WebP is not supported (only still pictures are decoded)")
+            }
+            let orientation = WebP.orientation(bytes) ?? .up
+            return SourceHeader(format: .webp, storedSize: webp.size, orientation: orientation,
+                                uprightSize: orientation.uprightSize(ofStored: webp.size), rgbProfile: rgb(WebP.iccProfile(bytes)),
+                                hasAlpha: webp.hasAlpha, jpeg: nil)
+        case nil:
+            throw ImageError(.unsupportedFormat, unsupportedMessage(bytes))
+        }
+    }
+
+    /// The format a source is read as. A file cut inside its signature is
+    /// still given to its own reader, which says it is truncated: PNG's
+    /// first bytes, or "RIFF" (whose size and "WEBP" may be missing). A
+    /// lone FF is no JPEG yet.
+    static func format(of bytes: [UInt8]) -> SourceFormat? {
+        if let format = SourceFormat(signatureOf: bytes) { return format }
+        if bytes.count < 8, SourceFormat.pngSignature.starts(with: bytes) { return .png }
+        if bytes.count < 12, bytes.starts(with: "RIFF".utf8) || "RIFF".utf8.starts(with: bytes) { return .webp }
+        return nil
+    }
+
+    /// Decodes a PNG or WebP source whole, composites it onto `background`
+    /// and turns it upright. A JPEG goes through `JPEG.decode` instead, whose
+    /// options the pipeline plans.
+    public static func decodeUpright(
+        _ bytes: [UInt8], header: SourceHeader, limits: DecodeLimits = .default,
+        cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
+        let stored: Image
+        switch header.format {
+        case .png: stored = try PNG.decode(bytes, limits: limits, background: background, cancellation: cancellation)
+        case .webp: stored = try WebP.decode(bytes, limits: limits, background: background, cancellation: cancellation)
+        case .jpeg: stored = try JPEG.decode(bytes, options: DecodeOptions(limits: limits), cancellation: cancellation).image
+        }
+        // The JPEG decoder turns its image upright itself.
+        if header.format == .jpeg || header.orientation == .up { return stored }
+        return try stored.applying(header.orientation, cancellation: cancellation)
+    }
+
+    /// An embedded profile kept only when it is an RGB profile: a gray or
+    /// CMYK profile does not describe the RGB pixels decoded.
+    private static func rgb(_ profile: [UInt8]?) -> [UInt8]? {
+        guard let profile, ICCHeader.colorSpace(profile) == "RGB " else { return nil }
+        return profile
+    }
+
+    /// "not a JPEG, PNG or WebP image (starts with 47 49 46 38: looks like GIF)".
+    static func unsupportedMessage(_ bytes: [UInt8]) -> String {
+        let hex = Sniff.firstBytes(bytes)
+        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG or WebP image (starts with \(hex): looks like \(kind))" }
+        return "not a JPEG, PNG or WebP image (starts with \(hex))"
+    }
+}

@@ -1,0 +1,77 @@
+import DarkroomFixtures
+import DarkroomImage
+import Foundation
+import Testing
+
+/// PNG and WebP sources through real processes: `process` and `submit`
+/// take them from a directory beside JPEGs, the broker queues them, a
+/// worker decodes them (transparency onto white), and the storage node
+/// keeps the results; a file of no source format is named, not sent.
+@Suite("PNG and WebP sources end to end", .serialized)
+struct SourceFormatSystemTests {
+    /// A folder of one source in each format, a GIF (which a directory does
+    /// not yield) and a GIF named .png (which it does, and which fails).
+    static func folder(in h: SystemHarness) throws -> URL {
+        let folder = h.dir.url.appendingPathComponent("mixed")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let picture = SamplePhoto.render(Size(width: 160, height: 120), seed: 7)
+        try Data(try JPEG.encode(picture, options: EncodeOptions(quality: 90))).write(to: folder.appendingPathComponent("photo.jpg"))
+        var samples: [UInt16] = []
+        for y in 0..<120 {
+            for x in 0..<160 {
+                let p = picture.pixel(x: x, y: y)
+                samples += [UInt16(p.r), UInt16(p.g), UInt16(p.b), x < 40 ? 0 : 255]  // the left quarter transparent
+            }
+        }
+        try Data(PNGFixtures.png(PNGFixtures.Spec(width: 160, height: 120, colorType: .rgba, samples: samples)))
+            .write(to: folder.appendingPathComponent("logo.PNG"))
+        try Data(try WebP.encode(picture, quality: 90)).write(to: folder.appendingPathComponent("still.webp"))
+        let gif = Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 40)
+        try Data(gif).write(to: folder.appendingPathComponent("anim.gif"))
+        try Data(gif).write(to: folder.appendingPathComponent("fake.png"))
+        return folder
+    }
+
+    @Test("process and submit take .png and .webp files beside .jpg: the same bytes either way, transparency white, a GIF named .png refused by name")
+    func mixedFolder() throws {
+        let h = try SystemHarness()
+        let folder = try Self.folder(in: h)
+        let flags = ["--ops", "scale:80x60", "--thumb", "20x20"]
+
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local"), "--json"] + flags)
+        #expect(local.status == 1, "\(local.stderr)")
+        let lines = SystemHarness.jsonLines(local.stdout)
+        let names = lines.compactMap { ($0["input"] as? String).map { ($0 as NSString).lastPathComponent } }
+        #expect(names.sorted() == ["fake.png", "logo.PNG", "photo.jpg", "still.webp"], "\(names)")
+        let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
+        let error = try #require(fake["error"] as? [String: Any])
+        #expect(error["code"] as? String == "unsupported-format")
+        #expect(error["reason"] as? String == "not a JPEG, PNG or WebP image (starts with 47 49 46 38: looks like GIF)", "\(error)")
+        let logo = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.jpg")))
+        let decoded = try JPEG.decode(logo).image
+        #expect(decoded.width == 80 && decoded.height == 60)
+        let corner = decoded.pixel(x: 2, y: 30)
+        #expect(corner.r > 245 && corner.g > 245 && corner.b > 245, "the transparent quarter is white: \(corner)")
+
+        try h.startSystem(workers: [("w1", 2)])
+        let submit = try h.run(["submit", folder.path, "--wait", "--json", "--skip-invalid"] + flags + h.clientFlags)
+        #expect(submit.status == 1, "\(submit.stderr)")
+        #expect(submit.stderr.contains("4 input(s): 3 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
+        let results = SystemHarness.jsonLines(submit.stdout)
+        let invalid = try #require(results.first { $0["status"] as? String == "invalid" })
+        #expect((invalid["input"] as? String)?.hasSuffix("fake.png") == true)
+        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG or WebP image") == true, "\(invalid)")
+        for name in ["photo.jpg", "logo.PNG", "still.webp"] {
+            let stored = try #require(results.first { ($0["input"] as? String)?.hasSuffix(name) == true && $0["status"] as? String == "stored" },
+                                      "\(name) was not stored")
+            let job = try #require(stored["job"] as? String)
+            let path = h.dir.path("got-\(name).jpg")
+            let got = try h.run(["get", job, "-o", path] + h.storeFlags)
+            #expect(got.status == 0, "\(got.stderr)")
+            // A worker wrote what `process` wrote here: the same decode, steps and encode.
+            let base = (name as NSString).deletingPathExtension
+            let expected = try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/\(base).jpg"))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == expected, "\(name)")
+        }
+    }
+}
