@@ -18,6 +18,8 @@
 #   T   thumbnail only: fill-scale to 256x256 + square crop, JPEG q70
 #   W   web image: fill-scale to 1024x1024 + square crop, lossy WebP q80
 #       (libwebp's defaults otherwise, as every peer uses it)
+#   N   PNG sources (the corpus converted, untimed): fill-scale to 1024x1024
+#       + square crop, JPEG q80; no tool can shrink a PNG on load
 #
 # The markdown report is printed and written to bench/out/pipeline-latest.md.
 set -uo pipefail
@@ -28,7 +30,7 @@ PEERS="$HERE/peers"
 CORPUS="$REPO/../shared/corpus/good"
 RUNS=3
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -145,6 +147,9 @@ fi
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
 
+# The files the square workloads (T, W, N) read: the corpus, or its PNGs.
+SRC=("${FILES[@]}")
+
 # Each peer function runs one whole pass into the directory $1 and sets
 # RUN_SECONDS; it returns non-zero if the tool failed.
 RUN_SECONDS=""
@@ -193,7 +198,7 @@ PILLOW_WALL=""
 pillow_run() {
     local mode="$1" out="$2" t0 line
     t0=$(now)
-    line=$(python3 "$PEERS/pillow_pipeline.py" "$mode" "$out" "${FILES[@]}" | tail -n 1) || return 1
+    line=$(python3 "$PEERS/pillow_pipeline.py" "$mode" "$out" "${SRC[@]}" | tail -n 1) || return 1
     PILLOW_WALL=$(elapsed "$t0" "$(now)")
     RUN_SECONDS=$(printf '%s\n' "$line" | sed -n 's/^seconds=\([0-9.]*\) .*/\1/p')
     [ -n "$RUN_SECONDS" ]
@@ -265,14 +270,14 @@ p1_floor() {
 square_darkroom() { # OUT OPS QUALITY [FLAGS...]
     local out="$1" ops="$2" quality="$3" t0; shift 3
     t0=$(now)
-    "$DR" process "${FILES[@]}" --ops "$ops" --out "$out" "${DR_T_THUMB[@]}" \
+    "$DR" process "${SRC[@]}" --ops "$ops" --out "$out" "${DR_T_THUMB[@]}" \
         --quality "$quality" "$@" "${DR_JOBS[@]}" >/dev/null || return 1
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
 # vipsthumbnail batch: one process for every file (shrink-on-load + crop).
 square_vips() { # OUT SIDE QUALITY EXT
     local t0; t0=$(now)
-    vipsthumbnail "${FILES[@]}" -s "$2x$2" -m centre -o "$1/%s.$4[Q=$3]" || return 1
+    vipsthumbnail "${SRC[@]}" -s "$2x$2" -m centre -o "$1/%s.$4[Q=$3]" || return 1
     RUN_SECONDS=$(elapsed "$t0" "$(now)")
 }
 # ImageMagick's thumbnail idiom: jpeg:size (twice the side) lets libjpeg
@@ -280,7 +285,7 @@ square_vips() { # OUT SIDE QUALITY EXT
 square_magick() { # OUT SIDE QUALITY EXT
     local out="$1" side="$2" f t0
     t0=$(now)
-    for f in "${FILES[@]}"; do
+    for f in "${SRC[@]}"; do
         "$IM" -define jpeg:size=$((2 * side))x$((2 * side)) "$f" -auto-orient -thumbnail "${side}x${side}^" -gravity center \
             -extent "${side}x${side}" -quality "$3" "$out/$(stem "$f").$4" || return 1
     done
@@ -310,6 +315,15 @@ w_pillow() { pillow_run w "$1"; }
 w_vips() { square_vips "$1" 1024 80 webp; }
 w_magick() { square_magick "$1" 1024 80 webp; }
 
+# --- N peers: the W square from PNG sources, as JPEG q80. jpeg:size does
+# nothing for a PNG, so ImageMagick's idiom is the same command.
+PNG_FILES=()
+on_pngs() { local rc; SRC=("${PNG_FILES[@]}"); "$@"; rc=$?; SRC=("${FILES[@]}"); return $rc; }
+n_darkroom() { on_pngs square_darkroom "$1" "$W_OPS" 80; }
+n_pillow() { on_pngs pillow_run n "$1"; }
+n_vips() { on_pngs square_vips "$1" 1024 80 jpg; }
+n_magick() { on_pngs square_magick "$1" 1024 80 jpg; }
+
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
 
@@ -330,11 +344,23 @@ have vipsthumbnail || skip w_vips "vips not installed"
 if [ -z "$IM" ]; then skip w_magick "ImageMagick not installed"
 elif ! "$IM" -list format 2>/dev/null | grep -qi '^ *WEBP'; then skip w_magick "ImageMagick without its WebP coder"; fi
 [ -n "$DR" ] || skip w_darkroom "${DR_NOTE:-unavailable}"
+if [ "$HAVE_PIL" = 1 ]; then
+    log "converting the corpus to PNG for workload N (untimed)"
+    if python3 "$PEERS/prep.py" png "$WORK/png" "${FILES[@]}"; then
+        for f in "${FILES[@]}"; do PNG_FILES+=("$WORK/png/$(stem "$f").png"); done
+    fi
+fi
+if [ ${#PNG_FILES[@]} -eq 0 ]; then
+    for k in n_darkroom n_pillow n_vips n_magick; do skip "$k" "no PNG inputs (Pillow missing)"; done
+fi
+[ -n "$DR" ] || skip n_darkroom "${DR_NOTE:-unavailable}"
+have vipsthumbnail || skip n_vips "vips not installed"
+[ -n "$IM" ] || skip n_magick "ImageMagick not installed"
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
-           w_darkroom w_pillow w_vips w_magick)
-log "P1, T and W on $NIMG images, $RUNS rounds of one run per tool"
+           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick)
+log "P1, T, W and N on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -342,6 +368,7 @@ for ((round = 1; round <= RUNS; round++)); do
             p1_pillow) P1_PILLOW_WALL=$PILLOW_WALL ;;
             t_pillow) T_PILLOW_WALL=$PILLOW_WALL ;;
             w_pillow) W_PILLOW_WALL=$PILLOW_WALL ;;
+            n_pillow) N_PILLOW_WALL=$PILLOW_WALL ;;
         esac
     done
 done
@@ -412,7 +439,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -442,6 +469,15 @@ REPORT="$WORK/report.md"
     fmt_row w_pillow "Pillow draft + ImageOps.fit, WEBP"
     fmt_row w_vips "vipsthumbnail batch, .webp"
     fmt_row w_magick "ImageMagick -define jpeg:size -thumbnail, .webp"
+    echo
+    echo "## N: PNG sources, fill 1024x1024, JPEG q80"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row n_darkroom "darkroom (libpng)"
+    fmt_row n_pillow "Pillow ImageOps.fit"
+    fmt_row n_vips "vipsthumbnail batch"
+    fmt_row n_magick "ImageMagick -thumbnail"
     echo
     echo "## Targets"
     echo

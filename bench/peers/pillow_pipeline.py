@@ -15,6 +15,8 @@ Workloads:
       LANCZOS, the libvips rule), fill + crop to 256x256, save q70.
   w   as t at 1024x1024, saved as lossy WebP at quality 80 (libwebp's
       other defaults, method 4).
+  n   PNG sources (no draft: PNG has no DCT scaling), fill + crop to
+      1024x1024, save JPEG q80.
 
 The glitch is an equivalent in pixel work, not the same picture: the red
 channel rolls right and the blue channel rolls left by 1% of the width
@@ -101,10 +103,17 @@ def w(path, out_dir):
     web.save(os.path.join(out_dir, stem + ".webp"), "WEBP", quality=80, method=4)
 
 
+def n(path, out_dir):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    im = load_rgb(path)
+    web = ImageOps.fit(im, (1024, 1024), Image.Resampling.LANCZOS)
+    web.save(os.path.join(out_dir, stem + ".jpg"), "JPEG", quality=80)
+
+
 def main(argv):
-    workloads = {"p1": p1, "t": t, "w": w}
+    workloads = {"p1": p1, "t": t, "w": w, "n": n}
     if len(argv) < 4 or argv[1] not in workloads:
-        print("usage: pillow_pipeline.py p1|t|w OUT_DIR FILE...", file=sys.stderr)
+        print("usage: pillow_pipeline.py p1|t|w|n OUT_DIR FILE...", file=sys.stderr)
         return 2
     work = workloads[argv[1]]
     out_dir = argv[2]

@@ -5,6 +5,9 @@
                                 2048x2048 fill + centre crop) and
                                 STEM.thumb.ppm (256x256 of that), so the
                                 libjpeg floor times exactly decode + encodes.
+  prep.py png OUT_DIR FILE...   For each input, write STEM.png: its upright
+                                RGB pixels as a PNG (zlib level 6, Pillow's
+                                default), the sources of workload N.
   prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
                                 the most pixels.
 """
@@ -25,6 +28,13 @@ def ppm(out_dir, files):
         thumb.save(os.path.join(out_dir, stem + ".thumb.ppm"))
 
 
+def png(out_dir, files):
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        ImageOps.exif_transpose(Image.open(path)).convert("RGB").save(os.path.join(out_dir, stem + ".png"))
+
+
 def largest(files):
     best = None
     for path in files:
@@ -39,6 +49,9 @@ def largest(files):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "ppm":
         ppm(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "png":
+        png(argv[2], argv[3:])
         return 0
     if len(argv) >= 3 and argv[1] == "largest":
         largest(argv[2:])
