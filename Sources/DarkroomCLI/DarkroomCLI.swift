@@ -37,8 +37,8 @@ public enum DarkroomCLI {
         var out = """
         OVERVIEW: Darkroom, a distributed image-processing job queue.
 
-        Turns JPEGs into processed full-resolution images and thumbnails, through a
-        pipeline of operations such as scale, crop and glitch.
+        Turns images (JPEG, PNG, WebP) into processed full-resolution images and
+        thumbnails, through a pipeline of operations such as scale, crop and glitch.
 
         USAGE: darkroom <subcommand> [options]
 
