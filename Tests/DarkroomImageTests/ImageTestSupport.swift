@@ -64,3 +64,14 @@ enum TestImages {
         Swift.stride(from: 3, to: image.pixels.count, by: 4).allSatisfy { image.pixels[$0] == 255 }
     }
 }
+
+/// The error `body` throws, or nil when it returns: for checking a codec's
+/// refusals in one expression.
+func error(_ body: () throws(ImageError) -> Void) -> ImageError? {
+    do {
+        try body()
+        return nil
+    } catch {
+        return error
+    }
+}

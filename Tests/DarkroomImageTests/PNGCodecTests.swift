@@ -10,15 +10,6 @@ import Testing
 struct PNGCodecTests {
     typealias Spec = PNGFixtures.Spec
 
-    func error(_ body: () throws(ImageError) -> Void) -> ImageError? {
-        do {
-            try body()
-            return nil
-        } catch {
-            return error
-        }
-    }
-
     /// `(c * a + bg * (255 - a) + 127) / 255`, the compositing the decoder promises.
     static func over(_ c: Int, _ a: Int, _ bg: UInt8) -> UInt8 {
         UInt8((c * a + Int(bg) * (255 - a) + 127) / 255)

@@ -9,15 +9,6 @@ import Testing
 struct SourceTests {
     typealias W = WebPCodecTests
 
-    func error(_ body: () throws(ImageError) -> Void) -> ImageError? {
-        do {
-            try body()
-            return nil
-        } catch {
-            return error
-        }
-    }
-
     @Test("the signature picks the reader, and bytes of no format are named")
     func signatures() throws {
         let jpeg = JPEGFixtures.jpeg(JPEGFixtures.pattern(width: 40, height: 30))

@@ -66,15 +66,6 @@ struct WebPCodecTests {
         [flags, 0, 0, 0] + le24(width - 1) + le24(height - 1)
     }
 
-    func error(_ body: () throws(ImageError) -> Void) -> ImageError? {
-        do {
-            try body()
-            return nil
-        } catch {
-            return error
-        }
-    }
-
     static let source = gradient(width: 96, height: 64)
     static let encoded: [UInt8] = (try? WebP.encode(source, quality: 90)) ?? []
 

@@ -84,7 +84,7 @@ enum FollowFolder {
         var cursor: UInt64?                    // the next event seq to read, once a job is pending
         var reported = Set<String>()           // keys of files already reported bad this run
         var failures = 0
-        var candidates = listJPEGs(directory)
+        var candidates = listImages(directory)
         var stopping = false
         // Files whose SUBMIT went unanswered, and those their burst did not
         // reach: tried again once `retryAt` comes (the broker keeps a file
@@ -273,7 +273,7 @@ enum FollowFolder {
             do {
                 switch try watch.wait(milliseconds: pending.isEmpty ? 500 : 50) {
                 case .files(let names): candidates = names.filter(InputFiles.isImageName)
-                case .rescan: candidates = listJPEGs(directory)
+                case .rescan: candidates = listImages(directory)
                 }
             } catch {
                 throw RuntimeError("watching \(directory) failed: \(error.reason)")
@@ -339,7 +339,7 @@ enum FollowFolder {
         return sigtimedwait(&set, nil, &zero) > 0
     }
 
-    static func listJPEGs(_ directory: String) -> [String] {
+    static func listImages(_ directory: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(InputFiles.isImageName).sorted()
     }
 
