@@ -74,4 +74,65 @@ struct SourceFormatSystemTests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == expected, "\(name)")
         }
     }
+
+    @Test("a worker SIGKILLed while it decodes PNG and WebP sources loses nothing: each job is retried, stored once, byte for byte what process writes")
+    func killedWorkerOnPNGAndWebP() throws {
+        let h = try SystemHarness()
+        let folder = h.dir.url.appendingPathComponent("sources")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // Big enough that a job takes a while in a debug build.
+        for i in 0..<4 {
+            let picture = SamplePhoto.render(Size(width: 800, height: 600), seed: UInt64(20 + i))
+            if i % 2 == 0 {
+                var samples: [UInt16] = []
+                samples.reserveCapacity(800 * 600 * 3)
+                for y in 0..<600 {
+                    for x in 0..<800 {
+                        let p = picture.pixel(x: x, y: y)
+                        samples += [UInt16(p.r), UInt16(p.g), UInt16(p.b)]
+                    }
+                }
+                try Data(PNGFixtures.png(PNGFixtures.Spec(width: 800, height: 600, colorType: .rgb, samples: samples)))
+                    .write(to: folder.appendingPathComponent("s\(i).png"))
+            } else {
+                try Data(try WebP.encode(picture, quality: 90)).write(to: folder.appendingPathComponent("s\(i).webp"))
+            }
+        }
+        let flags = ["--ops", "blur:3 | scale:200x200,mode=fill | crop:square", "--thumb", "32x32"]
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local")] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+
+        try h.startSystem()
+        try h.startWorker("victim")
+        let submit = try h.run(["submit", folder.path, "--json"] + flags + h.clientFlags)
+        #expect(submit.status == 0, "submit: \(submit.stderr)")
+        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
+        #expect(jobs.count == 4)
+
+        // Kill the worker without warning once it has started a job.
+        try h.waitUntilAJobStarts("the victim")
+        h.signal("victim", SIGKILL)
+        try h.startWorker("rescuer", concurrency: 2)
+        try h.waitUntil("every job is stored", timeout: .seconds(180)) {
+            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 4
+        }
+        let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
+        let stored = all.filter { $0["kind"] as? String == "stored" }
+        #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
+        #expect(stored.count == 4, "each job is stored exactly once")
+        #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
+
+        // What the rescuer stored is what the same job gives here.
+        let sourceOf = Dictionary(uniqueKeysWithValues: all.filter { $0["kind"] as? String == "accepted" }
+            .compactMap { e in (e["job"] as? String).flatMap { j in (e["source"] as? String).map { (j, $0) } } })
+        for job in jobs {
+            let source = try #require(sourceOf[job], "no accepted event for \(job)")
+            let path = h.dir.path("got-\(job).jpg")
+            let got = try h.run(["get", job, "-o", path] + h.storeFlags)
+            #expect(got.status == 0, "\(got.stderr)")
+            let base = ((source as NSString).lastPathComponent as NSString).deletingPathExtension
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == (try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/\(base).jpg"))),
+                    "\(source)")
+        }
+    }
 }
