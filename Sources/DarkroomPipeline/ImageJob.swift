@@ -117,16 +117,12 @@ public struct ImageJob: Sendable {
     /// with the pipeline's load plan (shrink on load, region, luma); a PNG
     /// or WebP whole and upright, composited onto white, before every step.
     func operation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
-        let plan = header.jpeg != nil ? LoadPlan.make(for: pipeline.steps, source: header.uprightSize) : LoadPlan()
+        let plan = header.format == .jpeg ? LoadPlan.make(for: pipeline.steps, source: header.uprightSize) : LoadPlan()
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
-        let limits = options.limits
         let sourceSize = header.uprightSize
         let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) {
             (bytes: [UInt8], cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
-            if header.jpeg != nil {
-                return ImageCarrier(try JPEG.decode(bytes, options: decodeOptions, cancellation: cancel).image)
-            }
-            return ImageCarrier(try Source.decodeUpright(bytes, header: header, limits: limits, cancellation: cancel))
+            ImageCarrier(try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel))
         }
         var chain = CompoundOperation(decode)
         for (offset, step) in pipeline.steps.enumerated() {

@@ -51,7 +51,7 @@ struct SourceTests {
         #expect(try Source.readHeader(file).hasAlpha)
         let colours = try WebP.decode(file)  // alpha dropped: the file's own colours
         let header = try Source.readHeader(file)
-        let composited = try Source.decodeUpright(file, header: header)
+        let composited = try Source.decode(file, header: header)
         #expect(TestImages.paddingIsOpaque(composited))
         var mismatches = 0
         for i in 0..<96 * 64 {
@@ -80,7 +80,7 @@ struct SourceTests {
             let header = try Source.readHeader(file)
             #expect(header.orientation == .right)
             #expect(header.uprightSize == Size(width: 64, height: 96))
-            let upright = try Source.decodeUpright(file, header: header)
+            let upright = try Source.decode(file, header: header)
             #expect(upright.width == 64 && upright.height == 96)
             // The stored top-left pixel ends up top-right after a quarter turn clockwise.
             let stored = try WebP.decode(W.encoded)

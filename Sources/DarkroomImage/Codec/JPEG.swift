@@ -378,9 +378,7 @@ public enum JPEG {
     }
 
     private static func message(of error: dr_jpeg_error) -> String {
-        withUnsafeBytes(of: error.message) { raw in
-            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
+        Sniff.text(ofCString: error.message)
     }
 }
 

@@ -195,8 +195,6 @@ public enum PNG {
     }
 
     private static func message(of error: dr_png_error) -> String {
-        withUnsafeBytes(of: error.message) { raw in
-            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
+        Sniff.text(ofCString: error.message)
     }
 }

@@ -13,6 +13,14 @@ enum Sniff {
         return data.prefix(4).map { String([digits[Int($0 >> 4)], digits[Int($0 & 15)]]) }.joined(separator: " ")
     }
 
+    /// The text of a C shim's fixed-size, NUL-terminated message field (a
+    /// tuple of bytes as Swift imports a `char[N]`).
+    static func text<Field>(ofCString field: Field) -> String {
+        withUnsafeBytes(of: field) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+    }
+
     /// The format a signature belongs to, for the common non-JPEG image files.
     static func format(_ d: [UInt8]) -> String? {
         func starts(_ sig: [UInt8], at offset: Int = 0) -> Bool {

@@ -5,16 +5,12 @@ public enum SourceFormat: String, Sendable, CaseIterable {
     /// The format whose signature `bytes` start with, or nil. Only the
     /// first bytes are looked at: a JPEG's SOI marker (FF D8), PNG's
     /// eight-byte signature, or "RIFF", a size and "WEBP".
-    public init?(signatureOf bytes: some Collection<UInt8>) {
-        var start = bytes.makeIterator()
-        var head: [UInt8] = []
-        head.reserveCapacity(12)
-        while head.count < 12, let byte = start.next() { head.append(byte) }
-        if head.starts(with: [0xFF, 0xD8]) {
+    public init?(signatureOf bytes: [UInt8]) {
+        if bytes.starts(with: [0xFF, 0xD8]) {
             self = .jpeg
-        } else if head.starts(with: SourceFormat.pngSignature) {
+        } else if bytes.starts(with: SourceFormat.pngSignature) {
             self = .png
-        } else if head.count == 12, head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("WEBP".utf8) {
+        } else if bytes.count >= 12, bytes[0..<4].elementsEqual("RIFF".utf8), bytes[8..<12].elementsEqual("WEBP".utf8) {
             self = .webp
         } else {
             return nil
@@ -48,7 +44,7 @@ public struct SourceHeader: Sendable, Equatable {
 /// A job's source image in any of the formats it may be in: JPEG, PNG or
 /// WebP. Its header is read first (limits are checked there, before any
 /// pixel exists); a JPEG is then decoded through `JPEG.decode` with the
-/// pipeline's load plan, and the others through `decodeUpright`, whole.
+/// pipeline's load plan, and the others whole (`decode`).
 public enum Source {
     /// What transparent pixels are laid over: white, the page most
     /// pictures with transparency (logos, screenshots, stickers) are made
@@ -94,21 +90,21 @@ public enum Source {
         return nil
     }
 
-    /// Decodes a PNG or WebP source whole, composites it onto `background`
-    /// and turns it upright. A JPEG goes through `JPEG.decode` instead, whose
-    /// options the pipeline plans.
-    public static func decodeUpright(
-        _ bytes: [UInt8], header: SourceHeader, limits: DecodeLimits = .default,
+    /// Decodes a source upright. A JPEG goes through `JPEG.decode` with
+    /// `options` (the pipeline's load plan: shrink, region, luma), which
+    /// turns it upright itself; a PNG or WebP is decoded whole within
+    /// `options.limits`, composited onto `background` and turned upright.
+    public static func decode(
+        _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         let stored: Image
         switch header.format {
-        case .png: stored = try PNG.decode(bytes, limits: limits, background: background, cancellation: cancellation)
-        case .webp: stored = try WebP.decode(bytes, limits: limits, background: background, cancellation: cancellation)
-        case .jpeg: stored = try JPEG.decode(bytes, options: DecodeOptions(limits: limits), cancellation: cancellation).image
+        case .jpeg: return try JPEG.decode(bytes, options: options, cancellation: cancellation).image
+        case .png: stored = try PNG.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
+        case .webp: stored = try WebP.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         }
-        // The JPEG decoder turns its image upright itself.
-        if header.format == .jpeg || header.orientation == .up { return stored }
+        if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)
     }
 

@@ -241,8 +241,6 @@ public enum WebP {
     }
 
     private static func message(of error: dr_webp_error) -> String {
-        withUnsafeBytes(of: error.message) { raw in
-            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
+        Sniff.text(ofCString: error.message)
     }
 }
