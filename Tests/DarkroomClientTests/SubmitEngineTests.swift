@@ -15,7 +15,12 @@ struct EngineScript: Sendable {
     var submits = 0
     var replays: [UInt64] = []
     var total = 0
+    /// What the server received and the engine reported, by time.
+    var trace: [String] = []
 }
+/// What the scripted broker and the engine did, by time, told when the test fails.
+private let traceStart = ContinuousClock.now
+private func stamp() -> String { "\(ContinuousClock.now - traceStart)" }
 
 func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> TestServer {
     try TestServer(context: context, events: true) { io, identity, frames in
@@ -24,6 +29,7 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
             let job = ulid()
             let (reply, events, release) = script.with { s -> (Accepted, [Event], [([UInt8], Accepted)]) in
                 s.submits += 1
+                s.trace.append("\(stamp()) server SUBMIT \(submit.sourceName) n=\(s.submits) req=\(submit.requestID)")
                 let accepted = Event(seq: UInt64(s.log.count + 1), time: 1, kind: .accepted, jobID: job, attempt: 0, sourceName: submit.sourceName)
                 let stored = Event(seq: accepted.seq + 1, time: 2, kind: .stored, jobID: job, attempt: 1, sourceName: submit.sourceName,
                                    workerID: "w-1", recordID: ulid())
@@ -51,6 +57,7 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
         case .replay(let request)?:
             let log = script.with { s -> [Event] in
                 s.replays.append(request.fromSeq)
+                s.trace.append("\(stamp()) server REPLAY \(request.fromSeq)")
                 return s.log
             }
             let sent = log.filter { $0.seq >= request.fromSeq }
@@ -59,7 +66,7 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
             io.reply(identity, ReplayEnd(requestID: request.requestID, lastSeq: sent.last?.seq ?? min(request.fromSeq - 1, head),
                                          headSeq: head).frames())
         default:
-            break
+            script.with { $0.trace.append("\(stamp()) server other \(frames.count) frames") }
         }
     }
 }
@@ -83,6 +90,7 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
         var ended: [ULID] = []
         var misordered: [String] = []
         let outcome = engine.run(&source, window: SubmitWindow(maximum: 100), follow: true) { update in
+            script.with { $0.trace.append("\(stamp()) engine \(update)") }
             switch update {
             case let .replied(request, result):
                 if let job = result.jobID { answered[job] = request.sourceName }
@@ -98,8 +106,15 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
         #expect(outcome.unfinished.isEmpty && outcome.followError == nil)
         #expect(misordered.isEmpty, "events before their job's answer: \(misordered)")
         #expect(ended.count == names.count && Set(ended) == Set(answered.keys), "\(ended.count) ended of \(names.count)")
-        // first.jpg's accepted event is seq 1, answered last: following went back for it.
-        #expect(script.current.replays.contains(1), "\(script.current.replays)")
+        // first.jpg's accepted event is seq 1, answered last: following went
+        // back for it. Its REPLAY may still wait in the server's queue (on a
+        // loaded machine every event can come live from the subscription
+        // before the server thread reads the request), so look until it is read.
+        let asked = ContinuousClock.now
+        while !script.current.replays.contains(1), ContinuousClock.now - asked < .seconds(10) {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        #expect(script.current.replays.contains(1), "\(script.current.replays)\n\(script.current.trace.joined(separator: "\n"))")
     }
 
     @Test("without following, a run is the producer's: every job answered, nothing unfinished")
