@@ -110,10 +110,7 @@ func engineBroker(_ context: Context, _ script: Shared<EngineScript>) throws -> 
         // back for it. Its REPLAY may still wait in the server's queue (on a
         // loaded machine every event can come live from the subscription
         // before the server thread reads the request), so look until it is read.
-        let asked = ContinuousClock.now
-        while !script.current.replays.contains(1), ContinuousClock.now - asked < .seconds(10) {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        _ = try? waitFor(seconds: 10) { script.current.replays.contains(1) ? true : nil }
         #expect(script.current.replays.contains(1), "\(script.current.replays)\n\(script.current.trace.joined(separator: "\n"))")
     }
 
