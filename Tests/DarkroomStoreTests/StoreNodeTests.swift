@@ -260,6 +260,52 @@ import Testing
         #expect(try client.stats().records == UInt64(total))
     }
 
+    /// A worker may hold DRK1's 1,024 jobs (its most slots) and send their
+    /// STOREs at once, as one across a slow link does when its results come
+    /// faster than its STOREDs. Each is answered: a reply the node's socket
+    /// would not queue (ZeroMQ's default holds 1,000 a peer) is lost, and the
+    /// worker sits out its resend interval for it. Sent before any reply is
+    /// read, as fast as the socket takes them, with resends besides.
+    @Test func everySlotsStoreSentAtOnceIsAnswered() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let node = try startNode(context, directory: directory.storePath)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+        try client.socket.setSendHighWaterMark(0)
+        // A lost reply never comes: no need to wait the usual 20 s for it.
+        try client.socket.setReceiveTimeout(milliseconds: 5_000)
+
+        let slots = Int(Wire.Limit.maxSlots)
+        let resent = slots / 4
+        let full = jpeg(8, 8, seed: 1)
+        let thumb = jpeg(4, 4, seed: 2)
+        // Whether ZeroMQ's queue overflows depends on how far its I/O
+        // thread got meanwhile: several rounds, so that a regression shows.
+        let rounds = 5
+        for round in 0..<rounds {
+            var requests: [StoreRequest] = []
+            for index in 0..<slots {
+                requests.append(StoreRequest(requestID: UInt64(round * slots + index + 1), jobID: ULIDGenerator.shared.next(),
+                                             sourceName: "s\(index).jpg", pipeline: "grayscale", fullSize: ImageSize(width: 8, height: 8),
+                                             thumbnailSize: ImageSize(width: 4, height: 4), full: full, thumbnail: thumb))
+            }
+            // Every STORE, then a quarter of them again (a worker's resends).
+            for request in requests + requests.prefix(resent) { try client.sendRaw(request.frames()) }
+            var answered: [UInt64: Int] = [:]
+            for _ in 0..<(slots + resent) {
+                guard case .stored(let stored) = try client.receive() else {
+                    Issue.record("round \(round): a STORE was not answered STORED")
+                    return
+                }
+                answered[stored.requestID, default: 0] += 1
+            }
+            #expect(answered.count == slots, "round \(round)")
+            #expect(answered.values.reduce(0, +) == slots + resent, "round \(round)")
+        }
+        #expect(try client.stats().records == UInt64(rounds * slots))
+    }
+
     @Test func restartRecoversEverythingCommitted() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()
