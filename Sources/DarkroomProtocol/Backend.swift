@@ -10,7 +10,7 @@
 ///     2 worker id  text, printable ASCII, 1…64 bytes (a ULID is recommended)
 ///     3 host       text, 1…255 bytes
 ///     4 pid        u32
-///     5 slots      u32, 1…1024, jobs the worker runs at once
+///     5 slots      u32, 1…4096, the most jobs the worker holds at once
 public struct Ready: WireMessage {
     public static let command = Command.ready
     public var workerID: String
@@ -233,10 +233,10 @@ public struct Disconnect: WireMessage {
 /// here stay leased to the worker, with no new attempt, instead of being
 /// run a second time and charged an attempt.
 ///
-///     2 held jobs  bytes: 0…1024 entries of 30 bytes each, back to back:
+///     2 held jobs  bytes: 0…4096 entries of 30 bytes each, back to back:
 ///                  job id (ULID, 26 ASCII bytes), attempt (u32, at least 1)
 ///
-/// A frame whose length is not a multiple of 30, that holds more than 1024
+/// A frame whose length is not a multiple of 30, that holds more than 4096
 /// entries, names a job twice, or holds a bad job id or an attempt of 0 is
 /// malformed as a whole: the broker must not settle half a list.
 public struct Holding: WireMessage {

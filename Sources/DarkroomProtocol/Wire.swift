@@ -58,7 +58,7 @@ public enum Wire {
         public static let stepBytes = 1_024
         public static let errorCodeBytes = 64
         public static let reasonBytes = 4_096
-        public static let maxSlots: UInt32 = 1_024
+        public static let maxSlots: UInt32 = 4_096
         /// A job's own most counted attempts (SUBMIT frame 10).
         public static let maxAttempts: ClosedRange<UInt16> = 1...1_000
         /// A job's time limit (SUBMIT frame 12, JOB frame 8), in seconds: up to a week.

@@ -62,7 +62,7 @@ final class StoreService {
             // being dropped silently, so it can be logged.
             try socket.setRouterMandatory(true)
             // A worker may have a STORE in flight for every one of its
-            // slots (DRK1 allows 1,024), and a batch answers all that came
+            // slots (DRK1 allows 4,096), and a batch answers all that came
             // at once. At ZeroMQ's default of 1,000 queued messages a peer,
             // a worker holding 1,024 tiny jobs across a slow link had its
             // last STOREDs refused with EAGAIN and waited out its resend

@@ -19,7 +19,7 @@ public struct WorkerConfiguration: Sendable {
     /// A fixed cap on the jobs held beyond the `concurrency` being
     /// processed: the slots declared in READY are then `concurrency +
     /// prefetch`, and the credit never exceeds them. nil (the default) sets
-    /// no cap but the protocol's 1024 slots: how many jobs the worker holds
+    /// no cap but the protocol's 4096 slots: how many jobs the worker holds
     /// is then up to its credit target (`CreditPlanner`), which follows the
     /// measured job time and round trips within `inputBudget`.
     public var prefetch: Int?
@@ -104,7 +104,7 @@ public struct WorkerConfiguration: Sendable {
     /// The slots declared in READY, the most jobs the worker ever holds
     /// (processing them, waiting for a thread or for STORED):
     /// `concurrency + prefetch` when `prefetch` is set, else the protocol's
-    /// 1024. The credit the worker grants follows its target
+    /// 4096. The credit the worker grants follows its target
     /// (`CreditPlanner`), which never exceeds them.
     public var slots: Int {
         guard let prefetch else { return Int(Wire.Limit.maxSlots) }
@@ -167,9 +167,14 @@ public struct WorkerConfiguration: Sendable {
         return overflow ? nil : bytes
     }
 
-    /// The number of cores this process may use, within 1…1024.
+    /// The most processing threads a worker runs. Fewer than the slots
+    /// DRK1 allows: slots also count the jobs waiting for a thread or for
+    /// STORED, which a worker far from the broker needs many of.
+    public static let maxConcurrency = 1024
+
+    /// The number of cores this process may use, within 1…`maxConcurrency`.
     public static var defaultConcurrency: Int {
-        min(max(ProcessInfo.processInfo.activeProcessorCount, 1), Int(Wire.Limit.maxSlots))
+        min(max(ProcessInfo.processInfo.activeProcessorCount, 1), maxConcurrency)
     }
 
     /// This machine's host name as one wire line, or `localhost`.
@@ -198,8 +203,8 @@ public struct WorkerConfiguration: Sendable {
 
     /// Checks every field against the protocol's ranges; `Worker.start` calls it.
     public func validate() throws(WorkerError) {
-        guard (1...Int(Wire.Limit.maxSlots)).contains(concurrency) else {
-            throw WorkerError("concurrency must be 1…\(Wire.Limit.maxSlots), got \(concurrency)")
+        guard (1...WorkerConfiguration.maxConcurrency).contains(concurrency) else {
+            throw WorkerError("concurrency must be 1…\(WorkerConfiguration.maxConcurrency), got \(concurrency)")
         }
         if let inputBudget, inputBudget < 1 {
             throw WorkerError("input budget must be at least 1 byte, got \(inputBudget)")

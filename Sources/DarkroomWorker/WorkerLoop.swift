@@ -211,7 +211,7 @@ final class WorkerLoop {
         try store.setLinger(milliseconds: 0)
         try store.setMaxMessageSize(Wire.maxMessageSize)
         // Every held job may have its STORE queued at once (up to DRK1's
-        // 1,024 slots), more than ZeroMQ's default of 1,000; past it a send
+        // 4,096 slots), more than ZeroMQ's default of 1,000; past it a send
         // would wait for the retry timer.
         try store.setSendHighWaterMark(4 * Int(Wire.Limit.maxSlots))
         try store.setReconnectInterval(Int(configuration.reconnectInitial.milliseconds), maximum: Int(configuration.reconnectMaximum.milliseconds))
@@ -522,7 +522,7 @@ final class WorkerLoop {
     /// attempt still ran): it is listed once, with the higher attempt, the
     /// only one the broker can still hold for this worker. Never more than
     /// a HOLDING can carry: the jobs in slots and the reports waiting held
-    /// at most `slots` ≤ 1024 slots when the broker was last heard from,
+    /// at most `slots` ≤ 4096 slots when the broker was last heard from,
     /// and no JOB has come since.
     private func heldJobs() -> [Holding.Entry] {
         var order: [ULID] = []

@@ -1,4 +1,5 @@
 import DarkroomImage
+import DarkroomProtocol
 import Foundation
 import Testing
 
@@ -101,7 +102,7 @@ struct CreditSystemTests {
         #expect(worker["darkroom_worker_threads\(label)"] == 1)
         // No cap set: the worker declares the protocol's most slots, and
         // its credit target decides.
-        #expect(worker["darkroom_worker_slots\(label)"] == 1024)
+        #expect(worker["darkroom_worker_slots\(label)"] == Double(Wire.Limit.maxSlots))
         #expect(worker["darkroom_worker_jobs_done_total\(label)"] == Double(jobs))
         #expect(worker["darkroom_worker_jobs_failed_total\(label)"] == 0)
         // One thread, yet more jobs held at once than one running and one
@@ -120,7 +121,7 @@ struct CreditSystemTests {
         #expect(d.h.log("worker").contains("credit target "))
 
         let broker = try HTTPProbe.scrape(port: d.brokerMetrics)
-        #expect(broker[#"darkroom_broker_worker_slots{worker="far"}"#] == 1024)
+        #expect(broker[#"darkroom_broker_worker_slots{worker="far"}"#] == Double(Wire.Limit.maxSlots))
         #expect(d.h.signal("worker", SIGTERM) == 0)
         #expect(d.h.log("worker").contains("credit: highest target"))
     }

@@ -111,7 +111,7 @@ enum FieldType {
                                ("limit", .u32(1...1000))]
         case .jobListReply: return [("request id", .requestID), ("jobs", .json)]
         case .jobInfoReply: return [("request id", .requestID), ("story", .json)]
-        case .ready: return [("worker id", .token(1...64)), ("host", line(1...255)), ("pid", .u32(0...UInt32.max)), ("slots", .u32(1...1024))]
+        case .ready: return [("worker id", .token(1...64)), ("host", line(1...255)), ("pid", .u32(0...UInt32.max)), ("slots", .u32(1...Wire.Limit.maxSlots))]
         case .credit: return [("count", .u32(1...UInt32.max))]
         case .job:
             return [("job id", .ulid), ("attempt", .u32(1...UInt32.max)), ("options", .options), ("pipeline", .pipeline),
@@ -805,7 +805,7 @@ struct FuzzMaker {
     }
 
     /// Section 6.1: entries of 30 bytes (a canonical ULID, an attempt of at
-    /// least 1), at most 1024, no job twice.
+    /// least 1), at most DRK1's 4096 slots, no job twice.
     mutating func held(_ frame: [UInt8]) -> Mutation {
         func entry(_ id: [UInt8], _ attempt: UInt32) -> [UInt8] { id + .bigEndian32(attempt) }
         switch random.below(8) {
@@ -817,8 +817,9 @@ struct FuzzMaker {
         case 3: return Mutation(entry(Array(ulid().description.lowercased().utf8), 1), "a lower-case job id", malformed: true)
         case 4:
             var bytes: [UInt8] = []
-            for _ in 0..<1025 { bytes += entry(ulid().asciiBytes, 1) }
-            return Mutation(bytes, "1025 jobs", malformed: true)
+            let count = Int(Wire.Limit.maxSlots) + 1
+            for _ in 0..<count { bytes += entry(ulid().asciiBytes, 1) }
+            return Mutation(bytes, "\(count) jobs", malformed: true)
         case 5 where !frame.isEmpty: return Mutation(Array(frame.dropLast()), "one byte short", malformed: true)
         case 6: return Mutation(entry(Array("01JBX3Z7Q8M4N6P2R5T9V0W1XU".utf8), 1), "a job id with U", malformed: true)
         default: return Mutation([], "no jobs (allowed)", malformed: false)

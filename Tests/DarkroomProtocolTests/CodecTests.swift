@@ -85,12 +85,12 @@ struct CodecTests {
 
         var tooMany = full
         tooMany.jobs.append(Holding.Entry(jobID: record, attempt: 1))
-        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")) {
+        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 4097 jobs, must be at most 4096")) {
             try BackendMessage.decode(tooMany.frames())
         }
         // The count is checked from the length alone, before any entry is read.
-        let garbage: [[UInt8]] = [Wire.protocolID, [Command.holding.rawValue], [UInt8](repeating: 0xFF, count: 1025 * 30)]
-        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")) {
+        let garbage: [[UInt8]] = [Wire.protocolID, [Command.holding.rawValue], [UInt8](repeating: 0xFF, count: 4097 * 30)]
+        #expect(throws: ProtocolError(.malformed, "HOLDING: frame 2 (held jobs) holds 4097 jobs, must be at most 4096")) {
             try BackendMessage.decode(garbage)
         }
         // The same job at two attempts is still one job listed twice.

@@ -1,3 +1,4 @@
+import DarkroomProtocol
 import Testing
 @testable import DarkroomWorker
 
@@ -15,7 +16,7 @@ import Testing
     /// seen jobs of `job`, inputs of `input` bytes, PINGs and CREDIT-to-JOB
     /// waits of `broker` (the second a little longer, as a dispatch is) and
     /// STORE round trips of `store`, all at moment 0.
-    static func planner(threads: Int = 2, slots: Int = 1024, budget: Int = 256 << 20, job: Duration, input: Int = 2_000,
+    static func planner(threads: Int = 2, slots: Int = Int(Wire.Limit.maxSlots), budget: Int = 256 << 20, job: Duration, input: Int = 2_000,
                         broker: Duration, store: Duration) -> CreditPlanner {
         var planner = CreditPlanner(.init(threads: threads, slots: slots, inputBudget: budget))
         planner.noteJob(job)
@@ -46,8 +47,12 @@ import Testing
         let far = Self.planner(job: .microseconds(200), broker: .milliseconds(100), store: .milliseconds(101))
         // Near: 2 × (0.2 + 0.3 + 1) / 0.2 × 1.25 + 2 = 20.75.
         #expect(near.target(at: .zero) == 21)
-        // Far: about 2,500 wanted; the 1024 slots are the most DRK1 allows.
-        #expect(far.target(at: .zero) == 1024)
+        // Far: 2 × (0.2 + 100.1 + 101) / 0.2 × 1.25 + 2 = 2,518.25, within
+        // the 4096 slots DRK1 allows.
+        #expect(far.target(at: .zero) == 2519)
+        // Farther, the slots are the most.
+        let farther = Self.planner(job: .microseconds(200), broker: .milliseconds(200), store: .milliseconds(201))
+        #expect(farther.target(at: .zero) == Int(Wire.Limit.maxSlots))
         let capped = Self.planner(slots: 300, job: .microseconds(200), broker: .milliseconds(100), store: .milliseconds(101))
         #expect(capped.target(at: .zero) == 300)
     }
@@ -119,7 +124,8 @@ import Testing
     }
 
     @Test func theTargetFollowsTheJobsAsTheyChange() {
-        var planner = Self.planner(job: .microseconds(200), broker: .milliseconds(100), store: .milliseconds(101))
+        // Slots below the tiny jobs' wish, so that their target is exact.
+        var planner = Self.planner(slots: 1024, job: .microseconds(200), broker: .milliseconds(100), store: .milliseconds(101))
         #expect(planner.target(at: .zero) == 1024)
         for _ in 0..<12 { planner.noteJob(.seconds(2)) }
         // Large jobs now: a handful is enough (the average still remembers

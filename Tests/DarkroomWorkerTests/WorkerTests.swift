@@ -37,9 +37,9 @@ struct WorkerTests {
         let session = try #require(try broker.handshake())
         // The slots bound the credit; the credit target (two jobs per
         // thread before anything is measured) decides what is granted.
-        #expect(session.ready.slots == 1024)
+        #expect(session.ready.slots == Wire.Limit.maxSlots)
         #expect(session.credit == 2)
-        #expect(worker.status.slots == 1024)
+        #expect(worker.status.slots == Int(Wire.Limit.maxSlots))
         #expect(worker.status.threads == 1)
         #expect(worker.status.creditTarget == 2)
         #expect(worker.status.inputBudget == 256 << 20)
@@ -490,15 +490,16 @@ struct WorkerConfigurationTests {
 
     @Test func slotsAreTheProtocolsMostUnlessPrefetchSetsACap() {
         // By default the credit target alone decides how many jobs are held,
-        // within the 1024 slots DRK1 allows.
+        // within the 4096 slots DRK1 allows.
         let plain = WorkerConfiguration(concurrency: 3)
-        #expect(plain.slots == 1024)
+        #expect(plain.slots == 4096)
         #expect(WorkerConfiguration().concurrency == WorkerConfiguration.defaultConcurrency)
-        #expect(WorkerConfiguration().slots == 1024)
+        #expect(WorkerConfiguration().slots == 4096)
         // --prefetch caps the jobs held beyond the running ones.
         #expect(WorkerConfiguration(concurrency: 1, prefetch: 1).slots == 2)
         #expect(WorkerConfiguration(concurrency: 3, prefetch: 0).slots == 3)
-        #expect(WorkerConfiguration(concurrency: 1024, prefetch: 8).slots == 1024)
+        #expect(WorkerConfiguration(concurrency: 1024, prefetch: 8).slots == 1032)
+        #expect(WorkerConfiguration(concurrency: 1024, prefetch: 4096).slots == 4096)
     }
 
     @Test func byteCountsReadAsPeopleWriteThem() {

@@ -510,7 +510,7 @@ bad("job-info-frames", "frontend", "JOB-INFO without its job id", msg(JOB_INFO, 
 bad("dead-list-limit", "frontend", "DEAD-LIST with limit 0", msg(DEAD_LIST, u64(4), u32(0), b""), 101,
     "DEAD-LIST: frame 3 (limit) is 0, must be 1…1000")
 bad("ready-slots", "backend", "READY with 0 slots",
-    msg(READY, text("w1"), text("node-a"), u32(1), u32(0)), 101, "READY: frame 5 (slots) is 0, must be 1…1024")
+    msg(READY, text("w1"), text("node-a"), u32(1), u32(0)), 101, "READY: frame 5 (slots) is 0, must be 1…4096")
 bad("ready-worker-id", "backend", "READY with a space in the worker id",
     msg(READY, text("w 1"), text("node-a"), u32(1), u32(2)), 101,
     "READY: frame 2 (worker id) must be printable ASCII without spaces")
@@ -544,9 +544,9 @@ bad("holding-lowercase-id", "backend", "HOLDING with a lower-case job id",
     msg(HOLDING, held((JOB_ID.lower(), 1))), 101,
     "HOLDING: frame 2 (held jobs) job 1 of 1: job id is not a ULID (26 characters of Crockford base32), "
     "got '01jbx3z7q8m4n6p2…'")
-bad("holding-too-many", "backend", "HOLDING with 1025 jobs (at most 1024, one per slot)",
-    msg(HOLDING, held(*[("01JBX3Z7Q8M4N6P2R5T9V%05d" % n, 1) for n in range(1025)])), 101,
-    "HOLDING: frame 2 (held jobs) holds 1025 jobs, must be at most 1024")
+bad("holding-too-many", "backend", "HOLDING with 4097 jobs (at most 4096, one per slot)",
+    msg(HOLDING, held(*[("01JBX3Z7Q8M4N6P2R5T9V%05d" % n, 1) for n in range(4097)])), 101,
+    "HOLDING: frame 2 (held jobs) holds 4097 jobs, must be at most 4096")
 bad("holding-frames", "backend", "HOLDING without its held-jobs frame", msg(HOLDING), 101,
     "HOLDING: expected 3 frames, got 2")
 bad("store-size", "store", "STORE with a zero width",

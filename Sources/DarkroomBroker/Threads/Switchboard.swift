@@ -83,7 +83,9 @@ final class Switchboard {
             }
             try frontend.setSendHighWaterMark(100_000)
             try frontend.setReceiveHighWaterMark(100_000)
-            try backend.setSendHighWaterMark(10_000)
+            // A worker gets JOBs only against its credit, at most its
+            // slots: room for all of them at once, and the rest besides.
+            try backend.setSendHighWaterMark(4 * Int(Wire.Limit.maxSlots))
             try backend.setRouterHandover(true)
             if let curve = configuration.curve {
                 try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)

@@ -327,7 +327,7 @@ enum WorkerCommand {
         of the jobs it holds stay within --input-budget (counting each job to
         come as large as the average so far; one job is taken even if larger),
         and the jobs it holds stay within the slots it announces to the broker:
-        1024 (the protocol's most) by default, concurrency + prefetch when
+        4096 (the protocol's most) by default, concurrency + prefetch when
         --prefetch is given. No flag needs tuning, near the broker or far from
         it.
         """,
@@ -336,7 +336,7 @@ enum WorkerCommand {
             .value("store", "ENDPOINT", help: "The storage node's endpoint.", default: Wire.Endpoint.store),
             .value("concurrency", short: "c", "N", help: "Jobs processed (decoded, run, encoded) at the same time: the processing threads, 1-1024. Jobs held beyond these wait for a thread or for STORED; how many is up to the credit target.", default: "number of cores"),
             .value("threads", "N", help: "The same as --concurrency (an older name).", default: "number of cores"),
-            .value("prefetch", "N", help: "A fixed cap on the jobs held beyond the running ones: the slots announced to the broker become concurrency + prefetch (at most 1024), and the credit target stays within them. 0 holds exactly --concurrency jobs, each slot busy until its STORED.", default: "no cap but the 1024 slots"),
+            .value("prefetch", "N", help: "A fixed cap on the jobs held beyond the running ones: the slots announced to the broker become concurrency + prefetch (at most 4096), and the credit target stays within them. 0 holds exactly --concurrency jobs, each slot busy until its STORED.", default: "no cap but the 4096 slots"),
             .value("input-budget", "BYTES", help: "The most input bytes of the jobs held at once, each counted from JOB to DONE: large inputs mean fewer jobs held. 512M, 64MiB, 1G or a byte count.", default: "256M, or a quarter of the memory limit if less"),
             .value("id", "ID", help: "Worker id shown in status.", default: "HOST-PID-RANDOM"),
             RoleOptions.jobTimeout,
@@ -349,8 +349,8 @@ enum WorkerCommand {
     )
 
     static func configuration(_ args: ParsedArguments) throws -> WorkerConfiguration {
-        let threads = args.value("threads") == nil ? nil : try args.int("threads", default: 1, range: 1...1024)
-        let concurrency = args.value("concurrency") == nil ? nil : try args.int("concurrency", default: 1, range: 1...1024)
+        let threads = args.value("threads") == nil ? nil : try args.int("threads", default: 1, range: 1...WorkerConfiguration.maxConcurrency)
+        let concurrency = args.value("concurrency") == nil ? nil : try args.int("concurrency", default: 1, range: 1...WorkerConfiguration.maxConcurrency)
         if let threads, let concurrency, threads != concurrency {
             throw UsageError("--threads is another name for --concurrency: give one, or the same number to both")
         }
@@ -368,7 +368,7 @@ enum WorkerCommand {
             workerID: args.value("id"),
             shutdownGrace: try RoleOptions.grace(args),
             jobTimeout: try RoleOptions.jobTimeout(args),
-            prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...1024),
+            prefetch: args.value("prefetch") == nil ? nil : try args.int("prefetch", default: 0, range: 0...Int(Wire.Limit.maxSlots)),
             inputBudget: inputBudget
         )
         if let broker = try ClientOptions.brokerCurve(args), let store = try ClientOptions.storeCurve(args) {
@@ -517,7 +517,7 @@ enum UpCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let data = args.value("data") ?? "darkroom-data"
         let workers = try args.int("workers", default: 1, range: 1...64)
-        let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...1024)
+        let concurrency = try args.int("concurrency", default: WorkerConfiguration.defaultConcurrency, range: 1...WorkerConfiguration.maxConcurrency)
         let grace = try RoleOptions.grace(args)
         let security = try RoleOptions.security(args)
         let requested = try endpoints(args, curve: security != nil)

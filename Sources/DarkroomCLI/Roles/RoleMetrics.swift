@@ -150,7 +150,7 @@ enum RoleMetrics {
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
         let label = { (id: String) in [MetricsText.Label("worker", id)] }
-        text.gauge("darkroom_worker_slots", help: "Slots the worker declares to the broker, the most jobs it holds: 1024, or concurrency + prefetch.",
+        text.gauge("darkroom_worker_slots", help: "Slots the worker declares to the broker, the most jobs it holds: 4096, or concurrency + prefetch.",
                    workers.map { .init(label($0.id), count: $0.status.slots) })
         text.gauge("darkroom_worker_threads", help: "Processing threads (--concurrency).",
                    workers.map { .init(label($0.id), count: $0.status.threads) })
