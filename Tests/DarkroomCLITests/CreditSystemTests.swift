@@ -126,6 +126,48 @@ struct CreditSystemTests {
         #expect(d.h.log("worker").contains("credit: highest target"))
     }
 
+    /// A far worker holds many jobs at once, some running, some waiting for
+    /// a thread, some with their STORE on the slow link. Killed with
+    /// SIGKILL there, it hands nothing back: the broker takes its jobs back
+    /// when it goes silent and another worker runs them. A job whose STORE
+    /// had landed keeps its one record (the storage node answers a second
+    /// STORE of a job with the first record).
+    @Test("a far worker killed with SIGKILL while it holds many jobs: another takes them, one record per job, none dead")
+    func aFarWorkerKilledHoldingManyJobsLosesNone() throws {
+        let d = try Distant()
+        defer {
+            d.h.signal("worker2", SIGTERM)
+            d.stop()
+        }
+        let jobs = 400
+        let input = try d.h.writeImages(jobs, size: Size(width: 64, height: 64))
+        try d.submit(input, ops: "grayscale")
+        let port = try d.startWorker(["--concurrency", "2"])
+        let label = #"{worker="far"}"#
+        // Killed once it holds more jobs than its threads and has stored some.
+        var heldAtKill = 0.0
+        try d.h.waitUntil("the far worker holds many jobs and has stored some", timeout: .seconds(120)) {
+            let worker = try HTTPProbe.scrape(port: port)
+            heldAtKill = worker["darkroom_worker_jobs_running\(label)"] ?? 0
+            return heldAtKill > 4 && (worker["darkroom_worker_jobs_done_total\(label)"] ?? 0) > 0
+        }
+        d.h.signal("worker", SIGKILL)
+        let storedAtKill = try HTTPProbe.scrape(port: d.brokerMetrics)["darkroom_broker_jobs_stored_total"] ?? 0
+        print("CreditSystemTests: far worker killed holding \(heldAtKill) job(s), \(storedAtKill) stored")
+        #expect(storedAtKill < Double(jobs), "the kill came after the last job")
+
+        try d.h.start("worker2", ["worker", "--broker", d.backend.endpoint, "--store", d.store.endpoint, "--id", "far-2",
+                                  "--concurrency", "2", "--grace", "5"])
+        try d.waitUntilStored(jobs)
+        let broker = try HTTPProbe.scrape(port: d.brokerMetrics)
+        #expect(broker["darkroom_broker_jobs_stored_total"] == Double(jobs))
+        #expect(broker["darkroom_broker_jobs_dead"] == 0)
+        #expect(broker["darkroom_broker_jobs_in_flight"] == 0)
+        let store = try HTTPProbe.scrape(port: d.storeMetrics)
+        #expect(store["darkroom_store_records"] == Double(jobs))
+        #expect((store["darkroom_store_stores_total"] ?? 0) >= Double(jobs))
+    }
+
     @Test("large inputs over a long round trip: the input bytes held stay within --input-budget")
     func largeInputsStayWithinTheBudget() throws {
         let d = try Distant()
