@@ -59,6 +59,12 @@ public enum Wire {
         public static let errorCodeBytes = 64
         public static let reasonBytes = 4_096
         public static let maxSlots: UInt32 = 4_096
+        /// The messages a darkroom socket queues for one peer (ZeroMQ's
+        /// high-water mark) where a peer may have a message in flight for
+        /// each slot: a worker's JOBs, STOREs and their STOREDs, with
+        /// resends and the rest besides. ZeroMQ's default, 1,000, is below
+        /// the slots; past the mark a send fails with EAGAIN.
+        public static let queuedPerPeer = 4 * Int(maxSlots)
         /// A job's own most counted attempts (SUBMIT frame 10).
         public static let maxAttempts: ClosedRange<UInt16> = 1...1_000
         /// A job's time limit (SUBMIT frame 12, JOB frame 8), in seconds: up to a week.

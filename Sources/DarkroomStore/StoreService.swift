@@ -24,11 +24,6 @@ final class StoreService {
 
     var mailbox: Mailbox<StoreNode.Control> { inbox.mailbox }
 
-    /// Replies ZeroMQ queues for one peer before a send fails: each of a
-    /// worker's slots may have a STORE answered in one batch, resends
-    /// besides. (A reply past it is dropped and logged; the peer asks again.)
-    static let repliesQueuedPerPeer = 4 * Int(Wire.Limit.maxSlots)
-
     private let socketItem: Int
     private let inboxItem: Int
     /// When the next look for expired records is due (monotonic ms).
@@ -61,13 +56,12 @@ final class StoreService {
             // A reply to a peer that has gone away fails at once instead of
             // being dropped silently, so it can be logged.
             try socket.setRouterMandatory(true)
-            // A worker may have a STORE in flight for every one of its
-            // slots (DRK1 allows 4,096), and a batch answers all that came
-            // at once. At ZeroMQ's default of 1,000 queued messages a peer,
-            // a worker holding 1,024 tiny jobs across a slow link had its
-            // last STOREDs refused with EAGAIN and waited out its resend
-            // interval (seconds). Room for every slot's reply, with resends.
-            try socket.setSendHighWaterMark(StoreService.repliesQueuedPerPeer)
+            // A worker may have a STORE in flight for each of its slots, and
+            // a batch answers all that came at once. At ZeroMQ's default of
+            // 1,000, a worker holding 1,024 tiny jobs across a slow link had
+            // its last STOREDs refused and waited out its resend interval.
+            // A reply past the mark is dropped and logged; the peer asks again.
+            try socket.setSendHighWaterMark(Wire.Limit.queuedPerPeer)
             if let curve = configuration.curve {
                 try socket.setCurveServer(curve, zapDomain: ServerCurve.Domain.store)
             }

@@ -210,10 +210,9 @@ final class WorkerLoop {
         store = try context.socket(.dealer)
         try store.setLinger(milliseconds: 0)
         try store.setMaxMessageSize(Wire.maxMessageSize)
-        // Every held job may have its STORE queued at once (up to DRK1's
-        // 4,096 slots), more than ZeroMQ's default of 1,000; past it a send
-        // would wait for the retry timer.
-        try store.setSendHighWaterMark(4 * Int(Wire.Limit.maxSlots))
+        // Every held job may have its STORE queued at once; past the mark a
+        // send would wait for the retry timer.
+        try store.setSendHighWaterMark(Wire.Limit.queuedPerPeer)
         try store.setReconnectInterval(Int(configuration.reconnectInitial.milliseconds), maximum: Int(configuration.reconnectMaximum.milliseconds))
         if let curve = configuration.curve {
             try store.setCurveClient(serverKey: curve.storePublicKey, keyPair: curve.keyPair)

@@ -260,7 +260,7 @@ import Testing
         #expect(try client.stats().records == UInt64(total))
     }
 
-    /// A worker may hold DRK1's 1,024 jobs (its most slots) and send their
+    /// A worker may hold as many jobs as DRK1 allows slots and send their
     /// STOREs at once, as one across a slow link does when its results come
     /// faster than its STOREDs. Each is answered: a reply the node's socket
     /// would not queue (ZeroMQ's default holds 1,000 a peer) is lost, and the

@@ -83,9 +83,8 @@ final class Switchboard {
             }
             try frontend.setSendHighWaterMark(100_000)
             try frontend.setReceiveHighWaterMark(100_000)
-            // A worker gets JOBs only against its credit, at most its
-            // slots: room for all of them at once, and the rest besides.
-            try backend.setSendHighWaterMark(4 * Int(Wire.Limit.maxSlots))
+            // A worker gets JOBs only against its credit, at most its slots.
+            try backend.setSendHighWaterMark(Wire.Limit.queuedPerPeer)
             try backend.setRouterHandover(true)
             if let curve = configuration.curve {
                 try frontend.setCurveServer(curve, zapDomain: ServerCurve.Domain.frontend)
