@@ -34,4 +34,27 @@ static inline int darkroom_zmq_getsockopt_int64(void *socket, int option, int64_
     return zmq_getsockopt(socket, option, value, &size);
 }
 
+// Sends `data` (`size` bytes) as one frame without copying it: libzmq owns
+// the bytes from here on and calls `release(data, hint)` once it has sent
+// them (from its I/O thread) or dropped them. `*taken` says whether it took
+// them: 0 only when libzmq could not make the message, and then the caller
+// still owns `data`. Interrupted sends are retried here, because a message
+// that failed is closed, which releases the bytes.
+typedef void (*darkroom_zmq_release_fn)(void *data, void *hint);
+static inline int darkroom_zmq_send_owned(void *socket, void *data, size_t size, darkroom_zmq_release_fn release,
+                                          void *hint, int flags, int *taken) {
+    zmq_msg_t msg;
+    *taken = 0;
+    if (zmq_msg_init_data(&msg, data, size, release, hint) != 0) return -1;
+    *taken = 1;
+    int rc;
+    do { rc = zmq_msg_send(&msg, socket, flags); } while (rc < 0 && errno == EINTR);
+    if (rc < 0) {
+        int saved = errno;
+        zmq_msg_close(&msg);
+        errno = saved;
+    }
+    return rc;
+}
+
 #endif

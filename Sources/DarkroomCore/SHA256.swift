@@ -25,7 +25,20 @@ public struct SHA256: Sendable {
 
     /// The digest of `bytes` as 64 lowercase hex characters.
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digest = hash(bytes)
+        var h = SHA256()
+        h.update(bytes)
+        return hexDigits(h.finalize())
+    }
+
+    /// The digest of bytes in memory this process does not own as an array
+    /// (a mapped file) as 64 lowercase hex characters.
+    public static func hex(_ buffer: UnsafeRawBufferPointer) -> String {
+        var h = SHA256()
+        _ = darkroom_sha256_update(&h.context, buffer.baseAddress, buffer.count)
+        return hexDigits(h.finalize())
+    }
+
+    private static func hexDigits(_ digest: [UInt8]) -> String {
         let digits: InlineArray<16, UInt8> = [
             0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66,
         ]

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomZMQ
 
 /// A failed file operation on the blob directory, with the path and the
 /// system's reason.
@@ -6,6 +7,12 @@ struct BlobFileError: Error, CustomStringConvertible {
     let operation: String
     let path: String
     let reason: String
+
+    init(operation: String, path: String, reason: String) {
+        self.operation = operation
+        self.path = path
+        self.reason = reason
+    }
 
     init(_ error: PosixError) {
         operation = error.operation
@@ -119,13 +126,15 @@ struct BlobFiles {
         }
     }
 
-    /// Reads a whole blob. Refuses files larger than `limit` bytes, so a
-    /// damaged file never makes the node allocate without bound.
-    func read(_ relative: String, limit: Int) throws(BlobFileError) -> [UInt8] {
+    /// Maps a whole blob read-only, to be sent without copying it. Blob
+    /// files are never changed once named, which mapping needs (see
+    /// `MappedFile`). Refuses files larger than `limit` bytes, so a damaged
+    /// file is never sent whole.
+    func map(_ relative: String, limit: Int) throws(BlobFileError) -> MappedFile {
         do {
-            return try DurableFile.read(path(relative), limit: limit)
+            return try MappedFile(path: path(relative), maxBytes: limit)
         } catch {
-            throw BlobFileError(error)
+            throw BlobFileError(operation: error.operation, path: error.path, reason: error.reason)
         }
     }
 

@@ -387,9 +387,10 @@ final class RecordStore {
         return try connection.query(RecordStore.selectRecord + " ORDER BY f.id DESC LIMIT ?1", limit, map: RecordStore.decodeRecord)
     }
 
-    /// The stored bytes of one image of `record`, checked against the size
-    /// and SHA-256 recorded when it was stored.
-    func image(of record: RecordInfo, variant: Variant) throws -> [UInt8] {
+    /// One image of `record`, checked against the size and SHA-256 recorded
+    /// when it was stored: its bytes when they are inline in the row, its
+    /// blob file mapped into memory (not read into it) when they are a file.
+    func image(of record: RecordInfo, variant: Variant) throws -> StoredImage {
         let sql = variant == .full
             ? "SELECT blob, blob_path FROM full_res WHERE id = ?1"
             : "SELECT blob, blob_path FROM thumbnails WHERE full_res_id = ?1"
@@ -398,30 +399,30 @@ final class RecordStore {
         }
         guard let row = rows.first else { throw StoreFailure.notFound(record.id) }
         let what = "record \(record.id): \(variant) image"
-        let bytes: [UInt8]
+        let image: StoredImage
         if let path = row.path {
             guard BlobFiles.isValidRelativePath(path) else {
                 throw StoreFailure(.internal, "\(what) names an invalid blob path '\(path)'")
             }
             do {
-                bytes = try blobs.read(path, limit: maxBlobBytes)
+                image = .file(try blobs.map(path, limit: maxBlobBytes))
             } catch {
                 throw StoreFailure(.internal, "\(what) cannot be read: \(error)")
             }
         } else if let blob = row.blob {
-            bytes = blob
+            image = .inline(blob)
         } else {
             throw StoreFailure(.internal, "\(what) has neither inline bytes nor a file")
         }
         let expected = variant == .full ? record.full : record.thumb
-        guard UInt64(bytes.count) == expected.bytes else {
-            throw StoreFailure(.internal, "\(what) is damaged: \(bytes.count) bytes read, \(expected.bytes) stored")
+        guard UInt64(image.count) == expected.bytes else {
+            throw StoreFailure(.internal, "\(what) is damaged: \(image.count) bytes read, \(expected.bytes) stored")
         }
-        let actual = SHA256.hex(bytes)
+        let actual = image.sha256
         guard actual == expected.sha256 else {
             throw StoreFailure(.internal, "\(what) is damaged: sha256 \(actual) does not match the stored \(expected.sha256)")
         }
-        return bytes
+        return image
     }
 
     /// Deletes the record whose record id or job id is `id` (the thumbnail row

@@ -35,6 +35,27 @@ final class StoreService {
         let message: StoreMessage
     }
 
+    /// ZeroMQ's queue for each peer, in messages (its default). A peer that
+    /// stops reading holds at most this many replies in it: GET-REPLYs of
+    /// inline images (at most the blob threshold each) or of mapped files
+    /// (page cache, not this process's heap). Replies that find it full
+    /// wait in `held`; GET-REPLYs are dropped instead, and the client asks
+    /// again.
+    static let queuedPerPeer = 1_000
+    /// Mapped blob files at most, sent or waiting to be: a quarter of the
+    /// kernel's default map table (`vm.max_map_count`, 65,530), which
+    /// `malloc` needs too. A GET past it is answered `queue-full`.
+    static let maxMappedFiles = 16_384
+
+    /// Replies a peer's queue had no room for, oldest first, sent as it
+    /// drains: a worker's STOREDs for all its slots at once, across a slow
+    /// link, are more than ZeroMQ's queue holds. At most
+    /// `Wire.Limit.queuedPerPeer` a peer, each a short reply.
+    private var held: [[UInt8]: HeldReplies] = [:]
+    /// How long the loop waits before it tries the held replies again (ms):
+    /// 1 after one left, doubling to 100 while none can.
+    private var heldRetry = 1
+
     init(configuration: StoreConfiguration, context: Context, logger: Logger, board: StoreBoard) throws {
         self.configuration = configuration
         self.logger = logger
@@ -56,12 +77,9 @@ final class StoreService {
             // A reply to a peer that has gone away fails at once instead of
             // being dropped silently, so it can be logged.
             try socket.setRouterMandatory(true)
-            // A worker may have a STORE in flight for each of its slots, and
-            // a batch answers all that came at once. At ZeroMQ's default of
-            // 1,000, a worker holding 1,024 tiny jobs across a slow link had
-            // its last STOREDs refused and waited out its resend interval.
-            // A reply past the mark is dropped and logged; the peer asks again.
-            try socket.setSendHighWaterMark(Wire.Limit.queuedPerPeer)
+            // Bounds what a peer that stops reading costs (see
+            // `queuedPerPeer`); replies past it wait in `held`.
+            try socket.setSendHighWaterMark(StoreService.queuedPerPeer)
             if let curve = configuration.curve {
                 try socket.setCurveServer(curve, zapDomain: ServerCurve.Domain.store)
             }
@@ -89,7 +107,7 @@ final class StoreService {
         loop: while true {
             let ready: PollResult
             do {
-                ready = try poller.poll(timeoutMilliseconds: expiryWait())
+                ready = try poller.poll(timeoutMilliseconds: pollWait())
             } catch {
                 if (error as? ZMQError)?.isTerminated != true { logger.error("store poll failed: \(error)") }
                 break loop
@@ -106,9 +124,18 @@ final class StoreService {
                     break loop
                 }
             }
+            if !held.isEmpty { sendHeld() }
             if expiryWait() == 0 { expire() }
         }
         shutDown()
+    }
+
+    /// The poll's timeout: until the next expiry look, or sooner while
+    /// replies are held.
+    private func pollWait() -> Int {
+        let expiry = expiryWait()
+        guard !held.isEmpty else { return expiry }
+        return expiry < 0 ? heldRetry : min(expiry, heldRetry)
     }
 
     // MARK: Expiry and the byte cap
@@ -205,7 +232,7 @@ final class StoreService {
     /// Takes the waiting requests, applies them in one transaction, commits,
     /// then replies.
     private func turn() throws {
-        var replies: [[[UInt8]]] = []
+        var replies: [Reply] = []
         var pending: [Pending] = []
         var bytes = 0
         while pending.count < configuration.maxRequestsPerTurn, bytes < configuration.maxBytesPerTurn,
@@ -228,7 +255,7 @@ final class StoreService {
     /// answers PING, bad messages and STOREs whose images fail the header
     /// checks directly into `replies`. `role` is the ZAP user id of the
     /// peer's connection (its key's role), nil without keys.
-    private func classify(_ message: [[UInt8]], role: String?, replies: inout [[[UInt8]]]) -> Pending? {
+    private func classify(_ message: [[UInt8]], role: String?, replies: inout [Reply]) -> Pending? {
         guard let peer = message.first else { return nil }
         let frames = Array(message.dropFirst())
         let decoded: StoreMessage
@@ -255,14 +282,14 @@ final class StoreService {
             if let failure = imageCheck.failure(of: request) {
                 logger.warn("store refused the STORE of job \(request.jobID) from peer \(Wire.peerName(peer)): \(failure.code): \(failure.reason)")
                 metrics.refused += 1
-                replies.append([peer] + ErrorReply(requestID: request.requestID, code: failure.code, reason: Wire.line(failure.reason)).frames())
+                replies.append(Reply([peer] + ErrorReply(requestID: request.requestID, code: failure.code, reason: Wire.line(failure.reason)).frames()))
                 return nil
             }
             return Pending(peer: peer, message: decoded)
         case .list, .get, .delete, .stats:
             return Pending(peer: peer, message: decoded)
         case .ping(let ping):
-            replies.append([peer] + Pong(requestID: ping.requestID).frames())
+            replies.append(Reply([peer] + Pong(requestID: ping.requestID).frames()))
         case .error(let error):
             // Never answer an ERROR with an ERROR.
             logger.warn("store peer \(Wire.peerName(peer)) sent ERROR \(error.code): \(error.reason)")
@@ -275,11 +302,11 @@ final class StoreService {
 
     /// Logs a bad message in one line and answers it with ERROR, unless it is
     /// itself an ERROR.
-    private func reject(_ frames: [[UInt8]], from peer: [UInt8], _ error: ProtocolError, replies: inout [[[UInt8]]]) {
+    private func reject(_ frames: [[UInt8]], from peer: [UInt8], _ error: ProtocolError, replies: inout [Reply]) {
         let command = frames.count > 1 && frames[1].count == 1 ? Wire.peerName(frames[1]) : "none"
         logger.warn("store dropped a message from peer \(Wire.peerName(peer)), command \(command): \(error.code): \(error.reason)")
         if Wire.isError(frames) { return }
-        replies.append([peer] + Wire.errorReply(to: frames, for: error).frames())
+        replies.append(Reply([peer] + Wire.errorReply(to: frames, for: error).frames()))
     }
 
     /// Applies the requests in one transaction and returns their replies,
@@ -291,7 +318,7 @@ final class StoreService {
     /// have left part of its changes, so the whole batch is then rolled
     /// back and run again with each write in its own savepoint, where a
     /// failing request undoes only itself.
-    private func apply(_ pending: [Pending]) -> [[[UInt8]]] {
+    private func apply(_ pending: [Pending]) -> [Reply] {
         if let replies = applyBatch(pending, isolated: false) { return replies }
         logger.debug("store: a write failed in a batch of \(pending.count); running it again request by request")
         // Isolated, a failing write undoes only itself: there is always a reply.
@@ -300,7 +327,7 @@ final class StoreService {
 
     /// The batch's replies, or nil when a write failed outside a savepoint
     /// (never with `isolated`); the batch was then rolled back.
-    private func applyBatch(_ pending: [Pending], isolated: Bool) -> [[[UInt8]]]? {
+    private func applyBatch(_ pending: [Pending], isolated: Bool) -> [Reply]? {
         let started = DispatchTime.now()
         do {
             try records.begin()
@@ -310,7 +337,7 @@ final class StoreService {
             return pending.map { failure($0, StoreFailure(.internal, "storage node database unavailable: \(error)")) }
         }
         let now = ULIDGenerator.systemMilliseconds()
-        var replies: [[[UInt8]]] = []
+        var replies: [Reply] = []
         var stored = 0
         // What this batch changes in the totals, counted in only once it
         // is committed (a batch run again starts from nothing).
@@ -318,7 +345,8 @@ final class StoreService {
         var removed = StoreMetrics()
         for request in pending {
             do {
-                replies.append([request.peer] + (try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)))
+                let (frames, file) = try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)
+                replies.append(Reply([request.peer] + frames, file: file, isImage: file != nil || request.message.command == .get))
                 if case .store = request.message { stored += 1 }
             } catch where !isolated && request.message.writes && !(error is StoreFailure) {
                 // A StoreFailure is thrown before anything is written; any
@@ -356,8 +384,9 @@ final class StoreService {
 
     /// Runs one request; with `isolated`, a write runs in its own savepoint.
     /// What it adds to the totals goes into `change`, what it takes away
-    /// into `removed`.
-    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> [[UInt8]] {
+    /// into `removed`. Returns the reply's frames, and for a GET of an
+    /// image kept in a file, that file, to be sent as the last frame.
+    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> ([[UInt8]], MappedFile?) {
         switch message {
         case .store(let request):
             let (recordID, created) = try write(isolated) { try records.store(request, now: now) }
@@ -370,22 +399,31 @@ final class StoreService {
             } else {
                 logger.info("store job \(request.jobID) already has record \(recordID); STORE ignored")
             }
-            return Stored(requestID: request.requestID, jobID: request.jobID, recordID: recordID, created: created).frames()
+            return (Stored(requestID: request.requestID, jobID: request.jobID, recordID: recordID, created: created).frames(), nil)
         case .list(let request):
             let found = try records.list(limit: Int(request.limit), before: request.before)
-            return ListReply(requestID: request.requestID, records: found).frames()
+            return (ListReply(requestID: request.requestID, records: found).frames(), nil)
         case .get(let request):
             guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
-            let image = try records.image(of: record, variant: request.variant)
-            return GetReply(requestID: request.requestID, variant: request.variant, record: record, image: image).frames()
+            guard MappedFile.live < StoreService.maxMappedFiles else {
+                throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live) images waiting for peers to read them; retry later")
+            }
+            switch try records.image(of: record, variant: request.variant) {
+            case .inline(let bytes):
+                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: bytes).frames(), nil)
+            case .file(let file):
+                // Every frame but the image, which follows from the file.
+                let frames = GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames()
+                return (Array(frames.dropLast()), file)
+            }
         case .delete(let request):
             let deleted = try write(isolated) { try records.delete(matching: request.id) }
             guard let deleted else { throw StoreFailure.notFound(request.id) }
             removed.count(deleted)
             logger.info("store deleted the record of \(request.id)")
-            return OKReply(requestID: request.requestID, count: 1).frames()
+            return (OKReply(requestID: request.requestID, count: 1).frames(), nil)
         case .stats(let request):
-            return StatsReply(requestID: request.requestID, stats: try records.totals().stats).frames()
+            return (StatsReply(requestID: request.requestID, stats: try records.totals().stats).frames(), nil)
         default:
             throw StoreFailure(.unexpectedCommand, "\(message.command.name) is not a storage request")
         }
@@ -396,22 +434,91 @@ final class StoreService {
         isolated ? try records.inSavepoint(body) : try body()
     }
 
-    private func failure(_ request: Pending, _ failure: StoreFailure) -> [[UInt8]] {
+    private func failure(_ request: Pending, _ failure: StoreFailure) -> Reply {
         let reason = String(failure.reason.utf8.prefix(Wire.Limit.reasonBytes)) ?? failure.code.name
-        return [request.peer] + ErrorReply(requestID: request.message.requestID ?? 0, code: failure.code, reason: Wire.line(reason)).frames()
+        return Reply([request.peer] + ErrorReply(requestID: request.message.requestID ?? 0, code: failure.code, reason: Wire.line(reason)).frames())
     }
 
-    private func send(_ reply: [[UInt8]]) {
+    // MARK: Replies
+
+    /// Sends a reply now, or holds it behind the peer's earlier held ones
+    /// (a GET-REPLY, which is never held, is tried at once: replies carry
+    /// their request id, so their order does not matter).
+    private func send(_ reply: Reply) {
+        if held[reply.peer] != nil && !reply.isImage {
+            hold(reply)
+            return
+        }
+        if case .full = attempt(reply) { hold(reply) }
+    }
+
+    private enum Attempt { case sent, full, dropped }
+
+    /// One try at queueing a reply in ZeroMQ; `full` when the peer's queue
+    /// has no room (the reply is unchanged, its file still mapped).
+    private func attempt(_ reply: Reply) -> Attempt {
         do {
-            try socket.send(reply, dontWait: true)
+            if let file = reply.file {
+                try socket.send(reply.frames, then: file, dontWait: true)
+            } else {
+                try socket.send(reply.frames, dontWait: true)
+            }
+            return .sent
+        } catch let error as ZMQError where error.isWouldBlock {
+            return .full
         } catch {
-            let peer = reply.first.map { Wire.peerName($0) } ?? "?"
+            let peer = Wire.peerName(reply.peer)
             if let error = error as? ZMQError, error.isHostUnreachable {
                 logger.debug("store reply to peer \(peer) dropped: the peer disconnected")
             } else {
                 logger.warn("store reply to peer \(peer) dropped: \(error)")
             }
+            return .dropped
         }
+    }
+
+    /// Keeps a reply the peer's queue had no room for. A GET-REPLY is
+    /// dropped instead (an image is what must not pile up for a peer that
+    /// does not read; the client asks again), and so is any reply past
+    /// `Wire.Limit.queuedPerPeer` held for one peer: more than a worker
+    /// with every slot full and resending has in flight.
+    private func hold(_ reply: Reply) {
+        let peer = Wire.peerName(reply.peer)
+        if reply.isImage {
+            logger.warn("store GET-REPLY to peer \(peer) dropped: \(StoreService.queuedPerPeer) replies wait for it to read; it will ask again")
+            return
+        }
+        var queue = held[reply.peer] ?? HeldReplies()
+        guard queue.count < Wire.Limit.queuedPerPeer else {
+            if !queue.overflowed { logger.warn("store reply to peer \(peer) dropped: \(queue.count) replies wait for it to read") }
+            queue.overflowed = true
+            held[reply.peer] = queue
+            return
+        }
+        if queue.count == 0 { heldRetry = 1 }
+        queue.append(reply)
+        held[reply.peer] = queue
+    }
+
+    /// Sends what each peer's queue has room for of its held replies, in order.
+    private func sendHeld() {
+        var progress = false
+        for (peer, var queue) in held {
+            sending: while let reply = queue.first {
+                switch attempt(reply) {
+                case .full:
+                    break sending
+                case .sent:
+                    progress = true
+                    queue.removeFirst()
+                case .dropped:
+                    // The peer has gone: none of the rest can reach it.
+                    queue = HeldReplies()
+                }
+            }
+            held[peer] = queue.count == 0 ? nil : queue
+        }
+        heldRetry = progress ? 1 : min(heldRetry * 2, 100)
     }
 
     /// The next waiting request; messages over DRK1's size limit in all
@@ -438,13 +545,52 @@ final class StoreService {
             let frames = Array(message.dropFirst())
             if Wire.isError(frames) { continue }
             let error = ProtocolError(.shuttingDown, "the storage node is stopping; retry later")
-            send([peer] + Wire.errorReply(to: frames, for: error).frames())
+            send(Reply([peer] + Wire.errorReply(to: frames, for: error).frames()))
             refused += 1
         }
         socket.close()
         inbox.close()
         records.close()
         logger.info("store stopped\(refused > 0 ? " (\(refused) queued request(s) answered shutting-down)" : "")")
+    }
+}
+
+/// A reply, its frames led by the peer's identity; for a GET of an image
+/// kept in a file, that file, sent as the last frame without being copied.
+private struct Reply {
+    let frames: [[UInt8]]
+    let file: MappedFile?
+    /// A GET-REPLY: dropped rather than held when the peer's queue is full.
+    let isImage: Bool
+
+    init(_ frames: [[UInt8]], file: MappedFile? = nil, isImage: Bool = false) {
+        self.frames = frames
+        self.file = file
+        self.isImage = isImage
+    }
+
+    var peer: [UInt8] { frames.first ?? [] }
+}
+
+/// A peer's held replies, oldest first.
+private struct HeldReplies {
+    private var replies: [Reply] = []
+    private var next = 0
+    /// Whether a reply was dropped because this queue was at its limit.
+    var overflowed = false
+
+    var count: Int { replies.count - next }
+    var first: Reply? { next < replies.count ? replies[next] : nil }
+
+    mutating func append(_ reply: Reply) { replies.append(reply) }
+
+    mutating func removeFirst() {
+        next += 1
+        // Compacted now and then, so the array does not grow without end.
+        if next >= 1_024 && next * 2 >= replies.count {
+            replies.removeFirst(next)
+            next = 0
+        }
     }
 }
 

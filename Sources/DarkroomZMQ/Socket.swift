@@ -138,6 +138,34 @@ public final class Socket {
         }
     }
 
+    /// Sends `frames` and then the bytes of `file` as the message's last
+    /// frame, without copying them (see `MappedFile`).
+    ///
+    /// When the first frame is refused (`EAGAIN` past the high-water mark,
+    /// or a ROUTER's unreachable peer), nothing is sent and `file` keeps its
+    /// mapping, to be sent again or dropped. Once the frames have gone, the
+    /// mapping is libzmq's whether or not the last frame is accepted: it is
+    /// unmapped when the frame has left, or at once if it failed.
+    public func send(_ frames: [[UInt8]], then file: MappedFile, dontWait: Bool = false) throws {
+        let handle = try openHandle("zmq_send")
+        let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        for frame in frames {
+            let frameFlags = flags | ZMQ_SNDMORE
+            try zmqCall("zmq_send") {
+                frame.withUnsafeBytes { bytes in
+                    zmq_send(handle, bytes.baseAddress, bytes.count, frameFlags)
+                }
+            }
+        }
+        var result: Int32 = 0
+        file.handOver { base, count in
+            var taken: Int32 = 0
+            result = darkroom_zmq_send_owned(handle, base, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count), flags, &taken)
+            return taken != 0
+        }
+        if result < 0 { throw ZMQError.last("zmq_msg_send") }
+    }
+
     /// Sends a single-frame message.
     public func send(_ frame: [UInt8], dontWait: Bool = false) throws {
         try send([frame], dontWait: dontWait)

@@ -1,0 +1,106 @@
+import CZeroMQ
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file's bytes mapped read-only into memory, to be sent as the last frame
+/// of a message without being copied (`Socket.send(_:then:dontWait:)`).
+///
+/// Why: a server that reads a file into its heap to send it holds that copy
+/// for as long as the message waits in ZeroMQ's queue for a slow peer, or a
+/// peer that never reads. Mapped, the bytes are the kernel's page cache:
+/// pages that can be dropped and read again, shared by every message that
+/// sends the same file, and never counted as the process's own memory.
+///
+/// The file must not shrink while it is mapped (reading a page past its new
+/// end raises SIGBUS); it may be renamed or unlinked, which leaves the
+/// mapped bytes as they were. Darkroom maps only files written once under
+/// their final name and never changed after (the storage node's blob files).
+///
+/// Threading: owned by one thread, as a socket is; not `Sendable`. Once
+/// sent, the mapping belongs to libzmq, which unmaps it from its I/O thread
+/// when the frame has left (`munmap` may be called from any thread).
+public final class MappedFile {
+    private var base: UnsafeMutableRawPointer?
+    /// The file's size, the frame's length.
+    public let count: Int
+
+    /// Mappings made and not yet unmapped, here or inside libzmq's queues:
+    /// each holds one entry of the kernel's per-process map table
+    /// (`vm.max_map_count`, 65,530 by default), which `malloc` needs too, so
+    /// a server bounds it.
+    public static var live: Int { liveMappings.load(ordering: .relaxed) }
+
+    /// A file that could not be mapped: the step, the path and the reason.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let operation: String
+        public let path: String
+        public let reason: String
+        public var description: String { "\(operation) \(path): \(reason)" }
+    }
+
+    /// Maps the whole of the file at `path`, which must hold 1 to `maxBytes` bytes.
+    public init(path: String, maxBytes: Int) throws(Failure) {
+        func failure(_ operation: String, _ reason: String? = nil) -> Failure {
+            Failure(operation: operation, path: path, reason: reason ?? String(cString: strerror(errno)))
+        }
+        var descriptor: Int32
+        repeat { descriptor = open(path, O_RDONLY | O_CLOEXEC) } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw failure("open") }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw failure("fstat") }
+        let size = Int(status.st_size)
+        guard size > 0 else { throw failure("map", "the file is empty") }
+        guard size <= maxBytes else { throw failure("map", "the file holds \(size) bytes, over the limit of \(maxBytes)") }
+        guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), mapped != MAP_FAILED else {
+            throw failure("mmap")
+        }
+        base = mapped
+        count = size
+        liveMappings.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        if let base {
+            munmap(base, count)
+            liveMappings.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Calls `body` with the mapped bytes; empty once the file has been sent.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base.map { UnsafeRawPointer($0) }, count: base == nil ? 0 : count))
+    }
+
+    /// Hands the mapping to `send`, which gives it to libzmq with
+    /// `unmapWhenSent` as its release function and the length as its hint,
+    /// and returns whether libzmq took it. This object no longer owns it
+    /// either way: when libzmq did not take it, it is unmapped here.
+    func handOver(_ send: (UnsafeMutableRawPointer, Int) -> Bool) {
+        guard let base else { return }
+        self.base = nil
+        if !send(base, count) {
+            munmap(base, count)
+            liveMappings.subtract(1, ordering: .relaxed)
+        }
+    }
+}
+
+/// Counted by `MappedFile.live`. An atomic because libzmq's I/O thread
+/// unmaps sent frames.
+private let liveMappings = Atomic<Int>(0)
+
+/// libzmq's release function for a frame sent from a mapping: the hint is
+/// the mapping's length. Runs on whichever thread drops the message.
+let unmapWhenSent: darkroom_zmq_release_fn = { data, hint in
+    guard let data else { return }
+    munmap(data, Int(bitPattern: hint))
+    liveMappings.subtract(1, ordering: .relaxed)
+}
