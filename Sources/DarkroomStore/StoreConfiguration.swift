@@ -57,6 +57,11 @@ public struct StoreConfiguration: Sendable {
     /// deletes this many is followed by another as soon as the requests
     /// waiting meanwhile are answered.
     public var expiryBatch: Int = 500
+    /// The most blob files mapped at once for GET-REPLYs, sent or waiting
+    /// for their readers: a quarter of the kernel's default map table
+    /// (`vm.max_map_count`, 65,530), which `malloc` needs too. A GET past
+    /// it is answered `queue-full`.
+    public var maxMappedImages: Int = 16_384
 
     public init(
         endpoint: String = Wire.Endpoint.store,

@@ -42,10 +42,6 @@ final class StoreService {
     /// wait in `held`; GET-REPLYs are dropped instead, and the client asks
     /// again.
     static let queuedPerPeer = 1_000
-    /// Mapped blob files at most, sent or waiting to be: a quarter of the
-    /// kernel's default map table (`vm.max_map_count`, 65,530), which
-    /// `malloc` needs too. A GET past it is answered `queue-full`.
-    static let maxMappedFiles = 16_384
 
     /// Replies a peer's queue had no room for, oldest first, sent as it
     /// drains: a worker's STOREDs for all its slots at once, across a slow
@@ -408,13 +404,14 @@ final class StoreService {
             return (ListReply(requestID: request.requestID, records: found).frames(), nil)
         case .get(let request):
             guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
-            guard MappedFile.live < StoreService.maxMappedFiles else {
-                throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live) images waiting for peers to read them; retry later")
-            }
             switch try records.image(of: record, variant: request.variant) {
             case .inline(let bytes):
                 return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: bytes).frames(), nil)
             case .file(let file):
+                // This one counted, mapped until the reply goes out of scope.
+                guard MappedFile.live <= configuration.maxMappedImages else {
+                    throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live - 1) images mapped for replies its peers have not read; retry later")
+                }
                 // Every frame but the image, which follows from the file.
                 let frames = GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames()
                 return (Array(frames.dropLast()), file)

@@ -306,6 +306,62 @@ import Testing
         #expect(try client.stats().records == UInt64(rounds * slots))
     }
 
+    /// A GET of an image kept in a file maps it until the reply has left;
+    /// past the node's cap on mappings it is answered `queue-full`, while an
+    /// inline image, never mapped, is not limited. With a cap of one, GETs
+    /// asked one after another all come back: each reply's mapping is
+    /// released once libzmq has sent it (retried for the moment its I/O
+    /// thread may take to let go of the last one).
+    @Test func mappedImagesAreCappedAndReleasedOnceSent() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let big = fullJPEG(seed: 90, bytes: 6000)
+        let small = fullJPEG(seed: 91)
+        let thumb = thumbJPEG(seed: 91)
+        do {
+            let none = try startNode(context, directory: directory.storePath, threshold: 4096, maxMappedImages: 0)
+            defer { none.stop(); none.wait() }
+            let client = try StoreClient(context, node: none)
+            let file = try client.store(job: ULIDGenerator.shared.next(), full: big, thumb: thumb).recordID
+            let inline = try client.store(job: ULIDGenerator.shared.next(), full: small, thumb: thumb).recordID
+            guard case .error(let refused) = try client.get(file, .full) else {
+                Issue.record("a GET of a file-backed image past the cap was not refused")
+                return
+            }
+            #expect(refused.code == .queueFull)
+            #expect(refused.reason.contains("not read"), "\(refused.reason)")
+            guard case .getReply(let got) = try client.get(inline, .full) else {
+                Issue.record("a GET of an inline image was refused")
+                return
+            }
+            #expect(got.image == small)
+        }
+        let one = try startNode(context, directory: directory.storePath, threshold: 4096, maxMappedImages: 1)
+        defer { one.stop() }
+        let client = try StoreClient(context, node: one)
+        let records = try client.list(limit: 10)
+        let file = try #require(records.first { $0.full.bytes == UInt64(big.count) }).id
+        var refusals = 0
+        for index in 0..<20 {
+            var answered = false
+            for _ in 0..<200 where !answered {
+                switch try client.get(file, .full) {
+                case .getReply(let got):
+                    #expect(got.image == big, "GET \(index)")
+                    answered = true
+                case .error(let error) where error.code == .queueFull:
+                    refusals += 1
+                    Thread.sleep(forTimeInterval: 0.005)
+                case let other:
+                    Issue.record("GET \(index) answered \(other.command.name)")
+                    return
+                }
+            }
+            #expect(answered, "GET \(index) was refused 200 times: a sent reply's mapping was never released")
+        }
+        print("mapped images: 20 GETs with a cap of 1 mapping, \(refusals) refusal(s) while the last reply was still leaving")
+    }
+
     @Test func restartRecoversEverythingCommitted() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()
