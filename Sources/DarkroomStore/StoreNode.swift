@@ -58,7 +58,12 @@ public final class StoreNode: Sendable {
     /// Records, bytes and STOREs answered, for metrics: what the service
     /// thread last published, read without touching its socket or database.
     /// Zero until the node has started.
-    public var metrics: StoreMetrics { board.current }
+    public var metrics: StoreMetrics {
+        var metrics = board.current
+        // Read now: libzmq's I/O thread unmaps as replies leave.
+        metrics.mappedImages = UInt64(max(0, MappedFile.live))
+        return metrics
+    }
 
     /// The endpoint actually bound, keyed "store" (a `*` port resolved).
     public var boundEndpoints: [String: String] {
@@ -98,6 +103,15 @@ public struct StoreMetrics: Sendable, Equatable {
     public var expired: UInt64 = 0
     /// Records deleted, oldest first, to keep the images within `--keep-bytes`.
     public var evicted: UInt64 = 0
+    /// Replies waiting in the node's own list because their peer's ZeroMQ
+    /// queue was full (a worker's STOREDs behind a slow link).
+    public var heldReplies: UInt64 = 0
+    /// Replies dropped since the node started because their peer had left
+    /// that many unread: GET-REPLYs past ZeroMQ's queue, or any reply past
+    /// the held list's limit.
+    public var droppedReplies: UInt64 = 0
+    /// Blob files mapped for GET-REPLYs now, sent or waiting for their readers.
+    public var mappedImages: UInt64 = 0
 
     public init() {}
 }

@@ -246,8 +246,11 @@ final class StoreService {
             // Past the byte cap: the oldest go right after these replies.
             if bytesOverCap > 0 { nextExpiry = 0 }
         }
+        // Published before the replies: a client that has its answer reads
+        // totals that count it.
         board.publish(metrics)
         for reply in replies { send(reply) }
+        countHeld()
     }
 
     /// Decodes one message. Returns the requests that need the database;
@@ -485,11 +488,13 @@ final class StoreService {
     private func hold(_ reply: Reply) {
         let peer = Wire.peerName(reply.peer)
         if reply.isImage {
+            metrics.droppedReplies += 1
             logger.warn("store GET-REPLY to peer \(peer) dropped: \(StoreService.queuedPerPeer) replies wait for it to read; it will ask again")
             return
         }
         var queue = held[reply.peer] ?? HeldReplies()
         guard queue.count < Wire.Limit.queuedPerPeer else {
+            metrics.droppedReplies += 1
             if !queue.overflowed { logger.warn("store reply to peer \(peer) dropped: \(queue.count) replies wait for it to read") }
             queue.overflowed = true
             held[reply.peer] = queue
@@ -519,6 +524,15 @@ final class StoreService {
             held[peer] = queue.count == 0 ? nil : queue
         }
         heldRetry = progress ? 1 : min(heldRetry * 2, 10)
+        countHeld()
+    }
+
+    /// Publishes how many replies are held now.
+    private func countHeld() {
+        let count = UInt64(held.values.reduce(0) { $0 + $1.count })
+        guard count != metrics.heldReplies else { return }
+        metrics.heldReplies = count
+        board.publish(metrics)
     }
 
     /// The next waiting request; messages over DRK1's size limit in all

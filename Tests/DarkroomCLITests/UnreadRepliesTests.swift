@@ -38,7 +38,9 @@ struct UnreadRepliesTests {
     @Test("300 unread GET-REPLYs of an 8 MiB image leave the storage node's heap where it was, and arrive intact once read")
     func unreadImagesCostNoHeap() throws {
         let h = try SystemHarness()
-        try h.startStore()
+        try h.start("store", ["store", "--data", h.dir.path("data"), "--bind", h.store, "--metrics", "127.0.0.1:0"])
+        try h.waitUntil("the store answers") { try h.run(["status", "--check", "--only", "store", "--store", h.store, "--timeout", "1"]).status == 0 }
+        let metricsPort = try MetricsSystemTests.metricsPort(h, "store")
         guard let pid = h.processes["store"]?.processIdentifier else {
             Issue.record("no storage node process")
             return
@@ -91,6 +93,10 @@ struct UnreadRepliesTests {
         print("unread replies: storage node RssAnon \(before >> 20) MiB before \(gets) GETs of \(full.count >> 20) MiB, \(after >> 20) MiB after")
         // Copied, they would be 2,400 MiB.
         #expect(grown < 256 << 20, "the node's heap grew by \(grown >> 20) MiB with \(gets) unread replies")
+        let waiting = try HTTPProbe.scrape(port: metricsPort)
+        // The client's queue and the sockets' buffers take the first few.
+        #expect((waiting["darkroom_store_images_mapped"] ?? 0) >= Double(gets - 10), "\(waiting["darkroom_store_images_mapped"] ?? -1) mapped")
+        #expect(waiting["darkroom_store_replies_dropped_total"] == 0)
 
         // Deleted while its replies wait: the mapped bytes stay as they were.
         try reader.send(DeleteRequest(requestID: 2, id: stored.recordID).frames())
@@ -112,6 +118,10 @@ struct UnreadRepliesTests {
             if received == 1 || received == gets { #expect(SHA256.hex(got.image) == fullHash, "reply \(received)") }
         }
         #expect(received == gets && requestIDs.count == gets, "\(received) of \(gets) GET-REPLYs read")
+        // Each mapping goes once its reply has left.
+        try h.waitUntil("the mappings are released", timeout: .seconds(10)) {
+            try HTTPProbe.scrape(port: metricsPort)["darkroom_store_images_mapped"] == 0
+        }
         #expect(h.signal("store", SIGTERM) == 0)
     }
 }

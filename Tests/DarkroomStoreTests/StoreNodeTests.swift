@@ -304,6 +304,8 @@ import Testing
             #expect(answered.values.reduce(0, +) == slots + resent, "round \(round)")
         }
         #expect(try client.stats().records == UInt64(rounds * slots))
+        #expect(node.metrics.droppedReplies == 0)
+        #expect(node.metrics.heldReplies == 0, "every held STORED was sent")
     }
 
     /// A GET of an image kept in a file maps it until the reply has left;

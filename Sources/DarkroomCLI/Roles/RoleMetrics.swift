@@ -146,6 +146,12 @@ enum RoleMetrics {
                      [.init(count: metrics.expired)])
         text.counter("darkroom_store_records_evicted_total", help: "Records deleted, oldest first, to keep the images within --keep-bytes since the node started.",
                      [.init(count: metrics.evicted)])
+        text.gauge("darkroom_store_replies_held", help: "Replies waiting for a peer whose queue is full (a worker's STOREDs behind a slow link), sent in order as it reads.",
+                   [.init(count: metrics.heldReplies)])
+        text.counter("darkroom_store_replies_dropped_total", help: "Replies dropped since the node started because their peer left 1,000 unread (GET-REPLYs) or more than the held list keeps.",
+                     [.init(count: metrics.droppedReplies)])
+        text.gauge("darkroom_store_images_mapped", help: "Blob files mapped for GET-REPLYs, sent or waiting for their readers; past 16,384 a GET is answered queue-full.",
+                   [.init(count: metrics.mappedImages)])
     }
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
