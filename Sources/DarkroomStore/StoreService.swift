@@ -387,7 +387,8 @@ final class StoreService {
     /// Runs one request; with `isolated`, a write runs in its own savepoint.
     /// What it adds to the totals goes into `change`, what it takes away
     /// into `removed`. Returns the reply's frames, and for a GET of an
-    /// image kept in a file, that file, to be sent as the last frame.
+    /// image kept in a file, that file, to be sent as the last frame (the
+    /// image's, left empty in the frames).
     private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> ([[UInt8]], MappedFile?) {
         switch message {
         case .store(let request):
@@ -415,9 +416,8 @@ final class StoreService {
                 guard MappedFile.live <= configuration.maxMappedImages else {
                     throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live - 1) images mapped for replies its peers have not read; retry later")
                 }
-                // Every frame but the image, which follows from the file.
-                let frames = GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames()
-                return (Array(frames.dropLast()), file)
+                // The image frame, last, is sent from the file.
+                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), file)
             }
         case .delete(let request):
             let deleted = try write(isolated) { try records.delete(matching: request.id) }
@@ -462,7 +462,7 @@ final class StoreService {
     private func attempt(_ reply: Reply) -> Attempt {
         do {
             if let file = reply.file {
-                try socket.send(reply.frames, then: file, dontWait: true)
+                try socket.send(reply.frames, file: file, at: reply.frames.count - 1, dontWait: true)
             } else {
                 try socket.send(reply.frames, dontWait: true)
             }
@@ -570,7 +570,8 @@ final class StoreService {
 }
 
 /// A reply, its frames led by the peer's identity; for a GET of an image
-/// kept in a file, that file, sent as the last frame without being copied.
+/// kept in a file, that file, sent without being copied in place of the
+/// last frame (the image's, left empty).
 private struct Reply {
     let frames: [[UInt8]]
     let file: MappedFile?

@@ -23,11 +23,14 @@ import Darwin
 /// mapped bytes as they were. Darkroom maps only files written once under
 /// their final name and never changed after (the storage node's blob files).
 ///
-/// Threading: owned by one thread, as a socket is; not `Sendable`. Once
-/// sent, the mapping belongs to libzmq, which unmaps it from its I/O thread
-/// when the frame has left (`munmap` may be called from any thread).
-public final class MappedFile {
-    private var base: UnsafeMutableRawPointer?
+/// Threading: `Sendable`, so that one thread can map a file and another
+/// send it (the broker reads a job's input on its core thread and sends it
+/// from the thread that owns the backend socket). Its one mutable state,
+/// the mapping it owns, is behind a lock; the mapped bytes are read-only.
+/// Once sent, the mapping belongs to libzmq, which unmaps it from its I/O
+/// thread when the frame has left (`munmap` may be called from any thread).
+public final class MappedFile: Sendable {
+    private let base: Mutex<UnsafeMutableRawPointer?>
     /// The file's size, the frame's length.
     public let count: Int
 
@@ -62,21 +65,27 @@ public final class MappedFile {
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), mapped != MAP_FAILED else {
             throw failure("mmap")
         }
-        base = mapped
+        base = Mutex(mapped)
         count = size
         liveMappings.add(1, ordering: .relaxed)
     }
 
     deinit {
-        if let base {
-            munmap(base, count)
+        if let mapped = base.withLock({ $0 }) {
+            munmap(mapped, count)
             liveMappings.subtract(1, ordering: .relaxed)
         }
     }
 
-    /// Calls `body` with the mapped bytes; empty once the file has been sent.
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: base.map { UnsafeRawPointer($0) }, count: base == nil ? 0 : count))
+    /// Calls `body` with the mapped bytes (none once the file has been
+    /// sent) and returns what it makes of them, such as a digest. The lock
+    /// is held meanwhile, so the file cannot be sent, and unmapped, while
+    /// `body` reads it.
+    public func withUnsafeBytes<Result: Sendable>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let count = self.count
+        return base.withLock { mapped in
+            body(UnsafeRawBufferPointer(start: mapped.map { UnsafeRawPointer($0) }, count: mapped == nil ? 0 : count))
+        }
     }
 
     /// Hands the mapping to `send`, which gives it to libzmq with
@@ -84,10 +93,12 @@ public final class MappedFile {
     /// and returns whether libzmq took it. This object no longer owns it
     /// either way: when libzmq did not take it, it is unmapped here.
     func handOver(_ send: (UnsafeMutableRawPointer, Int) -> Bool) {
-        guard let base else { return }
-        self.base = nil
-        if !send(base, count) {
-            munmap(base, count)
+        guard let mapped = base.withLock({ value -> UnsafeMutableRawPointer? in
+            defer { value = nil }
+            return value
+        }) else { return }
+        if !send(mapped, count) {
+            munmap(mapped, count)
             liveMappings.subtract(1, ordering: .relaxed)
         }
     }

@@ -138,32 +138,38 @@ public final class Socket {
         }
     }
 
-    /// Sends `frames` and then the bytes of `file` as the message's last
-    /// frame, without copying them (see `MappedFile`).
+    /// Sends `frames` with the bytes of `file`, not copied, in place of
+    /// `frames[position]` (a placeholder, normally empty): see `MappedFile`.
+    /// `position` is at least 1, so the first frame goes first.
     ///
     /// When the first frame is refused (`EAGAIN` past the high-water mark,
     /// or a ROUTER's unreachable peer), nothing is sent and `file` keeps its
-    /// mapping, to be sent again or dropped. Once the frames have gone, the
-    /// mapping is libzmq's whether or not the last frame is accepted: it is
+    /// mapping, to be sent again or dropped. Once the first frame has gone,
+    /// the mapping is libzmq's whether or not its frame is accepted: it is
     /// unmapped when the frame has left, or at once if it failed.
-    public func send(_ frames: [[UInt8]], then file: MappedFile, dontWait: Bool = false) throws {
+    public func send(_ frames: [[UInt8]], file: MappedFile, at position: Int, dontWait: Bool = false) throws {
+        precondition(position >= 1 && position < frames.count, "the file's frame must follow the first frame")
         let handle = try openHandle("zmq_send")
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        for frame in frames {
-            let frameFlags = flags | ZMQ_SNDMORE
+        let last = frames.count - 1
+        for (index, frame) in frames.enumerated() {
+            let frameFlags = index < last ? flags | ZMQ_SNDMORE : flags
+            if index == position {
+                var result: Int32 = 0
+                file.handOver { base, count in
+                    var taken: Int32 = 0
+                    result = darkroom_zmq_send_owned(handle, base, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count), frameFlags, &taken)
+                    return taken != 0
+                }
+                if result < 0 { throw ZMQError.last("zmq_msg_send") }
+                continue
+            }
             try zmqCall("zmq_send") {
                 frame.withUnsafeBytes { bytes in
                     zmq_send(handle, bytes.baseAddress, bytes.count, frameFlags)
                 }
             }
         }
-        var result: Int32 = 0
-        file.handOver { base, count in
-            var taken: Int32 = 0
-            result = darkroom_zmq_send_owned(handle, base, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count), flags, &taken)
-            return taken != 0
-        }
-        if result < 0 { throw ZMQError.last("zmq_msg_send") }
     }
 
     /// Sends a single-frame message.

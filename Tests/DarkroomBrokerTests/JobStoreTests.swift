@@ -139,7 +139,7 @@ final class StoreBench {
         var leases: [Lease] = []
         for _ in 0..<4 {
             let (lease, payload) = try unwrap(try bench.dispatch())
-            #expect(payload?.image == images[lease.job.id], "a JOB carries the submitted bytes")
+            #expect(payload?.input == images[lease.job.id], "a JOB carries the submitted bytes")
             #expect(payload?.pipeline == "crop:square")
             leases.append(lease)
         }
@@ -309,7 +309,7 @@ final class StoreBench {
         let inline = try bench.accept()
         let leased = [try unwrap(try bench.dispatch()), try unwrap(try bench.dispatch())]
         #expect(Set(leased.map(\.lease.job.id)) == [withFile, inline])
-        #expect(leased.allSatisfy { $0.payload?.image.isEmpty == false })
+        #expect(leased.allSatisfy { $0.payload?.input.isEmpty == false })
         let now = bench.driver.now
         try bench.write(try unwrap(bench.driver.plan {
             $0.planDone(Done(jobID: stored, attempt: 1, recordID: stored), from: StateDriver.identity("w1"), dead: nil, now: now) }))
@@ -342,7 +342,7 @@ final class StoreBench {
         bench.driver.register("w2", credit: 1)
         let (lease, payload) = try unwrap(try bench.dispatch())
         #expect(lease.job.id == last)
-        #expect(payload?.image.isEmpty == false)
+        #expect(payload?.input.isEmpty == false)
         try bench.commit()
         #expect(try bench.summary == bench.expected)
     }

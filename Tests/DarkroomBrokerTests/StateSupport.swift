@@ -202,3 +202,10 @@ func expectEqual<T: Equatable>(_ actual: T, _ expected: T, _ comment: Comment? =
 func check(_ condition: Bool, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(condition, comment, sourceLocation: sourceLocation)
 }
+
+extension JobPayload {
+    /// The input a JOB carries, whether inline or sent from its mapped file.
+    var input: [UInt8] {
+        file.map { $0.withUnsafeBytes { Array($0) } } ?? image
+    }
+}

@@ -8,14 +8,38 @@ import Testing
 import Glibc
 #endif
 
-/// A client that asks the storage node for a large image hundreds of times
-/// and reads none of the replies must not cost the node the images' bytes
-/// in memory: a GET of an image kept in a blob file sends the file mapped,
-/// not copied, so what waits in ZeroMQ's queue for that client is page
-/// cache. Against a real `darkroom store` process, measured by its
-/// anonymous (heap) memory, with the blob deleted while the replies wait.
-@Suite("Replies a client does not read", .serialized)
+/// A peer that is sent large images and reads none of them must not cost
+/// the server the images' bytes in memory. The storage node sends an image
+/// kept in a blob file, and the broker a job's input kept in a file,
+/// mapped, not copied, so what waits in ZeroMQ's queue for that peer is
+/// page cache. Against real `darkroom store` and `darkroom broker`
+/// processes, measured by their anonymous (heap) memory.
+@Suite("Messages a peer does not read", .serialized)
 struct UnreadRepliesTests {
+    /// A real JPEG's header and scan, then `padding` bytes the checks do
+    /// not read (they stop at the first scan), with its size.
+    static func paddedJPEG(seed: UInt64, padding: Int) throws -> (bytes: [UInt8], size: Size) {
+        let size = Size(width: 64, height: 48)
+        let small = try JPEG.encode(SamplePhoto.render(size, seed: seed), options: EncodeOptions(quality: 85))
+        var pattern = [UInt8](repeating: 0, count: padding)
+        for index in pattern.indices { pattern[index] = UInt8(truncatingIfNeeded: (index &+ Int(seed)) &* 2_654_435_761 >> 13) }
+        return (small + pattern, size)
+    }
+
+    /// Waits until the process's CPU time has stopped growing for about a second.
+    static func waitUntilIdle(_ pid: Int32, while doing: () throws -> Void = {}) rethrows {
+        var last = cpuTicks(of: pid) ?? 0
+        var still = 0
+        let deadline = Date().addingTimeInterval(120)
+        while still < 3 && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.3)
+            try doing()
+            let now = cpuTicks(of: pid) ?? 0
+            still = now == last ? still + 1 : 0
+            last = now
+        }
+    }
+
     /// The node's anonymous resident memory (`RssAnon`), in bytes.
     static func anonymousMemory(of pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
@@ -45,13 +69,9 @@ struct UnreadRepliesTests {
             Issue.record("no storage node process")
             return
         }
-        // A real 64x48 JPEG header and scan, then 8 MiB the checks do not
-        // read (they stop at the first scan): a blob file, stored as sent.
-        let size = Size(width: 64, height: 48)
+        // 8 MiB: a blob file, stored as sent.
+        let (full, size) = try Self.paddedJPEG(seed: 7, padding: 8 << 20)
         let small = try JPEG.encode(SamplePhoto.render(size, seed: 7), options: EncodeOptions(quality: 85))
-        var pattern = [UInt8](repeating: 0, count: 8 << 20)
-        for index in pattern.indices { pattern[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
-        let full = small + pattern
         let fullHash = SHA256.hex(full)
 
         let context = try Context()
@@ -79,15 +99,7 @@ struct UnreadRepliesTests {
             try idle.send(GetRequest(requestID: UInt64(index + 1), id: stored.recordID, variant: .full).frames())
         }
         // Answered when the node's CPU time stops growing.
-        var last = Self.cpuTicks(of: pid) ?? 0
-        var still = 0
-        let deadline = Date().addingTimeInterval(120)
-        while still < 3 && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.3)
-            let now = Self.cpuTicks(of: pid) ?? 0
-            still = now == last ? still + 1 : 0
-            last = now
-        }
+        try Self.waitUntilIdle(pid)
         let after = try #require(Self.anonymousMemory(of: pid))
         let grown = after - before
         print("unread replies: storage node RssAnon \(before >> 20) MiB before \(gets) GETs of \(full.count >> 20) MiB, \(after >> 20) MiB after")
@@ -123,5 +135,68 @@ struct UnreadRepliesTests {
             try HTTPProbe.scrape(port: metricsPort)["darkroom_store_images_mapped"] == 0
         }
         #expect(h.signal("store", SIGTERM) == 0)
+    }
+
+    @Test("a worker that asks for 40 jobs of 8 MiB and reads none leaves the broker's heap where it was; the JOBs arrive intact once read")
+    func unreadJobsCostTheBrokerNoHeap() throws {
+        let h = try SystemHarness()
+        try h.startBroker(["--metrics", "127.0.0.1:0"])
+        let metricsPort = try MetricsSystemTests.metricsPort(h, "broker")
+        guard let pid = h.processes["broker"]?.processIdentifier else {
+            Issue.record("no broker process")
+            return
+        }
+        let jobs = 40
+        let folder = h.dir.url.appendingPathComponent("big")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var sizes: Set<Int> = []
+        for index in 0..<jobs {
+            let (bytes, _) = try Self.paddedJPEG(seed: UInt64(index + 1), padding: 8 << 20)
+            sizes.insert(bytes.count)
+            try Data(bytes).write(to: folder.appendingPathComponent(String(format: "big-%02d.jpg", index)))
+        }
+        let submit = try h.run(["submit", folder.path, "--ops", "grayscale", "--time-limit", "60s"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        try Self.waitUntilIdle(pid)
+        let before = try #require(Self.anonymousMemory(of: pid))
+
+        // A worker whose queue takes one message, asking for every job.
+        let context = try Context()
+        let worker = try context.socket(.dealer)
+        try worker.setLinger(milliseconds: 0)
+        try worker.setReceiveHighWaterMark(1)
+        try worker.connect(h.backend)
+        try worker.send(Ready(workerID: "idle-worker", host: "test", pid: 1, slots: UInt32(jobs)).frames())
+        try worker.send(Credit(count: UInt32(jobs)).frames())
+        // Its heartbeats keep it alive while it reads nothing.
+        let heartbeat = BackendMessage.heartbeat.frames()
+        try h.waitUntil("every job is dispatched", timeout: .seconds(60)) {
+            try worker.send(heartbeat)
+            Thread.sleep(forTimeInterval: 0.2)
+            return try HTTPProbe.scrape(port: metricsPort)["darkroom_broker_jobs_in_flight"] == Double(jobs)
+        }
+        try Self.waitUntilIdle(pid) { try worker.send(heartbeat) }
+        let after = try #require(Self.anonymousMemory(of: pid))
+        let grown = after - before
+        print("unread jobs: broker RssAnon \(before >> 20) MiB before \(jobs) JOBs of 8 MiB, \(after >> 20) MiB after")
+        // Copied, they would be 320 MiB.
+        #expect(grown < 96 << 20, "the broker's heap grew by \(grown >> 20) MiB with \(jobs) unread JOBs")
+
+        try worker.setReceiveTimeout(milliseconds: 20_000)
+        var received: Set<String> = []
+        while received.count < jobs, let frames = try worker.receive() {
+            switch try BackendMessage.decode(frames, to: .peer) {
+            case .job(let job):
+                received.insert(job.jobID.description)
+                #expect(sizes.contains(job.image.count), "job \(job.jobID): \(job.image.count) bytes")
+                #expect(job.timeLimit == 60)
+            case .heartbeat:
+                continue
+            case let other:
+                Issue.record("the worker was sent \(other)")
+            }
+        }
+        #expect(received.count == jobs, "\(received.count) of \(jobs) JOBs read")
+        #expect(h.signal("broker", SIGTERM) == 0)
     }
 }

@@ -83,16 +83,6 @@ struct NewJob: Sendable, Equatable {
     var timeLimit: UInt32 = 0
 }
 
-/// What a job's JOB message carries besides its handle, as read (or kept)
-/// by the job store when the job is leased.
-struct JobPayload: Sendable {
-    var options: JobOptions
-    var pipeline: String
-    var image: [UInt8]
-    /// Seconds, 0 for none (see `NewJob.timeLimit`).
-    var timeLimit: UInt32 = 0
-}
-
 /// The two clocks a decision needs, read once: wall time (Unix ms) for
 /// what is stored and shown, monotonic time (ms) for deadlines.
 struct Moment: Sendable, Equatable {

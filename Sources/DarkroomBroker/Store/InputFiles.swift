@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomZMQ
 
 /// Input images above the inline threshold live in files in
 /// `<data>/inputs/`, named by their job id, so the queue database stays
@@ -37,9 +38,12 @@ struct InputFiles: Sendable {
         try DurableFile.syncDirectory(directory)
     }
 
-    /// Reads a file, refusing one larger than `limit` bytes before reading it.
-    func read(_ name: String, limit: Int) throws(DurableFile.Failure) -> [UInt8] {
-        try DurableFile.read(path(of: name), limit: limit)
+    /// Maps a file read-only, refusing one larger than `limit` bytes, to be
+    /// sent without being read into memory. An input file is never changed
+    /// once named (a rewrite is a new file renamed over it), which mapping
+    /// needs (see `MappedFile`).
+    func map(_ name: String, limit: Int) throws(MappedFile.Failure) -> MappedFile {
+        try MappedFile(path: path(of: name), maxBytes: limit)
     }
 
     func remove(_ name: String) {

@@ -1,6 +1,7 @@
 import DarkroomCore
 import DarkroomProtocol
 import DarkroomSQLite
+import DarkroomZMQ
 
 /// Why writing a transition failed, and what the caller must do about it.
 enum JobStoreError: Error, CustomStringConvertible {
@@ -754,10 +755,11 @@ final class JobStore {
                 throw LeaseFailure.unreadable(job.id, "its stored output flags \(stored) are not defined")
             }
             let pipeline = try row.string("pipeline")
-            let image: [UInt8]
+            var image: [UInt8] = []
+            var mapped: MappedFile?
             if let file = try row.optionalString("input_file") {
                 do {
-                    image = try inputs.read(file, limit: maxInputBytes)
+                    mapped = try inputs.map(file, limit: maxInputBytes)
                 } catch {
                     throw LeaseFailure.unreadable(job.id, "\(error)")
                 }
@@ -768,7 +770,7 @@ final class JobStore {
                 image = inline
             }
             let timeLimit = try row.integer("time_limit", as: UInt32.self)
-            return (JobPayload(options: options, pipeline: pipeline, image: image, timeLimit: timeLimit), id, state)
+            return (JobPayload(options: options, pipeline: pipeline, image: image, file: mapped, timeLimit: timeLimit), id, state)
         }
         guard let (payload, id, state) = rows.first, let payload else {
             throw BrokerError.storage("job \(job.id) has no row (rowid \(job.rowID)) in the queue database")
@@ -962,4 +964,19 @@ final class JobStore {
 /// A job's state in the `jobs` table. (A stored job has no row.)
 enum JobState: String {
     case queued, leased, dead
+}
+
+/// What a job's JOB message carries besides its handle, as read (or kept)
+/// by the job store when the job is leased.
+struct JobPayload: Sendable {
+    var options: JobOptions
+    var pipeline: String
+    /// The input, when it is inline in the queue database or kept in
+    /// memory since its submit; empty when it is `file`.
+    var image: [UInt8]
+    /// The input file mapped, when the input is kept in a file: sent as
+    /// the JOB's last frame without being read into memory.
+    var file: MappedFile? = nil
+    /// Seconds, 0 for none (see `NewJob.timeLimit`).
+    var timeLimit: UInt32 = 0
 }

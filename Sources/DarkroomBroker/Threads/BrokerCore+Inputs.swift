@@ -190,7 +190,7 @@ extension BrokerCore {
                 commit(transition, count: 1)
             case let .stopping(transition, lease, connection):
                 if let connection {
-                    delivery.backend.append((connection, CancelJob(jobID: job, attempt: lease.job.attempt).frames()))
+                    delivery.backend.append(.init(connection, CancelJob(jobID: job, attempt: lease.job.attempt).frames()))
                 }
                 logger.info("job \(job) attempt \(lease.job.attempt): asking worker \(lease.worker) to stop it")
                 commit(transition, count: 1)
@@ -300,7 +300,7 @@ extension BrokerCore {
                 logger.error("cannot settle the held jobs of worker \(worker): \(reason)")
             }
             for lease in state.cancellingLeases(of: worker) {
-                delivery.backend.append((connection, CancelJob(jobID: lease.job.id, attempt: lease.job.attempt).frames()))
+                delivery.backend.append(.init(connection, CancelJob(jobID: lease.job.id, attempt: lease.job.attempt).frames()))
                 logger.info("job \(lease.job.id) attempt \(lease.job.attempt): asking worker \(worker) again to stop it (it came back holding the job)")
             }
             if case .holding = message { return }
@@ -312,7 +312,7 @@ extension BrokerCore {
         case .holding:
             guard let worker else { break }
             logger.warn("worker \(worker) sent HOLDING other than right after READY; ignored")
-            delivery.backend.append((connection, ErrorReply(requestID: 0, code: .unexpectedCommand,
+            delivery.backend.append(.init(connection, ErrorReply(requestID: 0, code: .unexpectedCommand,
                                                             reason: "HOLDING must follow READY directly").frames()))
         case .credit(let credit):
             if let worker, let warning = state.grant(credit.count, worker: worker) { logger.warn(warning) }
@@ -349,7 +349,7 @@ extension BrokerCore {
                 // A connection the broker does not know (from before a
                 // restart, or declared dead): its results count, then it
                 // is asked to start afresh.
-                delivery.backend.append((connection, BackendMessage.disconnect.frames()))
+                delivery.backend.append(.init(connection, BackendMessage.disconnect.frames()))
             default:
                 break
             }

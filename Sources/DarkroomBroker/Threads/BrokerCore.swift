@@ -288,10 +288,17 @@ final class BrokerCore {
             switch apply(transition, now: now) {
             case .applied(let payload):
                 guard let payload, let connection = state.workers[lease.worker]?.identity else { continue }
-                delivery.backend.append((connection, JobDispatch(jobID: lease.job.id, attempt: lease.job.attempt, options: payload.options,
-                                                                  pipeline: payload.pipeline, sourceName: lease.job.source,
-                                                                  image: payload.image,
-                                                                  timeLimit: payload.timeLimit == 0 ? nil : payload.timeLimit).frames()))
+                let frames = JobDispatch(jobID: lease.job.id, attempt: lease.job.attempt, options: payload.options,
+                                         pipeline: payload.pipeline, sourceName: lease.job.source, image: payload.image,
+                                         timeLimit: payload.timeLimit == 0 ? nil : payload.timeLimit).frames()
+                if let file = payload.file {
+                    // The image frame, left empty, is sent from the file: the
+                    // last frame, or the one before the time limit (DRK1 6.1).
+                    let position = frames.count - (payload.timeLimit == 0 ? 1 : 2)
+                    delivery.backend.append(.init(connection, frames, file: file, at: position))
+                } else {
+                    delivery.backend.append(.init(connection, frames))
+                }
             case .unreadableInput(let id, let reason):
                 logger.error("job \(id) cannot be dispatched: \(reason)")
                 let failure = FailureDetail(code: "input.unreadable", reason: "the broker cannot read the job's input: \(reason)")
@@ -488,7 +495,7 @@ final class BrokerCore {
         }
         let connections = state.workers.values.map(\.identity)
         var last = Delivery()
-        for connection in connections { last.backend.append((connection, BackendMessage.disconnect.frames())) }
+        for connection in connections { last.backend.append(.init(connection, BackendMessage.disconnect.frames())) }
         if !last.isEmpty { send?(.deliver(last)) }
         send?(.finish)
         let inFlight = state.leases.count + state.held.count

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomZMQ
 import DarkroomProtocol
 import Synchronization
 
@@ -54,12 +55,29 @@ enum CoreMessage: Sendable {
 /// waited on the turn's commit, in that order.
 struct Delivery: Sendable {
     var frontend: [(client: [UInt8], frames: [[UInt8]])] = []
-    var backend: [(connection: [UInt8], frames: [[UInt8]])] = []
+    var backend: [BackendDelivery] = []
     var events: [Event] = []
     /// Connections that are no longer a worker's (it opened a new one).
     var forget: [[UInt8]] = []
 
     var isEmpty: Bool { frontend.isEmpty && backend.isEmpty && events.isEmpty && forget.isEmpty }
+}
+
+/// A message for a worker's connection. A JOB whose input is kept in a
+/// file carries that file mapped, sent without being copied in place of
+/// `frames[position]`, the image's frame, left empty (see `MappedFile`).
+struct BackendDelivery: Sendable {
+    let connection: [UInt8]
+    let frames: [[UInt8]]
+    let file: MappedFile?
+    let position: Int
+
+    init(_ connection: [UInt8], _ frames: [[UInt8]], file: MappedFile? = nil, at position: Int = 0) {
+        self.connection = connection
+        self.frames = frames
+        self.file = file
+        self.position = position
+    }
 }
 
 /// The switchboard's mailbox.

@@ -199,7 +199,9 @@ final class Switchboard {
         for connection in delivery.forget { peers[connection] = nil }
         for (client, frames) in delivery.frontend { sendFrontend(client, frames) }
         let now = BrokerCore.monotonicNow()
-        for (connection, frames) in delivery.backend { sendBackend(connection, frames, now: now) }
+        for message in delivery.backend {
+            sendBackend(message.connection, message.frames, file: message.file.map { ($0, message.position) }, now: now)
+        }
         publish(delivery.events)
     }
 
@@ -283,9 +285,15 @@ final class Switchboard {
         }
     }
 
-    private func sendBackend(_ connection: [UInt8], _ frames: [[UInt8]], now: UInt64) {
+    /// Sends to a worker's connection; `file` is sent in place of the
+    /// frame at its position (counted without the connection's frame).
+    private func sendBackend(_ connection: [UInt8], _ frames: [[UInt8]], file: (MappedFile, Int)? = nil, now: UInt64) {
         do {
-            try backend.send([connection] + frames, dontWait: true)
+            if let (mapped, position) = file {
+                try backend.send([connection] + frames, file: mapped, at: position + 1, dontWait: true)
+            } else {
+                try backend.send([connection] + frames, dontWait: true)
+            }
         } catch {
             logger.warn("message to worker \(Wire.peerName(connection)) not sent: \(error)")
         }
