@@ -15,9 +15,9 @@ final class StoreBench {
     private(set) var committedEvents: [Event] = []
     private var turnEvents: [Event] = []
 
-    init(maxPages: Int? = nil) throws {
+    init(maxPages: Int? = nil, maxMappedInputs: Int = 16_384) throws {
         directory = NSTemporaryDirectory() + "darkroom-jobstore-test-\(UUID().uuidString)"
-        store = try JobStore(directory: directory, maxInputBytes: 1 << 24, maxPages: maxPages)
+        store = try JobStore(directory: directory, maxInputBytes: 1 << 24, maxPages: maxPages, maxMappedInputs: maxMappedInputs)
         driver = StateDriver(loaded: try store.load())
     }
 
@@ -125,6 +125,27 @@ final class StoreBench {
 /// The queue database with real SQLite files: what a turn writes, what it
 /// leaves when a transition or the whole turn fails, and what comes back.
 @Suite struct JobStoreTests {
+    /// An input kept in a file goes out mapped, not read; past the cap on
+    /// mappings (here 0) it is read into memory as before, the same bytes.
+    @Test func fileInputsAreMappedUntilTheCapThenRead() throws {
+        for cap in [16_384, 0] {
+            let bench = try StoreBench(maxMappedInputs: cap)
+            let bytes = jpeg(size: 700)
+            let id = try bench.accept(bytes, file: true)
+            try bench.commit()
+            bench.driver.register("w1", slots: 1, credit: 1)
+            let (lease, payload) = try unwrap(try bench.dispatch())
+            #expect(lease.job.id == id)
+            #expect(payload?.input == bytes, "cap \(cap)")
+            if cap == 0 {
+                #expect(payload?.file == nil && payload?.image == bytes, "read into memory past the cap")
+            } else {
+                #expect(payload?.file?.count == bytes.count && payload?.image.isEmpty == true, "mapped, not read")
+            }
+            try bench.commit()
+        }
+    }
+
     @Test func committedTurnsLoadBackAsTheStateThatWroteThem() throws {
         let bench = try StoreBench()
         var images: [ULID: [UInt8]] = [:]

@@ -46,6 +46,11 @@ struct InputFiles: Sendable {
         try MappedFile(path: path(of: name), maxBytes: limit)
     }
 
+    /// Reads a file, refusing one larger than `limit` bytes before reading it.
+    func read(_ name: String, limit: Int) throws(DurableFile.Failure) -> [UInt8] {
+        try DurableFile.read(path(of: name), limit: limit)
+    }
+
     func remove(_ name: String) {
         _ = try? Posix.unlinkIfPresent(path(of: name))
     }

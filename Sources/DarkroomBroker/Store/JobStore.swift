@@ -126,6 +126,12 @@ final class JobStore {
     let warmLimit: Int
     /// The largest input file the store reads back.
     let maxInputBytes: Int
+    /// Input files mapped at most for JOBs sent or waiting to be (16,384
+    /// by default: a quarter of the kernel's default map table,
+    /// `vm.max_map_count`, 65,530, which `malloc` needs too). Many workers
+    /// each holding thousands of jobs could pass it; inputs past it are
+    /// read into memory instead.
+    let maxMappedInputs: Int
 
     /// The cap on the database's size in pages (SQLite's own, which may be
     /// above the one asked for when the database was already larger), and
@@ -139,7 +145,8 @@ final class JobStore {
     /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`);
     /// under the cap, accepts that would not leave room to dispatch and store
     /// the jobs already queued are refused (`rejected`).
-    init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20) throws {
+    init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20, maxMappedInputs: Int = 16_384) throws {
+        self.maxMappedInputs = maxMappedInputs
         self.warmLimit = warmLimit
         self.maxInputBytes = maxInputBytes
         do {
@@ -759,7 +766,13 @@ final class JobStore {
             var mapped: MappedFile?
             if let file = try row.optionalString("input_file") {
                 do {
-                    mapped = try inputs.map(file, limit: maxInputBytes)
+                    // Mapped while the process has map entries to spare;
+                    // else, or when mapping fails, read as before.
+                    if MappedFile.live < maxMappedInputs, let file = try? inputs.map(file, limit: maxInputBytes) {
+                        mapped = file
+                    } else {
+                        image = try inputs.read(file, limit: maxInputBytes)
+                    }
                 } catch {
                     throw LeaseFailure.unreadable(job.id, "\(error)")
                 }
