@@ -24,8 +24,8 @@ import Darwin
 /// their final name and never changed after (the storage node's blob files).
 ///
 /// Threading: `Sendable`, so that one thread can map a file and another
-/// send it (the broker reads a job's input on its core thread and sends it
-/// from the thread that owns the backend socket). Its one mutable state,
+/// send it (the broker maps a job's input where it reads the job's row,
+/// and sends it from the thread that owns the backend socket). Its one mutable state,
 /// the mapping it owns, is behind a lock; the mapped bytes are read-only.
 /// Once sent, the mapping belongs to libzmq, which unmaps it from its I/O
 /// thread when the frame has left (`munmap` may be called from any thread).

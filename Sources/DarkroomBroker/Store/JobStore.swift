@@ -987,8 +987,8 @@ struct JobPayload: Sendable {
     /// The input, when it is inline in the queue database or kept in
     /// memory since its submit; empty when it is `file`.
     var image: [UInt8]
-    /// The input file mapped, when the input is kept in a file: sent as
-    /// the JOB's last frame without being read into memory.
+    /// The input file mapped, when the input is kept in a file: sent in
+    /// place of the JOB's image frame without being read into memory.
     var file: MappedFile? = nil
     /// Seconds, 0 for none (see `NewJob.timeLimit`).
     var timeLimit: UInt32 = 0

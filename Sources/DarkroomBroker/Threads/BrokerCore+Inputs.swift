@@ -313,7 +313,7 @@ extension BrokerCore {
             guard let worker else { break }
             logger.warn("worker \(worker) sent HOLDING other than right after READY; ignored")
             delivery.backend.append(.init(connection, ErrorReply(requestID: 0, code: .unexpectedCommand,
-                                                            reason: "HOLDING must follow READY directly").frames()))
+                                                                 reason: "HOLDING must follow READY directly").frames()))
         case .credit(let credit):
             if let worker, let warning = state.grant(credit.count, worker: worker) { logger.warn(warning) }
         case .done(let done):

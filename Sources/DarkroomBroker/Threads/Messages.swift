@@ -1,6 +1,6 @@
 import DarkroomCore
-import DarkroomZMQ
 import DarkroomProtocol
+import DarkroomZMQ
 import Synchronization
 
 // What the broker's threads hand each other. The switchboard thread owns
