@@ -23,7 +23,9 @@ struct JobTimeoutTests {
         let pipeline = "blur:30 | blur:30 | blur:30"
         let submitSlow = try h.run(["submit", slow.path, "--ops", pipeline, "--json"] + h.clientFlags)
         try #require(submitSlow.status == 0, "\(submitSlow.stderr)")
-        let small = try h.writeImages(1, name: "small")
+        // Tiny: it runs under the same 1 s limit, which a debug build on a
+        // busy machine must not come near.
+        let small = try h.writeImages(1, name: "small", size: Size(width: 32, height: 24))
         let submitSmall = try h.run(["submit", small.path, "--ops", "invert", "--json"] + h.clientFlags)
         try #require(submitSmall.status == 0, "\(submitSmall.stderr)")
         let slowID = try #require(SystemHarness.jsonLines(submitSlow.stdout).first?["job"] as? String)
@@ -32,8 +34,14 @@ struct JobTimeoutTests {
         try h.waitUntil("the slow job is dead", timeout: .seconds(120)) {
             try JobStoryTests.story(h, slowID)["state"] as? String == "dead"
         }
-        try h.waitUntil("the small job is stored", timeout: .seconds(120)) {
-            try JobStoryTests.story(h, smallID)["state"] as? String == "stored"
+        do {
+            try h.waitUntil("the small job is stored", timeout: .seconds(120)) {
+                try JobStoryTests.story(h, smallID)["state"] as? String == "stored"
+            }
+        } catch {
+            // Say how it ended, and what the worker logged, not only that it was not stored.
+            Issue.record("the small job: \((try? JobStoryTests.story(h, smallID)) ?? [:]); worker log: \(h.log("w").suffix(2_000))")
+            throw error
         }
 
         // One attempt, never retried: the same input would take as long again.
