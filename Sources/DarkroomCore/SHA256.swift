@@ -25,16 +25,14 @@ public struct SHA256: Sendable {
 
     /// The digest of `bytes` as 64 lowercase hex characters.
     public static func hex(_ bytes: [UInt8]) -> String {
-        var h = SHA256()
-        h.update(bytes)
-        return hexDigits(h.finalize())
+        bytes.withUnsafeBytes { hex($0) }
     }
 
-    /// The digest of bytes in memory this process does not own as an array
-    /// (a mapped file) as 64 lowercase hex characters.
+    /// The digest of bytes in memory, such as a mapped file, as 64
+    /// lowercase hex characters.
     public static func hex(_ buffer: UnsafeRawBufferPointer) -> String {
         var h = SHA256()
-        _ = darkroom_sha256_update(&h.context, buffer.baseAddress, buffer.count)
+        h.update(buffer)
         return hexDigits(h.finalize())
     }
 
@@ -52,9 +50,11 @@ public struct SHA256: Sendable {
     }
 
     public mutating func update(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            _ = darkroom_sha256_update(&context, buffer.baseAddress, buffer.count)
-        }
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    public mutating func update(_ buffer: UnsafeRawBufferPointer) {
+        _ = darkroom_sha256_update(&context, buffer.baseAddress, buffer.count)
     }
 
     /// The digest of everything passed to `update`. The hasher is then reset,

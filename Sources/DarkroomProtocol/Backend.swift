@@ -70,6 +70,9 @@ public struct Credit: WireMessage {
 ///     8 time limit   optional: u32, seconds, 1…604800 (SUBMIT frame 12)
 public struct JobDispatch: WireMessage {
     public static let command = Command.job
+    /// The image's index in `frames()` (frame 7; the optional time limit
+    /// follows it), for a sender that sends the image from elsewhere.
+    public static let imageFrame = 7
     public var jobID: ULID
     public var attempt: UInt32
     public var options: JobOptions

@@ -201,6 +201,9 @@ public struct GetRequest: WireMessage {
 ///     5 image       JPEG bytes
 public struct GetReply: WireMessage {
     public static let command = Command.getReply
+    /// The image's index in `frames()` (frame 5, the last), for a sender
+    /// that sends the image from elsewhere.
+    public static let imageFrame = 5
     public var requestID: UInt64
     public var variant: Variant
     public var record: RecordInfo

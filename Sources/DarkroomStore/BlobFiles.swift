@@ -8,10 +8,10 @@ struct BlobFileError: Error, CustomStringConvertible {
     let path: String
     let reason: String
 
-    init(operation: String, path: String, reason: String) {
-        self.operation = operation
-        self.path = path
-        self.reason = reason
+    init(_ failure: MappedFile.Failure) {
+        operation = failure.operation
+        path = failure.path
+        reason = failure.reason
     }
 
     init(_ error: PosixError) {
@@ -134,7 +134,7 @@ struct BlobFiles {
         do {
             return try MappedFile(path: path(relative), maxBytes: limit)
         } catch {
-            throw BlobFileError(operation: error.operation, path: error.path, reason: error.reason)
+            throw BlobFileError(error)
         }
     }
 

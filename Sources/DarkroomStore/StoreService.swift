@@ -348,7 +348,7 @@ final class StoreService {
         for request in pending {
             do {
                 let (frames, file) = try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)
-                replies.append(Reply([request.peer] + frames, file: file, isImage: file != nil || request.message.command == .get))
+                replies.append(Reply([request.peer] + frames, file: file, isImage: request.message.command == .get))
                 if case .store = request.message { stored += 1 }
             } catch where !isolated && request.message.writes && !(error is StoreFailure) {
                 // A StoreFailure is thrown before anything is written; any
@@ -416,7 +416,7 @@ final class StoreService {
                 guard MappedFile.live <= configuration.maxMappedImages else {
                     throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live - 1) images mapped for replies its peers have not read; retry later")
                 }
-                // The image frame, last, is sent from the file.
+                // The image frame is left empty and sent from the file.
                 return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), file)
             }
         case .delete(let request):
@@ -462,7 +462,7 @@ final class StoreService {
     private func attempt(_ reply: Reply) -> Attempt {
         do {
             if let file = reply.file {
-                try socket.send(reply.frames, file: file, at: reply.frames.count - 1, dontWait: true)
+                try socket.send(reply.frames, file: file, at: 1 + GetReply.imageFrame, dontWait: true)
             } else {
                 try socket.send(reply.frames, dontWait: true)
             }
@@ -492,36 +492,37 @@ final class StoreService {
             logger.warn("store GET-REPLY to peer \(peer) dropped: \(StoreService.queuedPerPeer) replies wait for it to read; it will ask again")
             return
         }
-        var queue = held[reply.peer] ?? HeldReplies()
-        guard queue.count < Wire.Limit.queuedPerPeer else {
+        // Changed in place in the dictionary: a copy taken out and put
+        // back would copy every held reply on each change.
+        if held[reply.peer] == nil { heldRetry = 1 }
+        guard held[reply.peer, default: HeldReplies()].count < Wire.Limit.queuedPerPeer else {
             metrics.droppedReplies += 1
-            if !queue.overflowed { logger.warn("store reply to peer \(peer) dropped: \(queue.count) replies wait for it to read") }
-            queue.overflowed = true
-            held[reply.peer] = queue
+            if held[reply.peer]?.overflowed == false {
+                logger.warn("store reply to peer \(peer) dropped: \(Wire.Limit.queuedPerPeer) replies wait for it to read")
+            }
+            held[reply.peer]?.overflowed = true
             return
         }
-        if queue.count == 0 { heldRetry = 1 }
-        queue.append(reply)
-        held[reply.peer] = queue
+        held[reply.peer, default: HeldReplies()].append(reply)
     }
 
     /// Sends what each peer's queue has room for of its held replies, in order.
     private func sendHeld() {
         var progress = false
-        for (peer, var queue) in held {
-            sending: while let reply = queue.first {
+        for peer in Array(held.keys) {
+            sending: while let reply = held[peer]?.first {
                 switch attempt(reply) {
                 case .full:
                     break sending
                 case .sent:
                     progress = true
-                    queue.removeFirst()
+                    held[peer]?.removeFirst()
                 case .dropped:
                     // The peer has gone: none of the rest can reach it.
-                    queue = HeldReplies()
+                    held[peer] = nil
                 }
             }
-            held[peer] = queue.count == 0 ? nil : queue
+            if held[peer]?.count == 0 { held[peer] = nil }
         }
         heldRetry = progress ? 1 : min(heldRetry * 2, 10)
         countHeld()

@@ -124,18 +124,7 @@ public final class Socket {
     /// `routerMandatory` throws `isHostUnreachable` for an unknown identity.
     /// An empty `frames` array sends nothing.
     public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws {
-        let handle = try openHandle("zmq_send")
-        let last = frames.count - 1
-        for (index, frame) in frames.enumerated() {
-            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-            if index < last { flags |= ZMQ_SNDMORE }
-            let frameFlags = flags
-            try zmqCall("zmq_send") {
-                frame.withUnsafeBytes { bytes in
-                    zmq_send(handle, bytes.baseAddress, bytes.count, frameFlags)
-                }
-            }
-        }
+        try send(frames, mapped: nil, dontWait: dontWait)
     }
 
     /// Sends `frames` with the bytes of `file`, not copied, in place of
@@ -149,14 +138,18 @@ public final class Socket {
     /// unmapped when the frame has left, or at once if it failed.
     public func send(_ frames: [[UInt8]], file: MappedFile, at position: Int, dontWait: Bool = false) throws {
         precondition(position >= 1 && position < frames.count, "the file's frame must follow the first frame")
+        try send(frames, mapped: (file, position), dontWait: dontWait)
+    }
+
+    private func send(_ frames: [[UInt8]], mapped: (file: MappedFile, position: Int)?, dontWait: Bool) throws {
         let handle = try openHandle("zmq_send")
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
         let last = frames.count - 1
         for (index, frame) in frames.enumerated() {
             let frameFlags = index < last ? flags | ZMQ_SNDMORE : flags
-            if index == position {
+            if let mapped, index == mapped.position {
                 var result: Int32 = 0
-                file.handOver { base, count in
+                mapped.file.handOver { base, count in
                     var taken: Int32 = 0
                     result = darkroom_zmq_send_owned(handle, base, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count), frameFlags, &taken)
                     return taken != 0

@@ -768,8 +768,8 @@ final class JobStore {
                 do {
                     // Mapped while the process has map entries to spare;
                     // else, or when mapping fails, read as before.
-                    if MappedFile.live < maxMappedInputs, let file = try? inputs.map(file, limit: maxInputBytes) {
-                        mapped = file
+                    if MappedFile.live < maxMappedInputs, let mappedFile = try? inputs.map(file, limit: maxInputBytes) {
+                        mapped = mappedFile
                     } else {
                         image = try inputs.read(file, limit: maxInputBytes)
                     }

@@ -291,14 +291,8 @@ final class BrokerCore {
                 let frames = JobDispatch(jobID: lease.job.id, attempt: lease.job.attempt, options: payload.options,
                                          pipeline: payload.pipeline, sourceName: lease.job.source, image: payload.image,
                                          timeLimit: payload.timeLimit == 0 ? nil : payload.timeLimit).frames()
-                if let file = payload.file {
-                    // The image frame, left empty, is sent from the file: the
-                    // last frame, or the one before the time limit (DRK1 6.1).
-                    let position = frames.count - (payload.timeLimit == 0 ? 1 : 2)
-                    delivery.backend.append(.init(connection, frames, file: file, at: position))
-                } else {
-                    delivery.backend.append(.init(connection, frames))
-                }
+                // With a file, the image frame is left empty and sent from it.
+                delivery.backend.append(.init(connection, frames, jobInput: payload.file))
             case .unreadableInput(let id, let reason):
                 logger.error("job \(id) cannot be dispatched: \(reason)")
                 let failure = FailureDetail(code: "input.unreadable", reason: "the broker cannot read the job's input: \(reason)")

@@ -65,18 +65,16 @@ struct Delivery: Sendable {
 
 /// A message for a worker's connection. A JOB whose input is kept in a
 /// file carries that file mapped, sent without being copied in place of
-/// `frames[position]`, the image's frame, left empty (see `MappedFile`).
+/// its image frame (`JobDispatch.imageFrame`), left empty (see `MappedFile`).
 struct BackendDelivery: Sendable {
     let connection: [UInt8]
     let frames: [[UInt8]]
-    let file: MappedFile?
-    let position: Int
+    let jobInput: MappedFile?
 
-    init(_ connection: [UInt8], _ frames: [[UInt8]], file: MappedFile? = nil, at position: Int = 0) {
+    init(_ connection: [UInt8], _ frames: [[UInt8]], jobInput: MappedFile? = nil) {
         self.connection = connection
         self.frames = frames
-        self.file = file
-        self.position = position
+        self.jobInput = jobInput
     }
 }
 

@@ -199,9 +199,7 @@ final class Switchboard {
         for connection in delivery.forget { peers[connection] = nil }
         for (client, frames) in delivery.frontend { sendFrontend(client, frames) }
         let now = BrokerCore.monotonicNow()
-        for message in delivery.backend {
-            sendBackend(message.connection, message.frames, file: message.file.map { ($0, message.position) }, now: now)
-        }
+        for message in delivery.backend { sendBackend(message.connection, message.frames, jobInput: message.jobInput, now: now) }
         publish(delivery.events)
     }
 
@@ -285,12 +283,12 @@ final class Switchboard {
         }
     }
 
-    /// Sends to a worker's connection; `file` is sent in place of the
-    /// frame at its position (counted without the connection's frame).
-    private func sendBackend(_ connection: [UInt8], _ frames: [[UInt8]], file: (MappedFile, Int)? = nil, now: UInt64) {
+    /// Sends to a worker's connection; a JOB's `jobInput` is sent in place
+    /// of its image frame (after the connection's frame).
+    private func sendBackend(_ connection: [UInt8], _ frames: [[UInt8]], jobInput: MappedFile? = nil, now: UInt64) {
         do {
-            if let (mapped, position) = file {
-                try backend.send([connection] + frames, file: mapped, at: position + 1, dontWait: true)
+            if let jobInput {
+                try backend.send([connection] + frames, file: jobInput, at: 1 + JobDispatch.imageFrame, dontWait: true)
             } else {
                 try backend.send([connection] + frames, dontWait: true)
             }
