@@ -54,6 +54,8 @@ final class StoreService {
     /// delay STOREDs behind a slow link's window, which the worker counts
     /// as round trip; 100 tries a second cost nothing.
     private var heldRetry = 1
+    /// Warnings that peers' messages cause, each kind bounded (`LogLimiter`).
+    private var warnings = LogLimiter()
 
     init(configuration: StoreConfiguration, context: Context, logger: Logger, board: StoreBoard) throws {
         self.configuration = configuration
@@ -125,6 +127,7 @@ final class StoreService {
             }
             if !held.isEmpty { sendHeld() }
             if expiryWait() == 0 { expire() }
+            warnings.flush(logger)
         }
         shutDown()
     }
@@ -132,9 +135,13 @@ final class StoreService {
     /// The poll's timeout: until the next expiry look, or sooner while
     /// replies are held.
     private func pollWait() -> Int {
-        let expiry = expiryWait()
-        guard !held.isEmpty else { return expiry }
-        return expiry < 0 ? heldRetry : min(expiry, heldRetry)
+        var wait = expiryWait()
+        if !held.isEmpty { wait = wait < 0 ? heldRetry : min(wait, heldRetry) }
+        if let flush = warnings.untilFlush() {
+            let milliseconds = Int(flush.milliseconds) + 1
+            wait = wait < 0 ? milliseconds : min(wait, milliseconds)
+        }
+        return wait
     }
 
     // MARK: Expiry and the byte cap
@@ -282,7 +289,7 @@ final class StoreService {
             // database nothing, and is refused whether or not its job
             // already has a record.
             if let failure = imageCheck.failure(of: request) {
-                logger.warn("store refused the STORE of job \(request.jobID) from peer \(Wire.peerName(peer)): \(failure.code): \(failure.reason)")
+                warnings.warn(logger, "refused STOREs", "store refused the STORE of job \(request.jobID) from peer \(Wire.peerName(peer)): \(failure.code): \(failure.reason)")
                 metrics.refused += 1
                 replies.append(Reply([peer] + ErrorReply(requestID: request.requestID, code: failure.code, reason: Wire.line(failure.reason)).frames()))
                 return nil
@@ -294,7 +301,7 @@ final class StoreService {
             replies.append(Reply([peer] + Pong(requestID: ping.requestID).frames()))
         case .error(let error):
             // Never answer an ERROR with an ERROR.
-            logger.warn("store peer \(Wire.peerName(peer)) sent ERROR \(error.code): \(error.reason)")
+            warnings.warn(logger, "ERRORs from peers", "store peer \(Wire.peerName(peer)) sent ERROR \(error.code): \(error.reason)")
         case .stored, .listReply, .getReply, .statsReply, .pong, .ok:
             let error = ProtocolError(.unexpectedCommand, "\(decoded.command.name) is a reply; the storage node only takes requests")
             reject(frames, from: peer, error, replies: &replies)
@@ -306,7 +313,7 @@ final class StoreService {
     /// itself an ERROR.
     private func reject(_ frames: [[UInt8]], from peer: [UInt8], _ error: ProtocolError, replies: inout [Reply]) {
         let command = frames.count > 1 && frames[1].count == 1 ? Wire.peerName(frames[1]) : "none"
-        logger.warn("store dropped a message from peer \(Wire.peerName(peer)), command \(command): \(error.code): \(error.reason)")
+        warnings.warn(logger, "bad messages", "store dropped a message from peer \(Wire.peerName(peer)), command \(command): \(error.code): \(error.reason)")
         if Wire.isError(frames) { return }
         replies.append(Reply([peer] + Wire.errorReply(to: frames, for: error).frames()))
     }
@@ -474,7 +481,7 @@ final class StoreService {
             if let error = error as? ZMQError, error.isHostUnreachable {
                 logger.debug("store reply to peer \(peer) dropped: the peer disconnected")
             } else {
-                logger.warn("store reply to peer \(peer) dropped: \(error)")
+                warnings.warn(logger, "replies not sent", "store reply to peer \(peer) dropped: \(error)")
             }
             return .dropped
         }
@@ -489,7 +496,7 @@ final class StoreService {
         let peer = Wire.peerName(reply.peer)
         if reply.isImage {
             metrics.droppedReplies += 1
-            logger.warn("store GET-REPLY to peer \(peer) dropped: \(StoreService.queuedPerPeer) replies wait for it to read; it will ask again")
+            warnings.warn(logger, "GET-REPLYs dropped", "store GET-REPLY to peer \(peer) dropped: \(StoreService.queuedPerPeer) replies wait for it to read; it will ask again")
             return
         }
         // Changed in place in the dictionary: a copy taken out and put
@@ -498,7 +505,7 @@ final class StoreService {
         guard held[reply.peer, default: HeldReplies()].count < Wire.Limit.queuedPerPeer else {
             metrics.droppedReplies += 1
             if held[reply.peer]?.overflowed == false {
-                logger.warn("store reply to peer \(peer) dropped: \(Wire.Limit.queuedPerPeer) replies wait for it to read")
+                warnings.warn(logger, "replies dropped", "store reply to peer \(peer) dropped: \(Wire.Limit.queuedPerPeer) replies wait for it to read")
             }
             held[reply.peer]?.overflowed = true
             return
@@ -544,7 +551,7 @@ final class StoreService {
                 return try socket.receiveWithUserID(dontWait: true, maxBytes: Int(configuration.maxMessageSize))
             } catch let oversized as Socket.Oversized {
                 let peer = oversized.firstFrame.map { Wire.peerName($0) } ?? "a peer"
-                logger.warn("dropped \(oversized) from \(peer): messages here hold at most \(configuration.maxMessageSize) bytes")
+                warnings.warn(logger, "oversized messages", "dropped \(oversized) from \(peer): messages here hold at most \(configuration.maxMessageSize) bytes")
             }
         }
     }

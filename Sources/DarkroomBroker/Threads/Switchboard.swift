@@ -44,6 +44,8 @@ final class Switchboard {
     private let backlog: Backlog
     private let pipelines = PipelineCache()
     private var subscriptions = EventSubscriptions()
+    /// Warnings that peers' messages cause, each kind bounded (`LogLimiter`).
+    private var warnings = LogLimiter()
 
     /// A worker connection: known from its READY until it disconnects, falls
     /// silent, or the core forgets it.
@@ -134,6 +136,7 @@ final class Switchboard {
                 handOver()
                 if drained { checkLiveness(now: BrokerCore.monotonicNow()) }
                 sendHeartbeats(now: BrokerCore.monotonicNow())
+                warnings.flush(logger)
                 board.hear(now: now) { peers.mapValues(\.lastReceived) }
             } catch let error as ZMQError where error.isInterrupted {
                 continue
@@ -222,7 +225,7 @@ final class Switchboard {
             // back, and it is told DISCONNECT; its next connection is
             // refused by the ZAP handler.
             if peers.removeValue(forKey: connection) != nil {
-                logger.warn("backend: worker connection \(Wire.peerName(connection)) uses a revoked key; disconnected")
+                warnings.warn(logger, "backend: revoked keys", "backend: worker connection \(Wire.peerName(connection)) uses a revoked key; disconnected")
                 forward.append(.backend(.disconnect, connection: connection))
                 sendBackend(connection, BackendMessage.disconnect.frames(), now: now)
             }
@@ -248,7 +251,7 @@ final class Switchboard {
         case .disconnect:
             peers[connection] = nil
         case .error(let error):
-            logger.warn("backend: \(Wire.peerName(connection)) sent ERROR \(error.code): \(error.reason)")
+            warnings.warn(logger, "backend: ERRORs from workers", "backend: \(Wire.peerName(connection)) sent ERROR \(error.code): \(error.reason)")
             return
         case .ping(let ping):
             // A health probe (a worker key checking what a worker reaches):
@@ -293,7 +296,7 @@ final class Switchboard {
                 try backend.send([connection] + frames, dontWait: true)
             }
         } catch {
-            logger.warn("message to worker \(Wire.peerName(connection)) not sent: \(error)")
+            warnings.warn(logger, "backend: messages not sent", "message to worker \(Wire.peerName(connection)) not sent: \(error)")
         }
         peers[connection]?.lastSent = now
     }
@@ -332,7 +335,7 @@ final class Switchboard {
         }
         if let role, !admitted(role) {
             let reason = "this connection's key has been revoked"
-            logger.warn("frontend: client \(Wire.peerName(client)) refused: \(reason)")
+            warnings.warn(logger, "frontend: refused clients", "frontend: client \(Wire.peerName(client)) refused: \(reason)")
             if case .submit(let submit) = message {
                 sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
             } else if message.command != .error {
@@ -342,7 +345,7 @@ final class Switchboard {
         }
         if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
             let reason = Permissions.refusal(role: role, message.command)
-            logger.warn("frontend: client \(Wire.peerName(client)) refused: \(reason)")
+            warnings.warn(logger, "frontend: refused clients", "frontend: client \(Wire.peerName(client)) refused: \(reason)")
             if case .submit(let submit) = message {
                 sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
             } else {
@@ -384,11 +387,11 @@ final class Switchboard {
         case .resume(let request):
             forward.append(.pause(paused: false, requestID: request.requestID, client: client))
         case .error(let error):
-            logger.warn("frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
+            warnings.warn(logger, "frontend: ERRORs from clients", "frontend: client \(Wire.peerName(client)) sent ERROR \(error.code) for request \(error.requestID): \(error.reason)")
         case .accepted, .rejected, .statusReply, .replayEnd, .event, .deadListReply, .jobInfoReply, .jobListReply, .pong, .ok:
             // Not reached: decoding for the server refuses replies.
             let reason = "\(message.command.name) is sent by the broker, not to it"
-            logger.warn("frontend: client \(Wire.peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
+            warnings.warn(logger, "frontend: bad messages", "frontend: client \(Wire.peerName(client)) command 0x\(String(message.command.rawValue, radix: 16)): \(reason)")
             sendFrontend(client, ErrorReply(requestID: 0, code: .unexpectedCommand, reason: reason).frames())
         }
     }
@@ -430,7 +433,7 @@ final class Switchboard {
         do {
             try frontend.send([client] + frames, dontWait: true)
         } catch {
-            logger.warn("reply to client \(Wire.peerName(client)) not sent: \(error)")
+            warnings.warn(logger, "frontend: replies not sent", "reply to client \(Wire.peerName(client)) not sent: \(error)")
         }
     }
 
@@ -568,7 +571,7 @@ final class Switchboard {
                     .map { (frames: $0.frames, role: $0.userID) }
             } catch let oversized as Socket.Oversized {
                 let peer = oversized.firstFrame.map { Wire.peerName($0) } ?? "a peer"
-                logger.warn("dropped \(oversized) from \(peer): DRK1 messages hold at most \(Wire.maxMessageSize) bytes")
+                warnings.warn(logger, "oversized messages", "dropped \(oversized) from \(peer): DRK1 messages hold at most \(Wire.maxMessageSize) bytes")
                 // Still a sign of life from a worker (section 7).
                 if socket === backend, let connection = oversized.firstFrame, peers[connection] != nil {
                     peers[connection]?.lastReceived = BrokerCore.monotonicNow()
@@ -584,7 +587,7 @@ final class Switchboard {
     /// Logs a message that did not decode and answers it with ERROR (never an ERROR with an ERROR).
     private func rejectMalformed(_ body: [[UInt8]], _ error: ProtocolError, socket: String, identity: [UInt8], send: ([[UInt8]]) -> Void) {
         let commandByte = body.count > 1 && body[1].count == 1 ? "0x" + String(body[1][0], radix: 16) : "none"
-        logger.warn("\(socket): bad message from \(Wire.peerName(identity)), command \(commandByte): \(error.code): \(error.reason)")
+        warnings.warn(logger, "\(socket): bad messages", "\(socket): bad message from \(Wire.peerName(identity)), command \(commandByte): \(error.code): \(error.reason)")
         if Wire.isError(body) { return }
         send(Wire.errorReply(to: body, for: error).frames())
     }
