@@ -62,6 +62,13 @@ public struct StoreConfiguration: Sendable {
     /// (`vm.max_map_count`, 65,530), which `malloc` needs too. A GET past
     /// it is answered `queue-full`.
     public var maxMappedImages: Int = 16_384
+    /// The most bytes of inline images (those kept in the database) copied
+    /// for GET-REPLYs and not yet sent, in all the node's queues: with
+    /// ZeroMQ's 1,000 messages a connection, a client that asks for
+    /// images of up to `externalBlobThreshold` and reads none holds about
+    /// 100 MB, and many such connections could hold any amount. A GET
+    /// past it is answered `queue-full`.
+    public var maxQueuedImageBytes: Int = 256 << 20
 
     public init(
         endpoint: String = Wire.Endpoint.store,

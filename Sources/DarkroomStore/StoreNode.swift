@@ -62,6 +62,7 @@ public final class StoreNode: Sendable {
         var metrics = board.current
         // Read now: libzmq's I/O thread unmaps as replies leave.
         metrics.mappedImages = UInt64(max(0, MappedFile.live))
+        metrics.queuedImageBytes = UInt64(max(0, CopiedFrame.liveBytes))
         return metrics
     }
 
@@ -112,6 +113,9 @@ public struct StoreMetrics: Sendable, Equatable {
     public var droppedReplies: UInt64 = 0
     /// Blob files mapped for GET-REPLYs now, sent or waiting for their readers.
     public var mappedImages: UInt64 = 0
+    /// Bytes of inline images copied for GET-REPLYs now, sent or waiting
+    /// for their readers.
+    public var queuedImageBytes: UInt64 = 0
 
     public init() {}
 }

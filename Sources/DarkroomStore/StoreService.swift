@@ -354,8 +354,8 @@ final class StoreService {
         var removed = StoreMetrics()
         for request in pending {
             do {
-                let (frames, file) = try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)
-                replies.append(Reply([request.peer] + frames, file: file, isImage: request.message.command == .get))
+                let (frames, image) = try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)
+                replies.append(Reply([request.peer] + frames, image: image, isImage: request.message.command == .get))
                 if case .store = request.message { stored += 1 }
             } catch where !isolated && request.message.writes && !(error is StoreFailure) {
                 // A StoreFailure is thrown before anything is written; any
@@ -393,10 +393,9 @@ final class StoreService {
 
     /// Runs one request; with `isolated`, a write runs in its own savepoint.
     /// What it adds to the totals goes into `change`, what it takes away
-    /// into `removed`. Returns the reply's frames, and for a GET of an
-    /// image kept in a file, that file, to be sent as the last frame (the
-    /// image's, left empty in the frames).
-    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> ([[UInt8]], MappedFile?) {
+    /// into `removed`. Returns the reply's frames, and for a GET its image,
+    /// to be sent in place of the image frame (left empty in the frames).
+    private func handle(_ message: StoreMessage, now: UInt64, isolated: Bool, change: inout StoreMetrics, removed: inout StoreMetrics) throws -> ([[UInt8]], ImageFrame?) {
         switch message {
         case .store(let request):
             let (recordID, created) = try write(isolated) { try records.store(request, now: now) }
@@ -417,14 +416,22 @@ final class StoreService {
             guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
             switch try records.image(of: record, variant: request.variant) {
             case .inline(let bytes):
-                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: bytes).frames(), nil)
+                guard !bytes.isEmpty else {
+                    return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: bytes).frames(), nil)
+                }
+                let queued = CopiedFrame.liveBytes
+                guard queued + bytes.count <= configuration.maxQueuedImageBytes else {
+                    throw StoreFailure(.queueFull, "the storage node holds \(queued) bytes of images for replies its peers have not read; retry later")
+                }
+                // Copied once, counted until libzmq frees it.
+                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), .copied(CopiedFrame(copying: bytes)))
             case .file(let file):
                 // This one counted, mapped until the reply goes out of scope.
                 guard MappedFile.live <= configuration.maxMappedImages else {
                     throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live - 1) images mapped for replies its peers have not read; retry later")
                 }
                 // The image frame is left empty and sent from the file.
-                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), file)
+                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), .mapped(file))
             }
         case .delete(let request):
             let deleted = try write(isolated) { try records.delete(matching: request.id) }
@@ -468,10 +475,10 @@ final class StoreService {
     /// has no room (the reply is unchanged, its file still mapped).
     private func attempt(_ reply: Reply) -> Attempt {
         do {
-            if let file = reply.file {
-                try socket.send(reply.frames, file: file, at: 1 + GetReply.imageFrame, dontWait: true)
-            } else {
-                try socket.send(reply.frames, dontWait: true)
+            switch reply.image {
+            case .mapped(let file)?: try socket.send(reply.frames, file: file, at: 1 + GetReply.imageFrame, dontWait: true)
+            case .copied(let copy)?: try socket.send(reply.frames, copied: copy, at: 1 + GetReply.imageFrame, dontWait: true)
+            case nil: try socket.send(reply.frames, dontWait: true)
             }
             return .sent
         } catch let error as ZMQError where error.isWouldBlock {
@@ -582,17 +589,25 @@ final class StoreService {
 /// last frame (the image's, left empty).
 private struct Reply {
     let frames: [[UInt8]]
-    let file: MappedFile?
+    /// A GET-REPLY's image, sent in place of its empty image frame.
+    let image: ImageFrame?
     /// A GET-REPLY: dropped rather than held when the peer's queue is full.
     let isImage: Bool
 
-    init(_ frames: [[UInt8]], file: MappedFile? = nil, isImage: Bool = false) {
+    init(_ frames: [[UInt8]], image: ImageFrame? = nil, isImage: Bool = false) {
         self.frames = frames
-        self.file = file
+        self.image = image
         self.isImage = isImage
     }
 
     var peer: [UInt8] { frames.first ?? [] }
+}
+
+/// A GET-REPLY's image, sent without another copy and counted until
+/// libzmq lets it go: a blob file mapped, or an inline image copied once.
+private enum ImageFrame {
+    case mapped(MappedFile)
+    case copied(CopiedFrame)
 }
 
 /// A peer's held replies, oldest first.

@@ -87,17 +87,17 @@ public final class MappedFile: Sendable {
             body(UnsafeRawBufferPointer(start: mapped.map { UnsafeRawPointer($0) }, count: mapped == nil ? 0 : count))
         }
     }
+}
 
-    /// Hands the mapping to `send`, which gives it to libzmq with
-    /// `unmapWhenSent` as its release function and the length as its hint,
-    /// and returns whether libzmq took it. This object no longer owns it
-    /// either way: when libzmq did not take it, it is unmapped here.
-    func handOver(_ send: (UnsafeMutableRawPointer, Int) -> Bool) {
+extension MappedFile: HandedOverFrame {
+    /// Hands the mapping over with `unmapWhenSent` as its release function
+    /// and the length as its hint.
+    func handOver(_ send: (UnsafeMutableRawPointer, Int, darkroom_zmq_release_fn, UnsafeMutableRawPointer?) -> Bool) {
         guard let mapped = base.withLock({ value -> UnsafeMutableRawPointer? in
             defer { value = nil }
             return value
         }) else { return }
-        if !send(mapped, count) {
+        if !send(mapped, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count)) {
             munmap(mapped, count)
             liveMappings.subtract(1, ordering: .relaxed)
         }
@@ -110,7 +110,7 @@ private let liveMappings = Atomic<Int>(0)
 
 /// libzmq's release function for a frame sent from a mapping: the hint is
 /// the mapping's length. Runs on whichever thread drops the message.
-let unmapWhenSent: darkroom_zmq_release_fn = { data, hint in
+private let unmapWhenSent: darkroom_zmq_release_fn = { data, hint in
     guard let data else { return }
     munmap(data, Int(bitPattern: hint))
     liveMappings.subtract(1, ordering: .relaxed)

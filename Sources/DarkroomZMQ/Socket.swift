@@ -124,7 +124,7 @@ public final class Socket {
     /// `routerMandatory` throws `isHostUnreachable` for an unknown identity.
     /// An empty `frames` array sends nothing.
     public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws {
-        try send(frames, mapped: nil, dontWait: dontWait)
+        try send(frames, handedOver: nil, dontWait: dontWait)
     }
 
     /// Sends `frames` with the bytes of `file`, not copied, in place of
@@ -137,21 +137,32 @@ public final class Socket {
     /// the mapping is libzmq's whether or not its frame is accepted: it is
     /// unmapped when the frame has left, or at once if it failed.
     public func send(_ frames: [[UInt8]], file: MappedFile, at position: Int, dontWait: Bool = false) throws {
-        precondition(position >= 1 && position < frames.count, "the file's frame must follow the first frame")
-        try send(frames, mapped: (file, position), dontWait: dontWait)
+        try send(frames, handedOver: file, at: position, dontWait: dontWait)
     }
 
-    private func send(_ frames: [[UInt8]], mapped: (file: MappedFile, position: Int)?, dontWait: Bool) throws {
+    /// Sends `frames` with the bytes of `copied` in place of
+    /// `frames[position]`, as `send(_:file:at:dontWait:)` does with a
+    /// file's: see `CopiedFrame`.
+    public func send(_ frames: [[UInt8]], copied: CopiedFrame, at position: Int, dontWait: Bool = false) throws {
+        try send(frames, handedOver: copied, at: position, dontWait: dontWait)
+    }
+
+    private func send(_ frames: [[UInt8]], handedOver: HandedOverFrame, at position: Int, dontWait: Bool) throws {
+        precondition(position >= 1 && position < frames.count, "the handed-over frame must follow the first frame")
+        try send(frames, handedOver: (handedOver, position), dontWait: dontWait)
+    }
+
+    private func send(_ frames: [[UInt8]], handedOver: (frame: HandedOverFrame, position: Int)?, dontWait: Bool) throws {
         let handle = try openHandle("zmq_send")
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
         let last = frames.count - 1
         for (index, frame) in frames.enumerated() {
             let frameFlags = index < last ? flags | ZMQ_SNDMORE : flags
-            if let mapped, index == mapped.position {
+            if let handedOver, index == handedOver.position {
                 var result: Int32 = 0
-                mapped.file.handOver { base, count in
+                handedOver.frame.handOver { base, count, release, hint in
                     var taken: Int32 = 0
-                    result = darkroom_zmq_send_owned(handle, base, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count), frameFlags, &taken)
+                    result = darkroom_zmq_send_owned(handle, base, count, release, hint, frameFlags, &taken)
                     return taken != 0
                 }
                 if result < 0 { throw ZMQError.last("zmq_msg_send") }

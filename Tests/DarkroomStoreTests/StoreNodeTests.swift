@@ -364,6 +364,96 @@ import Testing
         print("mapped images: 20 GETs with a cap of 1 mapping, \(refusals) refusal(s) while the last reply was still leaving")
     }
 
+    /// Inline images are copied into each GET-REPLY, and a client that asks
+    /// and never reads could make the node hold any number of copies (1,000
+    /// a connection). The copies are counted until libzmq frees them, and a
+    /// GET past the cap is answered queue-full. (The count is the test
+    /// process's: other suites' GETs may add to it, so the cap's effects
+    /// are checked with room for them.)
+    @Test func queuedInlineImagesAreCappedAndReleasedOnceSent() throws {
+        let context = try Context()
+        let directory = try TemporaryDirectory()
+        let big = fullJPEG(seed: 92, bytes: 6000)
+        let inlineImage = fullJPEG(seed: 93, bytes: 90_000)
+        let thumb = thumbJPEG(seed: 93)
+        do {
+            let none = try startNode(context, directory: directory.storePath, maxMappedImages: 1 << 20, maxQueuedImageBytes: 0)
+            defer { none.stop(); none.wait() }
+            let client = try StoreClient(context, node: none)
+            let inline = try client.store(job: ULIDGenerator.shared.next(), full: inlineImage, thumb: thumb).recordID
+            guard case .error(let refused) = try client.get(inline, .full) else {
+                Issue.record("a GET of an inline image past the cap was not refused")
+                return
+            }
+            #expect(refused.code == .queueFull)
+            #expect(refused.reason.contains("not read"), "\(refused.reason)")
+        }
+        // A cap of 8 MiB, and a client that asks for images of 90 KB, 400
+        // at a time, and reads none: once the kernel's socket buffers are
+        // full, what it asked for waits at the node, up to the cap.
+        let cap = 8 << 20
+        let node = try startNode(context, directory: directory.storePath, maxQueuedImageBytes: cap)
+        defer { node.stop() }
+        let client = try StoreClient(context, node: node)
+        let inline = try #require(try client.list(limit: 10).first { $0.full.bytes == UInt64(inlineImage.count) }).id
+        let idle = try context.socket(.dealer)
+        try idle.setLinger(milliseconds: 0)
+        try idle.setReceiveHighWaterMark(1)
+        try idle.setReceiveTimeout(milliseconds: 20_000)
+        try idle.connect(try #require(node.boundEndpoints["store"]))
+        var asked = 0
+        var refusedWhileHeld = false
+        for _ in 0..<5 where !refusedWhileHeld {
+            for _ in 0..<400 {
+                asked += 1
+                try idle.send(GetRequest(requestID: UInt64(asked), id: inline, variant: .full).frames())
+            }
+            // Answered once the client's own GET, sent after them, is.
+            let answer = try client.get(inline, .full)
+            let held = CopiedFrame.liveBytes
+            print("queued inline images: \(held >> 10) KiB held after \(asked) unread GET-REPLYs of \(inlineImage.count) bytes (cap \(cap >> 10) KiB)")
+            #expect(held <= cap + 4 * inlineImage.count, "\(held) bytes held, over the cap of \(cap)")
+            #expect(node.metrics.queuedImageBytes <= UInt64(cap + 4 * inlineImage.count))
+            if case .error(let refused) = answer {
+                #expect(refused.code == .queueFull)
+                #expect(held >= cap / 2, "refused with only \(held) bytes held")
+                refusedWhileHeld = true
+            }
+        }
+        #expect(refusedWhileHeld, "\(asked) unread GET-REPLYs and the node still served: the copies were not capped")
+
+        // The idle client reads: every request has its answer, the images
+        // intact, and the ones past the cap were refused for now.
+        var images = 0
+        var refusals = 0
+        for _ in 0..<asked {
+            guard let frames = try idle.receive() else { break }
+            switch try StoreMessage.decode(frames) {
+            case .getReply(let got):
+                #expect(got.image == inlineImage)
+                images += 1
+            case .error(let error) where error.code == .queueFull:
+                refusals += 1
+            case let other:
+                Issue.record("a GET answered \(other.command.name)")
+            }
+        }
+        #expect(images + refusals == asked)
+        #expect(refusals > 0 && images > 0, "\(images) images, \(refusals) refusals")
+        // Sent, the copies are freed: the node serves again.
+        var served = false
+        for _ in 0..<200 where !served {
+            if case .getReply(let got) = try client.get(inline, .full) {
+                #expect(got.image == inlineImage)
+                served = true
+            } else {
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+        }
+        #expect(served, "GETs were still refused after the idle client read everything: sent copies were never freed")
+        idle.close()
+    }
+
     @Test func restartRecoversEverythingCommitted() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()

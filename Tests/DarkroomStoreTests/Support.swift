@@ -84,11 +84,12 @@ func u64Frame(_ value: UInt64) -> [UInt8] {
 
 /// Starts a storage node on an ephemeral loopback port.
 func startNode(_ context: Context, directory: String, threshold: Int = 100 * 1024, maxMessageSize: Int64 = Wire.maxMessageSize,
-               maxMappedImages: Int? = nil) throws -> StoreNode {
+               maxMappedImages: Int? = nil, maxQueuedImageBytes: Int? = nil) throws -> StoreNode {
     var configuration = StoreConfiguration(
         endpoint: "tcp://127.0.0.1:*", dataDirectory: directory,
         externalBlobThreshold: threshold, maxMessageSize: maxMessageSize)
     if let maxMappedImages { configuration.maxMappedImages = maxMappedImages }
+    if let maxQueuedImageBytes { configuration.maxQueuedImageBytes = maxQueuedImageBytes }
     let node = StoreNode(configuration, context: context, logger: Logger("store-test", minimum: .error))
     try node.start()
     return node

@@ -152,6 +152,8 @@ enum RoleMetrics {
                      [.init(count: metrics.droppedReplies)])
         text.gauge("darkroom_store_images_mapped", help: "Blob files mapped for GET-REPLYs, sent or waiting for their readers; past 16,384 a GET is answered queue-full.",
                    [.init(count: metrics.mappedImages)])
+        text.gauge("darkroom_store_image_bytes_queued", help: "Bytes of inline images copied for GET-REPLYs and waiting for their readers; past 256 MiB a GET of one is answered queue-full.",
+                   [.init(count: metrics.queuedImageBytes)])
     }
 
     static func workers(_ workers: [(id: String, status: WorkerStatus)], into text: inout MetricsText) {
