@@ -15,7 +15,7 @@ import Glibc
 /// page cache. Against real `darkroom store` and `darkroom broker`
 /// processes, measured by their anonymous (heap) memory.
 @Suite("Messages a peer does not read", .serialized)
-struct UnreadRepliesTests {
+struct UnreadMessagesTests {
     /// A real JPEG's header and scan, then `padding` bytes the checks do
     /// not read (they stop at the first scan), with its size.
     static func paddedJPEG(seed: UInt64, padding: Int) throws -> (bytes: [UInt8], size: Size) {
