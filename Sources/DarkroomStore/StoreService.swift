@@ -363,11 +363,15 @@ final class StoreService {
                 records.rollback()
                 return nil
             } catch let failure as StoreFailure {
-                if failure.code != .notFound { logger.error("store \(request.message.command.name) failed: \(failure.reason)") }
+                if failure.code == .queueFull {
+                    warnings.warn(logger, "requests refused for unread replies", "store \(request.message.command.name) refused: \(failure.reason)")
+                } else if failure.code != .notFound {
+                    warnings.log(logger, .error, "failed requests", "store \(request.message.command.name) failed: \(failure.reason)")
+                }
                 if case .store = request.message { change.refused += 1 }
                 replies.append(self.failure(request, failure))
             } catch {
-                logger.error("store \(request.message.command.name) failed: \(error)")
+                warnings.log(logger, .error, "failed requests", "store \(request.message.command.name) failed: \(error)")
                 if case .store = request.message { change.refused += 1 }
                 replies.append(self.failure(request, StoreFailure(.internal, "\(request.message.command.name) failed: \(error)")))
             }
