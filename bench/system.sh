@@ -136,11 +136,16 @@ discard_data() { rm -rf "${TMP:?}/$1"; }
 readme_run() {
     RATE=-
     if start_up readme; then
+        # The server's own CPU over the run (the `up` process: broker,
+        # storage node and workers), for the CPU a job costs.
+        local server_before server_us
+        server_before=$(cpu_seconds "$UP_PID")
         submit_wait "$TINY_DIR" "$TMP/readme.out" "${TINY_OPS[@]}"
+        server_us=$(calc "round(($(cpu_seconds "$UP_PID") - $server_before) * 1e6 / $TINY_JOBS)")
         log "README path: $STORED of $TINY_JOBS stored in $SECONDS_TAKEN s (submit exit $SUBMIT_STATUS)"
         if [ "$STORED" = "$TINY_JOBS" ]; then
             RATE=$(calc "round($STORED / $SECONDS_TAKEN, 1)")
-            echo "$RATE $SECONDS_TAKEN $SUBMIT_CPU_US" >>"$TMP/readme.runs"
+            echo "$RATE $SECONDS_TAKEN $SUBMIT_CPU_US $server_us" >>"$TMP/readme.runs"
         else
             failed readme "run stored $STORED of $TINY_JOBS (submit exit $SUBMIT_STATUS): $(tail -3 "$TMP/readme.out.log")"
         fi
@@ -190,10 +195,11 @@ if want readme || want tuned; then
     done
 fi
 if want readme && [ -s "$TMP/readme.runs" ]; then
-    read -r RATE SECS CPU < <(median_of <"$TMP/readme.runs")
+    read -r RATE SECS CPU SERVER_US < <(median_of <"$TMP/readme.runs")
     SPREAD=$(spread_of <"$TMP/readme.runs")
-    result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES) + darkroom submit DIR --wait (its CPU $CPU µs/job); $UP_ENDPOINTS" \
+    result readme "setup=darkroom up (defaults: 1 worker, concurrency $CORES; its CPU $SERVER_US µs/job) + darkroom submit DIR --wait (its CPU $CPU µs/job); $UP_ENDPOINTS" \
         jobs="$TINY_JOBS" stored="$TINY_JOBS" seconds="$SECS" rate="$RATE" runs="$(wc -l <"$TMP/readme.runs")" spread="$SPREAD" \
+        serverMicros="$SERVER_US" clientMicros="$CPU" cores="$CORES" \
         rates="$(tr '\n' ' ' <"$TMP/readme.rounds")"
 fi
 if want tuned; then

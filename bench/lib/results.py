@@ -163,7 +163,15 @@ def report(path, notes):
             ratio = f"darkroom README path ÷ {k.capitalize()} = {times(readme['rate'], e['rate'])}" if readme else ""
             if k == "sidekiq" and readme and e["rate"]:
                 got = readme["rate"] / e["rate"]
-                verdicts.append(f"{'PASS' if got >= SIDEKIQ_TARGET else 'FAIL'} README path ÷ Sidekiq: {got:.2f}× (the README path's median run, Sidekiq's one run), target {SIDEKIQ_TARGET:g}×")
+                budget = ""
+                if readme.get("serverMicros") not in (None, "?") and readme.get("cores"):
+                    # What the target leaves a job: every core busy, at
+                    # SIDEKIQ_TARGET times Sidekiq's rate.
+                    allowed = float(readme["cores"]) * 1e6 / (SIDEKIQ_TARGET * e["rate"])
+                    used = float(readme["serverMicros"]) + float(readme.get("clientMicros") or 0)
+                    budget = (f"; at {SIDEKIQ_TARGET:g}× on {readme['cores']} cores a job may cost at most {allowed:.0f} µs of CPU, client included,"
+                              f" and the README path's median run used {used:.0f} (server {float(readme['serverMicros']):.0f}, client {float(readme.get('clientMicros') or 0):.0f})")
+                verdicts.append(f"{'PASS' if got >= SIDEKIQ_TARGET else 'FAIL'} README path ÷ Sidekiq: {got:.2f}× (the README path's median run, Sidekiq's one run), target {SIDEKIQ_TARGET:g}×{budget}")
             row(f"peer: {k.capitalize()}", e["setup"], f"{e['jobs']:,} jobs", f"{fmt_rate(e['rate'])} jobs/s ({e['seconds']} s, enqueue {e['enqueueSeconds']} s)", ratio)
         elif k.startswith("lat-"):
             kind, how = k.split("-")[1:]
