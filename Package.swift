@@ -4,7 +4,7 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
 //                   CMicroHTTPD, CCurl (loaded on first use)
 //   image engine    DarkroomImage     pixels, JPEG, PNG and WebP codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "CWebP", linkerSettings: [.linkedLibrary("webp"), .linkedLibrary("webpmux")]),
         // libpng, for PNG sources.
         .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
+        // giflib, for GIF sources (and the GIF fixtures tests write).
+        .target(name: "CGIF", linkerSettings: [.linkedLibrary("gif")]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
@@ -61,7 +63,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG", "CGIF"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
@@ -91,7 +93,7 @@ let package = Package(
         .executableTarget(name: "darkroom-loadgen", dependencies: ["DarkroomZMQ", "DarkroomProtocol"]),
 
         // Test fixtures more than one test target builds files from (PNG files made in code).
-        .target(name: "DarkroomFixtures", path: "Tests/DarkroomFixtures"),
+        .target(name: "DarkroomFixtures", dependencies: ["CGIF"], path: "Tests/DarkroomFixtures"),
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage", "DarkroomFixtures"]),

@@ -41,19 +41,21 @@ import Testing
         let notJPEG = try client.submit(image: [0x89, 0x50, 0x4E, 0x47])
         guard case .rejected(let rejectedImage) = notJPEG else { Issue.record("expected REJECTED, got \(notJPEG)"); return }
         #expect(rejectedImage.code == .invalidImage)
-        #expect(rejectedImage.reason.contains("not a JPEG, PNG or WebP"))
-        let gif = try client.submit(image: Array("GIF89a".utf8) + [1, 0, 1, 0])
-        guard case .rejected(let rejectedGIF) = gif else { Issue.record("expected REJECTED, got \(gif)"); return }
-        #expect(rejectedGIF.code == .invalidImage)
+        #expect(rejectedImage.reason.contains("not a JPEG, PNG, WebP or GIF"))
+        let tiff = try client.submit(image: [0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0])
+        guard case .rejected(let rejectedTIFF) = tiff else { Issue.record("expected REJECTED, got \(tiff)"); return }
+        #expect(rejectedTIFF.code == .invalidImage)
         #expect(try client.status().queue.depth == 0)
 
-        // The broker looks at the signature only: a PNG's eight bytes, or
-        // RIFF, a size and WEBP, are queued for a worker to decode.
+        // The broker looks at the signature only: a PNG's eight bytes,
+        // RIFF, a size and WEBP, or GIF89a, are queued for a worker to decode.
         let png = try client.submit(image: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13])
         guard case .accepted = png else { Issue.record("expected ACCEPTED for a PNG, got \(png)"); return }
         let webp = try client.submit(image: Array("RIFF".utf8) + [4, 0, 0, 0] + Array("WEBP".utf8))
         guard case .accepted = webp else { Issue.record("expected ACCEPTED for a WebP, got \(webp)"); return }
-        #expect(try client.status().queue.depth == 2)
+        let gif = try client.submit(image: Array("GIF89a".utf8) + [1, 0, 1, 0])
+        guard case .accepted = gif else { Issue.record("expected ACCEPTED for a GIF, got \(gif)"); return }
+        #expect(try client.status().queue.depth == 3)
     }
 
     /// The parser's message quotes the bad token; a pipeline of 4096 bytes

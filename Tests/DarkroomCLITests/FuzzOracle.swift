@@ -288,7 +288,8 @@ enum FrontendOracle {
         let image = submit.image
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
         let webp = image.count >= 12 && image.prefix(4).elementsEqual("RIFF".utf8) && image[8..<12].elementsEqual("WEBP".utf8)
-        if !(image.starts(with: [0xFF, 0xD8]) || image.starts(with: png) || webp) { codes.append(.invalidImage) }
+        let gif = image.starts(with: "GIF87a".utf8) || image.starts(with: "GIF89a".utf8)
+        if !(image.starts(with: [0xFF, 0xD8]) || image.starts(with: png) || webp || gif) { codes.append(.invalidImage) }
         if (try? Pipeline(parsing: submit.pipeline)) == nil { codes.append(.invalidPipeline) }
         if codes.isEmpty { return Expectation(.reply(.accepted, requestID: submit.requestID)) }
         return Expectation(.rejected(codes, requestID: submit.requestID))

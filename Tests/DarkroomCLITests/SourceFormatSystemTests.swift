@@ -3,14 +3,15 @@ import DarkroomImage
 import Foundation
 import Testing
 
-/// PNG and WebP sources through real processes: `process` and `submit`
+/// PNG, WebP and GIF sources through real processes: `process` and `submit`
 /// take them from a directory beside JPEGs, the broker queues them, a
 /// worker decodes them (transparency onto white), and the storage node
 /// keeps the results; a file of no source format is named, not sent.
-@Suite("PNG and WebP sources end to end", .serialized)
+@Suite("PNG, WebP and GIF sources end to end", .serialized)
 struct SourceFormatSystemTests {
-    /// A folder of one source in each format, a GIF (which a directory does
-    /// not yield) and a GIF named .png (which it does, and which fails).
+    /// A folder of one source in each format (the GIF animated, with a
+    /// transparent corner), and a TIFF named .png (which a directory
+    /// yields, and which fails).
     static func folder(in h: SystemHarness) throws -> URL {
         let folder = h.dir.url.appendingPathComponent("mixed")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -26,13 +27,22 @@ struct SourceFormatSystemTests {
         try Data(PNGFixtures.png(PNGFixtures.Spec(width: 160, height: 120, colorType: .rgba, samples: samples)))
             .write(to: folder.appendingPathComponent("logo.PNG"))
         try Data(try WebP.encode(picture, quality: 90)).write(to: folder.appendingPathComponent("still.webp"))
-        let gif = Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 40)
-        try Data(gif).write(to: folder.appendingPathComponent("anim.gif"))
-        try Data(gif).write(to: folder.appendingPathComponent("fake.png"))
+        let palette = GIFFixtures.palette(64)
+        var indices = [UInt8](repeating: 0, count: 160 * 120)
+        for y in 0..<120 {
+            for x in 0..<160 where x >= 20 || y >= 20 {  // the top left corner transparent
+                indices[y * 160 + x] = UInt8(1 + (x / 4 + y / 3) % 63)
+            }
+        }
+        let first = GIFFixtures.Frame(width: 160, height: 120, transparent: 0, indices: indices)
+        let second = GIFFixtures.Frame(width: 160, height: 120, indices: [UInt8](repeating: 5, count: 160 * 120))
+        try Data(GIFFixtures.gif(width: 160, height: 120, palette: palette, frames: [first, second]))
+            .write(to: folder.appendingPathComponent("anim.gif"))
+        try Data([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 40)).write(to: folder.appendingPathComponent("fake.png"))
         return folder
     }
 
-    @Test("process and submit take .png and .webp files beside .jpg: the same bytes either way, transparency white, a GIF named .png refused by name")
+    @Test("process and submit take .png, .webp and .gif files beside .jpg: the same bytes either way, transparency white, a TIFF named .png refused by name")
     func mixedFolder() throws {
         let h = try SystemHarness()
         let folder = try Self.folder(in: h)
@@ -42,26 +52,32 @@ struct SourceFormatSystemTests {
         #expect(local.status == 1, "\(local.stderr)")
         let lines = SystemHarness.jsonLines(local.stdout)
         let names = lines.compactMap { ($0["input"] as? String).map { ($0 as NSString).lastPathComponent } }
-        #expect(names.sorted() == ["fake.png", "logo.PNG", "photo.jpg", "still.webp"], "\(names)")
+        #expect(names.sorted() == ["anim.gif", "fake.png", "logo.PNG", "photo.jpg", "still.webp"], "\(names)")
         let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
         let error = try #require(fake["error"] as? [String: Any])
         #expect(error["code"] as? String == "unsupported-format")
-        #expect(error["reason"] as? String == "not a JPEG, PNG or WebP image (starts with 47 49 46 38: looks like GIF)", "\(error)")
+        #expect(error["reason"] as? String == "not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)", "\(error)")
         let logo = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.jpg")))
         let decoded = try JPEG.decode(logo).image
         #expect(decoded.width == 80 && decoded.height == 60)
         let corner = decoded.pixel(x: 2, y: 30)
         #expect(corner.r > 245 && corner.g > 245 && corner.b > 245, "the transparent quarter is white: \(corner)")
+        // The GIF's first frame, its transparent corner white (the second
+        // frame, one opaque colour, would have covered it).
+        let anim = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/anim.jpg")))).image
+        #expect(anim.width == 80 && anim.height == 60)
+        let gifCorner = anim.pixel(x: 2, y: 2)
+        #expect(gifCorner.r > 245 && gifCorner.g > 245 && gifCorner.b > 245, "the transparent corner is white: \(gifCorner)")
 
         try h.startSystem(workers: [("w1", 2)])
         let submit = try h.run(["submit", folder.path, "--wait", "--json", "--skip-invalid"] + flags + h.clientFlags)
         #expect(submit.status == 1, "\(submit.stderr)")
-        #expect(submit.stderr.contains("4 input(s): 3 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
+        #expect(submit.stderr.contains("5 input(s): 4 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
         let results = SystemHarness.jsonLines(submit.stdout)
         let invalid = try #require(results.first { $0["status"] as? String == "invalid" })
         #expect((invalid["input"] as? String)?.hasSuffix("fake.png") == true)
-        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG or WebP image") == true, "\(invalid)")
-        for name in ["photo.jpg", "logo.PNG", "still.webp"] {
+        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP or GIF image") == true, "\(invalid)")
+        for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif"] {
             let stored = try #require(results.first { ($0["input"] as? String)?.hasSuffix(name) == true && $0["status"] as? String == "stored" },
                                       "\(name) was not stored")
             let job = try #require(stored["job"] as? String)
@@ -75,8 +91,8 @@ struct SourceFormatSystemTests {
         }
     }
 
-    @Test("a worker SIGKILLed while it decodes PNG and WebP sources loses nothing: each job is retried, stored once, byte for byte what process writes")
-    func killedWorkerOnPNGAndWebP() throws {
+    @Test("a worker SIGKILLed while it decodes PNG, WebP and GIF sources loses nothing: each job is retried, stored once, byte for byte what process writes")
+    func killedWorkerOnPNGWebPAndGIF() throws {
         let h = try SystemHarness()
         let folder = h.dir.url.appendingPathComponent("sources")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -94,8 +110,24 @@ struct SourceFormatSystemTests {
                 }
                 try Data(PNGFixtures.png(PNGFixtures.Spec(width: 800, height: 600, colorType: .rgb, samples: samples)))
                     .write(to: folder.appendingPathComponent("s\(i).png"))
-            } else {
+            } else if i == 1 {
                 try Data(try WebP.encode(picture, quality: 90)).write(to: folder.appendingPathComponent("s\(i).webp"))
+            } else {
+                // The picture's colours cut to a 256-colour palette (3-3-2 bits).
+                var palette: [(UInt8, UInt8, UInt8)] = []
+                for index in 0..<256 {
+                    let red = (index >> 5) * 255 / 7, green = (index >> 2 & 7) * 255 / 7, blue = (index & 3) * 85
+                    palette.append((UInt8(red), UInt8(green), UInt8(blue)))
+                }
+                var indices = [UInt8](repeating: 0, count: 800 * 600)
+                for y in 0..<600 {
+                    for x in 0..<800 {
+                        let p = picture.pixel(x: x, y: y)
+                        indices[y * 800 + x] = (p.r >> 5) << 5 | (p.g >> 5) << 2 | p.b >> 6
+                    }
+                }
+                try Data(GIFFixtures.gif(width: 800, height: 600, palette: palette, frames: [GIFFixtures.Frame(width: 800, height: 600, indices: indices)]))
+                    .write(to: folder.appendingPathComponent("s\(i).gif"))
             }
         }
         let flags = ["--ops", "blur:3 | scale:200x200,mode=fill | crop:square", "--thumb", "32x32"]

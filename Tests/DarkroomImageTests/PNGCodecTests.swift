@@ -579,17 +579,8 @@ struct PNGCodecTests {
         var decoded = 0, refused = 0, headersRead = 0
         for iteration in 0..<600 {
             var bytes = original
-            for _ in 0..<(1 + random.below(6)) where !bytes.isEmpty {
-                // Half the edits land in the first 200 bytes: IHDR, iCCP, eXIf.
-                let at = random.below(2) == 0 ? random.below(min(200, bytes.count)) : random.below(bytes.count)
-                switch random.below(5) {
-                case 0: bytes[at] ^= UInt8(1 << random.below(8))
-                case 1: bytes[at] = UInt8(truncatingIfNeeded: random.next())
-                case 2: bytes[at] = [0x00, 0xFF, 0x7F, 0x80][random.below(4)]
-                case 3: bytes.removeSubrange(at..<min(bytes.count, at + 1 + random.below(16)))
-                default: bytes.removeSubrange(at...)
-                }
-            }
+            // Half the edits land in the first 200 bytes: IHDR, iCCP, eXIf.
+            FuzzEdits.apply(to: &bytes, headerBytes: 200, random: &random)
             // Every other file has its CRCs made right again, so that the
             // damage reaches IHDR, iCCP, eXIf and zlib parsing instead of
             // stopping at a CRC check.

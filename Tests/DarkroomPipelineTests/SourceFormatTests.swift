@@ -96,12 +96,12 @@ struct SourceFormatTests {
     func unsupportedSource() throws {
         let job = ImageJob(pipeline: try Pipeline(parsing: "scale:64x64"))
         do {
-            _ = try job.run(Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 40))
-            Issue.record("a GIF ran")
+            _ = try job.run([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 40))
+            Issue.record("a TIFF ran")
         } catch {
             #expect(error.stage == .decode)
             #expect(error.error.code == .unsupportedFormat)
-            #expect(error.description == "decode: not a JPEG, PNG or WebP image (starts with 47 49 46 38: looks like GIF)")
+            #expect(error.description == "decode: not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)")
         }
     }
 

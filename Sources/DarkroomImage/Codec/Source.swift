@@ -1,10 +1,11 @@
 /// The file formats a job's source may be in.
 public enum SourceFormat: String, Sendable, CaseIterable {
-    case jpeg, png, webp
+    case jpeg, png, webp, gif
 
     /// The format whose signature `bytes` start with, or nil. Only the
     /// first bytes are looked at: a JPEG's SOI marker (FF D8), PNG's
-    /// eight-byte signature, or "RIFF", a size and "WEBP".
+    /// eight-byte signature, "RIFF", a size and "WEBP", or "GIF87a" or
+    /// "GIF89a".
     public init?(signatureOf bytes: [UInt8]) {
         if bytes.starts(with: [0xFF, 0xD8]) {
             self = .jpeg
@@ -12,6 +13,8 @@ public enum SourceFormat: String, Sendable, CaseIterable {
             self = .png
         } else if bytes.count >= 12, bytes[0..<4].elementsEqual("RIFF".utf8), bytes[8..<12].elementsEqual("WEBP".utf8) {
             self = .webp
+        } else if GIF.isGIF(bytes) {
+            self = .gif
         } else {
             return nil
         }
@@ -41,8 +44,8 @@ public struct SourceHeader: Sendable, Equatable {
     public var jpeg: JPEGHeader?
 }
 
-/// A job's source image in any of the formats it may be in: JPEG, PNG or
-/// WebP. Its header is read first (limits are checked there, before any
+/// A job's source image in any of the formats it may be in: JPEG, PNG,
+/// WebP or GIF (its first picture). Its header is read first (limits are checked there, before any
 /// pixel exists); a JPEG is then decoded through `JPEG.decode` with the
 /// pipeline's load plan, and the others whole (`decode`).
 public enum Source {
@@ -74,6 +77,10 @@ public enum Source {
             return SourceHeader(format: .webp, storedSize: webp.size, orientation: orientation,
                                 uprightSize: orientation.uprightSize(ofStored: webp.size), rgbProfile: rgb(WebP.iccProfile(bytes)),
                                 hasAlpha: webp.hasAlpha, jpeg: nil)
+        case .gif:
+            let gif = try GIF.readHeader(bytes, limits: limits)
+            return SourceHeader(format: .gif, storedSize: gif.size, orientation: .up, uprightSize: gif.size, rgbProfile: nil,
+                                hasAlpha: gif.hasAlpha, jpeg: nil)
         case nil:
             throw ImageError(.unsupportedFormat, unsupportedMessage(bytes))
         }
@@ -87,12 +94,13 @@ public enum Source {
         if let format = SourceFormat(signatureOf: bytes) { return format }
         if bytes.count < 8, SourceFormat.pngSignature.starts(with: bytes) { return .png }
         if bytes.count < 12, bytes.starts(with: "RIFF".utf8) || "RIFF".utf8.starts(with: bytes) { return .webp }
+        if bytes.count < 6, bytes.count >= 3, "GIF8".utf8.starts(with: bytes.prefix(4)) { return .gif }
         return nil
     }
 
     /// Decodes a source upright. A JPEG goes through `JPEG.decode` with
     /// `options` (the pipeline's load plan: shrink, region, luma), which
-    /// turns it upright itself; a PNG or WebP is decoded whole within
+    /// turns it upright itself; a PNG, WebP or GIF is decoded whole within
     /// `options.limits`, composited onto `background` and turned upright.
     public static func decode(
         _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
@@ -103,6 +111,7 @@ public enum Source {
         case .jpeg: return try JPEG.decode(bytes, options: options, cancellation: cancellation).image
         case .png: stored = try PNG.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         case .webp: stored = try WebP.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
+        case .gif: stored = try GIF.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)
@@ -115,10 +124,10 @@ public enum Source {
         return profile
     }
 
-    /// "not a JPEG, PNG or WebP image (starts with 47 49 46 38: looks like GIF)".
+    /// "not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)".
     static func unsupportedMessage(_ bytes: [UInt8]) -> String {
         let hex = Sniff.firstBytes(bytes)
-        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG or WebP image (starts with \(hex): looks like \(kind))" }
-        return "not a JPEG, PNG or WebP image (starts with \(hex))"
+        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG, WebP or GIF image (starts with \(hex): looks like \(kind))" }
+        return "not a JPEG, PNG, WebP or GIF image (starts with \(hex))"
     }
 }
