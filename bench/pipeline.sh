@@ -20,6 +20,8 @@
 #       (libwebp's defaults otherwise, as every peer uses it)
 #   N   PNG sources (the corpus converted, untimed): fill-scale to 1024x1024
 #       + square crop, JPEG q80; no tool can shrink a PNG on load
+#   G   GIF sources (the corpus cut to 256 colours, untimed): the same
+#       square as N, JPEG q80
 #
 # The markdown report is printed and written to bench/out/pipeline-latest.md.
 set -uo pipefail
@@ -147,7 +149,7 @@ fi
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
 
-# The files the square workloads (T, W, N) read: the corpus, or its PNGs.
+# The files the square workloads (T, W, N, G) read: the corpus, or its PNGs or GIFs.
 SRC=("${FILES[@]}")
 
 # Each peer function runs one whole pass into the directory $1 and sets
@@ -324,6 +326,15 @@ n_pillow() { on_pngs pillow_run n "$1"; }
 n_vips() { on_pngs square_vips "$1" 1024 80 jpg; }
 n_magick() { on_pngs square_magick "$1" 1024 80 jpg; }
 
+# --- G peers: the N square from GIF sources (Pillow's script reads any
+# source, so its N mode serves).
+GIF_FILES=()
+on_gifs() { local rc; SRC=("${GIF_FILES[@]}"); "$@"; rc=$?; SRC=("${FILES[@]}"); return $rc; }
+g_darkroom() { on_gifs square_darkroom "$1" "$W_OPS" 80; }
+g_pillow() { on_gifs pillow_run n "$1"; }
+g_vips() { on_gifs square_vips "$1" 1024 80 jpg; }
+g_magick() { on_gifs square_magick "$1" 1024 80 jpg; }
+
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
 
@@ -356,11 +367,23 @@ fi
 [ -n "$DR" ] || skip n_darkroom "${DR_NOTE:-unavailable}"
 have vipsthumbnail || skip n_vips "vips not installed"
 [ -n "$IM" ] || skip n_magick "ImageMagick not installed"
+if [ "$HAVE_PIL" = 1 ]; then
+    log "converting the corpus to 256-colour GIF for workload G (untimed)"
+    if python3 "$PEERS/prep.py" gif "$WORK/gif" "${FILES[@]}"; then
+        for f in "${FILES[@]}"; do GIF_FILES+=("$WORK/gif/$(stem "$f").gif"); done
+    fi
+fi
+if [ ${#GIF_FILES[@]} -eq 0 ]; then
+    for k in g_darkroom g_pillow g_vips g_magick; do skip "$k" "no GIF inputs (Pillow missing)"; done
+fi
+[ -n "$DR" ] || skip g_darkroom "${DR_NOTE:-unavailable}"
+have vipsthumbnail || skip g_vips "vips not installed"
+[ -n "$IM" ] || skip g_magick "ImageMagick not installed"
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
-           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick)
-log "P1, T, W and N on $NIMG images, $RUNS rounds of one run per tool"
+           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick)
+log "P1, T, W, N and G on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -369,6 +392,7 @@ for ((round = 1; round <= RUNS; round++)); do
             t_pillow) T_PILLOW_WALL=$PILLOW_WALL ;;
             w_pillow) W_PILLOW_WALL=$PILLOW_WALL ;;
             n_pillow) N_PILLOW_WALL=$PILLOW_WALL ;;
+            g_pillow) G_PILLOW_WALL=$PILLOW_WALL ;;
         esac
     done
 done
@@ -439,7 +463,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -478,6 +502,15 @@ REPORT="$WORK/report.md"
     fmt_row n_pillow "Pillow ImageOps.fit"
     fmt_row n_vips "vipsthumbnail batch"
     fmt_row n_magick "ImageMagick -thumbnail"
+    echo
+    echo "## G: GIF sources (256 colours), fill 1024x1024, JPEG q80"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row g_darkroom "darkroom (giflib)"
+    fmt_row g_pillow "Pillow ImageOps.fit"
+    fmt_row g_vips "vipsthumbnail batch"
+    fmt_row g_magick "ImageMagick -thumbnail"
     echo
     echo "## Targets"
     echo

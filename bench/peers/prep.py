@@ -8,6 +8,10 @@
   prep.py png OUT_DIR FILE...   For each input, write STEM.png: its upright
                                 RGB pixels as a PNG (zlib level 6, Pillow's
                                 default), the sources of workload N.
+  prep.py gif OUT_DIR FILE...   For each input, write STEM.gif: its upright
+                                pixels cut to a 256-colour adaptive palette
+                                (Pillow's default dithering), the sources of
+                                workload G.
   prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
                                 the most pixels.
 """
@@ -35,6 +39,14 @@ def png(out_dir, files):
         ImageOps.exif_transpose(Image.open(path)).convert("RGB").save(os.path.join(out_dir, stem + ".png"))
 
 
+def gif(out_dir, files):
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        rgb = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        rgb.convert("P", palette=Image.Palette.ADAPTIVE, colors=256).save(os.path.join(out_dir, stem + ".gif"))
+
+
 def largest(files):
     best = None
     for path in files:
@@ -52,6 +64,9 @@ def main(argv):
         return 0
     if len(argv) >= 4 and argv[1] == "png":
         png(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "gif":
+        gif(argv[2], argv[3:])
         return 0
     if len(argv) >= 3 and argv[1] == "largest":
         largest(argv[2:])
