@@ -193,16 +193,28 @@ dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
         DGifCloseFile(gif, &code);
         return fail(err, DR_GIF_INVALID_ARGUMENT, "the canvas is not the size the header gives");
     }
-    for (int y = 0; y < height; y++) {
-        uint8_t *row = dst + (size_t)y * dst_stride;
-        for (int x = 0; x < width; x++) {
-            row[4 * x] = bg_r;
-            row[4 * x + 1] = bg_g;
-            row[4 * x + 2] = bg_b;
-            row[4 * x + 3] = 255;
+    /* Every index as the RGBX pixel it draws: the transparent one and any
+       past the colour table draw the background, which is what the canvas
+       holds there (only the first picture is drawn), so a pixel is one
+       four-byte store, with no test. */
+    const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
+    uint8_t table[256][4];
+    for (int index = 0; index < 256; index++) {
+        int shows = index != transparent && index < map->ColorCount;
+        table[index][0] = shows ? map->Colors[index].Red : bg_r;
+        table[index][1] = shows ? map->Colors[index].Green : bg_g;
+        table[index][2] = shows ? map->Colors[index].Blue : bg_b;
+        table[index][3] = 255;
+    }
+    /* The background only where the picture does not reach. */
+    int covers = info.left == 0 && info.top == 0 && info.frame_width >= width && info.frame_height >= height;
+    if (!covers) {
+        const uint8_t background[4] = {bg_r, bg_g, bg_b, 255};
+        for (int y = 0; y < height; y++) {
+            uint8_t *row = dst + (size_t)y * dst_stride;
+            for (int x = 0; x < width; x++) memcpy(row + 4 * (size_t)x, background, 4);
         }
     }
-    const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
     GifPixelType *line = malloc((size_t)info.frame_width);
     if (!line) {
         DGifCloseFile(gif, &code);
@@ -231,17 +243,10 @@ dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
             }
             int canvas_y = info.top + y;
             if (canvas_y >= height) continue;
-            uint8_t *row = dst + (size_t)canvas_y * dst_stride;
-            for (int x = 0; x < info.frame_width; x++) {
-                int canvas_x = info.left + x;
-                if (canvas_x >= width) break;
-                int index = line[x];
-                if (index == transparent || index >= map->ColorCount) continue;
-                const GifColorType *color = &map->Colors[index];
-                row[4 * canvas_x] = color->Red;
-                row[4 * canvas_x + 1] = color->Green;
-                row[4 * canvas_x + 2] = color->Blue;
-            }
+            if (info.left >= width) continue;
+            int visible = info.frame_width < width - info.left ? info.frame_width : width - info.left;
+            uint8_t *row = dst + (size_t)canvas_y * dst_stride + 4 * (size_t)info.left;
+            for (int x = 0; x < visible; x++) memcpy(row + 4 * (size_t)x, table[line[x]], 4);
         }
     }
     free(line);
