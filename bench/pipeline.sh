@@ -355,30 +355,28 @@ have vipsthumbnail || skip w_vips "vips not installed"
 if [ -z "$IM" ]; then skip w_magick "ImageMagick not installed"
 elif ! "$IM" -list format 2>/dev/null | grep -qi '^ *WEBP'; then skip w_magick "ImageMagick without its WebP coder"; fi
 [ -n "$DR" ] || skip w_darkroom "${DR_NOTE:-unavailable}"
-if [ "$HAVE_PIL" = 1 ]; then
-    log "converting the corpus to PNG for workload N (untimed)"
-    if python3 "$PEERS/prep.py" png "$WORK/png" "${FILES[@]}"; then
-        for f in "${FILES[@]}"; do PNG_FILES+=("$WORK/png/$(stem "$f").png"); done
+# converted_sources FORMAT WORKLOAD ARRAY: the corpus converted (untimed) by
+# prep.py FORMAT into $WORK/FORMAT, its files' paths appended to ARRAY;
+# WORKLOAD's peers are skipped when there are none, and each peer whose
+# tool is missing.
+converted_sources() {
+    local format=$1 w=$2 f k
+    local -n into=$3
+    if [ "$HAVE_PIL" = 1 ]; then
+        log "converting the corpus to $format for workload ${w^^} (untimed)"
+        if python3 "$PEERS/prep.py" "$format" "$WORK/$format" "${FILES[@]}"; then
+            for f in "${FILES[@]}"; do into+=("$WORK/$format/$(stem "$f").$format"); done
+        fi
     fi
-fi
-if [ ${#PNG_FILES[@]} -eq 0 ]; then
-    for k in n_darkroom n_pillow n_vips n_magick; do skip "$k" "no PNG inputs (Pillow missing)"; done
-fi
-[ -n "$DR" ] || skip n_darkroom "${DR_NOTE:-unavailable}"
-have vipsthumbnail || skip n_vips "vips not installed"
-[ -n "$IM" ] || skip n_magick "ImageMagick not installed"
-if [ "$HAVE_PIL" = 1 ]; then
-    log "converting the corpus to 256-colour GIF for workload G (untimed)"
-    if python3 "$PEERS/prep.py" gif "$WORK/gif" "${FILES[@]}"; then
-        for f in "${FILES[@]}"; do GIF_FILES+=("$WORK/gif/$(stem "$f").gif"); done
+    if [ ${#into[@]} -eq 0 ]; then
+        for k in darkroom pillow vips magick; do skip "${w}_$k" "no $format inputs (Pillow missing)"; done
     fi
-fi
-if [ ${#GIF_FILES[@]} -eq 0 ]; then
-    for k in g_darkroom g_pillow g_vips g_magick; do skip "$k" "no GIF inputs (Pillow missing)"; done
-fi
-[ -n "$DR" ] || skip g_darkroom "${DR_NOTE:-unavailable}"
-have vipsthumbnail || skip g_vips "vips not installed"
-[ -n "$IM" ] || skip g_magick "ImageMagick not installed"
+    [ -n "$DR" ] || skip "${w}_darkroom" "${DR_NOTE:-unavailable}"
+    have vipsthumbnail || skip "${w}_vips" "vips not installed"
+    [ -n "$IM" ] || skip "${w}_magick" "ImageMagick not installed"
+}
+converted_sources png n PNG_FILES
+converted_sources gif g GIF_FILES
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
