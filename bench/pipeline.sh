@@ -319,21 +319,26 @@ w_magick() { square_magick "$1" 1024 80 webp; }
 
 # --- N peers: the W square from PNG sources, as JPEG q80. jpeg:size does
 # nothing for a PNG, so ImageMagick's idiom is the same command.
+# on_sources ARRAY COMMAND...: COMMAND with SRC set to ARRAY's files.
+on_sources() {
+    local -n list=$1
+    local rc
+    shift
+    SRC=("${list[@]}"); "$@"; rc=$?; SRC=("${FILES[@]}"); return $rc
+}
 PNG_FILES=()
-on_pngs() { local rc; SRC=("${PNG_FILES[@]}"); "$@"; rc=$?; SRC=("${FILES[@]}"); return $rc; }
-n_darkroom() { on_pngs square_darkroom "$1" "$W_OPS" 80; }
-n_pillow() { on_pngs pillow_run n "$1"; }
-n_vips() { on_pngs square_vips "$1" 1024 80 jpg; }
-n_magick() { on_pngs square_magick "$1" 1024 80 jpg; }
+n_darkroom() { on_sources PNG_FILES square_darkroom "$1" "$W_OPS" 80; }
+n_pillow() { on_sources PNG_FILES pillow_run n "$1"; }
+n_vips() { on_sources PNG_FILES square_vips "$1" 1024 80 jpg; }
+n_magick() { on_sources PNG_FILES square_magick "$1" 1024 80 jpg; }
 
 # --- G peers: the N square from GIF sources (Pillow's script reads any
 # source, so its N mode serves).
 GIF_FILES=()
-on_gifs() { local rc; SRC=("${GIF_FILES[@]}"); "$@"; rc=$?; SRC=("${FILES[@]}"); return $rc; }
-g_darkroom() { on_gifs square_darkroom "$1" "$W_OPS" 80; }
-g_pillow() { on_gifs pillow_run n "$1"; }
-g_vips() { on_gifs square_vips "$1" 1024 80 jpg; }
-g_magick() { on_gifs square_magick "$1" 1024 80 jpg; }
+g_darkroom() { on_sources GIF_FILES square_darkroom "$1" "$W_OPS" 80; }
+g_pillow() { on_sources GIF_FILES pillow_run n "$1"; }
+g_vips() { on_sources GIF_FILES square_vips "$1" 1024 80 jpg; }
+g_magick() { on_sources GIF_FILES square_magick "$1" 1024 80 jpg; }
 
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }

@@ -67,6 +67,14 @@ public final class CancellationFlag: Sendable {
         return state.load(ordering: .relaxed)
     }
 
+    /// A C shim's stop question (PNG, WebP, GIF), asked with the flag as its
+    /// context, unretained (the decode or encode that passed it keeps it
+    /// alive): 1 to stop, as `poll` answers, which counts the look.
+    static func shimShouldStop(_ context: UnsafeMutableRawPointer?) -> Int32 {
+        guard let context else { return 0 }
+        return Unmanaged<CancellationFlag>.fromOpaque(context).takeUnretainedValue().poll() ? 1 : 0
+    }
+
     /// How many times the engine's loops have looked at this flag (always 0
     /// for `never`).
     package var pollCount: Int {

@@ -355,7 +355,7 @@ final class StoreService {
         for request in pending {
             do {
                 let (frames, image) = try handle(request.message, now: now, isolated: isolated, change: &change, removed: &removed)
-                replies.append(Reply([request.peer] + frames, image: image, isImage: request.message.command == .get))
+                replies.append(Reply([request.peer] + frames, image: image))
                 if case .store = request.message { stored += 1 }
             } catch where !isolated && request.message.writes && !(error is StoreFailure) {
                 // A StoreFailure is thrown before anything is written; any
@@ -420,9 +420,6 @@ final class StoreService {
             guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
             switch try records.image(of: record, variant: request.variant) {
             case .inline(let bytes):
-                guard !bytes.isEmpty else {
-                    return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: bytes).frames(), nil)
-                }
                 let queued = CopiedFrame.liveBytes
                 guard queued + bytes.count <= configuration.maxQueuedImageBytes else {
                     throw StoreFailure(.queueFull, "the storage node holds \(queued) bytes of images for replies its peers have not read; retry later")
@@ -595,14 +592,15 @@ private struct Reply {
     let frames: [[UInt8]]
     /// A GET-REPLY's image, sent in place of its empty image frame.
     let image: ImageFrame?
-    /// A GET-REPLY: dropped rather than held when the peer's queue is full.
-    let isImage: Bool
 
-    init(_ frames: [[UInt8]], image: ImageFrame? = nil, isImage: Bool = false) {
+    init(_ frames: [[UInt8]], image: ImageFrame? = nil) {
         self.frames = frames
         self.image = image
-        self.isImage = isImage
     }
+
+    /// A GET-REPLY (every one carries its image): dropped rather than held
+    /// when the peer's queue is full.
+    var isImage: Bool { image != nil }
 
     var peer: [UInt8] { frames.first ?? [] }
 }

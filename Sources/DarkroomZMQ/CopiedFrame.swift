@@ -21,46 +21,24 @@ import Darwin
 /// such byte is counted in `liveBytes` until libzmq frees it, so the server
 /// can refuse more work past a bound it chooses.
 ///
-/// Threading: `Sendable`. Its one mutable state, the memory it owns until
-/// it is sent, is behind a lock; once sent, the memory is libzmq's, which
-/// frees it from whichever thread drops the message.
+/// Threading: `Sendable`. The memory it owns until it is sent is a
+/// `HandedOverMemory`, behind a lock; once sent, the memory is libzmq's,
+/// which frees it from whichever thread drops the message.
 public final class CopiedFrame: Sendable {
-    private let base: Mutex<UnsafeMutableRawPointer?>
+    let memory: HandedOverMemory
     /// The frame's length.
-    public let count: Int
+    public var count: Int { memory.count }
 
     /// Bytes of every `CopiedFrame` in this process not yet freed: made and
     /// not sent, or sent and still in libzmq's queues.
     public static var liveBytes: Int { liveCopiedBytes.load(ordering: .relaxed) }
 
-    /// A copy of `bytes`, which must not be empty.
+    /// A copy of `bytes` (of an empty array, a frame of no bytes).
     public init(copying bytes: [UInt8]) {
-        precondition(!bytes.isEmpty, "a copied frame holds at least one byte")
-        guard let memory = malloc(bytes.count) else { fatalError("out of memory for a frame of \(bytes.count) bytes") }
-        bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        base = Mutex(memory)
-        count = bytes.count
+        guard let copy = malloc(max(1, bytes.count)) else { fatalError("out of memory for a frame of \(bytes.count) bytes") }
+        bytes.withUnsafeBytes { if let source = $0.baseAddress { copy.copyMemory(from: source, byteCount: bytes.count) } }
+        memory = HandedOverMemory(copy, count: bytes.count, release: freeCopy)
         liveCopiedBytes.add(bytes.count, ordering: .relaxed)
-    }
-
-    deinit {
-        if let memory = base.withLock({ $0 }) {
-            free(memory)
-            liveCopiedBytes.subtract(count, ordering: .relaxed)
-        }
-    }
-}
-
-extension CopiedFrame: HandedOverFrame {
-    func handOver(_ send: (UnsafeMutableRawPointer, Int, darkroom_zmq_release_fn, UnsafeMutableRawPointer?) -> Bool) {
-        guard let memory = base.withLock({ value -> UnsafeMutableRawPointer? in
-            defer { value = nil }
-            return value
-        }) else { return }
-        if !send(memory, count, freeWhenSent, UnsafeMutableRawPointer(bitPattern: count)) {
-            free(memory)
-            liveCopiedBytes.subtract(count, ordering: .relaxed)
-        }
     }
 }
 
@@ -68,19 +46,10 @@ extension CopiedFrame: HandedOverFrame {
 /// thread frees sent frames.
 private let liveCopiedBytes = Atomic<Int>(0)
 
-/// libzmq's release function for a frame sent from a `CopiedFrame`: the
-/// hint is its length. Runs on whichever thread drops the message.
-private let freeWhenSent: darkroom_zmq_release_fn = { data, hint in
+/// Frees a copy, sent (called by libzmq, from whichever thread drops the
+/// message) or not: the hint is its length.
+private let freeCopy: darkroom_zmq_release_fn = { data, hint in
     guard let data else { return }
     free(data)
     liveCopiedBytes.subtract(Int(bitPattern: hint), ordering: .relaxed)
-}
-
-/// Memory a frame is sent from without another copy: it hands itself to
-/// `send` (its address, its length, the function libzmq calls to release
-/// it and that function's hint) and owns it no longer, whether or not
-/// libzmq took it (`send` returns false when it did not: then it is
-/// released here at once).
-protocol HandedOverFrame: AnyObject {
-    func handOver(_ send: (UnsafeMutableRawPointer, Int, darkroom_zmq_release_fn, UnsafeMutableRawPointer?) -> Bool)
 }

@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// A file's bytes mapped read-only into memory, to be sent as the last frame
-/// of a message without being copied (`Socket.send(_:then:dontWait:)`).
+/// of a message without being copied (`Socket.send(_:file:at:dontWait:)`).
 ///
 /// Why: a server that reads a file into its heap to send it holds that copy
 /// for as long as the message waits in ZeroMQ's queue for a slow peer, or a
@@ -25,14 +25,15 @@ import Darwin
 ///
 /// Threading: `Sendable`, so that one thread can map a file and another
 /// send it (the broker maps a job's input where it reads the job's row,
-/// and sends it from the thread that owns the backend socket). Its one mutable state,
-/// the mapping it owns, is behind a lock; the mapped bytes are read-only.
+/// and sends it from the thread that owns the backend socket). The mapping
+/// it owns is a `HandedOverMemory`, behind a lock; the mapped bytes are
+/// read-only.
 /// Once sent, the mapping belongs to libzmq, which unmaps it from its I/O
 /// thread when the frame has left (`munmap` may be called from any thread).
 public final class MappedFile: Sendable {
-    private let base: Mutex<UnsafeMutableRawPointer?>
+    let memory: HandedOverMemory
     /// The file's size, the frame's length.
-    public let count: Int
+    public var count: Int { memory.count }
 
     /// Mappings made and not yet unmapped, here or inside libzmq's queues:
     /// each holds one entry of the kernel's per-process map table
@@ -65,16 +66,8 @@ public final class MappedFile: Sendable {
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), mapped != MAP_FAILED else {
             throw failure("mmap")
         }
-        base = Mutex(mapped)
-        count = size
+        memory = HandedOverMemory(mapped, count: size, release: unmap)
         liveMappings.add(1, ordering: .relaxed)
-    }
-
-    deinit {
-        if let mapped = base.withLock({ $0 }) {
-            munmap(mapped, count)
-            liveMappings.subtract(1, ordering: .relaxed)
-        }
     }
 
     /// Calls `body` with the mapped bytes (none once the file has been
@@ -82,25 +75,7 @@ public final class MappedFile: Sendable {
     /// is held meanwhile, so the file cannot be sent, and unmapped, while
     /// `body` reads it.
     public func withUnsafeBytes<Result: Sendable>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        let count = self.count
-        return base.withLock { mapped in
-            body(UnsafeRawBufferPointer(start: mapped.map { UnsafeRawPointer($0) }, count: mapped == nil ? 0 : count))
-        }
-    }
-}
-
-extension MappedFile: HandedOverFrame {
-    /// Hands the mapping over with `unmapWhenSent` as its release function
-    /// and the length as its hint.
-    func handOver(_ send: (UnsafeMutableRawPointer, Int, darkroom_zmq_release_fn, UnsafeMutableRawPointer?) -> Bool) {
-        guard let mapped = base.withLock({ value -> UnsafeMutableRawPointer? in
-            defer { value = nil }
-            return value
-        }) else { return }
-        if !send(mapped, count, unmapWhenSent, UnsafeMutableRawPointer(bitPattern: count)) {
-            munmap(mapped, count)
-            liveMappings.subtract(1, ordering: .relaxed)
-        }
+        memory.withUnsafeBytes(body)
     }
 }
 
@@ -108,9 +83,9 @@ extension MappedFile: HandedOverFrame {
 /// unmaps sent frames.
 private let liveMappings = Atomic<Int>(0)
 
-/// libzmq's release function for a frame sent from a mapping: the hint is
-/// the mapping's length. Runs on whichever thread drops the message.
-private let unmapWhenSent: darkroom_zmq_release_fn = { data, hint in
+/// Releases a mapping, sent (called by libzmq, from whichever thread drops
+/// the message) or not: the hint is its length.
+private let unmap: darkroom_zmq_release_fn = { data, hint in
     guard let data else { return }
     munmap(data, Int(bitPattern: hint))
     liveMappings.subtract(1, ordering: .relaxed)

@@ -137,22 +137,22 @@ public final class Socket {
     /// the mapping is libzmq's whether or not its frame is accepted: it is
     /// unmapped when the frame has left, or at once if it failed.
     public func send(_ frames: [[UInt8]], file: MappedFile, at position: Int, dontWait: Bool = false) throws {
-        try send(frames, handedOver: file, at: position, dontWait: dontWait)
+        try send(frames, handedOver: file.memory, at: position, dontWait: dontWait)
     }
 
     /// Sends `frames` with the bytes of `copied` in place of
     /// `frames[position]`, as `send(_:file:at:dontWait:)` does with a
     /// file's: see `CopiedFrame`.
     public func send(_ frames: [[UInt8]], copied: CopiedFrame, at position: Int, dontWait: Bool = false) throws {
-        try send(frames, handedOver: copied, at: position, dontWait: dontWait)
+        try send(frames, handedOver: copied.memory, at: position, dontWait: dontWait)
     }
 
-    private func send(_ frames: [[UInt8]], handedOver: HandedOverFrame, at position: Int, dontWait: Bool) throws {
+    private func send(_ frames: [[UInt8]], handedOver: HandedOverMemory, at position: Int, dontWait: Bool) throws {
         precondition(position >= 1 && position < frames.count, "the handed-over frame must follow the first frame")
         try send(frames, handedOver: (handedOver, position), dontWait: dontWait)
     }
 
-    private func send(_ frames: [[UInt8]], handedOver: (frame: HandedOverFrame, position: Int)?, dontWait: Bool) throws {
+    private func send(_ frames: [[UInt8]], handedOver: (memory: HandedOverMemory, position: Int)?, dontWait: Bool) throws {
         let handle = try openHandle("zmq_send")
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
         let last = frames.count - 1
@@ -160,7 +160,7 @@ public final class Socket {
             let frameFlags = index < last ? flags | ZMQ_SNDMORE : flags
             if let handedOver, index == handedOver.position {
                 var result: Int32 = 0
-                handedOver.frame.handOver { base, count, release, hint in
+                handedOver.memory.handOver { base, count, release, hint in
                     var taken: Int32 = 0
                     result = darkroom_zmq_send_owned(handle, base, count, release, hint, frameFlags, &taken)
                     return taken != 0

@@ -373,7 +373,6 @@ import Testing
     @Test func queuedInlineImagesAreCappedAndReleasedOnceSent() throws {
         let context = try Context()
         let directory = try TemporaryDirectory()
-        let big = fullJPEG(seed: 92, bytes: 6000)
         let inlineImage = fullJPEG(seed: 93, bytes: 90_000)
         let thumb = thumbJPEG(seed: 93)
         do {

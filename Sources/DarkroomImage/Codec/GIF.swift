@@ -87,10 +87,8 @@ public enum GIF {
         UInt32(clamping: limits.maxSide)
     }
 
-    private static let shouldStop: dr_gif_should_stop = { context in
-        guard let context else { return 0 }
-        return Unmanaged<CancellationFlag>.fromOpaque(context).takeUnretainedValue().poll() ? 1 : 0
-    }
+    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
+    private static let shouldStop: dr_gif_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is the header's when the shim refused it (too large, or 0
     /// wide or high): the refusal is then worded as the JPEG decoder words it.
@@ -98,15 +96,7 @@ public enum GIF {
         let text = Sniff.text(ofCString: failure.message)
         switch failure.status {
         case DR_GIF_TOO_LARGE, DR_GIF_INVALID_DIMENSIONS:
-            if let size {
-                do {
-                    try JPEG.check(size, limits: limits)
-                } catch {
-                    return error
-                }
-            }
-            let code: ImageError.Code = failure.status == DR_GIF_TOO_LARGE ? .limitExceeded : .invalidDimensions
-            return ImageError(code, "invalid image dimensions (\(text))")
+            return JPEG.sizeRefusal(size, limits: limits, tooLarge: failure.status == DR_GIF_TOO_LARGE, detail: text)
         case DR_GIF_TRUNCATED: return ImageError(.truncated, "truncated: data ends before the first picture does (\(text))")
         case DR_GIF_NO_IMAGE: return ImageError(.corrupt, "corrupt GIF data (\(text))")
         case DR_GIF_OUT_OF_MEMORY: return ImageError(.limitExceeded, "out of memory while decoding (\(text))")

@@ -334,6 +334,20 @@ public enum JPEG {
         return (decoder, header)
     }
 
+    /// Another decoder's refusal of its header's size (over a side limit,
+    /// or 0 wide or high): worded by `check` when the size is known, as
+    /// every decoder words it, else with the decoder's own `detail`.
+    static func sizeRefusal(_ size: Size?, limits: DecodeLimits, tooLarge: Bool, detail: String) -> ImageError {
+        if let size {
+            do {
+                try check(size, limits: limits)
+            } catch {
+                return error
+            }
+        }
+        return ImageError(tooLarge ? .limitExceeded : .invalidDimensions, "invalid image dimensions (\(detail))")
+    }
+
     /// The limit checks on the stored size (orientation does not change them).
     static func check(_ size: Size, limits: DecodeLimits) throws(ImageError) {
         if size.width <= 0 { throw ImageError(.invalidDimensions, "header declares width \(size.width)") }

@@ -147,13 +147,8 @@ public enum PNG {
         UInt32(clamping: limits.maxSide)
     }
 
-    /// The shim's stop question, answered by the `CancellationFlag` its
-    /// context points to (kept alive by the decode that passed it). `poll`
-    /// counts the look, as the engine's own loops do.
-    private static let shouldStop: dr_png_should_stop = { context in
-        guard let context else { return 0 }
-        return Unmanaged<CancellationFlag>.fromOpaque(context).takeUnretainedValue().poll() ? 1 : 0
-    }
+    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
+    private static let shouldStop: dr_png_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is IHDR's when the shim refused it (too large, or 0 wide or
     /// high): the refusal is then worded as the JPEG decoder words it.
@@ -161,15 +156,7 @@ public enum PNG {
         let text = message(of: failure)
         switch failure.status {
         case DR_PNG_TOO_LARGE, DR_PNG_INVALID_DIMENSIONS:
-            if let size {
-                do {
-                    try JPEG.check(size, limits: limits)
-                } catch {
-                    return error
-                }
-            }
-            let code: ImageError.Code = failure.status == DR_PNG_TOO_LARGE ? .limitExceeded : .invalidDimensions
-            return ImageError(code, "invalid image dimensions (\(text))")
+            return JPEG.sizeRefusal(size, limits: limits, tooLarge: failure.status == DR_PNG_TOO_LARGE, detail: text)
         case DR_PNG_TRUNCATED: return ImageError(.truncated, "truncated: data ends before the image does (\(text))")
         case DR_PNG_UNSUPPORTED: return ImageError(.unsupported, "unsupported PNG (\(text))")
         case DR_PNG_OUT_OF_MEMORY: return ImageError(.limitExceeded, "out of memory while decoding (\(text))")

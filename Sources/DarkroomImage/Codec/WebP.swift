@@ -212,13 +212,8 @@ public enum WebP {
         }
     }
 
-    /// The shim's stop question, answered by the `CancellationFlag` its
-    /// context points to (kept alive by the encode that passed it). `poll`
-    /// counts the look, as the engine's own loops do.
-    private static let shouldStop: dr_webp_should_stop = { context in
-        guard let context else { return 0 }
-        return Unmanaged<CancellationFlag>.fromOpaque(context).takeUnretainedValue().poll() ? 1 : 0
-    }
+    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
+    private static let shouldStop: dr_webp_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     private static func decodeError(_ error: dr_webp_error) -> ImageError {
         let text = message(of: error)
