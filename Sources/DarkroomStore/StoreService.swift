@@ -54,6 +54,9 @@ final class StoreService {
     /// delay STOREDs behind a slow link's window, which the worker counts
     /// as round trip; 100 tries a second cost nothing.
     private var heldRetry = 1
+    /// `metrics.droppedReplies` as `countHeld` last published it: drops
+    /// happen while replies are sent, after a turn's totals went out.
+    private var droppedPublished: UInt64 = 0
     /// Warnings that peers' messages cause, each kind bounded (`LogLimiter`).
     private var warnings = LogLimiter()
 
@@ -543,11 +546,13 @@ final class StoreService {
         countHeld()
     }
 
-    /// Publishes how many replies are held now.
+    /// Publishes how many replies are held now, and how many were dropped,
+    /// when either changed since the totals were last published.
     private func countHeld() {
         let count = UInt64(held.values.reduce(0) { $0 + $1.count })
-        guard count != metrics.heldReplies else { return }
+        guard count != metrics.heldReplies || metrics.droppedReplies != droppedPublished else { return }
         metrics.heldReplies = count
+        droppedPublished = metrics.droppedReplies
         board.publish(metrics)
     }
 
