@@ -129,10 +129,10 @@ struct BlobFiles {
     /// Maps a whole blob read-only, to be sent without copying it. Blob
     /// files are never changed once named, which mapping needs (see
     /// `MappedFile`). Refuses files larger than `limit` bytes, so a damaged
-    /// file is never sent whole.
-    func map(_ relative: String, limit: Int) throws(BlobFileError) -> MappedFile {
+    /// file is never sent whole. The mapping is counted on `tally`.
+    func map(_ relative: String, limit: Int, tally: FrameTally) throws(BlobFileError) -> MappedFile {
         do {
-            return try MappedFile(path: path(relative), maxBytes: limit)
+            return try MappedFile(path: path(relative), maxBytes: limit, tally: tally)
         } catch {
             throw BlobFileError(error)
         }

@@ -2,6 +2,7 @@ import DarkroomCore
 import DarkroomImage
 import DarkroomProtocol
 import DarkroomSQLite
+import DarkroomZMQ
 
 /// Why one request failed: the DRK1 error code for the ERROR reply and a
 /// one-line reason that names the record or job.
@@ -389,8 +390,9 @@ final class RecordStore {
 
     /// One image of `record`, checked against the size and SHA-256 recorded
     /// when it was stored: its bytes when they are inline in the row, its
-    /// blob file mapped into memory (not read into it) when they are a file.
-    func image(of record: RecordInfo, variant: Variant) throws -> StoredImage {
+    /// blob file mapped into memory (not read into it) when they are a file,
+    /// the mapping counted on `mappings` until it is unmapped.
+    func image(of record: RecordInfo, variant: Variant, mappings: FrameTally) throws -> StoredImage {
         let sql = variant == .full
             ? "SELECT blob, blob_path FROM full_res WHERE id = ?1"
             : "SELECT blob, blob_path FROM thumbnails WHERE full_res_id = ?1"
@@ -405,7 +407,7 @@ final class RecordStore {
                 throw StoreFailure(.internal, "\(what) names an invalid blob path '\(path)'")
             }
             do {
-                image = .file(try blobs.map(path, limit: maxBlobBytes))
+                image = .file(try blobs.map(path, limit: maxBlobBytes, tally: mappings))
             } catch {
                 throw StoreFailure(.internal, "\(what) cannot be read: \(error)")
             }

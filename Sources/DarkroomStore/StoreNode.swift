@@ -61,8 +61,8 @@ public final class StoreNode: Sendable {
     public var metrics: StoreMetrics {
         var metrics = board.current
         // Read now: libzmq's I/O thread unmaps as replies leave.
-        metrics.mappedImages = UInt64(max(0, MappedFile.live))
-        metrics.queuedImageBytes = UInt64(max(0, CopiedFrame.liveBytes))
+        metrics.mappedImages = UInt64(max(0, board.mappedImages.current))
+        metrics.queuedImageBytes = UInt64(max(0, board.queuedImageBytes.current))
         return metrics
     }
 
@@ -125,6 +125,11 @@ final class StoreBoard: Sendable {
     private let value = Mutex(StoreMetrics())
     func publish(_ metrics: StoreMetrics) { value.withLock { $0 = metrics } }
     var current: StoreMetrics { value.withLock { $0 } }
+    /// Blob files this node has mapped for GET-REPLYs not yet sent, and
+    /// bytes of inline images it has copied for them: lowered by libzmq's
+    /// I/O thread as replies leave, so read live rather than published.
+    let mappedImages = FrameTally()
+    let queuedImageBytes = FrameTally()
 }
 
 extension StoreService: ServiceLoop {

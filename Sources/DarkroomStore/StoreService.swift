@@ -421,18 +421,18 @@ final class StoreService {
             return (ListReply(requestID: request.requestID, records: found).frames(), nil)
         case .get(let request):
             guard let record = try records.record(matching: request.id) else { throw StoreFailure.notFound(request.id) }
-            switch try records.image(of: record, variant: request.variant) {
+            switch try records.image(of: record, variant: request.variant, mappings: board.mappedImages) {
             case .inline(let bytes):
-                let queued = CopiedFrame.liveBytes
+                let queued = board.queuedImageBytes.current
                 guard queued + bytes.count <= configuration.maxQueuedImageBytes else {
                     throw StoreFailure(.queueFull, "the storage node holds \(queued) bytes of images for replies its peers have not read; retry later")
                 }
                 // Copied once, counted until libzmq frees it.
-                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), .copied(CopiedFrame(copying: bytes)))
+                return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), .copied(CopiedFrame(copying: bytes, tally: board.queuedImageBytes)))
             case .file(let file):
                 // This one counted, mapped until the reply goes out of scope.
-                guard MappedFile.live <= configuration.maxMappedImages else {
-                    throw StoreFailure(.queueFull, "the storage node has \(MappedFile.live - 1) images mapped for replies its peers have not read; retry later")
+                guard board.mappedImages.current <= configuration.maxMappedImages else {
+                    throw StoreFailure(.queueFull, "the storage node has \(board.mappedImages.current - 1) images mapped for replies its peers have not read; retry later")
                 }
                 // The image frame is left empty and sent from the file.
                 return (GetReply(requestID: request.requestID, variant: request.variant, record: record, image: []).frames(), .mapped(file))

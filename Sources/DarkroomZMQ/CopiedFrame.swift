@@ -1,5 +1,3 @@
-import CZeroMQ
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -18,8 +16,8 @@ import Darwin
 /// that answers with images can then hold any number of them for peers
 /// that ask and never read (ZeroMQ keeps 1,000 messages per connection,
 /// and a peer can open many connections). Sent from a `CopiedFrame`, every
-/// such byte is counted in `liveBytes` until libzmq frees it, so the server
-/// can refuse more work past a bound it chooses.
+/// such byte is counted on the sender's `FrameTally` until libzmq frees it,
+/// so the server can refuse more work past a bound it chooses.
 ///
 /// Threading: `Sendable`. The memory it owns until it is sent is a
 /// `HandedOverMemory`, behind a lock; once sent, the memory is libzmq's,
@@ -29,27 +27,11 @@ public final class CopiedFrame: Sendable {
     /// The frame's length.
     public var count: Int { memory.count }
 
-    /// Bytes of every `CopiedFrame` in this process not yet freed: made and
-    /// not sent, or sent and still in libzmq's queues.
-    public static var liveBytes: Int { liveCopiedBytes.load(ordering: .relaxed) }
-
-    /// A copy of `bytes` (of an empty array, a frame of no bytes).
-    public init(copying bytes: [UInt8]) {
+    /// A copy of `bytes` (of an empty array, a frame of no bytes), its
+    /// length counted on `tally` until it is freed.
+    public init(copying bytes: [UInt8], tally: FrameTally) {
         guard let copy = malloc(max(1, bytes.count)) else { fatalError("out of memory for a frame of \(bytes.count) bytes") }
         bytes.withUnsafeBytes { if let source = $0.baseAddress { copy.copyMemory(from: source, byteCount: bytes.count) } }
-        memory = HandedOverMemory(copy, count: bytes.count, release: freeCopy)
-        liveCopiedBytes.add(bytes.count, ordering: .relaxed)
+        memory = HandedOverMemory(copy, count: bytes.count, kind: .free, tally: tally, amount: bytes.count)
     }
-}
-
-/// Counted by `CopiedFrame.liveBytes`. An atomic because libzmq's I/O
-/// thread frees sent frames.
-private let liveCopiedBytes = Atomic<Int>(0)
-
-/// Frees a copy, sent (called by libzmq, from whichever thread drops the
-/// message) or not: the hint is its length.
-private let freeCopy: darkroom_zmq_release_fn = { data, hint in
-    guard let data else { return }
-    free(data)
-    liveCopiedBytes.subtract(Int(bitPattern: hint), ordering: .relaxed)
 }

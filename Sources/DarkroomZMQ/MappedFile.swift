@@ -1,5 +1,3 @@
-import CZeroMQ
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -35,12 +33,6 @@ public final class MappedFile: Sendable {
     /// The file's size, the frame's length.
     public var count: Int { memory.count }
 
-    /// Mappings made and not yet unmapped, here or inside libzmq's queues:
-    /// each holds one entry of the kernel's per-process map table
-    /// (`vm.max_map_count`, 65,530 by default), which `malloc` needs too, so
-    /// a server bounds it.
-    public static var live: Int { liveMappings.load(ordering: .relaxed) }
-
     /// A file that could not be mapped: the step, the path and the reason.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public let operation: String
@@ -49,8 +41,12 @@ public final class MappedFile: Sendable {
         public var description: String { "\(operation) \(path): \(reason)" }
     }
 
-    /// Maps the whole of the file at `path`, which must hold 1 to `maxBytes` bytes.
-    public init(path: String, maxBytes: Int) throws(Failure) {
+    /// Maps the whole of the file at `path`, which must hold 1 to `maxBytes`
+    /// bytes, counted as one on `tally` until it is unmapped. (Each mapping
+    /// holds one entry of the kernel's per-process map table,
+    /// `vm.max_map_count`, 65,530 by default, which `malloc` needs too, so
+    /// a server bounds its tally.)
+    public init(path: String, maxBytes: Int, tally: FrameTally) throws(Failure) {
         func failure(_ operation: String, _ reason: String? = nil) -> Failure {
             Failure(operation: operation, path: path, reason: reason ?? String(cString: strerror(errno)))
         }
@@ -66,8 +62,7 @@ public final class MappedFile: Sendable {
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), mapped != MAP_FAILED else {
             throw failure("mmap")
         }
-        memory = HandedOverMemory(mapped, count: size, release: unmap)
-        liveMappings.add(1, ordering: .relaxed)
+        memory = HandedOverMemory(mapped, count: size, kind: .unmap, tally: tally, amount: 1)
     }
 
     /// Calls `body` with the mapped bytes (none once the file has been
@@ -77,16 +72,4 @@ public final class MappedFile: Sendable {
     public func withUnsafeBytes<Result: Sendable>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         memory.withUnsafeBytes(body)
     }
-}
-
-/// Counted by `MappedFile.live`. An atomic because libzmq's I/O thread
-/// unmaps sent frames.
-private let liveMappings = Atomic<Int>(0)
-
-/// Releases a mapping, sent (called by libzmq, from whichever thread drops
-/// the message) or not: the hint is its length.
-private let unmap: darkroom_zmq_release_fn = { data, hint in
-    guard let data else { return }
-    munmap(data, Int(bitPattern: hint))
-    liveMappings.subtract(1, ordering: .relaxed)
 }

@@ -1,6 +1,7 @@
 @testable import DarkroomBroker
 import DarkroomProtocol
 import DarkroomSQLite
+import DarkroomZMQ
 import Foundation
 import Testing
 
@@ -128,20 +129,34 @@ final class StoreBench {
     /// An input kept in a file goes out mapped, not read; past the cap on
     /// mappings (here 0) it is read into memory as before, the same bytes.
     @Test func fileInputsAreMappedUntilTheCapThenRead() throws {
-        for cap in [16_384, 0] {
+        // Mappings another owner holds in this process (the storage node's,
+        // in `darkroom up`) do not count against the broker's cap.
+        let elsewhere = FrameTally()
+        let otherPath = NSTemporaryDirectory() + "darkroom-jobstore-elsewhere-\(UUID().uuidString)"
+        #expect(FileManager.default.createFile(atPath: otherPath, contents: Data(jpeg(size: 100))))
+        defer { try? FileManager.default.removeItem(atPath: otherPath) }
+        let others = try (0..<8).map { _ in try MappedFile(path: otherPath, maxBytes: 1 << 20, tally: elsewhere) }
+        defer { withExtendedLifetime(others) {} }
+        for cap in [16_384, 1, 0] {
             let bench = try StoreBench(maxMappedInputs: cap)
             let bytes = jpeg(size: 700)
             let id = try bench.accept(bytes, file: true)
             try bench.commit()
             bench.driver.register("w1", slots: 1, credit: 1)
-            let (lease, payload) = try unwrap(try bench.dispatch())
-            #expect(lease.job.id == id)
-            #expect(payload?.input == bytes, "cap \(cap)")
-            if cap == 0 {
-                #expect(payload?.file == nil && payload?.image == bytes, "read into memory past the cap")
-            } else {
-                #expect(payload?.file?.count == bytes.count && payload?.image.isEmpty == true, "mapped, not read")
+            do {
+                let (lease, payload) = try unwrap(try bench.dispatch())
+                #expect(lease.job.id == id)
+                #expect(payload?.input == bytes, "cap \(cap)")
+                if cap == 0 {
+                    #expect(payload?.file == nil && payload?.image == bytes, "read into memory past the cap")
+                    #expect(bench.store.mappedInputs.current == 0)
+                } else {
+                    #expect(payload?.file?.count == bytes.count && payload?.image.isEmpty == true, "mapped, not read, cap \(cap)")
+                    #expect(bench.store.mappedInputs.current == 1)
+                }
             }
+            // The JOB was never sent: its mapping went with it.
+            #expect(bench.store.mappedInputs.current == 0)
             try bench.commit()
         }
     }

@@ -42,8 +42,8 @@ struct InputFiles: Sendable {
     /// sent without being read into memory. An input file is never changed
     /// once named (a rewrite is a new file renamed over it), which mapping
     /// needs (see `MappedFile`).
-    func map(_ name: String, limit: Int) throws(MappedFile.Failure) -> MappedFile {
-        try MappedFile(path: path(of: name), maxBytes: limit)
+    func map(_ name: String, limit: Int, tally: FrameTally) throws(MappedFile.Failure) -> MappedFile {
+        try MappedFile(path: path(of: name), maxBytes: limit, tally: tally)
     }
 
     /// Reads a file, refusing one larger than `limit` bytes before reading it.

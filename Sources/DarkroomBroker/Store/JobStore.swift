@@ -132,6 +132,10 @@ final class JobStore {
     /// each holding thousands of jobs could pass it; inputs past it are
     /// read into memory instead.
     let maxMappedInputs: Int
+    /// The broker's input files mapped and not yet unmapped (by libzmq,
+    /// once a JOB has left), bounded by `maxMappedInputs`. The broker's
+    /// own: a storage node in the same process counts its mappings apart.
+    let mappedInputs = FrameTally()
 
     /// The cap on the database's size in pages (SQLite's own, which may be
     /// above the one asked for when the database was already larger), and
@@ -766,9 +770,9 @@ final class JobStore {
             var mapped: MappedFile?
             if let file = try row.optionalString("input_file") {
                 do {
-                    // Mapped while the process has map entries to spare;
+                    // Mapped while the broker has map entries to spare;
                     // else, or when mapping fails, read as before.
-                    if MappedFile.live < maxMappedInputs, let mappedFile = try? inputs.map(file, limit: maxInputBytes) {
+                    if mappedInputs.current < maxMappedInputs, let mappedFile = try? inputs.map(file, limit: maxInputBytes, tally: mappedInputs) {
                         mapped = mappedFile
                     } else {
                         image = try inputs.read(file, limit: maxInputBytes)
