@@ -19,13 +19,18 @@ public struct BrokerMetrics: Sendable, Equatable {
     /// deadline passed), and of those the ones whose deadline passed.
     public var cancelled: UInt64
     public var expired: UInt64
+    /// Input files mapped for JOBs now, sent or waiting for their workers
+    /// to read them; past the cap (16,384) inputs are read into memory.
+    public var mappedInputs: UInt64
 
-    public init(status: BrokerStatus, accepted: UInt64, stored: UInt64, failed: UInt64, cancelled: UInt64 = 0, expired: UInt64 = 0) {
+    public init(status: BrokerStatus, accepted: UInt64, stored: UInt64, failed: UInt64, cancelled: UInt64 = 0, expired: UInt64 = 0,
+                mappedInputs: UInt64 = 0) {
         self.status = status
         self.accepted = accepted
         self.stored = stored
         self.failed = failed
         self.cancelled = cancelled
         self.expired = expired
+        self.mappedInputs = mappedInputs
     }
 }

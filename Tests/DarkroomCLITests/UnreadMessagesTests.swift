@@ -178,9 +178,13 @@ struct UnreadMessagesTests {
             return try HTTPProbe.scrape(port: metricsPort)["darkroom_broker_jobs_in_flight"] == Double(jobs)
         }
         try Self.waitUntilIdle(pid) { try worker.send(heartbeat) }
+        // Mapped and counted until they leave (some may sit in the kernel's
+        // socket buffers already, their mappings released).
+        let mapped = try HTTPProbe.scrape(port: metricsPort)["darkroom_broker_inputs_mapped"] ?? -1
+        #expect(mapped >= 1 && mapped <= Double(jobs), "\(mapped) inputs mapped with \(jobs) JOBs unread")
         let after = try #require(Self.anonymousMemory(of: pid))
         let grown = after - before
-        print("unread jobs: broker RssAnon \(before >> 20) MiB before \(jobs) JOBs of 8 MiB, \(after >> 20) MiB after")
+        print("unread jobs: broker RssAnon \(before >> 20) MiB before \(jobs) JOBs of 8 MiB, \(after >> 20) MiB after; \(Int(mapped)) inputs mapped")
         // Copied, they would be 192 MiB.
         #expect(grown < 80 << 20, "the broker's heap grew by \(grown >> 20) MiB with \(jobs) unread JOBs")
 
@@ -199,6 +203,10 @@ struct UnreadMessagesTests {
             }
         }
         #expect(received.count == jobs, "\(received.count) of \(jobs) JOBs read")
+        // Read, every mapping is released.
+        try h.waitUntil("the broker's mapped inputs are released", timeout: .seconds(20)) {
+            try HTTPProbe.scrape(port: metricsPort)["darkroom_broker_inputs_mapped"] == 0
+        }
         #expect(h.signal("broker", SIGTERM) == 0)
     }
 }

@@ -135,7 +135,7 @@ final class JobStore {
     /// The broker's input files mapped and not yet unmapped (by libzmq,
     /// once a JOB has left), bounded by `maxMappedInputs`. The broker's
     /// own: a storage node in the same process counts its mappings apart.
-    let mappedInputs = FrameTally()
+    let mappedInputs: FrameTally
 
     /// The cap on the database's size in pages (SQLite's own, which may be
     /// above the one asked for when the database was already larger), and
@@ -149,8 +149,10 @@ final class JobStore {
     /// `maxPages` caps the database's size in pages (`PRAGMA max_page_count`);
     /// under the cap, accepts that would not leave room to dispatch and store
     /// the jobs already queued are refused (`rejected`).
-    init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20, maxMappedInputs: Int = 16_384) throws {
+    init(directory: String, maxInputBytes: Int, maxPages: Int? = nil, warmLimit: Int = 64 << 20, maxMappedInputs: Int = 16_384,
+         mappedInputs: FrameTally = FrameTally()) throws {
         self.maxMappedInputs = maxMappedInputs
+        self.mappedInputs = mappedInputs
         self.warmLimit = warmLimit
         self.maxInputBytes = maxInputBytes
         do {

@@ -91,7 +91,7 @@ final class BrokerCore {
         self.backlog = backlog
         rates = RateCounter(windowSeconds: configuration.rateWindowSeconds)
         store = try JobStore(directory: configuration.dataDirectory, maxInputBytes: configuration.maxImageBytes,
-                             maxPages: configuration.maxDatabasePages)
+                             maxPages: configuration.maxDatabasePages, mappedInputs: board.mappedInputs)
         let (mailbox, inbox): (Mailbox<CoreMessage>, MailboxInbox<CoreMessage>)
         do {
             (mailbox, inbox) = try Mailbox<CoreMessage>.make(context: context)

@@ -107,6 +107,10 @@ final class StatusBoard: Sendable {
     }
 
     private let latest = Mutex<Snapshot?>(nil)
+    /// Input files the queue has mapped for JOBs, counted until libzmq has
+    /// sent them (`JobStore.mappedInputs`): lowered by its I/O thread, so
+    /// read live rather than published.
+    let mappedInputs = FrameTally()
     /// The switchboard's last copy of when it heard each connection
     /// (monotonic ms), and when it made it.
     private let heard = Mutex<(at: UInt64, connections: [[UInt8]: UInt64])>((0, [:]))
@@ -142,7 +146,8 @@ final class StatusBoard: Sendable {
             status.workers[index].lastHeartbeat = wall > age ? wall - age : 0
         }
         return BrokerMetrics(status: status, accepted: snapshot.totals.accepted, stored: snapshot.totals.stored,
-                             failed: snapshot.totals.failed, cancelled: snapshot.totals.cancelled, expired: snapshot.totals.expired)
+                             failed: snapshot.totals.failed, cancelled: snapshot.totals.cancelled, expired: snapshot.totals.expired,
+                             mappedInputs: UInt64(max(0, mappedInputs.current)))
     }
 }
 

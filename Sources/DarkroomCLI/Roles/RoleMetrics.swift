@@ -130,6 +130,8 @@ enum RoleMetrics {
                    workers.filter { $0.lastHeartbeat > 0 }.map {
                        .init(label($0.id), Double(now > $0.lastHeartbeat ? now - $0.lastHeartbeat : 0) / 1_000)
                    })
+        text.gauge("darkroom_broker_inputs_mapped", help: "Input files mapped for JOBs, sent or waiting for their workers to read them; past 16,384 inputs are read into memory instead.",
+                   [.init(count: metrics.mappedInputs)])
     }
 
     static func store(_ metrics: StoreMetrics, into text: inout MetricsText) {
