@@ -5,8 +5,8 @@
 // Layers, bottom to top (arrows point down only):
 //
 //   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
-//                   CMicroHTTPD, CCurl (loaded on first use)
-//   image engine    DarkroomImage     pixels, JPEG, PNG and WebP codecs, operations
+//                   CMicroHTTPD, CCurl, CHEIF (loaded on first use)
+//   image engine    DarkroomImage     pixels, JPEG, PNG, WebP, GIF and HEIF codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
 //   executable      darkroom          main.swift only calls DarkroomCLI
@@ -34,6 +34,9 @@ let package = Package(
         .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
         // giflib, for GIF sources (and the GIF fixtures tests write).
         .target(name: "CGIF", linkerSettings: [.linkedLibrary("gif")]),
+        // libheif, for HEIC and AVIF sources (and the HEIF fixtures tests
+        // write), loaded on first use like CMicroHTTPD and CCurl.
+        .target(name: "CHEIF", linkerSettings: [.linkedLibrary("dl")]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
@@ -63,7 +66,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG", "CGIF"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG", "CGIF", "CHEIF"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
@@ -93,7 +96,7 @@ let package = Package(
         .executableTarget(name: "darkroom-loadgen", dependencies: ["DarkroomZMQ", "DarkroomProtocol"]),
 
         // Test fixtures more than one test target builds files from (PNG files made in code).
-        .target(name: "DarkroomFixtures", dependencies: ["CGIF"], path: "Tests/DarkroomFixtures"),
+        .target(name: "DarkroomFixtures", dependencies: ["CGIF", "CHEIF"], path: "Tests/DarkroomFixtures"),
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage", "DarkroomFixtures"]),

@@ -37,9 +37,9 @@ public enum DarkroomCLI {
         var out = """
         OVERVIEW: Darkroom, a distributed image-processing job queue.
 
-        Turns images (JPEG, PNG, WebP, GIF) into processed full-resolution images
-        and thumbnails, through a pipeline of operations such as scale, crop and
-        glitch.
+        Turns images (JPEG, PNG, WebP, GIF, HEIC and AVIF) into processed
+        full-resolution images and thumbnails, through a pipeline of operations
+        such as scale, crop and glitch.
 
         USAGE: darkroom <subcommand> [options]
 

@@ -41,7 +41,7 @@ import Testing
         let notJPEG = try client.submit(image: [0x89, 0x50, 0x4E, 0x47])
         guard case .rejected(let rejectedImage) = notJPEG else { Issue.record("expected REJECTED, got \(notJPEG)"); return }
         #expect(rejectedImage.code == .invalidImage)
-        #expect(rejectedImage.reason.contains("not a JPEG, PNG, WebP or GIF"))
+        #expect(rejectedImage.reason.contains("not a JPEG, PNG, WebP, GIF or HEIF"))
         let tiff = try client.submit(image: [0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0])
         guard case .rejected(let rejectedTIFF) = tiff else { Issue.record("expected REJECTED, got \(tiff)"); return }
         #expect(rejectedTIFF.code == .invalidImage)

@@ -56,7 +56,7 @@ struct SourceFormatSystemTests {
         let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
         let error = try #require(fake["error"] as? [String: Any])
         #expect(error["code"] as? String == "unsupported-format")
-        #expect(error["reason"] as? String == "not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)", "\(error)")
+        #expect(error["reason"] as? String == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)", "\(error)")
         let logo = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.jpg")))
         let decoded = try JPEG.decode(logo).image
         #expect(decoded.width == 80 && decoded.height == 60)
@@ -76,7 +76,7 @@ struct SourceFormatSystemTests {
         let results = SystemHarness.jsonLines(submit.stdout)
         let invalid = try #require(results.first { $0["status"] as? String == "invalid" })
         #expect((invalid["input"] as? String)?.hasSuffix("fake.png") == true)
-        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP or GIF image") == true, "\(invalid)")
+        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP, GIF or HEIF image") == true, "\(invalid)")
         for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif"] {
             let stored = try #require(results.first { ($0["input"] as? String)?.hasSuffix(name) == true && $0["status"] as? String == "stored" },
                                       "\(name) was not stored")

@@ -25,12 +25,12 @@ struct SourceTests {
 
         let tiff = error { () throws(ImageError) in _ = try Source.readHeader([0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0]) }
         #expect(tiff?.code == .unsupportedFormat)
-        #expect(tiff?.message == "not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)")
+        #expect(tiff?.message == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)")
         // A GIF's signature picks the GIF reader, which says what is wrong.
         let gif = error { () throws(ImageError) in _ = try Source.readHeader(Array("GIF89a".utf8) + [1, 0, 1, 0]) }
         #expect(gif?.code == .truncated)
         let text = error { () throws(ImageError) in _ = try Source.readHeader(Array("hello".utf8)) }
-        #expect(text?.message == "not a JPEG, PNG, WebP or GIF image (starts with 68 65 6C 6C)")
+        #expect(text?.message == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 68 65 6C 6C)")
         #expect(error { () throws(ImageError) in _ = try Source.readHeader([]) }?.code == .empty)
         // Cut inside a signature: each format's own reader says it is cut short.
         #expect(error { () throws(ImageError) in _ = try Source.readHeader(Array(W.encoded.prefix(6))) }?.code == .truncated)

@@ -101,7 +101,7 @@ struct SourceFormatTests {
         } catch {
             #expect(error.stage == .decode)
             #expect(error.error.code == .unsupportedFormat)
-            #expect(error.description == "decode: not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)")
+            #expect(error.description == "decode: not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)")
         }
     }
 

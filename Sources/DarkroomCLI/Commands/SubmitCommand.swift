@@ -24,7 +24,7 @@ enum SubmitCommand {
 
     static let spec = CommandSpec(
         name: "submit",
-        abstract: "Submit images (JPEG, PNG, WebP, GIF) as jobs to the broker.",
+        abstract: "Submit images (JPEG, PNG, WebP, GIF, HEIC/AVIF) as jobs to the broker.",
         discussion: """
         Checks the pipeline and every file locally first (a bad pipeline or an
         unreadable, unsupported or over-limit file is reported and nothing is sent),
@@ -90,8 +90,8 @@ enum SubmitCommand {
         that could not be stored are named on stderr as they come, those still
         waiting for the broker counted.
 
-        Inputs may be files, directories (their *.jpg, *.jpeg, *.png, *.webp
-        and *.gif files) or quoted globs such as 'photos/*.jpg', and http://
+        Inputs may be files, directories (their *.jpg, *.jpeg, *.png, *.webp,
+        *.gif, *.heic, *.heif and *.avif files) or quoted globs such as 'photos/*.jpg', and http://
         or https:// URLs; with --from-list, also the paths and URLs in a
         file, one a line ('-' reads them from stdin). URLs are downloaded
         before anything is sent, --downloads at a time, each within
@@ -103,7 +103,7 @@ enum SubmitCommand {
         the others go on, whatever --skip-invalid says; the exit status is
         then 1. A job from a URL keeps the URL as its source name.
         """,
-        arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP or GIF files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
+        arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF or HEIF files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),

@@ -30,7 +30,7 @@ enum Sniff {
         if starts(Array("GIF8".utf8)) { return "GIF" }
         if starts(Array("RIFF".utf8)) && starts(Array("WEBP".utf8), at: 8) { return "WebP" }
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "TIFF" }
-        if starts(Array("ftyp".utf8), at: 4) { return "HEIF/AVIF or MP4" }
+        if starts(Array("ftyp".utf8), at: 4) { return "an ISO media file such as MP4 or MOV" }
         if starts(Array("BM".utf8)) { return "BMP" }
         if starts(Array("%PDF".utf8)) { return "PDF" }
         if starts([0x50, 0x4B, 0x03, 0x04]) { return "ZIP" }

@@ -1,11 +1,11 @@
 /// The file formats a job's source may be in.
 public enum SourceFormat: String, Sendable, CaseIterable {
-    case jpeg, png, webp, gif
+    case jpeg, png, webp, gif, heif
 
     /// The format whose signature `bytes` start with, or nil. Only the
     /// first bytes are looked at: a JPEG's SOI marker (FF D8), PNG's
-    /// eight-byte signature, "RIFF", a size and "WEBP", or "GIF87a" or
-    /// "GIF89a".
+    /// eight-byte signature, "RIFF", a size and "WEBP", "GIF87a" or
+    /// "GIF89a", or an ISO media "ftyp" box naming a HEIF brand (HEIC, AVIF).
     public init?(signatureOf bytes: [UInt8]) {
         if bytes.starts(with: [0xFF, 0xD8]) {
             self = .jpeg
@@ -15,6 +15,8 @@ public enum SourceFormat: String, Sendable, CaseIterable {
             self = .webp
         } else if GIF.isGIF(bytes) {
             self = .gif
+        } else if HEIF.isHEIF(bytes) {
+            self = .heif
         } else {
             return nil
         }
@@ -45,7 +47,8 @@ public struct SourceHeader: Sendable, Equatable {
 }
 
 /// A job's source image in any of the formats it may be in: JPEG, PNG,
-/// WebP or GIF (its first picture). Its header is read first (limits are checked there, before any
+/// WebP, GIF (its first picture) or HEIF (HEIC or AVIF, its primary
+/// image). Its header is read first (limits are checked there, before any
 /// pixel exists); a JPEG is then decoded through `JPEG.decode` with the
 /// pipeline's load plan, and the others whole (`decode`).
 public enum Source {
@@ -81,6 +84,11 @@ public enum Source {
             let gif = try GIF.readHeader(bytes, limits: limits)
             return SourceHeader(format: .gif, storedSize: gif.size, orientation: .up, uprightSize: gif.size, rgbProfile: nil,
                                 hasAlpha: gif.hasAlpha, jpeg: nil)
+        case .heif:
+            // Decoded upright by libheif: no orientation left to apply.
+            let heif = try HEIF.readHeader(bytes, limits: limits)
+            return SourceHeader(format: .heif, storedSize: heif.size, orientation: .up, uprightSize: heif.size,
+                                rgbProfile: rgb(heif.iccProfile), hasAlpha: heif.hasAlpha, jpeg: nil)
         case nil:
             throw ImageError(.unsupportedFormat, unsupportedMessage(bytes))
         }
@@ -100,7 +108,7 @@ public enum Source {
 
     /// Decodes a source upright. A JPEG goes through `JPEG.decode` with
     /// `options` (the pipeline's load plan: shrink, region, luma), which
-    /// turns it upright itself; a PNG, WebP or GIF is decoded whole within
+    /// turns it upright itself; a PNG, WebP, GIF or HEIF is decoded whole within
     /// `options.limits`, composited onto `background` and turned upright.
     public static func decode(
         _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
@@ -112,6 +120,7 @@ public enum Source {
         case .png: stored = try PNG.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         case .webp: stored = try WebP.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         case .gif: stored = try GIF.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
+        case .heif: stored = try HEIF.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)
@@ -124,10 +133,10 @@ public enum Source {
         return profile
     }
 
-    /// "not a JPEG, PNG, WebP or GIF image (starts with 49 49 2A 00: looks like TIFF)".
+    /// "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)".
     static func unsupportedMessage(_ bytes: [UInt8]) -> String {
         let hex = Sniff.firstBytes(bytes)
-        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG, WebP or GIF image (starts with \(hex): looks like \(kind))" }
-        return "not a JPEG, PNG, WebP or GIF image (starts with \(hex))"
+        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG, WebP, GIF or HEIF image (starts with \(hex): looks like \(kind))" }
+        return "not a JPEG, PNG, WebP, GIF or HEIF image (starts with \(hex))"
     }
 }

@@ -1,0 +1,150 @@
+import CHEIF
+
+/// What a HEIF file's boxes say about its primary image.
+public struct HEIFHeader: Sendable, Equatable {
+    /// The primary image's size, upright (its rotation, mirroring and
+    /// clean-aperture crop applied).
+    public var size: Size
+    public var hasAlpha: Bool
+    /// Coded with AV1 (AVIF); otherwise with HEVC (HEIC).
+    public var isAVIF: Bool
+    /// Bits per luma sample as coded (8, 10, 12), nil when not said.
+    public var bitDepth: Int?
+    /// The embedded ICC profile, if any.
+    public var iccProfile: [UInt8]?
+}
+
+/// HEIF decoding over libheif (through the CHEIF shim): HEIC, the format
+/// phones save photos in, and AVIF. Darkroom reads HEIF sources but never
+/// writes HEIF.
+///
+/// The primary image is decoded upright: libheif applies the file's own
+/// rotation, mirroring and crop (irot, imir, clap), which supersede any
+/// EXIF orientation, so none is applied again. Images deeper than 8 bits
+/// are decoded to 8. Alpha is composited onto the background. Other
+/// images in the file (thumbnails, depth maps, a burst's other frames) are
+/// not read.
+public enum HEIF {
+    /// The brands that say a file is a HEIF image (ISO/IEC 23008-12, and
+    /// AV1's in MIAF): as its major brand, or among its compatible ones.
+    static let brands: Set<String> = ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1", "avif", "avis"]
+
+    /// True when `bytes` start with an ISO media "ftyp" box that names a
+    /// HEIF brand (an MP4 or QuickTime file names none).
+    public static func isHEIF(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 12, bytes[4..<8].elementsEqual("ftyp".utf8) else { return false }
+        func brand(at offset: Int) -> String { String(decoding: bytes[offset..<offset + 4], as: UTF8.self) }
+        if brands.contains(brand(at: 8)) { return true }
+        // The compatible brands follow the major brand and its version.
+        let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
+        let end = min(bytes.count, max(16, min(boxSize, 4096)))
+        var offset = 16
+        while offset + 4 <= end {
+            if brands.contains(brand(at: offset)) { return true }
+            offset += 4
+        }
+        return false
+    }
+
+    /// Reads the boxes up to the primary image's properties. The input size
+    /// is checked before anything is parsed, the image's size against
+    /// `limits` before anything is decoded.
+    public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> HEIFHeader {
+        try readHeader(bytes, limits: limits, profile: true)
+    }
+
+    /// `readHeader`, with the profile copied out only when asked for (a
+    /// decode does not need it).
+    private static func readHeader(_ bytes: [UInt8], limits: DecodeLimits, profile wanted: Bool) throws(ImageError) -> HEIFHeader {
+        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
+        if bytes.count > limits.maxInputBytes {
+            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
+        }
+        if !isHEIF(bytes) {
+            throw ImageError(.corrupt, "not a HEIF image (no ftyp box naming a HEIF brand; starts with \(Sniff.firstBytes(bytes)))")
+        }
+        var info = dr_heif_info()
+        var error = dr_heif_error()
+        let status = bytes.withUnsafeBufferPointer { dr_heif_read_info($0.baseAddress, $0.count, maxSide(limits), &info, &error) }
+        let size = Size(width: Int(info.width), height: Int(info.height))
+        guard status == DR_HEIF_OK else {
+            let known = status == DR_HEIF_TOO_LARGE && size.width > 0 || status == DR_HEIF_INVALID_DIMENSIONS
+            throw imageError(error, size: known ? size : nil, limits: limits)
+        }
+        try JPEG.check(size, limits: limits)
+        var profile: [UInt8]?
+        if wanted && info.icc_length > 0 {
+            let length = Int(info.icc_length)
+            var copied = DR_HEIF_OK
+            let bytesOut = bytes.withUnsafeBufferPointer { data in
+                [UInt8](unsafeUninitializedCapacity: length) { out, count in
+                    copied = dr_heif_copy_icc(data.baseAddress, data.count, out.baseAddress, length, &error)
+                    count = copied == DR_HEIF_OK ? length : 0
+                }
+            }
+            // A profile that cannot be read leaves the pixels as coded.
+            if copied == DR_HEIF_OK { profile = bytesOut }
+        }
+        return HEIFHeader(size: size, hasAlpha: info.has_alpha != 0, isAVIF: info.is_av1 != 0,
+                          bitDepth: info.bit_depth > 0 ? Int(info.bit_depth) : nil, iccProfile: profile)
+    }
+
+    /// Decodes the primary image to RGBX, upright, after `readHeader`'s
+    /// checks. Where it has alpha it is laid over `background`; the fourth
+    /// byte is 255 as everywhere in the engine. `cancellation` is looked at
+    /// before and after the decode (libheif cannot be stopped inside one);
+    /// a cancelled decode throws `ImageError.cancelled`.
+    public static func decode(
+        _ bytes: [UInt8], limits: DecodeLimits = .default, background: (UInt8, UInt8, UInt8) = (255, 255, 255),
+        cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
+        let header = try readHeader(bytes, limits: limits, profile: false)
+        try cancellation.check()
+        let width = header.size.width, height = header.size.height
+        let stride = width * Image.bytesPerPixel
+        var error = dr_heif_error()
+        var status = DR_HEIF_OK
+        // The flag goes to C unretained; this call keeps it alive until the
+        // decode, the only user of the pointer, has returned.
+        let pixels = withExtendedLifetime(cancellation) {
+            bytes.withUnsafeBufferPointer { data in
+                [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
+                    status = dr_heif_decode_rgbx(
+                        data.baseAddress, data.count, maxSide(limits), out.baseAddress, stride, Int32(width), Int32(height),
+                        background.0, background.1, background.2, shouldStop, Unmanaged.passUnretained(cancellation).toOpaque(), &error)
+                    count = status == DR_HEIF_OK ? stride * height : 0
+                }
+            }
+        }
+        guard status == DR_HEIF_OK else {
+            if status == DR_HEIF_CANCELLED { throw ImageError.cancelled }
+            throw imageError(error, size: nil, limits: limits)
+        }
+        return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
+    }
+
+    // MARK: - Internals
+
+    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
+        UInt32(clamping: limits.maxSide)
+    }
+
+    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
+    private static let shouldStop: dr_heif_should_stop = { CancellationFlag.shimShouldStop($0) }
+
+    /// `size` is the header's when the shim refused it (too large, or 0
+    /// wide or high): the refusal is then worded as the JPEG decoder words it.
+    private static func imageError(_ failure: dr_heif_error, size: Size?, limits: DecodeLimits) -> ImageError {
+        let text = Sniff.text(ofCString: failure.message)
+        switch failure.status {
+        case DR_HEIF_TOO_LARGE, DR_HEIF_INVALID_DIMENSIONS:
+            return JPEG.sizeRefusal(size, limits: limits, tooLarge: failure.status == DR_HEIF_TOO_LARGE, detail: text)
+        case DR_HEIF_TRUNCATED: return ImageError(.truncated, "truncated: data ends before the image does (\(text))")
+        case DR_HEIF_UNSUPPORTED: return ImageError(.unsupported, "unsupported HEIF image (\(text))")
+        case DR_HEIF_OUT_OF_MEMORY: return ImageError(.limitExceeded, "out of memory while decoding (\(text))")
+        case DR_HEIF_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid decode request: \(text)")
+        case DR_HEIF_CANCELLED: return ImageError.cancelled
+        default: return ImageError(.corrupt, "corrupt HEIF data (\(text))")
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import DarkroomFixtures
+import Testing
+
+@testable import DarkroomImage
+
+/// The HEIF decoder (HEIC and AVIF through libheif): the primary image's
+/// size and pixels, alpha over the background, an embedded profile, odd
+/// sizes, the limits, damaged files, cancellation and a seeded mutation
+/// fuzz. Fixtures come from HEIFFixtures (libheif's x265 and libaom
+/// encoders); HEIF is lossy, so pixels are compared within a tolerance.
+@Suite("HEIF codec")
+struct HEIFCodecTests {
+    /// The mean and the largest difference per channel between `image` and
+    /// RGB(A) `pixels` laid over white.
+    static func difference(_ image: Image, _ pixels: [UInt8], alpha: Bool = false) -> (mean: Double, max: Int) {
+        let channels = alpha ? 4 : 3
+        var total = 0, largest = 0
+        for index in 0..<image.width * image.height {
+            let a = alpha ? Int(pixels[index * channels + 3]) : 255
+            for c in 0..<3 {
+                let want = (Int(pixels[index * channels + c]) * a + 255 * (255 - a) + 127) / 255
+                let diff = abs(Int(image.pixels[index * 4 + c]) - want)
+                total += diff
+                largest = max(largest, diff)
+            }
+        }
+        return (Double(total) / Double(image.width * image.height * 3), largest)
+    }
+
+    @Test("a HEIC and an AVIF decode to their pixels within lossy coding's error, their headers say their size and codec",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func stillImage(codec: HEIFFixtures.Codec) throws {
+        let pixels = HEIFFixtures.pattern(width: 64, height: 48)
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: pixels, codec: codec, quality: 95)
+        #expect(SourceFormat(signatureOf: bytes) == .heif)
+        let header = try HEIF.readHeader(bytes)
+        #expect(header.size == Size(width: 64, height: 48))
+        #expect(!header.hasAlpha && header.isAVIF == (codec == .av1) && header.bitDepth == 8 && header.iccProfile == nil)
+        let image = try HEIF.decode(bytes)
+        #expect(image.width == 64 && image.height == 48)
+        let diff = Self.difference(image, pixels)
+        print("HEIF \(codec) \(bytes.count) bytes: mean difference \(diff.mean), largest \(diff.max)")
+        #expect(diff.mean < 3 && diff.max < 48, "\(codec): mean \(diff.mean), largest \(diff.max)")
+        #expect(TestImages.paddingIsOpaque(image))
+        // Through the source layer, as a job reads it.
+        let source = try Source.readHeader(bytes)
+        #expect(source.format == .heif && source.uprightSize == Size(width: 64, height: 48) && source.orientation == .up && !source.hasAlpha)
+        #expect(try Source.decode(bytes, header: source) == image)
+    }
+
+    @Test("an odd size decodes to that size")
+    func oddSize() throws {
+        let pixels = HEIFFixtures.pattern(width: 37, height: 23)
+        let bytes = HEIFFixtures.heif(width: 37, height: 23, pixels: pixels, codec: .av1, quality: 95)
+        let image = try HEIF.decode(bytes)
+        #expect(image.width == 37 && image.height == 23)
+        let diff = Self.difference(image, pixels)
+        #expect(diff.mean < 4, "mean \(diff.mean)")
+    }
+
+    @Test("alpha is laid over the background: the clear half is white")
+    func alphaOverWhite() throws {
+        let pixels = HEIFFixtures.pattern(width: 64, height: 48, alpha: true)
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: pixels, alpha: true, quality: 95)
+        let header = try HEIF.readHeader(bytes)
+        #expect(header.hasAlpha)
+        #expect(try Source.readHeader(bytes).hasAlpha)
+        let image = try HEIF.decode(bytes)
+        let diff = Self.difference(image, pixels, alpha: true)
+        #expect(diff.mean < 4, "mean \(diff.mean), largest \(diff.max)")
+        // Well inside the clear half, white (alpha coding blurs the edge only).
+        for (x, y) in [(50, 10), (60, 40), (45, 30)] {
+            let at = (y * 64 + x) * 4
+            #expect(image.pixels[at..<at + 3].allSatisfy { $0 >= 245 }, "(\(x), \(y)): \(Array(image.pixels[at..<at + 4]))")
+        }
+        // Over another background, that colour.
+        let black = try HEIF.decode(bytes, background: (0, 0, 0))
+        #expect(black.pixels[(10 * 64 + 60) * 4] <= 10)
+    }
+
+    @Test("an embedded RGB profile is read and carried as the source's profile")
+    func iccProfile() throws {
+        let profile = PNGFixtures.iccProfile()
+        let bytes = HEIFFixtures.heif(width: 32, height: 32, pixels: HEIFFixtures.pattern(width: 32, height: 32), icc: profile)
+        #expect(try HEIF.readHeader(bytes).iccProfile == profile)
+        #expect(try Source.readHeader(bytes).rgbProfile == profile)
+        let gray = PNGFixtures.iccProfile(colorSpace: "GRAY")
+        let grayBytes = HEIFFixtures.heif(width: 32, height: 32, pixels: HEIFFixtures.pattern(width: 32, height: 32), icc: gray)
+        #expect(try Source.readHeader(grayBytes).rgbProfile == nil, "a gray profile does not describe RGB pixels")
+    }
+
+    @Test("the limits refuse an image before it is decoded, worded as for JPEG")
+    func limits() throws {
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48))
+        #expect {
+            try HEIF.readHeader(bytes, limits: DecodeLimits(maxPixels: 1000, maxSide: 4096))
+        } throws: { error in
+            let error = error as? ImageError
+            return error?.code == .limitExceeded && error?.message.contains("megapixel limit") == true
+        }
+        #expect {
+            try HEIF.decode(bytes, limits: DecodeLimits(maxPixels: 1 << 20, maxSide: 50))
+        } throws: { error in
+            (error as? ImageError)?.code == .limitExceeded
+        }
+        #expect {
+            try HEIF.readHeader(bytes, limits: DecodeLimits(maxPixels: 1 << 20, maxSide: 4096, maxInputBytes: 100))
+        } throws: { error in
+            (error as? ImageError)?.code == .limitExceeded
+        }
+    }
+
+    @Test("a file cut short, or not HEIF, is refused with a reason")
+    func damaged() throws {
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48))
+        for cut in [12, 40, bytes.count / 3, bytes.count / 2, bytes.count - 20] {
+            #expect(throws: ImageError.self, "cut at \(cut)") { try HEIF.decode(Array(bytes.prefix(cut))) }
+        }
+        let mp4: [UInt8] = [0, 0, 0, 24] + Array("ftypisom".utf8) + [0, 0, 2, 0] + Array("isommp41".utf8)
+        #expect(SourceFormat(signatureOf: mp4) == nil)
+        #expect {
+            try Source.readHeader(mp4)
+        } throws: { error in
+            let error = error as? ImageError
+            return error?.code == .unsupportedFormat && error?.message.contains("looks like an ISO media file") == true
+        }
+        #expect(throws: ImageError.self) { try HEIF.readHeader([]) }
+    }
+
+    @Test("a cancelled decode stops with cancelled")
+    func cancellation() throws {
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48))
+        let flag = CancellationFlag()
+        flag.cancel()
+        #expect(throws: ImageError.cancelled) { try HEIF.decode(bytes, cancellation: flag) }
+    }
+
+    @Test("seeded mutations of a valid file decode to the header's size or throw, never crash",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func mutationFuzz(codec: HEIFFixtures.Codec) throws {
+        let original = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48), codec: codec)
+        let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
+        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .empty, .unsupported]
+        var random = PNGFixtures.SplitMix64(state: codec == .hevc ? 0x4E1C_5EED : 0xA71F_5EED)
+        var decoded = 0, refused = 0
+        for iteration in 0..<300 {
+            var bytes = original
+            // Half the edits land in the boxes before the coded data.
+            FuzzEdits.apply(to: &bytes, headerBytes: min(400, original.count / 2), random: &random)
+            var header: HEIFHeader? = nil
+            do throws(ImageError) {
+                header = try HEIF.readHeader(bytes, limits: limits)
+            } catch {
+                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
+            }
+            do throws(ImageError) {
+                let image = try HEIF.decode(bytes, limits: limits)
+                decoded += 1
+                #expect(Size(width: image.width, height: image.height) == header?.size, "iteration \(iteration)")
+                #expect(TestImages.paddingIsOpaque(image))
+            } catch {
+                refused += 1
+                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
+            }
+        }
+        print("HEIF \(codec) mutations: \(decoded) decoded, \(refused) refused")
+        #expect(decoded > 10 && refused > 30, "\(decoded) decoded, \(refused) refused")
+    }
+}
