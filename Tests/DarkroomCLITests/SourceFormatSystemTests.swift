@@ -3,15 +3,29 @@ import DarkroomImage
 import Foundation
 import Testing
 
-/// PNG, WebP and GIF sources through real processes: `process` and `submit`
+/// PNG, WebP, GIF and HEIF sources through real processes: `process` and `submit`
 /// take them from a directory beside JPEGs, the broker queues them, a
 /// worker decodes them (transparency onto white), and the storage node
 /// keeps the results; a file of no source format is named, not sent.
-@Suite("PNG, WebP and GIF sources end to end", .serialized)
+@Suite("PNG, WebP, GIF and HEIF sources end to end", .serialized)
 struct SourceFormatSystemTests {
+    /// A picture's pixels as RGB (or RGBA, `alpha` giving each pixel's) rows.
+    static func rgb(_ picture: Image, alpha: ((Int, Int) -> UInt8)? = nil) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(picture.width * picture.height * (alpha == nil ? 3 : 4))
+        for y in 0..<picture.height {
+            for x in 0..<picture.width {
+                let p = picture.pixel(x: x, y: y)
+                bytes += [p.r, p.g, p.b]
+                if let alpha { bytes.append(alpha(x, y)) }
+            }
+        }
+        return bytes
+    }
+
     /// A folder of one source in each format (the GIF animated, with a
-    /// transparent corner), and a TIFF named .png (which a directory
-    /// yields, and which fails).
+    /// transparent corner; the HEIC with a transparent left quarter), and a
+    /// TIFF named .png (which a directory yields, and which fails).
     static func folder(in h: SystemHarness) throws -> URL {
         let folder = h.dir.url.appendingPathComponent("mixed")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -38,11 +52,16 @@ struct SourceFormatSystemTests {
         let second = GIFFixtures.Frame(width: 160, height: 120, indices: [UInt8](repeating: 5, count: 160 * 120))
         try Data(GIFFixtures.gif(width: 160, height: 120, palette: palette, frames: [first, second]))
             .write(to: folder.appendingPathComponent("anim.gif"))
+        let withAlpha = rgb(picture) { x, _ in x < 40 ? 0 : 255 }
+        try Data(HEIFFixtures.heif(width: 160, height: 120, pixels: withAlpha, alpha: true, codec: .hevc, quality: 90))
+            .write(to: folder.appendingPathComponent("phone.HEIC"))
+        try Data(HEIFFixtures.heif(width: 160, height: 120, pixels: rgb(picture), codec: .av1, quality: 90))
+            .write(to: folder.appendingPathComponent("clip.avif"))
         try Data([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 40)).write(to: folder.appendingPathComponent("fake.png"))
         return folder
     }
 
-    @Test("process and submit take .png, .webp and .gif files beside .jpg: the same bytes either way, transparency white, a TIFF named .png refused by name")
+    @Test("process and submit take .png, .webp, .gif, .heic and .avif files beside .jpg: the same bytes either way, transparency white, a TIFF named .png refused by name")
     func mixedFolder() throws {
         let h = try SystemHarness()
         let folder = try Self.folder(in: h)
@@ -52,7 +71,7 @@ struct SourceFormatSystemTests {
         #expect(local.status == 1, "\(local.stderr)")
         let lines = SystemHarness.jsonLines(local.stdout)
         let names = lines.compactMap { ($0["input"] as? String).map { ($0 as NSString).lastPathComponent } }
-        #expect(names.sorted() == ["anim.gif", "fake.png", "logo.PNG", "photo.jpg", "still.webp"], "\(names)")
+        #expect(names.sorted() == ["anim.gif", "clip.avif", "fake.png", "logo.PNG", "phone.HEIC", "photo.jpg", "still.webp"], "\(names)")
         let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
         let error = try #require(fake["error"] as? [String: Any])
         #expect(error["code"] as? String == "unsupported-format")
@@ -68,16 +87,23 @@ struct SourceFormatSystemTests {
         #expect(anim.width == 80 && anim.height == 60)
         let gifCorner = anim.pixel(x: 2, y: 2)
         #expect(gifCorner.r > 245 && gifCorner.g > 245 && gifCorner.b > 245, "the transparent corner is white: \(gifCorner)")
+        // The HEIC's transparent quarter white, the rest the picture's.
+        let phone = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/phone.jpg")))).image
+        #expect(phone.width == 80 && phone.height == 60)
+        let heicCorner = phone.pixel(x: 4, y: 30)
+        #expect(heicCorner.r > 240 && heicCorner.g > 240 && heicCorner.b > 240, "the transparent quarter is white: \(heicCorner)")
+        let avif = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/clip.jpg")))).image
+        #expect(avif.width == 80 && avif.height == 60)
 
         try h.startSystem(workers: [("w1", 2)])
         let submit = try h.run(["submit", folder.path, "--wait", "--json", "--skip-invalid"] + flags + h.clientFlags)
         #expect(submit.status == 1, "\(submit.stderr)")
-        #expect(submit.stderr.contains("5 input(s): 4 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
+        #expect(submit.stderr.contains("7 input(s): 6 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
         let results = SystemHarness.jsonLines(submit.stdout)
         let invalid = try #require(results.first { $0["status"] as? String == "invalid" })
         #expect((invalid["input"] as? String)?.hasSuffix("fake.png") == true)
         #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP, GIF or HEIF image") == true, "\(invalid)")
-        for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif"] {
+        for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif", "phone.HEIC", "clip.avif"] {
             let stored = try #require(results.first { ($0["input"] as? String)?.hasSuffix(name) == true && $0["status"] as? String == "stored" },
                                       "\(name) was not stored")
             let job = try #require(stored["job"] as? String)
@@ -91,15 +117,18 @@ struct SourceFormatSystemTests {
         }
     }
 
-    @Test("a worker SIGKILLed while it decodes PNG, WebP and GIF sources loses nothing: each job is retried, stored once, byte for byte what process writes")
-    func killedWorkerOnPNGWebPAndGIF() throws {
+    @Test("a worker SIGKILLed while it decodes PNG, WebP, GIF and HEIF sources loses nothing: each job is retried, stored once, byte for byte what process writes")
+    func killedWorkerOnEachSourceFormat() throws {
         let h = try SystemHarness()
         let folder = h.dir.url.appendingPathComponent("sources")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // Big enough that a job takes a while in a debug build.
-        for i in 0..<4 {
+        for i in 0..<6 {
             let picture = SamplePhoto.render(Size(width: 800, height: 600), seed: UInt64(20 + i))
-            if i % 2 == 0 {
+            if i >= 4 {
+                try Data(HEIFFixtures.heif(width: 800, height: 600, pixels: Self.rgb(picture), codec: i == 4 ? .hevc : .av1, quality: 85))
+                    .write(to: folder.appendingPathComponent(i == 4 ? "s\(i).heic" : "s\(i).avif"))
+            } else if i % 2 == 0 {
                 var samples: [UInt16] = []
                 samples.reserveCapacity(800 * 600 * 3)
                 for y in 0..<600 {
@@ -139,19 +168,19 @@ struct SourceFormatSystemTests {
         let submit = try h.run(["submit", folder.path, "--json"] + flags + h.clientFlags)
         #expect(submit.status == 0, "submit: \(submit.stderr)")
         let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
-        #expect(jobs.count == 4)
+        #expect(jobs.count == 6)
 
         // Kill the worker without warning once it has started a job.
         try h.waitUntilAJobStarts("the victim")
         h.signal("victim", SIGKILL)
         try h.startWorker("rescuer", concurrency: 2)
         try h.waitUntil("every job is stored", timeout: .seconds(180)) {
-            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 4
+            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 6
         }
         let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
         let stored = all.filter { $0["kind"] as? String == "stored" }
         #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
-        #expect(stored.count == 4, "each job is stored exactly once")
+        #expect(stored.count == 6, "each job is stored exactly once")
         #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
 
         // What the rescuer stored is what the same job gives here.
