@@ -22,6 +22,9 @@
 #       + square crop, JPEG q80; no tool can shrink a PNG on load
 #   G   GIF sources (the corpus cut to 256 colours, untimed): the same
 #       square as N, JPEG q80
+#   H   HEIC sources (the corpus coded with x265 at quality 90 through
+#       pillow-heif, untimed): the same square, JPEG q80; every peer decodes
+#       through libheif and libde265
 #
 # The markdown report is printed and written to bench/out/pipeline-latest.md.
 set -uo pipefail
@@ -32,7 +35,7 @@ PEERS="$HERE/peers"
 CORPUS="$REPO/../shared/corpus/good"
 RUNS=3
 
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -73,6 +76,12 @@ if have python3 && ! python3 -c 'import PIL' 2>/dev/null; then
     python3 -m pip install --user --quiet Pillow 2>/dev/null \
         || python3 -m pip install --user --quiet --break-system-packages Pillow \
         || log "Pillow install failed; the Pillow peer will be skipped"
+fi
+if have python3 && python3 -c 'import PIL' 2>/dev/null && ! python3 -c 'import pillow_heif' 2>/dev/null; then
+    log "installing pillow-heif with pip (workload H)"
+    python3 -m pip install --user --quiet pillow-heif 2>/dev/null \
+        || python3 -m pip install --user --quiet --break-system-packages pillow-heif \
+        || log "pillow-heif install failed; workload H will be skipped"
 fi
 
 # ImageMagick: the real binary by full path, never whatever `convert` is first on PATH.
@@ -340,6 +349,13 @@ g_pillow() { on_sources GIF_FILES pillow_run n "$1"; }
 g_vips() { on_sources GIF_FILES square_vips "$1" 1024 80 jpg; }
 g_magick() { on_sources GIF_FILES square_magick "$1" 1024 80 jpg; }
 
+# --- H peers: the same square from HEIC sources.
+HEIC_FILES=()
+h_darkroom() { on_sources HEIC_FILES square_darkroom "$1" "$W_OPS" 80; }
+h_pillow() { on_sources HEIC_FILES pillow_run n "$1"; }
+h_vips() { on_sources HEIC_FILES square_vips "$1" 1024 80 jpg; }
+h_magick() { on_sources HEIC_FILES square_magick "$1" 1024 80 jpg; }
+
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
 
@@ -382,11 +398,13 @@ converted_sources() {
 }
 converted_sources png n PNG_FILES
 converted_sources gif g GIF_FILES
+converted_sources heic h HEIC_FILES
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
-           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick)
-log "P1, T, W, N and G on $NIMG images, $RUNS rounds of one run per tool"
+           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
+           h_darkroom h_pillow h_vips h_magick)
+log "P1, T, W, N, G and H on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -396,6 +414,7 @@ for ((round = 1; round <= RUNS; round++)); do
             w_pillow) W_PILLOW_WALL=$PILLOW_WALL ;;
             n_pillow) N_PILLOW_WALL=$PILLOW_WALL ;;
             g_pillow) G_PILLOW_WALL=$PILLOW_WALL ;;
+            h_pillow) H_PILLOW_WALL=$PILLOW_WALL ;;
         esac
     done
 done
@@ -466,7 +485,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s, H ${H_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -514,6 +533,15 @@ REPORT="$WORK/report.md"
     fmt_row g_pillow "Pillow ImageOps.fit"
     fmt_row g_vips "vipsthumbnail batch"
     fmt_row g_magick "ImageMagick -thumbnail"
+    echo
+    echo "## H: HEIC sources, fill 1024x1024, JPEG q80"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row h_darkroom "darkroom (libheif)"
+    fmt_row h_pillow "Pillow + pillow-heif ImageOps.fit"
+    fmt_row h_vips "vipsthumbnail batch"
+    fmt_row h_magick "ImageMagick -thumbnail"
     echo
     echo "## Targets"
     echo

@@ -24,6 +24,7 @@ static struct {
     __typeof__(&heif_context_get_primary_image_handle) context_get_primary_image_handle;
     __typeof__(&heif_context_read_from_memory_without_copy) context_read_from_memory_without_copy;
     __typeof__(&heif_context_set_maximum_image_size_limit) context_set_maximum_image_size_limit;
+    __typeof__(&heif_context_set_max_decoding_threads) context_set_max_decoding_threads;
     __typeof__(&heif_context_write) context_write;
     __typeof__(&heif_decode_image) decode_image;
     __typeof__(&heif_decoding_options_alloc) decoding_options_alloc;
@@ -84,6 +85,7 @@ static void load(void) {
     RESOLVE(context_get_primary_image_handle, "heif_context_get_primary_image_handle");
     RESOLVE(context_read_from_memory_without_copy, "heif_context_read_from_memory_without_copy");
     RESOLVE(context_set_maximum_image_size_limit, "heif_context_set_maximum_image_size_limit");
+    RESOLVE(context_set_max_decoding_threads, "heif_context_set_max_decoding_threads");
     RESOLVE(context_write, "heif_context_write");
     RESOLVE(decode_image, "heif_decode_image");
     RESOLVE(decoding_options_alloc, "heif_decoding_options_alloc");
@@ -177,6 +179,10 @@ static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t 
     if (!p->context) return fail(err, DR_HEIF_OUT_OF_MEMORY, "no memory for a HEIF context");
     /* libheif refuses images whose sides reach its limit (as a square). */
     api.context_set_maximum_image_size_limit(p->context, max_side >= INT_MAX - 1 ? INT_MAX : (int)max_side + 1);
+    /* A tiled image (a phone's HEIC is a grid of 512x512 tiles) is decoded
+       on the calling thread: a worker's concurrency is what decides how
+       many cores its jobs use, not libheif's own pool of four. */
+    api.context_set_max_decoding_threads(p->context, 0);
     struct heif_error e = api.context_read_from_memory_without_copy(p->context, data, length, NULL);
     if (e.code != heif_error_Ok) {
         close_primary(p);

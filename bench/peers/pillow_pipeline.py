@@ -16,7 +16,8 @@ Workloads:
   w   as t at 1024x1024, saved as lossy WebP at quality 80 (libwebp's
       other defaults, method 4).
   n   PNG sources (no draft: PNG has no DCT scaling), fill + crop to
-      1024x1024, save JPEG q80.
+      1024x1024, save JPEG q80. Any source Pillow opens: GIF, and HEIC
+      when pillow-heif is installed (its opener is registered if so).
 
 The glitch is an equivalent in pixel work, not the same picture: the red
 channel rolls right and the blue channel rolls left by 1% of the width
@@ -30,6 +31,13 @@ import sys
 import time
 
 from PIL import Image, ImageChops, ImageOps
+
+try:  # HEIC sources (workload H), when pillow-heif is installed
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
+except ImportError:
+    pass
 
 ROTATED = {5, 6, 7, 8}  # EXIF orientations that swap width and height
 

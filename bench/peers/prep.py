@@ -12,6 +12,10 @@
                                 pixels cut to a 256-colour adaptive palette
                                 (Pillow's default dithering), the sources of
                                 workload G.
+  prep.py heic OUT_DIR FILE...  For each input, write STEM.heic: its upright
+                                RGB pixels as HEIC (x265 through
+                                pillow-heif, quality 90), the sources of
+                                workload H.
   prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
                                 the most pixels.
 """
@@ -47,6 +51,17 @@ def gif(out_dir, files):
         rgb.convert("P", palette=Image.Palette.ADAPTIVE, colors=256).save(os.path.join(out_dir, stem + ".gif"))
 
 
+def heic(out_dir, files):
+    import pillow_heif  # only this workload needs it
+
+    pillow_heif.register_heif_opener()
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        rgb = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        rgb.save(os.path.join(out_dir, stem + ".heic"), quality=90)
+
+
 def largest(files):
     best = None
     for path in files:
@@ -67,6 +82,9 @@ def main(argv):
         return 0
     if len(argv) >= 4 and argv[1] == "gif":
         gif(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "heic":
+        heic(argv[2], argv[3:])
         return 0
     if len(argv) >= 3 and argv[1] == "largest":
         largest(argv[2:])

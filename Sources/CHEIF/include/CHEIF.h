@@ -29,6 +29,9 @@
  * (libde265 or dav1d/libaom), which size their buffers from the coded
  * stream; the image libheif returns is checked against the size the boxes
  * gave before a pixel is copied.
+ *
+ * Threads: a decode runs on the calling thread, tiles included (libheif's
+ * own pool is turned off), so a worker's concurrency bounds its cores.
  */
 #ifndef CHEIF_H
 #define CHEIF_H
