@@ -145,29 +145,11 @@ struct GIFCodecTests {
         let original = GIFFixtures.gif(width: 40, height: 30, palette: Self.palette, frames: [frame, Self.plain])
         let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
         let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .empty]
-        var random = PNGFixtures.SplitMix64(state: 0x61F_5EED)
-        var decoded = 0, refused = 0
-        for iteration in 0..<600 {
-            var bytes = original
-            // Half the edits land in the first 60 bytes: the screen, the
-            // colour table, the control block and the descriptor.
-            FuzzEdits.apply(to: &bytes, headerBytes: 60, random: &random)
-            var header: GIFHeader? = nil
-            do throws(ImageError) {
-                header = try GIF.readHeader(bytes, limits: limits)
-            } catch {
-                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
-            }
-            do throws(ImageError) {
-                let image = try GIF.decode(bytes, limits: limits)
-                decoded += 1
-                #expect(Size(width: image.width, height: image.height) == header?.size, "iteration \(iteration)")
-                #expect(TestImages.paddingIsOpaque(image))
-            } catch {
-                refused += 1
-                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
-            }
-        }
-        #expect(decoded > 20 && refused > 50, "\(decoded) decoded, \(refused) refused")
+        // Half the edits land in the first 60 bytes: the screen, the
+        // colour table, the control block and the descriptor.
+        let tally = MutationFuzz.run(original, iterations: 600, seed: 0x61F_5EED, headerBytes: 60, allowed: allowed,
+                                     header: { bytes throws(ImageError) in try GIF.readHeader(bytes, limits: limits).size },
+                                     decode: { bytes throws(ImageError) in try GIF.decode(bytes, limits: limits) })
+        #expect(tally.decoded > 20 && tally.refused > 50, "\(tally)")
     }
 }

@@ -141,29 +141,12 @@ struct HEIFCodecTests {
         let original = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48), codec: codec)
         let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
         let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .empty, .unsupported]
-        var random = PNGFixtures.SplitMix64(state: codec == .hevc ? 0x4E1C_5EED : 0xA71F_5EED)
-        var decoded = 0, refused = 0
-        for iteration in 0..<300 {
-            var bytes = original
-            // Half the edits land in the boxes before the coded data.
-            FuzzEdits.apply(to: &bytes, headerBytes: min(400, original.count / 2), random: &random)
-            var header: HEIFHeader? = nil
-            do throws(ImageError) {
-                header = try HEIF.readHeader(bytes, limits: limits)
-            } catch {
-                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
-            }
-            do throws(ImageError) {
-                let image = try HEIF.decode(bytes, limits: limits)
-                decoded += 1
-                #expect(Size(width: image.width, height: image.height) == header?.size, "iteration \(iteration)")
-                #expect(TestImages.paddingIsOpaque(image))
-            } catch {
-                refused += 1
-                #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")
-            }
-        }
-        print("HEIF \(codec) mutations: \(decoded) decoded, \(refused) refused")
-        #expect(decoded > 10 && refused > 30, "\(decoded) decoded, \(refused) refused")
+        // Half the edits land in the boxes before the coded data.
+        let tally = MutationFuzz.run(original, iterations: 300, seed: codec == .hevc ? 0x4E1C_5EED : 0xA71F_5EED,
+                                     headerBytes: min(400, original.count / 2), allowed: allowed,
+                                     header: { bytes throws(ImageError) in try HEIF.readHeader(bytes, limits: limits).size },
+                                     decode: { bytes throws(ImageError) in try HEIF.decode(bytes, limits: limits) })
+        print("HEIF \(codec) mutations: \(tally.decoded) decoded, \(tally.refused) refused")
+        #expect(tally.decoded > 10 && tally.refused > 30, "\(tally)")
     }
 }

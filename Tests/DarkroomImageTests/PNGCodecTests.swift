@@ -574,36 +574,15 @@ struct PNGCodecTests {
         #expect(try PNG.decode(original) == Self.expected(Self.rgba64))
         // Small enough that a mutated IHDR cannot make the decoder ask for much.
         let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
-        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .unsupported]
-        var random = PNGFixtures.SplitMix64(state: 0xD42C_0FFE)
-        var decoded = 0, refused = 0, headersRead = 0
-        for iteration in 0..<600 {
-            var bytes = original
-            // Half the edits land in the first 200 bytes: IHDR, iCCP, eXIf.
-            FuzzEdits.apply(to: &bytes, headerBytes: 200, random: &random)
-            // Every other file has its CRCs made right again, so that the
-            // damage reaches IHDR, iCCP, eXIf and zlib parsing instead of
-            // stopping at a CRC check.
-            if iteration % 2 == 1 { bytes = PNGFixtures.fixingCRCs(bytes) }
-            var header: PNGHeader? = nil
-            do throws(ImageError) {
-                header = try PNG.readHeader(bytes, limits: limits)
-                headersRead += 1
-            } catch {
-                #expect(allowed.contains(error.code) || error.code == .empty, "iteration \(iteration): \(error)")
-            }
-            do throws(ImageError) {
-                let image = try PNG.decode(bytes, limits: limits)
-                decoded += 1
-                // A file whose header is refused is refused whole.
-                #expect(header != nil, "iteration \(iteration): decoded without a header")
-                #expect(Size(width: image.width, height: image.height) == header?.storedSize, "iteration \(iteration)")
-                #expect(TestImages.paddingIsOpaque(image))
-            } catch {
-                refused += 1
-                #expect(allowed.contains(error.code) || error.code == .empty, "iteration \(iteration): \(error)")
-            }
-        }
-        #expect(decoded > 20 && refused > 100 && headersRead > decoded, "\(decoded) decoded, \(refused) refused")
+        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .unsupported, .empty]
+        // Half the edits land in the first 200 bytes: IHDR, iCCP, eXIf.
+        // Every other file has its CRCs made right again, so that the
+        // damage reaches IHDR, iCCP, eXIf and zlib parsing instead of
+        // stopping at a CRC check.
+        let tally = MutationFuzz.run(original, iterations: 600, seed: 0xD42C_0FFE, headerBytes: 200, allowed: allowed,
+                                     repair: { $0 % 2 == 1 ? PNGFixtures.fixingCRCs($1) : $1 },
+                                     header: { bytes throws(ImageError) in try PNG.readHeader(bytes, limits: limits).storedSize },
+                                     decode: { bytes throws(ImageError) in try PNG.decode(bytes, limits: limits) })
+        #expect(tally.decoded > 20 && tally.refused > 100 && tally.headersRead > tally.decoded, "\(tally)")
     }
 }

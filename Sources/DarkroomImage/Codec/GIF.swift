@@ -59,22 +59,14 @@ public enum GIF {
         let header = try readHeader(bytes, limits: limits)
         try cancellation.check()
         let width = header.size.width, height = header.size.height
-        let stride = width * Image.bytesPerPixel
         var error = dr_gif_error()
         var status = DR_GIF_OK
-        // The flag goes to C unretained; this call keeps it alive until the
-        // decode, the only user of the pointer, has returned.
-        let pixels = withExtendedLifetime(cancellation) {
-            bytes.withUnsafeBufferPointer { data in
-                [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
-                    status = dr_gif_decode_rgbx(
-                        data.baseAddress, data.count, maxSide(limits), out.baseAddress, stride, Int32(width), Int32(height),
-                        background.0, background.1, background.2, shouldStop, Unmanaged.passUnretained(cancellation).toOpaque(), &error)
-                    count = status == DR_GIF_OK ? stride * height : 0
-                }
-            }
+        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            status = dr_gif_decode_rgbx(data.baseAddress, data.count, maxSide(limits), out, stride, Int32(width), Int32(height),
+                                        background.0, background.1, background.2, shouldStop, stop, &error)
+            return status == DR_GIF_OK
         }
-        guard status == DR_GIF_OK else {
+        guard let pixels else {
             if status == DR_GIF_CANCELLED { throw ImageError.cancelled }
             throw imageError(error, size: nil, limits: limits)
         }
