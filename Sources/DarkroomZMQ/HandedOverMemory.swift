@@ -41,7 +41,7 @@ final class HandedOverMemory: Sendable {
     }
 
     deinit {
-        if let memory = base.withLock({ $0 }) { release.free(memory) }
+        if let memory = base.withLock({ $0 }) { release.giveBack(memory) }
     }
 
     /// Calls `body` with the bytes (none once they have been sent), under
@@ -80,10 +80,10 @@ final class Release: Sendable {
     }
 
     /// Unmaps or frees `memory` and takes it off the tally.
-    func free(_ memory: UnsafeMutableRawPointer) {
+    func giveBack(_ memory: UnsafeMutableRawPointer) {
         switch kind {
         case .unmap: munmap(memory, count)
-        case .free: Glibc.free(memory)
+        case .free: free(memory)
         }
         tally.subtract(amount)
     }
@@ -94,5 +94,5 @@ final class Release: Sendable {
 private let releaseFrame: darkroom_zmq_release_fn = { data, hint in
     guard let hint else { return }
     let release = Unmanaged<Release>.fromOpaque(hint).takeRetainedValue()
-    if let data { release.free(data) }
+    if let data { release.giveBack(data) }
 }
