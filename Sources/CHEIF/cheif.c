@@ -334,9 +334,9 @@ static struct heif_error append(struct heif_context *context, const void *data, 
 }
 
 int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
-                   const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
+                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
                    char message[DR_HEIF_MESSAGE_MAX]) {
-    if (!pixels || !out || !out_length || width <= 0 || height <= 0) {
+    if (!pixels || !out || !out_length || width <= 0 || height <= 0 || (bit_depth != 8 && bit_depth != 10 && bit_depth != 12)) {
         snprintf(message, DR_HEIF_MESSAGE_MAX, "nothing to encode");
         return -1;
     }
@@ -355,15 +355,28 @@ int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, 
     if (e.code != heif_error_Ok) goto done;
     e = lossless ? api.encoder_set_lossless(encoder, 1) : api.encoder_set_lossy_quality(encoder, quality);
     if (e.code != heif_error_Ok) goto done;
-    e = api.image_create(width, height, heif_colorspace_RGB,
-                          has_alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, &image);
+    enum heif_chroma chroma = bit_depth == 8 ? (has_alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
+                                             : (has_alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE);
+    e = api.image_create(width, height, heif_colorspace_RGB, chroma, &image);
     if (e.code != heif_error_Ok) goto done;
-    e = api.image_add_plane(image, heif_channel_interleaved, width, height, 8);
+    e = api.image_add_plane(image, heif_channel_interleaved, width, height, bit_depth);
     if (e.code != heif_error_Ok) goto done;
     int stride = 0;
     uint8_t *plane = api.image_get_plane(image, heif_channel_interleaved, &stride);
     const size_t row = (size_t)width * (has_alpha ? 4 : 3);
-    for (int y = 0; y < height; y++) memcpy(plane + (size_t)y * (size_t)stride, pixels + (size_t)y * row, row);
+    for (int y = 0; y < height; y++) {
+        const uint8_t *s = pixels + (size_t)y * row;
+        uint8_t *d = plane + (size_t)y * (size_t)stride;
+        if (bit_depth == 8) {
+            memcpy(d, s, row);
+        } else {
+            for (size_t i = 0; i < row; i++) {
+                unsigned v = ((unsigned)s[i] << (bit_depth - 8)) | ((unsigned)s[i] >> (16 - bit_depth));
+                d[2 * i] = (uint8_t)(v & 0xFF);
+                d[2 * i + 1] = (uint8_t)(v >> 8);
+            }
+        }
+    }
     if (icc && icc_length > 0) {
         e = api.image_set_raw_color_profile(image, "prof", icc, icc_length);
         if (e.code != heif_error_Ok) goto done;

@@ -7,10 +7,10 @@ public enum HEIFFixtures {
     public enum Codec: Sendable { case hevc, av1 }
 
     /// A HEIF of one image, `width` × `height`, from `pixels` (RGB rows, or
-    /// RGBA with `alpha`), at `quality` (0-100) or lossless, with `icc`
-    /// embedded when given.
+    /// RGBA with `alpha`), at `quality` (0-100) or lossless, coded at
+    /// `bitDepth` bits a sample (8, 10 or 12), with `icc` embedded when given.
     public static func heif(width: Int, height: Int, pixels: [UInt8], alpha: Bool = false, codec: Codec = .hevc,
-                            quality: Int = 90, lossless: Bool = false, icc: [UInt8]? = nil) -> [UInt8] {
+                            quality: Int = 90, lossless: Bool = false, bitDepth: Int = 8, icc: [UInt8]? = nil) -> [UInt8] {
         precondition(pixels.count == width * height * (alpha ? 4 : 3), "pixels hold width × height RGB or RGBA samples")
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
@@ -20,11 +20,11 @@ public enum HEIFFixtures {
                 if let icc {
                     return icc.withUnsafeBufferPointer { profile in
                         dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? 1 : 0, codec == .av1 ? 1 : 0, Int32(quality),
-                                       lossless ? 1 : 0, profile.baseAddress, profile.count, &out, &length, text.baseAddress)
+                                       lossless ? 1 : 0, Int32(bitDepth), profile.baseAddress, profile.count, &out, &length, text.baseAddress)
                     }
                 }
                 return dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? 1 : 0, codec == .av1 ? 1 : 0, Int32(quality),
-                                      lossless ? 1 : 0, nil, 0, &out, &length, text.baseAddress)
+                                      lossless ? 1 : 0, Int32(bitDepth), nil, 0, &out, &length, text.baseAddress)
             }
         }
         precondition(status == 0 && out != nil, "libheif could not write the fixture: \(String(cString: message))")

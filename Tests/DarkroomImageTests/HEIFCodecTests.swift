@@ -48,6 +48,18 @@ struct HEIFCodecTests {
         #expect(try Source.decode(bytes, header: source) == image)
     }
 
+    @Test("a 10-bit HEIC and a 12-bit AVIF are decoded to 8 bits", arguments: [(HEIFFixtures.Codec.hevc, 10), (.av1, 12)])
+    func deeperThan8Bits(codec: HEIFFixtures.Codec, bits: Int) throws {
+        let pixels = HEIFFixtures.pattern(width: 64, height: 48)
+        let bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: pixels, codec: codec, quality: 95, bitDepth: bits)
+        let header = try HEIF.readHeader(bytes)
+        #expect(header.bitDepth == bits)
+        let image = try HEIF.decode(bytes)
+        let diff = Self.difference(image, pixels)
+        print("HEIF \(codec) \(bits)-bit: mean difference \(diff.mean), largest \(diff.max)")
+        #expect(diff.mean < 3 && diff.max < 48, "mean \(diff.mean), largest \(diff.max)")
+    }
+
     @Test("an odd size decodes to that size")
     func oddSize() throws {
         let pixels = HEIFFixtures.pattern(width: 37, height: 23)
@@ -107,6 +119,21 @@ struct HEIFCodecTests {
             try HEIF.readHeader(bytes, limits: DecodeLimits(maxPixels: 1 << 20, maxSide: 4096, maxInputBytes: 100))
         } throws: { error in
             (error as? ImageError)?.code == .limitExceeded
+        }
+    }
+
+    @Test("boxes that understate the coded picture are refused, not decoded at the wrong size")
+    func understatedSize() throws {
+        var bytes = HEIFFixtures.heif(width: 256, height: 192, pixels: HEIFFixtures.pattern(width: 256, height: 192))
+        // The ispe property: size, "ispe", version and flags, width, height.
+        let ispe = try #require((0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("ispe".utf8) })
+        bytes.replaceSubrange(ispe + 8..<ispe + 16, with: [0, 0, 0, 64, 0, 0, 0, 48])
+        #expect(try HEIF.readHeader(bytes).size == Size(width: 64, height: 48))
+        #expect {
+            try HEIF.decode(bytes)
+        } throws: { error in
+            let error = error as? ImageError
+            return error?.code == .corrupt && error?.message.contains("the coded image is 256x192, its boxes say 64x48") == true
         }
     }
 

@@ -98,13 +98,14 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    dr_heif_should_stop should_stop, void *stop_context, dr_heif_error *err);
 
 /* Writes a HEIF of one image (tests build their fixtures with it): `pixels`
-   holds `width` x `height` RGB (or RGBA with `has_alpha`) rows, coded with
-   HEVC (`av1` 0) or AV1 (`av1` 1) at `quality` (0-100), or lossless with
-   `lossless`. An ICC profile is embedded when `icc` is not NULL. The file
+   holds `width` x `height` 8-bit RGB (or RGBA with `has_alpha`) rows, coded
+   with HEVC (`av1` 0) or AV1 (`av1` 1) at `quality` (0-100), or lossless
+   with `lossless`, at `bit_depth` bits a sample (8, or 10 or 12: each
+   sample widened as v << (bits - 8) | v >> (16 - bits)). An ICC profile is embedded when `icc` is not NULL. The file
    is malloc'ed into *out (free it with dr_heif_free). Returns 0 on
    success, and otherwise writes what failed into `message`. */
 int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
-                   const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
+                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
                    char message[DR_HEIF_MESSAGE_MAX]);
 void dr_heif_free(void *pointer);
 
