@@ -166,7 +166,282 @@ static void close_primary(primary *p) {
     p->context = NULL;
 }
 
-/* Opens the file and its primary image, and checks its size. */
+/* ------------------------------------------------ coded picture sizes */
+
+/* The size an HEVC decoder allocates for comes from the coded stream's
+   sequence parameter sets (SPS), not from the boxes that libheif checks.
+   Before anything is decoded, every SPS the file carries for an HEVC
+   item, in its hvcC property or inside the item's own data, is read for
+   its picture size, so that a few kilobytes that declare a small image
+   and code a huge one are refused before they cost their memory. */
+
+static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* One box at the start of [p, p + n): its type, where its body starts and
+   how long it is. 0 when no whole box fits. */
+static int next_box(const uint8_t *p, size_t n, uint32_t *type, size_t *body, size_t *size) {
+    if (n < 8) return 0;
+    uint64_t length = be32(p);
+    *type = be32(p + 4);
+    *body = 8;
+    if (length == 1) {
+        if (n < 16) return 0;
+        length = (uint64_t)be32(p + 8) << 32 | be32(p + 12);
+        *body = 16;
+    } else if (length == 0) {
+        length = n;
+    }
+    if (length < *body || length > n) return 0;
+    *size = (size_t)length;
+    return 1;
+}
+
+#define FOURCC(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
+/* Exp-Golomb reading of an SPS with its emulation prevention bytes taken out. */
+typedef struct bits {
+    uint8_t rbsp[256];
+    size_t length;
+    size_t at;   /* in bits */
+    int failed;
+} bits;
+
+static unsigned read_bit(bits *b) {
+    if (b->at >= b->length * 8) { b->failed = 1; return 0; }
+    unsigned v = (b->rbsp[b->at / 8] >> (7 - b->at % 8)) & 1;
+    b->at++;
+    return v;
+}
+
+static uint32_t read_bits(bits *b, int count) {
+    uint32_t v = 0;
+    for (int i = 0; i < count; i++) v = v << 1 | read_bit(b);
+    return v;
+}
+
+static uint32_t read_ue(bits *b) {
+    int zeros = 0;
+    while (!read_bit(b)) {
+        if (b->failed || ++zeros > 31) { b->failed = 1; return 0; }
+    }
+    return (uint32_t)((1ull << zeros) - 1 + read_bits(b, zeros));
+}
+
+/* The picture size an SPS NAL unit (header included) declares. 0 when it
+   cannot be read that far. */
+static int sps_size(const uint8_t *nal, size_t n, uint32_t *width, uint32_t *height) {
+    bits b = { .length = 0, .at = 0, .failed = 0 };
+    /* Past the two-byte NAL header; the fields needed lie in the first bytes. */
+    int zeros = 0;
+    for (size_t i = 2; i < n && b.length < sizeof b.rbsp; i++) {
+        if (zeros >= 2 && nal[i] == 3) { zeros = 0; continue; }
+        zeros = nal[i] == 0 ? zeros + 1 : 0;
+        b.rbsp[b.length++] = nal[i];
+    }
+    read_bits(&b, 4);                         /* sps_video_parameter_set_id */
+    unsigned sub_layers = read_bits(&b, 3);   /* sps_max_sub_layers_minus1 */
+    read_bits(&b, 1);                         /* sps_temporal_id_nesting_flag */
+    /* profile_tier_level: the general profile (88 bits) and level (8). */
+    read_bits(&b, 32); read_bits(&b, 32); read_bits(&b, 24); read_bits(&b, 8);
+    unsigned profile_present[8] = { 0 }, level_present[8] = { 0 };
+    for (unsigned i = 0; i < sub_layers; i++) {
+        profile_present[i] = read_bit(&b);
+        level_present[i] = read_bit(&b);
+    }
+    if (sub_layers > 0) for (unsigned i = sub_layers; i < 8; i++) read_bits(&b, 2);
+    for (unsigned i = 0; i < sub_layers; i++) {
+        if (profile_present[i]) { read_bits(&b, 32); read_bits(&b, 32); read_bits(&b, 24); }
+        if (level_present[i]) read_bits(&b, 8);
+    }
+    read_ue(&b);                              /* sps_seq_parameter_set_id */
+    uint32_t chroma = read_ue(&b);            /* chroma_format_idc */
+    if (chroma == 3) read_bit(&b);            /* separate_colour_plane_flag */
+    *width = read_ue(&b);
+    *height = read_ue(&b);
+    return !b.failed;
+}
+
+/* What the walk has found so far, and the bound every picture must keep. */
+typedef struct coded_check {
+    uint32_t max_width, max_height;  /* the largest a coded picture may be */
+    uint32_t width, height;          /* the first picture found over it */
+    int over;
+    int length_size;                 /* NAL length field in item data: 1, 2 or 4 */
+    /* Steps left: a file cannot make the walk cost more than reading it a
+       few times over (iloc may name the same bytes for many items). */
+    size_t budget;
+} coded_check;
+
+static void check_sps(coded_check *c, const uint8_t *nal, size_t n) {
+    uint32_t w, h;
+    if (n < 3 || ((nal[0] >> 1) & 0x3F) != 33 || !sps_size(nal, n, &w, &h)) return;
+    if (!c->over && (w > c->max_width || h > c->max_height)) {
+        c->over = 1;
+        c->width = w;
+        c->height = h;
+    }
+}
+
+/* An hvcC property: its arrays of parameter set NAL units. */
+static void check_hvcc(coded_check *c, const uint8_t *p, size_t n) {
+    if (n < 23) return;
+    c->length_size = (p[21] & 3) + 1;
+    unsigned arrays = p[22];
+    size_t at = 23;
+    for (unsigned a = 0; a < arrays && at + 3 <= n; a++) {
+        unsigned count = be16(p + at + 1);
+        at += 3;
+        for (unsigned i = 0; i < count && at + 2 <= n; i++) {
+            size_t length = be16(p + at);
+            at += 2;
+            if (length > n - at) return;
+            check_sps(c, p + at, length);
+            at += length;
+        }
+    }
+}
+
+/* An item's data: NAL units, each after its length. */
+static void check_nals(coded_check *c, const uint8_t *p, size_t n) {
+    if (n > c->budget) n = c->budget;
+    c->budget -= n;
+    size_t at = 0;
+    int size = c->length_size ? c->length_size : 4;
+    while (at + (size_t)size <= n) {
+        size_t length = 0;
+        for (int i = 0; i < size; i++) length = length << 8 | p[at + i];
+        at += (size_t)size;
+        if (length > n - at) return;
+        check_sps(c, p + at, length);
+        at += length;
+    }
+}
+
+/* Reads an unsigned field of `size` bytes (0, 4 or 8) at *at within n. */
+static int read_sized(const uint8_t *p, size_t n, size_t *at, int size, uint64_t *value) {
+    if (size != 0 && size != 2 && size != 4 && size != 8) return 0;
+    if ((size_t)size > n - *at) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < size; i++) v = v << 8 | p[*at + i];
+    *at += (size_t)size;
+    *value = v;
+    return 1;
+}
+
+#define MAX_HEVC_ITEMS 4096
+
+/* Walks meta: its hvc1 items (iinf), their hvcC properties (iprp/ipco) and
+   their data (iloc, in the file or in idat). */
+static void check_meta(coded_check *c, const uint8_t *data, size_t length, const uint8_t *meta, size_t n) {
+    uint32_t hevc[MAX_HEVC_ITEMS];
+    size_t hevc_count = 0;
+    const uint8_t *iloc = NULL, *idat = NULL;
+    size_t iloc_n = 0, idat_n = 0;
+    size_t at = 4;  /* meta is a full box */
+    uint32_t type;
+    size_t body, size;
+    while (at < n && next_box(meta + at, n - at, &type, &body, &size)) {
+        const uint8_t *b = meta + at + body;
+        size_t bn = size - body;
+        if (type == FOURCC('i', 'i', 'n', 'f') && bn >= 4) {
+            size_t inner = 4 + (b[0] == 0 ? 2 : 4);
+            uint32_t t; size_t ib, is;
+            while (inner < bn && next_box(b + inner, bn - inner, &t, &ib, &is)) {
+                const uint8_t *e = b + inner + ib;
+                size_t en = is - ib;
+                if (t == FOURCC('i', 'n', 'f', 'e') && en >= 4 && e[0] >= 2) {
+                    size_t id_size = e[0] == 2 ? 2 : 4;
+                    if (en >= 4 + id_size + 2 + 4) {
+                        uint32_t id = id_size == 2 ? be16(e + 4) : be32(e + 4);
+                        uint32_t item_type = be32(e + 4 + id_size + 2);
+                        if (item_type == FOURCC('h', 'v', 'c', '1') && hevc_count < MAX_HEVC_ITEMS) hevc[hevc_count++] = id;
+                    }
+                }
+                inner += is;
+            }
+        } else if (type == FOURCC('i', 'p', 'r', 'p')) {
+            uint32_t t; size_t ib, is;
+            size_t inner = 0;
+            while (inner < bn && next_box(b + inner, bn - inner, &t, &ib, &is)) {
+                if (t == FOURCC('i', 'p', 'c', 'o')) {
+                    const uint8_t *q = b + inner + ib;
+                    size_t qn = is - ib, qa = 0;
+                    uint32_t pt; size_t pb, ps;
+                    while (qa < qn && next_box(q + qa, qn - qa, &pt, &pb, &ps)) {
+                        if (pt == FOURCC('h', 'v', 'c', 'C')) check_hvcc(c, q + qa + pb, ps - pb);
+                        qa += ps;
+                    }
+                }
+                inner += is;
+            }
+        } else if (type == FOURCC('i', 'l', 'o', 'c')) {
+            iloc = b; iloc_n = bn;
+        } else if (type == FOURCC('i', 'd', 'a', 't')) {
+            idat = b; idat_n = bn;
+        }
+        at += size;
+    }
+    if (!iloc || iloc_n < 8 || hevc_count == 0) return;
+    /* iloc: version, flags, then field sizes and the items. */
+    unsigned version = iloc[0];
+    int offset_size = iloc[4] >> 4, length_size = iloc[4] & 15, base_size = iloc[5] >> 4;
+    int index_size = version >= 1 ? (iloc[5] & 15) : 0;
+    size_t p = 6;
+    uint64_t items;
+    if (!read_sized(iloc, iloc_n, &p, version < 2 ? 2 : 4, &items)) return;
+    for (uint64_t i = 0; i < items && c->budget > 0; i++, c->budget--) {
+        uint64_t id, method = 0, reference, base, extents;
+        if (!read_sized(iloc, iloc_n, &p, version < 2 ? 2 : 4, &id)) return;
+        if (version >= 1) {
+            if (!read_sized(iloc, iloc_n, &p, 2, &method)) return;
+            method &= 15;
+        }
+        if (!read_sized(iloc, iloc_n, &p, 2, &reference) || !read_sized(iloc, iloc_n, &p, base_size, &base)
+            || !read_sized(iloc, iloc_n, &p, 2, &extents)) return;
+        int is_hevc = 0;
+        for (size_t k = 0; k < hevc_count; k++) if (hevc[k] == id) { is_hevc = 1; break; }
+        if (c->budget < hevc_count) return;
+        c->budget -= hevc_count;
+        /* Extents of no bytes at all would be read without end. */
+        if (offset_size == 0 && length_size == 0 && index_size == 0 && extents > 1) extents = 1;
+        for (uint64_t x = 0; x < extents; x++) {
+            uint64_t index, offset, extent_length;
+            if (index_size > 0 && !read_sized(iloc, iloc_n, &p, index_size, &index)) return;
+            if (!read_sized(iloc, iloc_n, &p, offset_size, &offset) || !read_sized(iloc, iloc_n, &p, length_size, &extent_length)) return;
+            if (!is_hevc || reference != 0) continue;
+            const uint8_t *source = method == 1 ? idat : method == 0 ? data : NULL;
+            size_t source_n = method == 1 ? idat_n : length;
+            if (!source || base + offset < base || base + offset > source_n) continue;
+            size_t start = (size_t)(base + offset);
+            size_t end = extent_length == 0 || extent_length > source_n - start ? source_n : start + (size_t)extent_length;
+            check_nals(c, source + start, end - start);
+        }
+    }
+}
+
+/* Whether every HEVC picture the file codes fits `width` x `height`, the
+   primary image's size as the boxes give it, with room for the padding a
+   coder adds (up to one 64-pixel coding tree block) and for a rotation. */
+static dr_heif_status check_coded_sizes(const uint8_t *data, size_t length, int width, int height, dr_heif_error *err) {
+    uint32_t side = (uint32_t)(width > height ? width : height) + 64;
+    coded_check c = { .max_width = side, .max_height = side, .width = 0, .height = 0, .over = 0, .length_size = 0,
+                      .budget = 4 * length + (1u << 20) };
+    size_t at = 0;
+    uint32_t type;
+    size_t body, size;
+    while (at < length && next_box(data + at, length - at, &type, &body, &size)) {
+        if (type == FOURCC('m', 'e', 't', 'a')) check_meta(&c, data, length, data + at + body, size - body);
+        at += size;
+    }
+    if (c.over) {
+        return fail(err, DR_HEIF_CORRUPT, "a coded picture is %ux%u, its boxes say %dx%d", c.width, c.height, width, height);
+    }
+    return DR_HEIF_OK;
+}
+
+/* Opens the file and its primary image, and checks its size and the
+   sizes its HEVC pictures are coded at. */
 static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t max_side, primary *p,
                                    dr_heif_info *info, dr_heif_error *err) {
     memset(p, 0, sizeof *p);
@@ -185,13 +460,16 @@ static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t 
     api.context_set_max_decoding_threads(p->context, 0);
     struct heif_error e = api.context_read_from_memory_without_copy(p->context, data, length, NULL);
     if (e.code != heif_error_Ok) {
+        /* The message is the context's: worded before it is freed. */
+        dr_heif_status status = from_heif(e, "reading the boxes", err);
         close_primary(p);
-        return from_heif(e, "reading the boxes", err);
+        return status;
     }
     e = api.context_get_primary_image_handle(p->context, &p->handle);
     if (e.code != heif_error_Ok) {
+        dr_heif_status status = from_heif(e, "finding the primary image", err);
         close_primary(p);
-        return from_heif(e, "finding the primary image", err);
+        return status;
     }
     info->width = api.image_handle_get_width(p->handle);
     info->height = api.image_handle_get_height(p->handle);
@@ -212,7 +490,9 @@ static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t 
         return fail(err, DR_HEIF_TOO_LARGE, "the primary image is %dx%d, over the side limit of %u",
                     info->width, info->height, max_side);
     }
-    return DR_HEIF_OK;
+    dr_heif_status coded = check_coded_sizes(data, length, info->width, info->height, err);
+    if (coded != DR_HEIF_OK) close_primary(p);
+    return coded;
 }
 
 dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t max_side, dr_heif_info *info, dr_heif_error *err) {
@@ -234,8 +514,9 @@ dr_heif_status dr_heif_copy_icc(const uint8_t *data, size_t length, uint8_t *out
         return fail(err, DR_HEIF_INVALID_ARGUMENT, "a profile of %zu bytes asked into %zu", info.icc_length, out_length);
     }
     struct heif_error e = api.image_handle_get_raw_color_profile(p.handle, out);
+    dr_heif_status copied = e.code == heif_error_Ok ? DR_HEIF_OK : from_heif(e, "reading the colour profile", err);
     close_primary(&p);
-    if (e.code != heif_error_Ok) return from_heif(e, "reading the colour profile", err);
+    if (copied != DR_HEIF_OK) return copied;
     return DR_HEIF_OK;
 }
 
@@ -268,11 +549,14 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     struct heif_error e = api.decode_image(p.handle, &image, heif_colorspace_RGB,
                                             info.has_alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, options);
     api.decoding_options_free(options);
-    close_primary(&p);
     if (e.code != heif_error_Ok) {
+        /* The message may be the context's or the image's: worded first. */
+        dr_heif_status status = from_heif(e, "decoding the primary image", err);
         if (image) api.image_release(image);
-        return from_heif(e, "decoding the primary image", err);
+        close_primary(&p);
+        return status;
     }
+    close_primary(&p);
     int got_width = api.image_get_width(image, heif_channel_interleaved);
     int got_height = api.image_get_height(image, heif_channel_interleaved);
     int bits = api.image_get_bits_per_pixel_range(image, heif_channel_interleaved);

@@ -122,18 +122,40 @@ struct HEIFCodecTests {
         }
     }
 
-    @Test("boxes that understate the coded picture are refused, not decoded at the wrong size")
-    func understatedSize() throws {
+    /// A file whose ispe claims `claimed` for a picture coded at 256×192.
+    static func understated(_ claimed: (width: UInt8, height: UInt8)) throws -> [UInt8] {
         var bytes = HEIFFixtures.heif(width: 256, height: 192, pixels: HEIFFixtures.pattern(width: 256, height: 192))
         // The ispe property: size, "ispe", version and flags, width, height.
         let ispe = try #require((0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("ispe".utf8) })
-        bytes.replaceSubrange(ispe + 8..<ispe + 16, with: [0, 0, 0, 64, 0, 0, 0, 48])
-        #expect(try HEIF.readHeader(bytes).size == Size(width: 64, height: 48))
+        bytes.replaceSubrange(ispe + 8..<ispe + 16, with: [0, 0, 0, claimed.width, 0, 0, 0, claimed.height])
+        return bytes
+    }
+
+    @Test("boxes that understate the coded picture are refused before the decode, by the sequence parameter set's size")
+    func understatedSizeBeforeDecode() throws {
+        let bytes = try Self.understated((64, 48))
+        let refusal = "a coded picture is 256x192, its boxes say 64x48"
+        #expect {
+            try HEIF.readHeader(bytes)
+        } throws: { error in
+            let error = error as? ImageError
+            return error?.code == .corrupt && error?.message.contains(refusal) == true
+        }
+        // Refused before the shim's first stop question: nothing was decoded.
+        let counting = CancellationFlag()
+        #expect(throws: ImageError.self) { try HEIF.decode(bytes, cancellation: counting) }
+        #expect(counting.pollCount == 0, "\(counting.pollCount) stop questions: the picture was decoded")
+    }
+
+    @Test("a picture coded a little larger than its boxes say (within a coding block) is refused once decoded")
+    func understatedSizeAfterDecode() throws {
+        let bytes = try Self.understated((200, 150))
+        #expect(try HEIF.readHeader(bytes).size == Size(width: 200, height: 150))
         #expect {
             try HEIF.decode(bytes)
         } throws: { error in
             let error = error as? ImageError
-            return error?.code == .corrupt && error?.message.contains("the coded image is 256x192, its boxes say 64x48") == true
+            return error?.code == .corrupt && error?.message.contains("the coded image is 256x192, its boxes say 200x150") == true
         }
     }
 

@@ -27,7 +27,12 @@
  * limit (and libheif's own size limit is set to it) before anything is
  * decoded. The decode itself allocates inside libheif and its codec
  * (libde265 or dav1d/libaom), which size their buffers from the coded
- * stream; the image libheif returns is checked against the size the boxes
+ * stream, not from the boxes. So before any decode, every HEVC sequence
+ * parameter set in the file (each hvcC property, and each HEVC item's data
+ * as iloc places it) is read for its picture size, which must stay within
+ * the primary image's longer side plus one 64-pixel coding block; the walk
+ * is bounded to a few readings of the file. AV1 sequence headers are not
+ * read. The image libheif returns is checked against the size the boxes
  * gave before a pixel is copied.
  *
  * Threads: a decode runs on the calling thread, tiles included (libheif's
