@@ -28,12 +28,12 @@ struct MetricsSystemTests {
         samples.filter { $0.key == name || $0.key.hasPrefix(name + "{") }.values.reduce(0, +)
     }
 
-    @Test("libmicrohttpd is mapped only by a role started with --metrics, libcurl by no role: both are loaded on first use")
+    @Test("libmicrohttpd is mapped only by a role started with --metrics, libcurl and libheif by no role that has not needed them: all are loaded on first use")
     func librariesAreLoadedOnFirstUse() throws {
         let h = try SystemHarness()
         try h.startBroker(["--metrics", "127.0.0.1:0"])
         try startStore(h)
-        _ = try Self.metricsPort(h, "broker")
+        let metricsPort = try Self.metricsPort(h, "broker")
         func mapped(_ name: String) throws -> String {
             let pid = try #require(h.processes[name]).processIdentifier
             // Read to the end: /proc says its files are empty, and a read by size stops short.
@@ -41,10 +41,19 @@ struct MetricsSystemTests {
             defer { try? file.close() }
             return String(decoding: try #require(try file.readToEnd()), as: UTF8.self)
         }
-        let broker = try mapped("broker"), store = try mapped("store")
+        try h.startWorker("w1")
+        try h.waitUntil("the worker is ready", timeout: .seconds(20)) {
+            try HTTPProbe.scrape(port: metricsPort)["darkroom_broker_workers"] == 1
+        }
+        let broker = try mapped("broker"), store = try mapped("store"), worker = try mapped("w1")
         #expect(broker.contains("/libmicrohttpd.so"))
         #expect(!store.contains("/libmicrohttpd.so"))
         #expect(!broker.contains("/libcurl.so") && !store.contains("/libcurl.so"))
+        // A worker maps libheif (and its codecs) at its first HEIF source only.
+        for roleMaps in [broker, store, worker] {
+            #expect(!roleMaps.contains("/libheif.so") && !roleMaps.contains("/libde265.so") && !roleMaps.contains("/libx265.so"))
+        }
+        #expect(worker.contains("/libjpeg.so"), "the worker's maps were read")
         // The store still serves: the library it did not load was not needed.
         #expect(try h.run(["status", "--check", "--only", "store", "--store", h.store, "--timeout", "5"]).status == 0)
     }
