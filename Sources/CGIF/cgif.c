@@ -27,6 +27,12 @@ static int read_memory(GifFileType *gif, GifByteType *buffer, int wanted) {
     return (int)count;
 }
 
+/* Row order: one pass for a sequential picture, GIF's four for an
+   interlaced one (every 8th from 0, every 8th from 4, every 4th from 2,
+   every 2nd from 1), as a decode reads rows and the fixtures' encoder
+   writes them. */
+static const int pass_start[4] = {0, 4, 2, 1}, pass_step[4] = {8, 8, 4, 2};
+
 static dr_gif_status fail(dr_gif_error *err, dr_gif_status status, const char *message) {
     if (err) {
         err->status = status;
@@ -220,14 +226,10 @@ dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
         DGifCloseFile(gif, &code);
         return fail(err, DR_GIF_OUT_OF_MEMORY, "out of memory for a row");
     }
-    /* Row order: one pass for a sequential picture, GIF's four for an
-       interlaced one (every 8th from 0, every 8th from 4, every 4th from 2,
-       every 2nd from 1). */
-    static const int starts[4] = {0, 4, 2, 1}, steps[4] = {8, 8, 4, 2};
     int passes = info.interlaced ? 4 : 1;
     int read = 0;
     for (int pass = 0; pass < passes; pass++) {
-        int start = info.interlaced ? starts[pass] : 0, step = info.interlaced ? steps[pass] : 1;
+        int start = info.interlaced ? pass_start[pass] : 0, step = info.interlaced ? pass_step[pass] : 1;
         for (int y = start; y < info.frame_height; y += step) {
             if (should_stop && read % 16 == 0 && should_stop(stop_context)) {
                 free(line);
@@ -314,10 +316,9 @@ int dr_gif_encode(const dr_gif_frame *frames, int count, int screen_width, int s
         failed = EGifPutExtension(gif, GRAPHICS_EXT_FUNC_CODE, (int)size, extension) == GIF_ERROR;
         if (failed) break;
         failed = EGifPutImageDesc(gif, frame->left, frame->top, frame->width, frame->height, frame->interlaced != 0, NULL) == GIF_ERROR;
-        static const int starts[4] = {0, 4, 2, 1}, steps[4] = {8, 8, 4, 2};
         int passes = frame->interlaced ? 4 : 1;
         for (int pass = 0; pass < passes && !failed; pass++) {
-            int start = frame->interlaced ? starts[pass] : 0, step = frame->interlaced ? steps[pass] : 1;
+            int start = frame->interlaced ? pass_start[pass] : 0, step = frame->interlaced ? pass_step[pass] : 1;
             for (int y = start; y < frame->height && !failed; y += step) {
                 failed = EGifPutLine(gif, (GifPixelType *)(frame->indices + (size_t)y * frame->width), frame->width) == GIF_ERROR;
             }

@@ -495,28 +495,23 @@ static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t 
     return coded;
 }
 
-dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t max_side, dr_heif_info *info, dr_heif_error *err) {
+dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t max_side, int want_icc, dr_heif_info *info,
+                                 dr_heif_error *err) {
     if (!info) return fail(err, DR_HEIF_INVALID_ARGUMENT, "no info to fill");
     primary p;
     dr_heif_status status = open_primary(data, length, max_side, &p, info, err);
     if (status != DR_HEIF_OK) return status;
-    close_primary(&p);
-    return DR_HEIF_OK;
-}
-
-dr_heif_status dr_heif_copy_icc(const uint8_t *data, size_t length, uint8_t *out, size_t out_length, dr_heif_error *err) {
-    primary p;
-    dr_heif_info info;
-    dr_heif_status status = open_primary(data, length, UINT32_MAX >> 1, &p, &info, err);
-    if (status != DR_HEIF_OK) return status;
-    if (!out || info.icc_length == 0 || out_length != info.icc_length) {
-        close_primary(&p);
-        return fail(err, DR_HEIF_INVALID_ARGUMENT, "a profile of %zu bytes asked into %zu", info.icc_length, out_length);
+    if (want_icc && info->icc_length > 0) {
+        info->icc = malloc(info->icc_length);
+        struct heif_error e = info->icc ? api.image_handle_get_raw_color_profile(p.handle, info->icc)
+                                        : (struct heif_error){ heif_error_Memory_allocation_error, heif_suberror_Unspecified, "no memory for the profile" };
+        /* A profile that cannot be read leaves the pixels as coded. */
+        if (e.code != heif_error_Ok) {
+            free(info->icc);
+            info->icc = NULL;
+        }
     }
-    struct heif_error e = api.image_handle_get_raw_color_profile(p.handle, out);
-    dr_heif_status copied = e.code == heif_error_Ok ? DR_HEIF_OK : from_heif(e, "reading the colour profile", err);
     close_primary(&p);
-    if (copied != DR_HEIF_OK) return copied;
     return DR_HEIF_OK;
 }
 

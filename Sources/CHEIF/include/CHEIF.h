@@ -79,13 +79,15 @@ typedef struct dr_heif_info {
     int bit_depth;
     /* Bytes of the embedded ICC profile ('prof' or 'rICC'), 0 for none. */
     size_t icc_length;
+    /* That profile, malloc'ed when it was asked for (free it with
+       dr_heif_free); NULL when it was not, or there is none. */
+    uint8_t *icc;
 } dr_heif_info;
 
-/* Reads the boxes up to the primary image's properties. */
-dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t max_side, dr_heif_info *info, dr_heif_error *err);
-
-/* Copies the embedded ICC profile (info.icc_length bytes) into `out`. */
-dr_heif_status dr_heif_copy_icc(const uint8_t *data, size_t length, uint8_t *out, size_t out_length, dr_heif_error *err);
+/* Reads the boxes up to the primary image's properties, and copies out
+   its ICC profile too when `want_icc` is not 0. */
+dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t max_side, int want_icc, dr_heif_info *info,
+                                 dr_heif_error *err);
 
 /* Asked before and after the decode (libheif cannot be stopped inside
    one); a non-zero answer stops it with DR_HEIF_CANCELLED. It runs on the

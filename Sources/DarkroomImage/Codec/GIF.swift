@@ -57,8 +57,16 @@ public enum GIF {
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         let header = try readHeader(bytes, limits: limits)
+        return try decode(bytes, size: header.size, limits: limits, background: background, cancellation: cancellation)
+    }
+
+    /// `decode` of a file whose header was read, with these limits, as
+    /// `size` (`Source.decode`); the shim checks the file against it.
+    static func decode(
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+    ) throws(ImageError) -> Image {
         try cancellation.check()
-        let width = header.size.width, height = header.size.height
+        let width = size.width, height = size.height
         var error = dr_gif_error()
         var status = DR_GIF_OK
         let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in

@@ -65,26 +65,18 @@ public enum HEIF {
         }
         var info = dr_heif_info()
         var error = dr_heif_error()
-        let status = bytes.withUnsafeBufferPointer { dr_heif_read_info($0.baseAddress, $0.count, maxSide(limits), &info, &error) }
+        let status = bytes.withUnsafeBufferPointer {
+            dr_heif_read_info($0.baseAddress, $0.count, maxSide(limits), wanted ? 1 : 0, &info, &error)
+        }
+        defer { dr_heif_free(info.icc) }
         let size = Size(width: Int(info.width), height: Int(info.height))
         guard status == DR_HEIF_OK else {
             let known = status == DR_HEIF_TOO_LARGE && size.width > 0 || status == DR_HEIF_INVALID_DIMENSIONS
             throw imageError(error, size: known ? size : nil, limits: limits)
         }
         try JPEG.check(size, limits: limits)
-        var profile: [UInt8]?
-        if wanted && info.icc_length > 0 {
-            let length = Int(info.icc_length)
-            var copied = DR_HEIF_OK
-            let bytesOut = bytes.withUnsafeBufferPointer { data in
-                [UInt8](unsafeUninitializedCapacity: length) { out, count in
-                    copied = dr_heif_copy_icc(data.baseAddress, data.count, out.baseAddress, length, &error)
-                    count = copied == DR_HEIF_OK ? length : 0
-                }
-            }
-            // A profile that cannot be read leaves the pixels as coded.
-            if copied == DR_HEIF_OK { profile = bytesOut }
-        }
+        // A profile that cannot be read was left out: the pixels as coded.
+        let profile = info.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(info.icc_length))) }
         return HEIFHeader(size: size, hasAlpha: info.has_alpha != 0, isAVIF: info.is_av1 != 0,
                           bitDepth: info.bit_depth > 0 ? Int(info.bit_depth) : nil, iccProfile: profile)
     }
@@ -99,8 +91,16 @@ public enum HEIF {
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         let header = try readHeader(bytes, limits: limits, profile: false)
+        return try decode(bytes, size: header.size, limits: limits, background: background, cancellation: cancellation)
+    }
+
+    /// `decode` of a file whose header was read, with these limits, as
+    /// `size` (`Source.decode`); the shim checks the file against it.
+    static func decode(
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+    ) throws(ImageError) -> Image {
         try cancellation.check()
-        let width = header.size.width, height = header.size.height
+        let width = size.width, height = size.height
         var error = dr_heif_error()
         var status = DR_HEIF_OK
         let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in

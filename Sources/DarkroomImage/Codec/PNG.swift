@@ -76,8 +76,16 @@ public enum PNG {
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         let header = try readInfo(bytes, limits: limits, withMetadata: false)
+        return try decode(bytes, size: header.storedSize, limits: limits, background: background, cancellation: cancellation)
+    }
+
+    /// `decode` of a file whose header was read, with these limits, as
+    /// `size` (`Source.decode`); the shim checks the file against it.
+    static func decode(
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+    ) throws(ImageError) -> Image {
         try cancellation.check()
-        let width = header.storedSize.width, height = header.storedSize.height
+        let width = size.width, height = size.height
         var error = dr_png_error()
         var status = DR_PNG_OK
         let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in

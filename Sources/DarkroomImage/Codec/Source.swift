@@ -114,16 +114,27 @@ public enum Source {
         _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
+        // A JPEG decodes with its load plan. The others decode at the
+        // header's size, checked against these limits, instead of each
+        // reading its header again; each shim checks the file against it.
+        let limits = options.limits
         let stored: Image
         switch header.format {
         case .jpeg: return try JPEG.decode(bytes, options: options, cancellation: cancellation).image
-        case .png: stored = try PNG.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
-        case .webp: stored = try WebP.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
-        case .gif: stored = try GIF.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
-        case .heif: stored = try HEIF.decode(bytes, limits: options.limits, background: background, cancellation: cancellation)
+        case .png: stored = try PNG.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
+        case .webp: stored = try WebP.decode(bytes, size: try limited(header, limits), background: background, cancellation: cancellation)
+        case .gif: stored = try GIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
+        case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)
+    }
+
+    /// The header's stored size, within `limits` (the header may have been
+    /// read with others).
+    private static func limited(_ header: SourceHeader, _ limits: DecodeLimits) throws(ImageError) -> Size {
+        try JPEG.check(header.storedSize, limits: limits)
+        return header.storedSize
     }
 
     /// An embedded profile kept only when it is an RGB profile: a gray or

@@ -93,27 +93,30 @@ public enum WebP {
         if header.isAnimated {
             throw ImageError(.unsupported, "animated WebP is not supported (only still pictures are decoded)")
         }
-        let width = header.size.width, height = header.size.height
-        let stride = width * Image.bytesPerPixel
+        return try decode(bytes, size: header.size, background: background, cancellation: cancellation)
+    }
+
+    /// `decode` of a still file whose header was read as `size`
+    /// (`Source.decode`); the shim checks the file against it.
+    static func decode(
+        _ bytes: [UInt8], size: Size, background: (UInt8, UInt8, UInt8)?, cancellation: CancellationFlag
+    ) throws(ImageError) -> Image {
+        if cancellation.isCancelled { throw .cancelled }
+        let width = size.width, height = size.height
         var error = dr_webp_error()
         var status = DR_WEBP_OK
         let colour = background.map { [$0.0, $0.1, $0.2] }
-        let context = Unmanaged.passUnretained(cancellation).toOpaque()
-        let pixels = bytes.withUnsafeBufferPointer { data in
-            [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
-                func decode(_ background: UnsafePointer<UInt8>?) -> dr_webp_status {
-                    dr_webp_decode_rgbx(data.baseAddress, data.count, out.baseAddress, stride, Int32(width), Int32(height),
-                                        background, shouldStop, context, &error)
-                }
-                status = withExtendedLifetime(cancellation) {
-                    if let colour { return colour.withUnsafeBufferPointer { decode($0.baseAddress) } }
-                    return decode(nil)
-                }
-                count = status == DR_WEBP_OK ? stride * height : 0
+        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            func decode(_ background: UnsafePointer<UInt8>?) -> dr_webp_status {
+                dr_webp_decode_rgbx(data.baseAddress, data.count, out, stride, Int32(width), Int32(height), background, shouldStop, stop, &error)
             }
+            if let colour { status = colour.withUnsafeBufferPointer { decode($0.baseAddress) } } else { status = decode(nil) }
+            return status == DR_WEBP_OK
         }
-        if status == DR_WEBP_CANCELLED { throw .cancelled }
-        guard status == DR_WEBP_OK else { throw decodeError(error) }
+        guard let pixels else {
+            if status == DR_WEBP_CANCELLED { throw .cancelled }
+            throw decodeError(error)
+        }
         return Image(width: width, height: height, pixels: pixels)
     }
 
