@@ -168,12 +168,13 @@ static void close_primary(primary *p) {
 
 /* ------------------------------------------------ coded picture sizes */
 
-/* The size an HEVC decoder allocates for comes from the coded stream's
-   sequence parameter sets (SPS), not from the boxes that libheif checks.
-   Before anything is decoded, every SPS the file carries for an HEVC
-   item, in its hvcC property or inside the item's own data, is read for
-   its picture size, so that a few kilobytes that declare a small image
-   and code a huge one are refused before they cost their memory. */
+/* The size a decoder allocates for comes from the coded stream, not from
+   the boxes that libheif checks: an HEVC stream's sequence parameter sets
+   (SPS), an AV1 stream's sequence header (its largest frame). Before
+   anything is decoded, every one the file carries for an HEVC or AV1
+   item, in its hvcC or av1C property or inside the item's own data, is
+   read for its picture size, so that a few kilobytes that declare a small
+   image and code a huge one are refused before they cost their memory. */
 
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
@@ -199,9 +200,12 @@ static int next_box(const uint8_t *p, size_t n, uint32_t *type, size_t *body, si
 
 #define FOURCC(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
-/* Exp-Golomb reading of an SPS with its emulation prevention bytes taken out. */
+/* Bit reading of the start of an SPS (its emulation prevention bytes
+   taken out) or of an AV1 sequence header. The fields needed lie in the
+   first bytes: at most some 360 of a sequence header with 32 operating
+   points that each give their decoder model. */
 typedef struct bits {
-    uint8_t rbsp[256];
+    uint8_t rbsp[512];
     size_t length;
     size_t at;   /* in bits */
     int failed;
@@ -273,14 +277,109 @@ typedef struct coded_check {
     size_t budget;
 } coded_check;
 
-static void check_sps(coded_check *c, const uint8_t *nal, size_t n) {
-    uint32_t w, h;
-    if (n < 3 || ((nal[0] >> 1) & 0x3F) != 33 || !sps_size(nal, n, &w, &h)) return;
+static void check_size(coded_check *c, uint32_t w, uint32_t h) {
     if (!c->over && (w > c->max_width || h > c->max_height)) {
         c->over = 1;
         c->width = w;
         c->height = h;
     }
+}
+
+static void check_sps(coded_check *c, const uint8_t *nal, size_t n) {
+    uint32_t w, h;
+    if (n < 3 || ((nal[0] >> 1) & 0x3F) != 33 || !sps_size(nal, n, &w, &h)) return;
+    check_size(c, w, h);
+}
+
+/* AV1's variable length code (uvlc) of a sequence header's timing info. */
+static uint32_t read_uvlc(bits *b) {
+    int zeros = 0;
+    while (!read_bit(b)) {
+        if (b->failed) return 0;
+        if (++zeros >= 32) { b->failed = 1; return 0; }
+    }
+    return (uint32_t)((1ull << zeros) - 1 + read_bits(b, zeros));
+}
+
+/* The largest frame an AV1 sequence header (its payload, after the OBU
+   header and size) allows: max_frame_width_minus_1 and
+   max_frame_height_minus_1, each plus one. 0 when it cannot be read that
+   far. Every frame of the sequence is at most that size. */
+static int sequence_header_size(const uint8_t *p, size_t n, uint32_t *width, uint32_t *height) {
+    bits b = { .length = n < sizeof b.rbsp ? n : sizeof b.rbsp, .at = 0, .failed = 0 };
+    memcpy(b.rbsp, p, b.length);
+    read_bits(&b, 3);                                  /* seq_profile */
+    read_bit(&b);                                      /* still_picture */
+    if (read_bit(&b)) {                                /* reduced_still_picture_header */
+        read_bits(&b, 5);                              /* seq_level_idx[0] */
+    } else {
+        unsigned decoder_model = 0, buffer_delay_bits = 0;
+        if (read_bit(&b)) {                            /* timing_info_present_flag */
+            read_bits(&b, 32); read_bits(&b, 32);      /* num_units_in_display_tick, time_scale */
+            if (read_bit(&b)) read_uvlc(&b);           /* equal_picture_interval: num_ticks_per_picture_minus_1 */
+            decoder_model = read_bit(&b);              /* decoder_model_info_present_flag */
+            if (decoder_model) {
+                buffer_delay_bits = read_bits(&b, 5) + 1;
+                read_bits(&b, 32);                     /* num_units_in_decoding_tick */
+                read_bits(&b, 5); read_bits(&b, 5);    /* removal and presentation time lengths */
+            }
+        }
+        unsigned display_delay = read_bit(&b);         /* initial_display_delay_present_flag */
+        unsigned points = read_bits(&b, 5) + 1;        /* operating_points_cnt_minus_1 */
+        for (unsigned i = 0; i < points && !b.failed; i++) {
+            read_bits(&b, 12);                         /* operating_point_idc */
+            if (read_bits(&b, 5) > 7) read_bit(&b);    /* seq_level_idx, seq_tier */
+            if (decoder_model && read_bit(&b)) {       /* decoder_model_present_for_this_op */
+                read_bits(&b, (int)buffer_delay_bits); read_bits(&b, (int)buffer_delay_bits);
+                read_bit(&b);                          /* low_delay_mode_flag */
+            }
+            if (display_delay && read_bit(&b)) read_bits(&b, 4);
+        }
+    }
+    int width_bits = (int)read_bits(&b, 4) + 1, height_bits = (int)read_bits(&b, 4) + 1;
+    uint32_t w = read_bits(&b, width_bits), h = read_bits(&b, height_bits);
+    if (b.failed) return 0;
+    /* Up to 16 bits each: the sums cannot overflow. */
+    *width = w + 1;
+    *height = h + 1;
+    return 1;
+}
+
+/* Reads a leb128 value at *at within n (at most 8 bytes, as AV1 allows). */
+static int read_leb128(const uint8_t *p, size_t n, size_t *at, uint64_t *value) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        if (*at >= n) return 0;
+        uint8_t byte = p[(*at)++];
+        v |= (uint64_t)(byte & 0x7F) << (7 * i);
+        if (!(byte & 0x80)) { *value = v; return 1; }
+    }
+    return 0;
+}
+
+/* AV1 open bitstream units, each with its header (and, as AVIF requires
+   of item data, its size): every sequence header among them is read. */
+static void check_obus(coded_check *c, const uint8_t *p, size_t n) {
+    if (n > c->budget) n = c->budget;
+    c->budget -= n;
+    size_t at = 0;
+    while (at < n) {
+        uint8_t header = p[at++];
+        unsigned type = (header >> 3) & 15;
+        if (header & 4) at++;                          /* obu_extension_flag: one more byte */
+        uint64_t size = n > at ? n - at : 0;
+        if ((header & 2) && !read_leb128(p, n, &at, &size)) return;  /* obu_has_size_field */
+        if (at > n || size > n - at) return;
+        uint32_t w, h;
+        if (type == 1 && sequence_header_size(p + at, (size_t)size, &w, &h)) check_size(c, w, h);
+        at += (size_t)size;
+    }
+}
+
+/* An av1C property: four bytes of configuration, then the sequence's
+   configOBUs (its sequence header, when there is one). */
+static void check_av1c(coded_check *c, const uint8_t *p, size_t n) {
+    if (n > 4) check_obus(c, p + 4, n - 4);
 }
 
 /* An hvcC property: its arrays of parameter set NAL units. */
@@ -329,13 +428,14 @@ static int read_sized(const uint8_t *p, size_t n, size_t *at, int size, uint64_t
     return 1;
 }
 
-#define MAX_HEVC_ITEMS 4096
+#define MAX_CODED_ITEMS 4096
 
-/* Walks meta: its hvc1 items (iinf), their hvcC properties (iprp/ipco) and
-   their data (iloc, in the file or in idat). */
+/* Walks meta: its hvc1 and av01 items (iinf), their hvcC and av1C
+   properties (iprp/ipco) and their data (iloc, in the file or in idat). */
 static void check_meta(coded_check *c, const uint8_t *data, size_t length, const uint8_t *meta, size_t n) {
-    uint32_t hevc[MAX_HEVC_ITEMS];
-    size_t hevc_count = 0;
+    uint32_t coded[MAX_CODED_ITEMS];
+    uint8_t is_av1[MAX_CODED_ITEMS];
+    size_t coded_count = 0;
     const uint8_t *iloc = NULL, *idat = NULL;
     size_t iloc_n = 0, idat_n = 0;
     size_t at = 4;  /* meta is a full box */
@@ -355,7 +455,11 @@ static void check_meta(coded_check *c, const uint8_t *data, size_t length, const
                     if (en >= 4 + id_size + 2 + 4) {
                         uint32_t id = id_size == 2 ? be16(e + 4) : be32(e + 4);
                         uint32_t item_type = be32(e + 4 + id_size + 2);
-                        if (item_type == FOURCC('h', 'v', 'c', '1') && hevc_count < MAX_HEVC_ITEMS) hevc[hevc_count++] = id;
+                        int av1 = item_type == FOURCC('a', 'v', '0', '1');
+                        if ((av1 || item_type == FOURCC('h', 'v', 'c', '1')) && coded_count < MAX_CODED_ITEMS) {
+                            coded[coded_count] = id;
+                            is_av1[coded_count++] = (uint8_t)av1;
+                        }
                     }
                 }
                 inner += is;
@@ -370,6 +474,7 @@ static void check_meta(coded_check *c, const uint8_t *data, size_t length, const
                     uint32_t pt; size_t pb, ps;
                     while (qa < qn && next_box(q + qa, qn - qa, &pt, &pb, &ps)) {
                         if (pt == FOURCC('h', 'v', 'c', 'C')) check_hvcc(c, q + qa + pb, ps - pb);
+                        else if (pt == FOURCC('a', 'v', '1', 'C')) check_av1c(c, q + qa + pb, ps - pb);
                         qa += ps;
                     }
                 }
@@ -382,7 +487,7 @@ static void check_meta(coded_check *c, const uint8_t *data, size_t length, const
         }
         at += size;
     }
-    if (!iloc || iloc_n < 8 || hevc_count == 0) return;
+    if (!iloc || iloc_n < 8 || coded_count == 0) return;
     /* iloc: version, flags, then field sizes and the items. */
     unsigned version = iloc[0];
     int offset_size = iloc[4] >> 4, length_size = iloc[4] & 15, base_size = iloc[5] >> 4;
@@ -399,30 +504,32 @@ static void check_meta(coded_check *c, const uint8_t *data, size_t length, const
         }
         if (!read_sized(iloc, iloc_n, &p, 2, &reference) || !read_sized(iloc, iloc_n, &p, base_size, &base)
             || !read_sized(iloc, iloc_n, &p, 2, &extents)) return;
-        int is_hevc = 0;
-        for (size_t k = 0; k < hevc_count; k++) if (hevc[k] == id) { is_hevc = 1; break; }
-        if (c->budget < hevc_count) return;
-        c->budget -= hevc_count;
+        int kind = 0;  /* 0: not a coded item, 1: HEVC, 2: AV1 */
+        for (size_t k = 0; k < coded_count; k++) if (coded[k] == id) { kind = is_av1[k] ? 2 : 1; break; }
+        if (c->budget < coded_count) return;
+        c->budget -= coded_count;
         /* Extents of no bytes at all would be read without end. */
         if (offset_size == 0 && length_size == 0 && index_size == 0 && extents > 1) extents = 1;
         for (uint64_t x = 0; x < extents; x++) {
             uint64_t index, offset, extent_length;
             if (index_size > 0 && !read_sized(iloc, iloc_n, &p, index_size, &index)) return;
             if (!read_sized(iloc, iloc_n, &p, offset_size, &offset) || !read_sized(iloc, iloc_n, &p, length_size, &extent_length)) return;
-            if (!is_hevc || reference != 0) continue;
+            if (!kind || reference != 0) continue;
             const uint8_t *source = method == 1 ? idat : method == 0 ? data : NULL;
             size_t source_n = method == 1 ? idat_n : length;
             if (!source || base + offset < base || base + offset > source_n) continue;
             size_t start = (size_t)(base + offset);
             size_t end = extent_length == 0 || extent_length > source_n - start ? source_n : start + (size_t)extent_length;
-            check_nals(c, source + start, end - start);
+            if (kind == 2) check_obus(c, source + start, end - start);
+            else check_nals(c, source + start, end - start);
         }
     }
 }
 
-/* Whether every HEVC picture the file codes fits `width` x `height`, the
-   primary image's size as the boxes give it, with room for the padding a
-   coder adds (up to one 64-pixel coding tree block) and for a rotation. */
+/* Whether every HEVC or AV1 picture the file codes fits `width` x
+   `height`, the primary image's size as the boxes give it, with room for
+   the padding a coder adds (up to one 64-pixel coding tree block or
+   superblock) and for a rotation. */
 static dr_heif_status check_coded_sizes(const uint8_t *data, size_t length, int width, int height, dr_heif_error *err) {
     uint32_t side = (uint32_t)(width > height ? width : height) + 64;
     coded_check c = { .max_width = side, .max_height = side, .width = 0, .height = 0, .over = 0, .length_size = 0,
@@ -441,7 +548,7 @@ static dr_heif_status check_coded_sizes(const uint8_t *data, size_t length, int 
 }
 
 /* Opens the file and its primary image, and checks its size and the
-   sizes its HEVC pictures are coded at. */
+   sizes its HEVC and AV1 pictures are coded at. */
 static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t max_side, primary *p,
                                    dr_heif_info *info, dr_heif_error *err) {
     memset(p, 0, sizeof *p);

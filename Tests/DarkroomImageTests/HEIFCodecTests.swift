@@ -123,17 +123,18 @@ struct HEIFCodecTests {
     }
 
     /// A file whose ispe claims `claimed` for a picture coded at 256×192.
-    static func understated(_ claimed: (width: UInt8, height: UInt8)) throws -> [UInt8] {
-        var bytes = HEIFFixtures.heif(width: 256, height: 192, pixels: HEIFFixtures.pattern(width: 256, height: 192))
+    static func understated(_ claimed: (width: UInt8, height: UInt8), codec: HEIFFixtures.Codec) throws -> [UInt8] {
+        var bytes = HEIFFixtures.heif(width: 256, height: 192, pixels: HEIFFixtures.pattern(width: 256, height: 192), codec: codec)
         // The ispe property: size, "ispe", version and flags, width, height.
         let ispe = try #require((0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("ispe".utf8) })
         bytes.replaceSubrange(ispe + 8..<ispe + 16, with: [0, 0, 0, claimed.width, 0, 0, 0, claimed.height])
         return bytes
     }
 
-    @Test("boxes that understate the coded picture are refused before the decode, by the sequence parameter set's size")
-    func understatedSizeBeforeDecode() throws {
-        let bytes = try Self.understated((64, 48))
+    @Test("boxes that understate the coded picture are refused before the decode, by the HEVC sequence parameter set's or the AV1 sequence header's size",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func understatedSizeBeforeDecode(codec: HEIFFixtures.Codec) throws {
+        let bytes = try Self.understated((64, 48), codec: codec)
         let refusal = "a coded picture is 256x192, its boxes say 64x48"
         #expect {
             try HEIF.readHeader(bytes)
@@ -147,9 +148,10 @@ struct HEIFCodecTests {
         #expect(counting.pollCount == 0, "\(counting.pollCount) stop questions: the picture was decoded")
     }
 
-    @Test("a picture coded a little larger than its boxes say (within a coding block) is refused once decoded")
-    func understatedSizeAfterDecode() throws {
-        let bytes = try Self.understated((200, 150))
+    @Test("a picture coded a little larger than its boxes say (within a coding block) is refused once decoded",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func understatedSizeAfterDecode(codec: HEIFFixtures.Codec) throws {
+        let bytes = try Self.understated((200, 150), codec: codec)
         #expect(try HEIF.readHeader(bytes).size == Size(width: 200, height: 150))
         #expect {
             try HEIF.decode(bytes)
