@@ -529,9 +529,12 @@ static void check_meta(coded_check *c, const uint8_t *data, size_t length, const
 /* Whether every HEVC or AV1 picture the file codes fits `width` x
    `height`, the primary image's size as the boxes give it, with room for
    the padding a coder adds (up to one 64-pixel coding tree block or
-   superblock) and for a rotation. */
+   superblock) and for a rotation. A side under 512 counts as 512: a
+   phone writes a small (cropped) photo as a grid of one 512x512 tile,
+   and such a picture costs little to decode whatever the boxes say. */
 static dr_heif_status check_coded_sizes(const uint8_t *data, size_t length, int width, int height, dr_heif_error *err) {
-    uint32_t side = (uint32_t)(width > height ? width : height) + 64;
+    uint32_t longer = (uint32_t)(width > height ? width : height);
+    uint32_t side = (longer < 512 ? 512 : longer) + 64;
     coded_check c = { .max_width = side, .max_height = side, .width = 0, .height = 0, .over = 0, .length_size = 0,
                       .budget = 4 * length + (1u << 20) };
     size_t at = 0;

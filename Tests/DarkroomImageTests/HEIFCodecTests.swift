@@ -48,6 +48,38 @@ struct HEIFCodecTests {
         #expect(try Source.decode(bytes, header: source) == image)
     }
 
+    @Test("a grid image, as phones save photos, decodes whole: its tiles laid out and cut to the grid's size",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func grid(codec: HEIFFixtures.Codec) throws {
+        // 3 × 2 tiles of 128 pixels, cut to 320 × 200 (the bright block's
+        // edges fall on even pixels, where 4:2:0 chroma does not blur them).
+        let pixels = HEIFFixtures.pattern(width: 320, height: 200)
+        let bytes = HEIFFixtures.grid(width: 320, height: 200, tile: 128, pixels: pixels, codec: codec, quality: 95)
+        #expect(SourceFormat(signatureOf: bytes) == .heif)
+        let header = try HEIF.readHeader(bytes)
+        #expect(header.size == Size(width: 320, height: 200) && header.isAVIF == (codec == .av1))
+        let image = try HEIF.decode(bytes)
+        #expect(image.width == 320 && image.height == 200)
+        let diff = Self.difference(image, pixels)
+        print("HEIF \(codec) grid of 6 tiles: mean difference \(diff.mean), largest \(diff.max)")
+        #expect(diff.mean < 3 && diff.max < 48, "\(codec): mean \(diff.mean), largest \(diff.max)")
+        // The bright block spans the first tile only; the last tile's
+        // corner is the gradient's far end.
+        #expect(image.pixels[(10 * 320 + 10) * 4] > 230)
+        #expect(image.pixels[(199 * 320 + 319) * 4] > 200)
+    }
+
+    @Test("a small image in one larger tile, as a phone writes a cropped photo, is not refused for its tile's size",
+          arguments: [HEIFFixtures.Codec.hevc, .av1])
+    func gridOfOneLargerTile(codec: HEIFFixtures.Codec) throws {
+        let pixels = HEIFFixtures.pattern(width: 300, height: 200)
+        let bytes = HEIFFixtures.grid(width: 300, height: 200, tile: 512, pixels: pixels, codec: codec, quality: 95)
+        #expect(try HEIF.readHeader(bytes).size == Size(width: 300, height: 200))
+        let image = try HEIF.decode(bytes)
+        let diff = Self.difference(image, pixels)
+        #expect(image.width == 300 && image.height == 200 && diff.mean < 3, "\(codec): mean \(diff.mean)")
+    }
+
     @Test("a 10-bit HEIC and a 12-bit AVIF are decoded to 8 bits", arguments: [(HEIFFixtures.Codec.hevc, 10), (.av1, 12)])
     func deeperThan8Bits(codec: HEIFFixtures.Codec, bits: Int) throws {
         let pixels = HEIFFixtures.pattern(width: 64, height: 48)
@@ -122,9 +154,11 @@ struct HEIFCodecTests {
         }
     }
 
-    /// A file whose ispe claims `claimed` for a picture coded at 256×192.
-    static func understated(_ claimed: (width: UInt8, height: UInt8), codec: HEIFFixtures.Codec) throws -> [UInt8] {
-        var bytes = HEIFFixtures.heif(width: 256, height: 192, pixels: HEIFFixtures.pattern(width: 256, height: 192), codec: codec)
+    /// A file whose ispe claims `claimed` for a picture coded at `coded`.
+    static func understated(_ claimed: (width: UInt8, height: UInt8), coded: Size = Size(width: 256, height: 192),
+                            codec: HEIFFixtures.Codec) throws -> [UInt8] {
+        let pixels = HEIFFixtures.pattern(width: coded.width, height: coded.height)
+        var bytes = HEIFFixtures.heif(width: coded.width, height: coded.height, pixels: pixels, codec: codec)
         // The ispe property: size, "ispe", version and flags, width, height.
         let ispe = try #require((0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("ispe".utf8) })
         bytes.replaceSubrange(ispe + 8..<ispe + 16, with: [0, 0, 0, claimed.width, 0, 0, 0, claimed.height])
@@ -134,8 +168,9 @@ struct HEIFCodecTests {
     @Test("boxes that understate the coded picture are refused before the decode, by the HEVC sequence parameter set's or the AV1 sequence header's size",
           arguments: [HEIFFixtures.Codec.hevc, .av1])
     func understatedSizeBeforeDecode(codec: HEIFFixtures.Codec) throws {
-        let bytes = try Self.understated((64, 48), codec: codec)
-        let refusal = "a coded picture is 256x192, its boxes say 64x48"
+        // Past the bound: the longer side, at least 512, plus 64.
+        let bytes = try Self.understated((64, 48), coded: Size(width: 640, height: 480), codec: codec)
+        let refusal = "a coded picture is 640x480, its boxes say 64x48"
         #expect {
             try HEIF.readHeader(bytes)
         } throws: { error in
@@ -187,17 +222,22 @@ struct HEIFCodecTests {
     }
 
     @Test("seeded mutations of a valid file decode to the header's size or throw, never crash",
-          arguments: [HEIFFixtures.Codec.hevc, .av1])
-    func mutationFuzz(codec: HEIFFixtures.Codec) throws {
-        let original = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48), codec: codec)
+          arguments: [(HEIFFixtures.Codec.hevc, false), (.av1, false), (.hevc, true), (.av1, true)])
+    func mutationFuzz(codec: HEIFFixtures.Codec, grid: Bool) throws {
+        let pixels = HEIFFixtures.pattern(width: 64, height: 48)
+        // A grid's boxes (iinf, iref, ipma, idat, iloc of five items) are
+        // most of its file: the walk over them and libheif's grid are fuzzed.
+        let original = grid ? HEIFFixtures.grid(width: 64, height: 48, tile: 32, pixels: pixels, codec: codec)
+                            : HEIFFixtures.heif(width: 64, height: 48, pixels: pixels, codec: codec)
         let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
         let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .empty, .unsupported]
         // Half the edits land in the boxes before the coded data.
-        let tally = MutationFuzz.run(original, iterations: 300, seed: codec == .hevc ? 0x4E1C_5EED : 0xA71F_5EED,
-                                     headerBytes: min(400, original.count / 2), allowed: allowed,
+        let seed: UInt64 = (codec == .hevc ? 0x4E1C_5EED : 0xA71F_5EED) ^ (grid ? 0x6A1D : 0)
+        let tally = MutationFuzz.run(original, iterations: 300, seed: seed,
+                                     headerBytes: min(grid ? 700 : 400, original.count / 2), allowed: allowed,
                                      header: { bytes throws(ImageError) in try HEIF.readHeader(bytes, limits: limits).size },
                                      decode: { bytes throws(ImageError) in try HEIF.decode(bytes, limits: limits) })
-        print("HEIF \(codec) mutations: \(tally.decoded) decoded, \(tally.refused) refused")
+        print("HEIF \(codec)\(grid ? " grid" : "") mutations: \(tally.decoded) decoded, \(tally.refused) refused")
         #expect(tally.decoded > 10 && tally.refused > 30, "\(tally)")
     }
 }
