@@ -4,9 +4,9 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CTIFF (shim over libtiff), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
 //                   CMicroHTTPD, CCurl, CHEIF (loaded on first use)
-//   image engine    DarkroomImage     pixels, JPEG, PNG, WebP, GIF and HEIF codecs, operations
+//   image engine    DarkroomImage     pixels, JPEG, PNG, WebP, GIF, HEIF and TIFF codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
 //   executable      darkroom          main.swift only calls DarkroomCLI
@@ -34,6 +34,8 @@ let package = Package(
         .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
         // giflib, for GIF sources (and the GIF fixtures tests write).
         .target(name: "CGIF", linkerSettings: [.linkedLibrary("gif")]),
+        // libtiff, for TIFF sources (and the TIFF fixtures tests write).
+        .target(name: "CTIFF", linkerSettings: [.linkedLibrary("tiff")]),
         // libheif, for HEIC and AVIF sources (and the HEIF fixtures tests
         // write), loaded on first use like CMicroHTTPD and CCurl.
         .target(name: "CHEIF", linkerSettings: [.linkedLibrary("dl")]),
@@ -66,7 +68,7 @@ let package = Package(
         .target(name: "DarkroomFetch", dependencies: ["CCurl"]),
 
         // Image engine.
-        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG", "CGIF", "CHEIF"]),
+        .target(name: "DarkroomImage", dependencies: ["CJPEG", "CLCMS", "CWebP", "CPNG", "CGIF", "CHEIF", "CTIFF"]),
         // Operation layer: pipeline text, typed steps, compound operation.
         .target(name: "DarkroomPipeline", dependencies: ["DarkroomCore", "DarkroomImage"]),
         // Wire protocol DRK1: messages to and from frames, no ZeroMQ dependency.
@@ -96,7 +98,7 @@ let package = Package(
         .executableTarget(name: "darkroom-loadgen", dependencies: ["DarkroomZMQ", "DarkroomProtocol"]),
 
         // Test fixtures more than one test target builds files from (PNG files made in code).
-        .target(name: "DarkroomFixtures", dependencies: ["CGIF", "CHEIF"], path: "Tests/DarkroomFixtures"),
+        .target(name: "DarkroomFixtures", dependencies: ["CGIF", "CHEIF", "CTIFF"], path: "Tests/DarkroomFixtures"),
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
         .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage", "DarkroomFixtures"]),

@@ -25,6 +25,9 @@
 #   H   HEIC sources (the corpus coded with x265 at quality 90 through
 #       pillow-heif, untimed): the same square, JPEG q80; every peer decodes
 #       through libheif and libde265
+#   F   TIFF sources (the corpus written as LZW-compressed RGB TIFF in
+#       strips by Pillow, untimed): the same square, JPEG q80; every peer
+#       decodes through libtiff
 #
 # The markdown report is printed and written to bench/out/pipeline-latest.md.
 set -uo pipefail
@@ -356,6 +359,13 @@ h_pillow() { on_sources HEIC_FILES pillow_run n "$1"; }
 h_vips() { on_sources HEIC_FILES square_vips "$1" 1024 80 jpg; }
 h_magick() { on_sources HEIC_FILES square_magick "$1" 1024 80 jpg; }
 
+# --- F peers: the same square from TIFF sources.
+TIFF_FILES=()
+f_darkroom() { on_sources TIFF_FILES square_darkroom "$1" "$W_OPS" 80; }
+f_pillow() { on_sources TIFF_FILES pillow_run n "$1"; }
+f_vips() { on_sources TIFF_FILES square_vips "$1" 1024 80 jpg; }
+f_magick() { on_sources TIFF_FILES square_magick "$1" 1024 80 jpg; }
+
 # ---------------------------------------------------------------- run
 skip() { STATUS[$1]="skipped: $2"; log "$1: ${STATUS[$1]}"; }
 
@@ -399,12 +409,13 @@ converted_sources() {
 converted_sources png n PNG_FILES
 converted_sources gif g GIF_FILES
 converted_sources heic h HEIC_FILES
+converted_sources tif f TIFF_FILES
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
            w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
-           h_darkroom h_pillow h_vips h_magick)
-log "P1, T, W, N, G and H on $NIMG images, $RUNS rounds of one run per tool"
+           h_darkroom h_pillow h_vips h_magick f_darkroom f_pillow f_vips f_magick)
+log "P1, T, W, N, G, H and F on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -415,6 +426,7 @@ for ((round = 1; round <= RUNS; round++)); do
             n_pillow) N_PILLOW_WALL=$PILLOW_WALL ;;
             g_pillow) G_PILLOW_WALL=$PILLOW_WALL ;;
             h_pillow) H_PILLOW_WALL=$PILLOW_WALL ;;
+            f_pillow) F_PILLOW_WALL=$PILLOW_WALL ;;
         esac
     done
 done
@@ -485,7 +497,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s, H ${H_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s, H ${H_PILLOW_WALL:-?}s, F ${F_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -542,6 +554,15 @@ REPORT="$WORK/report.md"
     fmt_row h_pillow "Pillow + pillow-heif ImageOps.fit"
     fmt_row h_vips "vipsthumbnail batch"
     fmt_row h_magick "ImageMagick -thumbnail"
+    echo
+    echo "## F: TIFF sources (LZW, RGB), fill 1024x1024, JPEG q80"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row f_darkroom "darkroom (libtiff)"
+    fmt_row f_pillow "Pillow ImageOps.fit"
+    fmt_row f_vips "vipsthumbnail batch"
+    fmt_row f_magick "ImageMagick -thumbnail"
     echo
     echo "## Targets"
     echo

@@ -37,7 +37,7 @@ public enum DarkroomCLI {
         var out = """
         OVERVIEW: Darkroom, a distributed image-processing job queue.
 
-        Turns images (JPEG, PNG, WebP, GIF, HEIC and AVIF) into processed
+        Turns images (JPEG, PNG, WebP, GIF, HEIC, AVIF and TIFF) into processed
         full-resolution images and thumbnails, through a pipeline of operations
         such as scale, crop and glitch.
 

@@ -67,7 +67,7 @@ public final class CancellationFlag: Sendable {
         return state.load(ordering: .relaxed)
     }
 
-    /// A C shim's stop question (PNG, WebP, GIF, HEIF), asked with the flag as its
+    /// A C shim's stop question (PNG, WebP, GIF, HEIF, TIFF), asked with the flag as its
     /// context, unretained (the decode or encode that passed it keeps it
     /// alive): 1 to stop, as `poll` answers, which counts the look.
     static func shimShouldStop(_ context: UnsafeMutableRawPointer?) -> Int32 {

@@ -15,7 +15,7 @@ public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The bytes do not start like a WebP file ("RIFF", a size, "WEBP").
         public static let notWebP = Code("not-webp")
         /// A job's source starts like none of the formats it may be in:
-        /// JPEG, PNG, WebP, GIF or HEIF.
+        /// JPEG, PNG, WebP, GIF, HEIF or TIFF.
         public static let unsupportedFormat = Code("unsupported-format")
         /// The data ends before the image does (libjpeg's premature-end warning).
         public static let truncated = Code("truncated")

@@ -41,10 +41,10 @@ import Testing
         let notJPEG = try client.submit(image: [0x89, 0x50, 0x4E, 0x47])
         guard case .rejected(let rejectedImage) = notJPEG else { Issue.record("expected REJECTED, got \(notJPEG)"); return }
         #expect(rejectedImage.code == .invalidImage)
-        #expect(rejectedImage.reason.contains("not a JPEG, PNG, WebP, GIF or HEIF"))
-        let tiff = try client.submit(image: [0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0])
-        guard case .rejected(let rejectedTIFF) = tiff else { Issue.record("expected REJECTED, got \(tiff)"); return }
-        #expect(rejectedTIFF.code == .invalidImage)
+        #expect(rejectedImage.reason.contains("not a JPEG, PNG, WebP, GIF, HEIF or TIFF"))
+        let bmp = try client.submit(image: [0x42, 0x4D, 0x36, 0x00, 8, 0, 0, 0])
+        guard case .rejected(let rejectedBMP) = bmp else { Issue.record("expected REJECTED, got \(bmp)"); return }
+        #expect(rejectedBMP.code == .invalidImage)
         // An ISO media file whose brands are a video's, not HEIF's.
         let mp4 = try client.submit(image: [0, 0, 0, 24] + Array("ftypisom".utf8) + [0, 0, 2, 0] + Array("isommp41".utf8))
         guard case .rejected(let rejectedMP4) = mp4 else { Issue.record("expected REJECTED, got \(mp4)"); return }
@@ -52,9 +52,9 @@ import Testing
         #expect(try client.status().queue.depth == 0)
 
         // The broker looks at the signature only: a PNG's eight bytes,
-        // RIFF, a size and WEBP, GIF89a, or an ftyp box naming a HEIF brand
-        // (as its major brand, or a compatible one), are queued for a
-        // worker to decode.
+        // RIFF, a size and WEBP, GIF89a, an ftyp box naming a HEIF brand
+        // (as its major brand, or a compatible one), or a TIFF byte order
+        // mark (little- or big-endian), are queued for a worker to decode.
         let png = try client.submit(image: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13])
         guard case .accepted = png else { Issue.record("expected ACCEPTED for a PNG, got \(png)"); return }
         let webp = try client.submit(image: Array("RIFF".utf8) + [4, 0, 0, 0] + Array("WEBP".utf8))
@@ -65,7 +65,11 @@ import Testing
         guard case .accepted = heic else { Issue.record("expected ACCEPTED for a HEIC, got \(heic)"); return }
         let avif = try client.submit(image: [0, 0, 0, 28] + Array("ftypMA1B".utf8) + [0, 0, 0, 0] + Array("iso8mif1avif".utf8))
         guard case .accepted = avif else { Issue.record("expected ACCEPTED for an AVIF by a compatible brand, got \(avif)"); return }
-        #expect(try client.status().queue.depth == 5)
+        let tiff = try client.submit(image: [0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0])
+        guard case .accepted = tiff else { Issue.record("expected ACCEPTED for a TIFF, got \(tiff)"); return }
+        let bigEndianTIFF = try client.submit(image: [0x4D, 0x4D, 0x00, 0x2A, 0, 0, 0, 8])
+        guard case .accepted = bigEndianTIFF else { Issue.record("expected ACCEPTED for a big-endian TIFF, got \(bigEndianTIFF)"); return }
+        #expect(try client.status().queue.depth == 7)
     }
 
     /// The parser's message quotes the bad token; a pipeline of 4096 bytes

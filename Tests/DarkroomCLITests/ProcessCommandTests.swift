@@ -62,7 +62,7 @@ struct ProcessCommandTests {
         try Data(try Self.goodJPEG(width: 150, height: 300, seed: 2)).write(to: dir.url.appendingPathComponent("tall.jpg"))
         try Data(good.prefix(good.count / 2)).write(to: dir.url.appendingPathComponent("truncated.jpg"))
         try Data().write(to: dir.url.appendingPathComponent("empty.jpg"))
-        try Data([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 64)).write(to: dir.url.appendingPathComponent("tiff-named.jpg"))
+        try Data([0x42, 0x4D, 0x36, 0x00] + [UInt8](repeating: 0, count: 64)).write(to: dir.url.appendingPathComponent("bmp-named.jpg"))
         let out = dir.url.appendingPathComponent("out")
 
         let result = try DarkroomProcess.run([
@@ -93,7 +93,7 @@ struct ProcessCommandTests {
             let thumbHeader = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb))))
             #expect(thumbHeader.storedSize == Size(width: 32, height: 32))
         }
-        let expectedCodes = ["truncated.jpg": "truncated", "empty.jpg": "empty", "tiff-named.jpg": "unsupported-format", "missing.jpg": "input"]
+        let expectedCodes = ["truncated.jpg": "truncated", "empty.jpg": "empty", "bmp-named.jpg": "unsupported-format", "missing.jpg": "input"]
         for (name, code) in expectedCodes {
             let object = try #require(byName[name], "no line for \(name)")
             #expect(object["ok"] as? Bool == false)

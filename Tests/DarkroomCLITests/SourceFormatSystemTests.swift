@@ -24,8 +24,9 @@ struct SourceFormatSystemTests {
     }
 
     /// A folder of one source in each format (the GIF animated, with a
-    /// transparent corner; the HEIC with a transparent left quarter), and a
-    /// TIFF named .png (which a directory yields, and which fails).
+    /// transparent corner; the HEIC with a transparent left quarter; the
+    /// TIFF turned by its Orientation tag), and a BMP named .png (which a
+    /// directory yields, and which fails).
     static func folder(in h: SystemHarness) throws -> URL {
         let folder = h.dir.url.appendingPathComponent("mixed")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -57,11 +58,15 @@ struct SourceFormatSystemTests {
             .write(to: folder.appendingPathComponent("phone.HEIC"))
         try Data(HEIFFixtures.heif(width: 160, height: 120, pixels: rgb(picture), codec: .av1, quality: 90))
             .write(to: folder.appendingPathComponent("clip.avif"))
-        try Data([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 40)).write(to: folder.appendingPathComponent("fake.png"))
+        // Stored turned a quarter (90° counter-clockwise), with Orientation 6.
+        let turned = picture.applying(.left)
+        try Data(TIFFFixtures.tiff(width: turned.width, height: turned.height, pixels: rgb(turned), compression: .lzw, orientation: 6))
+            .write(to: folder.appendingPathComponent("scan.tif"))
+        try Data([0x42, 0x4D, 0x36, 0x00] + [UInt8](repeating: 0, count: 40)).write(to: folder.appendingPathComponent("fake.png"))
         return folder
     }
 
-    @Test("process and submit take .png, .webp, .gif, .heic and .avif files beside .jpg: the same bytes either way, transparency white, a TIFF named .png refused by name")
+    @Test("process and submit take .png, .webp, .gif, .heic, .avif and .tif files beside .jpg: the same bytes either way, transparency white, a BMP named .png refused by name")
     func mixedFolder() throws {
         let h = try SystemHarness()
         let folder = try Self.folder(in: h)
@@ -71,11 +76,11 @@ struct SourceFormatSystemTests {
         #expect(local.status == 1, "\(local.stderr)")
         let lines = SystemHarness.jsonLines(local.stdout)
         let names = lines.compactMap { ($0["input"] as? String).map { ($0 as NSString).lastPathComponent } }
-        #expect(names.sorted() == ["anim.gif", "clip.avif", "fake.png", "logo.PNG", "phone.HEIC", "photo.jpg", "still.webp"], "\(names)")
+        #expect(names.sorted() == ["anim.gif", "clip.avif", "fake.png", "logo.PNG", "phone.HEIC", "photo.jpg", "scan.tif", "still.webp"], "\(names)")
         let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
         let error = try #require(fake["error"] as? [String: Any])
         #expect(error["code"] as? String == "unsupported-format")
-        #expect(error["reason"] as? String == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)", "\(error)")
+        #expect(error["reason"] as? String == "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 42 4D 36 00: looks like BMP)", "\(error)")
         let logo = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.jpg")))
         let decoded = try JPEG.decode(logo).image
         #expect(decoded.width == 80 && decoded.height == 60)
@@ -94,16 +99,22 @@ struct SourceFormatSystemTests {
         #expect(heicCorner.r > 240 && heicCorner.g > 240 && heicCorner.b > 240, "the transparent quarter is white: \(heicCorner)")
         let avif = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/clip.jpg")))).image
         #expect(avif.width == 80 && avif.height == 60)
+        // The TIFF upright: stored 120x160, shown 160x120 like the photo.
+        let scan = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/scan.jpg")))).image
+        let photo = try JPEG.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.jpg")))).image
+        #expect(scan.width == 80 && scan.height == 60)
+        let difference = zip(scan.pixels, photo.pixels).map { abs(Int($0) - Int($1)) }.reduce(0, +) / scan.pixels.count
+        #expect(difference < 4, "the TIFF, turned upright, is the photo: mean difference \(difference)")
 
         try h.startSystem(workers: [("w1", 2)])
         let submit = try h.run(["submit", folder.path, "--wait", "--json", "--skip-invalid"] + flags + h.clientFlags)
         #expect(submit.status == 1, "\(submit.stderr)")
-        #expect(submit.stderr.contains("7 input(s): 6 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
+        #expect(submit.stderr.contains("8 input(s): 7 stored, 0 dead, 0 refused, 0 never answered, 1 invalid"), "\(submit.stderr)")
         let results = SystemHarness.jsonLines(submit.stdout)
         let invalid = try #require(results.first { $0["status"] as? String == "invalid" })
         #expect((invalid["input"] as? String)?.hasSuffix("fake.png") == true)
-        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP, GIF or HEIF image") == true, "\(invalid)")
-        for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif", "phone.HEIC", "clip.avif"] {
+        #expect((invalid["reason"] as? String)?.contains("not a JPEG, PNG, WebP, GIF, HEIF or TIFF image") == true, "\(invalid)")
+        for name in ["photo.jpg", "logo.PNG", "still.webp", "anim.gif", "phone.HEIC", "clip.avif", "scan.tif"] {
             let stored = try #require(results.first { ($0["input"] as? String)?.hasSuffix(name) == true && $0["status"] as? String == "stored" },
                                       "\(name) was not stored")
             let job = try #require(stored["job"] as? String)
@@ -117,15 +128,18 @@ struct SourceFormatSystemTests {
         }
     }
 
-    @Test("a worker SIGKILLed while it decodes PNG, WebP, GIF and HEIF sources loses nothing: each job is retried, stored once, byte for byte what process writes")
+    @Test("a worker SIGKILLed while it decodes PNG, WebP, GIF, HEIF and TIFF sources loses nothing: each job is retried, stored once, byte for byte what process writes")
     func killedWorkerOnEachSourceFormat() throws {
         let h = try SystemHarness()
         let folder = h.dir.url.appendingPathComponent("sources")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // Big enough that a job takes a while in a debug build.
-        for i in 0..<6 {
+        for i in 0..<7 {
             let picture = SamplePhoto.render(Size(width: 800, height: 600), seed: UInt64(20 + i))
-            if i >= 4 {
+            if i == 6 {
+                try Data(TIFFFixtures.tiff(width: 800, height: 600, pixels: Self.rgb(picture), compression: .deflate, tile: 256))
+                    .write(to: folder.appendingPathComponent("s\(i).tiff"))
+            } else if i >= 4 {
                 try Data(HEIFFixtures.heif(width: 800, height: 600, pixels: Self.rgb(picture), codec: i == 4 ? .hevc : .av1, quality: 85))
                     .write(to: folder.appendingPathComponent(i == 4 ? "s\(i).heic" : "s\(i).avif"))
             } else if i % 2 == 0 {
@@ -168,19 +182,19 @@ struct SourceFormatSystemTests {
         let submit = try h.run(["submit", folder.path, "--json"] + flags + h.clientFlags)
         #expect(submit.status == 0, "submit: \(submit.stderr)")
         let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
-        #expect(jobs.count == 6)
+        #expect(jobs.count == 7)
 
         // Kill the worker without warning once it has started a job.
         try h.waitUntilAJobStarts("the victim")
         h.signal("victim", SIGKILL)
         try h.startWorker("rescuer", concurrency: 2)
         try h.waitUntil("every job is stored", timeout: .seconds(180)) {
-            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 6
+            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 7
         }
         let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
         let stored = all.filter { $0["kind"] as? String == "stored" }
         #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
-        #expect(stored.count == 6, "each job is stored exactly once")
+        #expect(stored.count == 7, "each job is stored exactly once")
         #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
 
         // What the rescuer stored is what the same job gives here.

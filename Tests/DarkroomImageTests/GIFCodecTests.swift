@@ -122,7 +122,7 @@ struct GIFCodecTests {
         }
         // A source that starts like a GIF is handed to the GIF reader.
         #expect(Source.format(of: Array("GIF8".utf8)) == .gif)
-        #expect(Source.unsupportedMessage([0x49, 0x49, 0x2A, 0x00]).contains("JPEG, PNG, WebP, GIF or HEIF"))
+        #expect(Source.unsupportedMessage([0x42, 0x4D, 0x36, 0x00]).contains("JPEG, PNG, WebP, GIF, HEIF or TIFF"))
     }
 
     @Test("the flag is looked at every 16 rows, and a flag set halfway stops the decode")

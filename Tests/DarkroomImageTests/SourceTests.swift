@@ -23,14 +23,17 @@ struct SourceTests {
         let webp = try Source.readHeader(W.encoded)
         #expect(webp.format == .webp && webp.uprightSize == Size(width: 96, height: 64) && webp.jpeg == nil && !webp.hasAlpha)
 
+        let bmp = error { () throws(ImageError) in _ = try Source.readHeader([0x42, 0x4D, 0x36, 0x00, 8, 0, 0, 0]) }
+        #expect(bmp?.code == .unsupportedFormat)
+        #expect(bmp?.message == "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 42 4D 36 00: looks like BMP)")
+        // A TIFF's byte order mark picks the TIFF reader, which says what is wrong.
         let tiff = error { () throws(ImageError) in _ = try Source.readHeader([0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0]) }
-        #expect(tiff?.code == .unsupportedFormat)
-        #expect(tiff?.message == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)")
+        #expect(tiff?.code == .corrupt && tiff?.message.hasPrefix("corrupt TIFF data") == true, "\(String(describing: tiff))")
         // A GIF's signature picks the GIF reader, which says what is wrong.
         let gif = error { () throws(ImageError) in _ = try Source.readHeader(Array("GIF89a".utf8) + [1, 0, 1, 0]) }
         #expect(gif?.code == .truncated)
         let text = error { () throws(ImageError) in _ = try Source.readHeader(Array("hello".utf8)) }
-        #expect(text?.message == "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 68 65 6C 6C)")
+        #expect(text?.message == "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 68 65 6C 6C)")
         #expect(error { () throws(ImageError) in _ = try Source.readHeader([]) }?.code == .empty)
         // Cut inside a signature: each format's own reader says it is cut short.
         #expect(error { () throws(ImageError) in _ = try Source.readHeader(Array(W.encoded.prefix(6))) }?.code == .truncated)

@@ -96,12 +96,12 @@ struct SourceFormatTests {
     func unsupportedSource() throws {
         let job = ImageJob(pipeline: try Pipeline(parsing: "scale:64x64"))
         do {
-            _ = try job.run([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 40))
-            Issue.record("a TIFF ran")
+            _ = try job.run([0x42, 0x4D, 0x36, 0x00] + [UInt8](repeating: 0, count: 40))
+            Issue.record("a BMP ran")
         } catch {
             #expect(error.stage == .decode)
             #expect(error.error.code == .unsupportedFormat)
-            #expect(error.description == "decode: not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)")
+            #expect(error.description == "decode: not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 42 4D 36 00: looks like BMP)")
         }
     }
 

@@ -110,7 +110,7 @@ struct WorkerTests {
         }
         #expect(!fail.retryable)
         #expect(fail.failure.code == "image.unsupported-format")
-        #expect(fail.failure.reason == "decode: not a JPEG, PNG, WebP, GIF or HEIF image (starts with 64 65 66 69)")
+        #expect(fail.failure.reason == "decode: not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 64 65 66 69)")
         #expect(try broker.next()?.message == .credit(Credit(count: 1)))
     }
 

@@ -16,6 +16,10 @@
                                 RGB pixels as HEIC (x265 through
                                 pillow-heif, quality 90), the sources of
                                 workload H.
+  prep.py tif OUT_DIR FILE...   For each input, write STEM.tif: its upright
+                                RGB pixels as an LZW-compressed TIFF in
+                                strips (Pillow's layout), the sources of
+                                workload F.
   prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
                                 the most pixels.
 """
@@ -62,6 +66,14 @@ def heic(out_dir, files):
         rgb.save(os.path.join(out_dir, stem + ".heic"), quality=90)
 
 
+def tif(out_dir, files):
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        rgb = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        rgb.save(os.path.join(out_dir, stem + ".tif"), compression="tiff_lzw")
+
+
 def largest(files):
     best = None
     for path in files:
@@ -85,6 +97,9 @@ def main(argv):
         return 0
     if len(argv) >= 4 and argv[1] == "heic":
         heic(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "tif":
+        tif(argv[2], argv[3:])
         return 0
     if len(argv) >= 3 and argv[1] == "largest":
         largest(argv[2:])

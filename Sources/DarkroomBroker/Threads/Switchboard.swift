@@ -397,14 +397,14 @@ final class Switchboard {
     }
 
     /// The checks a SUBMIT passes before the queue sees it: its size and
-    /// that it starts like a JPEG, a PNG, a WebP, a GIF or a HEIF at all (the worker
+    /// that it starts like a JPEG, a PNG, a WebP, a GIF, a HEIF or a TIFF at all (the worker
     /// decodes it).
     private func check(_ submit: Submit) -> (ErrorCode, String)? {
         if submit.image.count > config.maxImageBytes {
             return (.tooLarge, "image is \(submit.image.count) bytes; the limit is \(config.maxImageBytes)")
         }
         guard SourceFormat(signatureOf: submit.image) != nil else {
-            return (.invalidImage, "image is not a JPEG, PNG, WebP, GIF or HEIF file (it starts with neither the FF D8 marker, the PNG signature, RIFF…WEBP, GIF87a or GIF89a, nor an ftyp box naming a HEIF brand)")
+            return (.invalidImage, "image is not a JPEG, PNG, WebP, GIF, HEIF or TIFF file (it starts with neither the FF D8 marker, the PNG signature, RIFF…WEBP, GIF87a or GIF89a, an ftyp box naming a HEIF brand, nor a TIFF byte order mark)")
         }
         return nil
     }

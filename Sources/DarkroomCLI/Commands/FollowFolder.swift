@@ -78,7 +78,7 @@ enum FollowFolder {
         } catch {
             throw error.runtime
         }
-        Console.err("following \(directory): every JPEG, PNG, WebP, GIF or HEIF written or moved into it is submitted once (Ctrl-C stops)")
+        Console.err("following \(directory): every JPEG, PNG, WebP, GIF, HEIF or TIFF written or moved into it is submitted once (Ctrl-C stops)")
 
         var pending: [ULID: String] = [:]      // job → path, until its end is printed
         var cursor: UInt64?                    // the next event seq to read, once a job is pending

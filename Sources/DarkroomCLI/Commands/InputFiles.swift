@@ -37,7 +37,7 @@ enum InputFiles {
             let names = (try? fm.contentsOfDirectory(atPath: argument)) ?? []
             let images = names.filter(isImageName).sorted()
             if images.isEmpty {
-                inputs.append(Input(path: argument, problem: "directory has no .jpg, .jpeg, .png, .webp, .gif, .heic, .heif or .avif files"))
+                inputs.append(Input(path: argument, problem: "directory has no .jpg, .jpeg, .png, .webp, .gif, .heic, .heif, .avif, .tif or .tiff files"))
             }
             // The directory as given, then the name: "photos" and "photos/"
             // both give "photos/a.jpg".
@@ -114,12 +114,12 @@ enum InputFiles {
     }
 
     /// Whether a directory entry is a source image by its name: not
-    /// hidden, and ending in .jpg, .jpeg, .png, .webp, .gif, .heic, .heif or
+    /// hidden, and ending in .jpg, .jpeg, .png, .webp, .gif, .heic, .heif, .tif, .tiff or
     /// .avif in any case.
     static func isImageName(_ name: String) -> Bool {
         guard !name.hasPrefix("."), let dot = name.utf8.lastIndex(of: UInt8(ascii: ".")) else { return false }
         let ext = name[name.utf8.index(after: dot)...].lowercased()
-        return ["jpg", "jpeg", "png", "webp", "gif", "heic", "heif", "avif"].contains(ext)
+        return ["jpg", "jpeg", "png", "webp", "gif", "heic", "heif", "avif", "tif", "tiff"].contains(ext)
     }
 
     /// Output base names: the input's name without its extension, made unique

@@ -10,7 +10,7 @@ import Synchronization
 enum ProcessCommand {
     static let spec = CommandSpec(
         name: "process",
-        abstract: "Run a pipeline on local images (JPEG, PNG, WebP, GIF, HEIC/AVIF) and write the results.",
+        abstract: "Run a pipeline on local images (JPEG, PNG, WebP, GIF, HEIC/AVIF, TIFF) and write the results.",
         discussion: """
         Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
         thumbnail of it), or NAME.webp and NAME.thumb.webp with --format webp,
@@ -26,7 +26,7 @@ enum ProcessCommand {
         \(Pipeline.reference)
         """,
         arguments: [
-            ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF or HEIF (HEIC, AVIF) files, or directories whose *.jpg, *.jpeg, *.png, *.webp, *.gif, *.heic, *.heif and *.avif files are processed.", variadic: true),
+            ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF, HEIF (HEIC, AVIF) or TIFF files, or directories whose *.jpg, *.jpeg, *.png, *.webp, *.gif, *.heic, *.heif, *.avif, *.tif and *.tiff files are processed.", variadic: true),
         ],
         options: ImageOptions.specs(pipelineRequired: true) + [
             .value("out", short: "o", "DIR", help: "Directory for the results (created if missing).", default: "darkroom-out"),

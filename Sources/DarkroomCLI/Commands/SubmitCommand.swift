@@ -91,7 +91,7 @@ enum SubmitCommand {
         waiting for the broker counted.
 
         Inputs may be files, directories (their *.jpg, *.jpeg, *.png, *.webp,
-        *.gif, *.heic, *.heif and *.avif files) or quoted globs such as 'photos/*.jpg', and http://
+        *.gif, *.heic, *.heif, *.avif, *.tif and *.tiff files) or quoted globs such as 'photos/*.jpg', and http://
         or https:// URLs; with --from-list, also the paths and URLs in a
         file, one a line ('-' reads them from stdin). URLs are downloaded
         before anything is sent, --downloads at a time, each within
@@ -103,7 +103,7 @@ enum SubmitCommand {
         the others go on, whatever --skip-invalid says; the exit status is
         then 1. A job from a URL keeps the URL as its source name.
         """,
-        arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF or HEIF files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
+        arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF, HEIF or TIFF files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
             .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),

@@ -1,4 +1,4 @@
-/// The whole-picture decode the PNG, WebP, GIF and HEIF shims share: rows of
+/// The whole-picture decode the PNG, WebP, GIF, HEIF and TIFF shims share: rows of
 /// `width` × `height` RGBX pixels for the shim to fill, and the
 /// cancellation flag handed to C unretained, kept alive for the call.
 enum ShimDecode {

@@ -1,11 +1,12 @@
 /// The file formats a job's source may be in.
 public enum SourceFormat: String, Sendable, CaseIterable {
-    case jpeg, png, webp, gif, heif
+    case jpeg, png, webp, gif, heif, tiff
 
     /// The format whose signature `bytes` start with, or nil. Only the
     /// first bytes are looked at: a JPEG's SOI marker (FF D8), PNG's
     /// eight-byte signature, "RIFF", a size and "WEBP", "GIF87a" or
-    /// "GIF89a", or an ISO media "ftyp" box naming a HEIF brand (HEIC, AVIF).
+    /// "GIF89a", an ISO media "ftyp" box naming a HEIF brand (HEIC, AVIF),
+    /// or a TIFF byte order mark ("II*\0", "MM\0*", or BigTIFF's "+").
     public init?(signatureOf bytes: [UInt8]) {
         if bytes.starts(with: [0xFF, 0xD8]) {
             self = .jpeg
@@ -17,6 +18,8 @@ public enum SourceFormat: String, Sendable, CaseIterable {
             self = .gif
         } else if HEIF.isHEIF(bytes) {
             self = .heif
+        } else if TIFF.isTIFF(bytes) {
+            self = .tiff
         } else {
             return nil
         }
@@ -31,7 +34,8 @@ public struct SourceHeader: Sendable, Equatable {
     public var format: SourceFormat
     /// The size of the pixels as stored.
     public var storedSize: Size
-    /// The EXIF orientation (a JPEG's APP1, a PNG's eXIf, a WebP's EXIF chunk).
+    /// The EXIF orientation (a JPEG's APP1, a PNG's eXIf, a WebP's EXIF
+    /// chunk, a TIFF's Orientation tag).
     public var orientation: Orientation
     /// The size once the orientation is applied: the size the pipeline sees.
     public var uprightSize: Size
@@ -47,8 +51,8 @@ public struct SourceHeader: Sendable, Equatable {
 }
 
 /// A job's source image in any of the formats it may be in: JPEG, PNG,
-/// WebP, GIF (its first picture) or HEIF (HEIC or AVIF, its primary
-/// image). Its header is read first (limits are checked there, before any
+/// WebP, GIF (its first picture), HEIF (HEIC or AVIF, its primary
+/// image) or TIFF (its first page). Its header is read first (limits are checked there, before any
 /// pixel exists); a JPEG is then decoded through `JPEG.decode` with the
 /// pipeline's load plan, and the others whole (`decode`).
 public enum Source {
@@ -89,6 +93,11 @@ public enum Source {
             let heif = try HEIF.readHeader(bytes, limits: limits)
             return SourceHeader(format: .heif, storedSize: heif.size, orientation: .up, uprightSize: heif.size,
                                 rgbProfile: rgb(heif.iccProfile), hasAlpha: heif.hasAlpha, jpeg: nil)
+        case .tiff:
+            let tiff = try TIFF.readHeader(bytes, limits: limits)
+            return SourceHeader(format: .tiff, storedSize: tiff.size, orientation: tiff.orientation,
+                                uprightSize: tiff.orientation.uprightSize(ofStored: tiff.size), rgbProfile: rgb(tiff.iccProfile),
+                                hasAlpha: tiff.hasAlpha, jpeg: nil)
         case nil:
             throw ImageError(.unsupportedFormat, unsupportedMessage(bytes))
         }
@@ -103,12 +112,13 @@ public enum Source {
         if bytes.count < 8, SourceFormat.pngSignature.starts(with: bytes) { return .png }
         if bytes.count < 12, bytes.starts(with: "RIFF".utf8) || "RIFF".utf8.starts(with: bytes) { return .webp }
         if bytes.count < 6, bytes.count >= 3, "GIF8".utf8.starts(with: bytes.prefix(4)) { return .gif }
+        if bytes.count < 4, bytes.count >= 2, bytes.starts(with: "II".utf8) || bytes.starts(with: "MM".utf8) { return .tiff }
         return nil
     }
 
     /// Decodes a source upright. A JPEG goes through `JPEG.decode` with
     /// `options` (the pipeline's load plan: shrink, region, luma), which
-    /// turns it upright itself; a PNG, WebP, GIF or HEIF is decoded whole within
+    /// turns it upright itself; a PNG, WebP, GIF, HEIF or TIFF is decoded whole within
     /// `options.limits`, composited onto `background` and turned upright.
     public static func decode(
         _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
@@ -125,6 +135,7 @@ public enum Source {
         case .webp: stored = try WebP.decode(bytes, size: try limited(header, limits), background: background, cancellation: cancellation)
         case .gif: stored = try GIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
         case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
+        case .tiff: stored = try TIFF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)
@@ -144,10 +155,10 @@ public enum Source {
         return profile
     }
 
-    /// "not a JPEG, PNG, WebP, GIF or HEIF image (starts with 49 49 2A 00: looks like TIFF)".
+    /// "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 42 4D 36 00: looks like BMP)".
     static func unsupportedMessage(_ bytes: [UInt8]) -> String {
         let hex = Sniff.firstBytes(bytes)
-        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG, WebP, GIF or HEIF image (starts with \(hex): looks like \(kind))" }
-        return "not a JPEG, PNG, WebP, GIF or HEIF image (starts with \(hex))"
+        if let kind = Sniff.format(bytes) { return "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with \(hex): looks like \(kind))" }
+        return "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with \(hex))"
     }
 }

@@ -1,0 +1,468 @@
+#include "CTIFF.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tiffio.h>
+
+static dr_tiff_status fail(dr_tiff_error *err, dr_tiff_status status, const char *format, ...) {
+    if (err) {
+        err->status = status;
+        va_list args;
+        va_start(args, format);
+        vsnprintf(err->message, sizeof err->message, format, args);
+        va_end(args);
+    }
+    return status;
+}
+
+/* A file in memory, read (or, for fixtures, written) through libtiff's
+   client procedures. */
+typedef struct stream {
+    uint8_t *data;
+    size_t length, capacity, at;
+    int writable;
+} stream;
+
+static tmsize_t stream_read(thandle_t handle, void *buffer, tmsize_t size) {
+    stream *s = handle;
+    if (size <= 0 || s->at >= s->length) return 0;
+    size_t count = s->length - s->at < (size_t)size ? s->length - s->at : (size_t)size;
+    memcpy(buffer, s->data + s->at, count);
+    s->at += count;
+    return (tmsize_t)count;
+}
+
+static tmsize_t stream_write(thandle_t handle, void *buffer, tmsize_t size) {
+    stream *s = handle;
+    if (!s->writable || size < 0) return -1;
+    size_t end = s->at + (size_t)size;
+    if (end > s->capacity) {
+        size_t capacity = s->capacity ? s->capacity : 4096;
+        while (capacity < end) capacity *= 2;
+        uint8_t *grown = realloc(s->data, capacity);
+        if (!grown) return -1;
+        memset(grown + s->capacity, 0, capacity - s->capacity);
+        s->data = grown;
+        s->capacity = capacity;
+    }
+    memcpy(s->data + s->at, buffer, (size_t)size);
+    s->at = end;
+    if (end > s->length) s->length = end;
+    return size;
+}
+
+static toff_t stream_seek(thandle_t handle, toff_t offset, int whence) {
+    stream *s = handle;
+    uint64_t base = whence == SEEK_CUR ? s->at : whence == SEEK_END ? s->length : 0;
+    uint64_t target = base + offset;
+    if (target < base || target > (uint64_t)SIZE_MAX / 2) return (toff_t)-1;
+    s->at = (size_t)target;
+    return target;
+}
+
+static int stream_close(thandle_t handle) { (void)handle; return 0; }
+static toff_t stream_size(thandle_t handle) { return ((stream *)handle)->length; }
+
+/* A file being read is already in memory: libtiff reads strips and tiles
+   from it in place instead of copying them out first. */
+static int stream_map(thandle_t handle, void **base, toff_t *size) {
+    stream *s = handle;
+    if (s->writable) return 0;
+    *base = s->data;
+    *size = s->length;
+    return 1;
+}
+
+static void stream_unmap(thandle_t handle, void *base, toff_t size) { (void)handle; (void)base; (void)size; }
+
+/* libtiff's first error message for one file, kept for the caller. */
+typedef struct capture {
+    int have;
+    char text[DR_TIFF_MESSAGE_MAX];
+} capture;
+
+static int on_error(TIFF *tif, void *user, const char *module, const char *format, va_list args) {
+    (void)tif; (void)module;
+    capture *c = user;
+    if (c && !c->have) {
+        vsnprintf(c->text, sizeof c->text, format, args);
+        c->have = 1;
+    }
+    return 1;  /* handled: the process-wide handler is not called */
+}
+
+static int on_warning(TIFF *tif, void *user, const char *module, const char *format, va_list args) {
+    (void)tif; (void)user; (void)module; (void)format; (void)args;
+    return 1;
+}
+
+/* The process-wide handlers, which write to stderr by default, are
+   removed once: a message libtiff raises before a file has its own
+   handlers is dropped, not printed. */
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
+static void quiet(void) {
+    TIFFSetErrorHandler(NULL);
+    TIFFSetWarningHandler(NULL);
+}
+
+static TIFF *open_stream(stream *s, const char *mode, size_t max_alloc, capture *c) {
+    pthread_once(&quiet_once, quiet);
+    TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
+    if (!options) return NULL;
+    if (max_alloc > 0) TIFFOpenOptionsSetMaxSingleMemAlloc(options, max_alloc > (size_t)INT64_MAX ? INT64_MAX : (tmsize_t)max_alloc);
+    TIFFOpenOptionsSetErrorHandlerExtR(options, on_error, c);
+    TIFFOpenOptionsSetWarningHandlerExtR(options, on_warning, c);
+    TIFF *tif = TIFFClientOpenExt("input", mode, (thandle_t)s, stream_read, stream_write, stream_seek, stream_close,
+                                  stream_size, stream_map, stream_unmap, options);
+    TIFFOpenOptionsFree(options);
+    return tif;
+}
+
+/* libtiff's message turned into a status: its words for data that ends
+   early, and for memory, are the ones it has used for decades. */
+static dr_tiff_status from_capture(const capture *c, const char *step, dr_tiff_error *err) {
+    const char *text = c->have ? c->text : "libtiff could not read it, and gave no reason";
+    dr_tiff_status status = DR_TIFF_CORRUPT;
+    if (strstr(text, "Read error") || strstr(text, "Cannot read") || strstr(text, "end of file") || strstr(text, "past end"))
+        status = DR_TIFF_TRUNCATED;
+    else if (strstr(text, "emory") || strstr(text, "allocat"))
+        status = DR_TIFF_OUT_OF_MEMORY;
+    return fail(err, status, "%s: %s", step, text);
+}
+
+/* The first image's size and orientation from its tags. */
+static void read_size(TIFF *tif, uint32_t *width, uint32_t *height, int *orientation) {
+    uint32_t w = 0, h = 0;
+    uint16_t o = ORIENTATION_TOPLEFT;
+    TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
+    TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_ORIENTATION, &o);
+    *width = w;
+    *height = h;
+    *orientation = o >= 1 && o <= 8 ? o : 1;
+}
+
+/* Whether the RGBA interface leaves alpha premultiplied in what it gives:
+   always for associated alpha (the file's own samples), and for
+   unassociated alpha with colour samples, which it multiplies out itself;
+   gray with unassociated alpha it gives as stored. */
+static int premultiplied(const TIFFRGBAImage *img) {
+    if (img->alpha == EXTRASAMPLE_ASSOCALPHA) return 1;
+    return img->alpha == EXTRASAMPLE_UNASSALPHA && img->photometric != PHOTOMETRIC_MINISBLACK
+           && img->photometric != PHOTOMETRIC_MINISWHITE;
+}
+
+dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc, int want_icc,
+                                 dr_tiff_info *info, dr_tiff_error *err) {
+    if (!info) return fail(err, DR_TIFF_INVALID_ARGUMENT, "no info to fill");
+    memset(info, 0, sizeof *info);
+    if (!data || length == 0) return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data");
+    stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    if (length < 8) return fail(err, DR_TIFF_TRUNCATED, "the file ends inside its 8-byte header (%zu bytes)", length);
+    capture c = { 0 };
+    TIFF *tif = open_stream(&s, "r", max_alloc, &c);
+    if (!tif) return from_capture(&c, "reading the header", err);
+    uint32_t width, height;
+    read_size(tif, &width, &height, &info->orientation);
+    info->width = width > INT_MAX ? INT_MAX : (int)width;
+    info->height = height > INT_MAX ? INT_MAX : (int)height;
+    uint16_t samples = 1, bits = 1, photometric = 0;
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+    info->samples_per_pixel = samples;
+    info->bits_per_sample = bits;
+    info->photometric = photometric;
+    info->more_pages = TIFFLastDirectory(tif) ? 0 : 1;
+    dr_tiff_status status = DR_TIFF_OK;
+    char why[1024] = "";
+    if (width == 0 || height == 0) {
+        status = fail(err, DR_TIFF_INVALID_DIMENSIONS, "the first image is %ux%u", width, height);
+    } else if (width > max_side || height > max_side) {
+        status = fail(err, DR_TIFF_TOO_LARGE, "the first image is %ux%u, over the side limit of %u", width, height, max_side);
+    } else if (!TIFFRGBAImageOK(tif, why)) {
+        status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
+    } else {
+        TIFFRGBAImage img;
+        if (!TIFFRGBAImageBegin(&img, tif, 1, why)) {
+            status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
+        } else {
+            info->has_alpha = img.alpha != 0;
+            TIFFRGBAImageEnd(&img);
+        }
+    }
+    uint32_t icc_length = 0;
+    void *icc = NULL;
+    if (status == DR_TIFF_OK && TIFFGetField(tif, TIFFTAG_ICCPROFILE, &icc_length, &icc) && icc && icc_length > 0) {
+        info->icc_length = icc_length;
+        if (want_icc) {
+            info->icc = malloc(icc_length);
+            if (!info->icc) status = fail(err, DR_TIFF_OUT_OF_MEMORY, "no memory for the ICC profile");
+            else memcpy(info->icc, icc, icc_length);
+        }
+    }
+    TIFFClose(tif);
+    return status;
+}
+
+/* 16-bit gray in tiles, read here tile by tile instead of through the RGBA
+   interface: libtiff 4.5 shifts the rows of a 16-bit gray tile that the
+   image's right edge cuts (it skips the cut part by half its bytes). Each
+   sample's high byte is the gray level, as the RGBA interface takes it;
+   white-is-zero is turned around; alpha (a second sample, or plane) is
+   laid over the background as `premultiplied` says. */
+static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, uint8_t *dst, size_t stride, uint32_t w,
+                                          uint32_t h, size_t max_alloc, const unsigned bg[3], dr_tiff_should_stop should_stop,
+                                          void *stop_context, const capture *c, dr_tiff_error *err) {
+    uint32_t tw = 0, th = 0;
+    uint16_t planar = PLANARCONFIG_CONTIG;
+    TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw);
+    TIFFGetField(tif, TIFFTAG_TILELENGTH, &th);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    int samples = img->samplesperpixel, alpha = img->alpha != 0 && samples >= 2, separate = planar == PLANARCONFIG_SEPARATE;
+    int white_is_zero = img->photometric == PHOTOMETRIC_MINISWHITE, multiplied = img->alpha == EXTRASAMPLE_ASSOCALPHA;
+    tmsize_t size = TIFFTileSize(tif);
+    /* The samples this reads of a tile must fit what libtiff gives. */
+    size_t needed = (size_t)tw * th * 2 * (separate ? 1 : (size_t)samples);
+    if (tw == 0 || th == 0 || size <= 0 || (size_t)size < needed || (size_t)size > max_alloc / 2)
+        return fail(err, DR_TIFF_CORRUPT, "tiles of %ux%u do not fit %lld bytes", tw, th, (long long)size);
+    uint8_t *gray = malloc((size_t)size), *plane = separate && alpha ? malloc((size_t)size) : NULL;
+    if (!gray || (separate && alpha && !plane)) {
+        free(gray);
+        free(plane);
+        return fail(err, DR_TIFF_OUT_OF_MEMORY, "no memory for a tile");
+    }
+    dr_tiff_status status = DR_TIFF_OK;
+    for (uint32_t ty = 0; ty < h && status == DR_TIFF_OK; ty += th) {
+        if (should_stop && should_stop(stop_context)) {
+            status = fail(err, DR_TIFF_CANCELLED, "cancelled");
+            break;
+        }
+        for (uint32_t tx = 0; tx < w; tx += tw) {
+            if (TIFFReadTile(tif, gray, tx, ty, 0, 0) < 0 || (plane && TIFFReadTile(tif, plane, tx, ty, 0, 1) < 0)) {
+                status = from_capture(c, "decoding", err);
+                break;
+            }
+            for (uint32_t y = 0; y < th && ty + y < h; y++) {
+                uint8_t *out = dst + (size_t)(ty + y) * stride + (size_t)tx * 4;
+                for (uint32_t x = 0; x < tw && tx + x < w; x++, out += 4) {
+                    size_t at = (size_t)y * tw + x;
+                    uint16_t g, a = 0xFFFF;
+                    if (separate) {
+                        memcpy(&g, gray + at * 2, 2);
+                        if (plane) memcpy(&a, plane + at * 2, 2);
+                    } else {
+                        memcpy(&g, gray + at * 2 * samples, 2);
+                        if (alpha) memcpy(&a, gray + at * 2 * samples + 2, 2);
+                    }
+                    unsigned v = g >> 8, opacity = a >> 8;
+                    if (white_is_zero) v = 255 - v;
+                    for (int k = 0; k < 3; k++) {
+                        unsigned mixed = multiplied ? v + (bg[k] * (255 - opacity) + 127) / 255
+                                                    : (v * opacity + bg[k] * (255 - opacity) + 127) / 255;
+                        out[k] = (uint8_t)(mixed > 255 ? 255 : mixed);
+                    }
+                    out[3] = 255;
+                }
+            }
+        }
+    }
+    free(gray);
+    free(plane);
+    return status;
+}
+
+dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
+                                   uint8_t *dst, size_t dst_stride, int width, int height,
+                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                   dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
+    if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
+        return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
+    stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    capture c = { 0 };
+    TIFF *tif = open_stream(&s, "r", max_alloc, &c);
+    if (!tif) return from_capture(&c, "reading the header", err);
+    uint32_t w, h;
+    int orientation;
+    read_size(tif, &w, &h, &orientation);
+    if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
+        TIFFClose(tif);
+        return fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
+    }
+    char why[1024] = "";
+    TIFFRGBAImage img;
+    if (!TIFFRGBAImageBegin(&img, tif, 1, why)) {
+        dr_tiff_status status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
+        TIFFClose(tif);
+        return status;
+    }
+    /* As stored: asking for the file's own orientation leaves every row
+       and column where the file has it. */
+    img.req_orientation = (uint16_t)orientation;
+    /* Bands of whole strips or tiles, so that none is decoded twice, of at
+       least 64 rows; the stop question is asked between them. */
+    uint32_t unit = 0;
+    if (TIFFIsTiled(tif)) TIFFGetField(tif, TIFFTAG_TILELENGTH, &unit);
+    else TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &unit);
+    if (unit == 0 || unit > h) unit = h;
+    uint32_t band = unit >= 64 ? unit : (64 + unit - 1) / unit * unit;
+    const unsigned bg[3] = { bg_r, bg_g, bg_b };
+    uint16_t bits = 8;
+    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    if (TIFFIsTiled(tif) && bits == 16
+        && (img.photometric == PHOTOMETRIC_MINISBLACK || img.photometric == PHOTOMETRIC_MINISWHITE)) {
+        dr_tiff_status status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, should_stop, stop_context, &c, err);
+        TIFFRGBAImageEnd(&img);
+        TIFFClose(tif);
+        return status;
+    }
+    dr_tiff_status status = DR_TIFF_OK;
+    for (uint32_t y = 0; y < h; y += band) {
+        if (should_stop && should_stop(stop_context)) {
+            status = fail(err, DR_TIFF_CANCELLED, "cancelled");
+            break;
+        }
+        uint32_t rows = h - y < band ? h - y : band;
+        img.row_offset = (int)y;
+        img.col_offset = 0;
+        if (!TIFFRGBAImageGet(&img, (uint32_t *)(void *)(dst + (size_t)y * dst_stride), w, rows)) {
+            status = from_capture(&c, "decoding", err);
+            break;
+        }
+    }
+    int alpha = img.alpha != 0, multiplied = premultiplied(&img);
+    TIFFRGBAImageEnd(&img);
+    TIFFClose(tif);
+    if (status != DR_TIFF_OK) return status;
+    /* The RGBA interface packs each pixel as R, G, B, A in memory. */
+    for (int y = 0; y < height; y++) {
+        uint8_t *p = dst + (size_t)y * dst_stride;
+        for (int x = 0; x < width; x++, p += 4) {
+            unsigned a = p[3];
+            if (alpha && a != 255) {
+                for (int k = 0; k < 3; k++) {
+                    unsigned v = multiplied ? p[k] + (bg[k] * (255 - a) + 127) / 255 : (p[k] * a + bg[k] * (255 - a) + 127) / 255;
+                    p[k] = (uint8_t)(v > 255 ? 255 : v);
+                }
+            }
+            p[3] = 255;
+        }
+    }
+    return DR_TIFF_OK;
+}
+
+/* One image of a fixture: its tags, then its rows, strips or tiles. */
+static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, const dr_tiff_encode_options *o,
+                       int page, int pages, char *message) {
+    int samples = o->samples, bytes = o->bits == 16 ? 2 : 1;
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)width);
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)height);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)samples);
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(bytes * 8));
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, samples <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, o->planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
+    TIFFSetField(tif, TIFFTAG_COMPRESSION, (uint16_t)(o->compression ? o->compression : COMPRESSION_NONE));
+    if (o->compression == COMPRESSION_JPEG) TIFFSetField(tif, TIFFTAG_JPEGQUALITY, 92);
+    if (o->orientation) TIFFSetField(tif, TIFFTAG_ORIENTATION, (uint16_t)o->orientation);
+    if (samples == 2 || samples == 4) {
+        uint16_t kind = o->associated_alpha ? EXTRASAMPLE_ASSOCALPHA : EXTRASAMPLE_UNASSALPHA;
+        TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &kind);
+    }
+    if (o->icc && o->icc_length) TIFFSetField(tif, TIFFTAG_ICCPROFILE, (uint32_t)o->icc_length, o->icc);
+    if (pages > 1) {
+        TIFFSetField(tif, TIFFTAG_SUBFILETYPE, FILETYPE_PAGE);
+        TIFFSetField(tif, TIFFTAG_PAGENUMBER, (uint16_t)page, (uint16_t)pages);
+    }
+    int planes = o->planar ? samples : 1, per_plane = o->planar ? 1 : samples;
+    /* One sample of the picture at (x, y), or 0 outside it. */
+#define SAMPLE(x, y, k) ((x) < width && (y) < height ? pixels[((size_t)(y) * width + (x)) * samples + (k)] : 0)
+    if (o->tile > 0) {
+        TIFFSetField(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile);
+        TIFFSetField(tif, TIFFTAG_TILELENGTH, (uint32_t)o->tile);
+        size_t size = (size_t)o->tile * o->tile * per_plane * bytes;
+        uint8_t *buffer = malloc(size);
+        if (!buffer) { snprintf(message, DR_TIFF_MESSAGE_MAX, "no memory"); return -1; }
+        for (int plane = 0; plane < planes; plane++) {
+            for (int ty = 0; ty < height; ty += o->tile) {
+                for (int tx = 0; tx < width; tx += o->tile) {
+                    size_t at = 0;
+                    for (int y = ty; y < ty + o->tile; y++)
+                        for (int x = tx; x < tx + o->tile; x++)
+                            for (int k = 0; k < per_plane; k++) {
+                                unsigned v = SAMPLE(x, y, o->planar ? plane : k);
+                                if (bytes == 2) { uint16_t wide = (uint16_t)(v * 257); memcpy(buffer + at, &wide, 2); at += 2; }
+                                else buffer[at++] = (uint8_t)v;
+                            }
+                    if (TIFFWriteTile(tif, buffer, (uint32_t)tx, (uint32_t)ty, 0, (uint16_t)plane) < 0) {
+                        free(buffer);
+                        snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write a tile");
+                        return -1;
+                    }
+                }
+            }
+        }
+        free(buffer);
+    } else {
+        TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, o->rows_per_strip > 0 ? (uint32_t)o->rows_per_strip : TIFFDefaultStripSize(tif, 0));
+        uint8_t *row = malloc((size_t)width * per_plane * bytes);
+        if (!row) { snprintf(message, DR_TIFF_MESSAGE_MAX, "no memory"); return -1; }
+        for (int plane = 0; plane < planes; plane++) {
+            for (int y = 0; y < height; y++) {
+                size_t at = 0;
+                for (int x = 0; x < width; x++)
+                    for (int k = 0; k < per_plane; k++) {
+                        unsigned v = SAMPLE(x, y, o->planar ? plane : k);
+                        if (bytes == 2) { uint16_t wide = (uint16_t)(v * 257); memcpy(row + at, &wide, 2); at += 2; }
+                        else row[at++] = (uint8_t)v;
+                    }
+                if (TIFFWriteScanline(tif, row, (uint32_t)y, (uint16_t)plane) < 0) {
+                    free(row);
+                    snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write row %d", y);
+                    return -1;
+                }
+            }
+        }
+        free(row);
+    }
+#undef SAMPLE
+    if (!TIFFWriteDirectory(tif)) { snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write the directory"); return -1; }
+    return 0;
+}
+
+int dr_tiff_encode(const uint8_t *pixels, int width, int height, const dr_tiff_encode_options *options,
+                   uint8_t **out, size_t *out_length, char *message) {
+    if (!pixels || !options || !out || !out_length || width <= 0 || height <= 0 || options->samples < 1 || options->samples > 4) {
+        snprintf(message, DR_TIFF_MESSAGE_MAX, "invalid arguments");
+        return -1;
+    }
+    stream s = { .data = NULL, .length = 0, .capacity = 0, .at = 0, .writable = 1 };
+    capture c = { 0 };
+    TIFF *tif = open_stream(&s, "w", 0, &c);
+    if (!tif) {
+        snprintf(message, DR_TIFF_MESSAGE_MAX, "could not start a TIFF: %.170s", c.have ? c.text : "no reason given");
+        free(s.data);
+        return -1;
+    }
+    int pages = options->pages > 1 ? options->pages : 1;
+    int result = write_image(tif, pixels, width, height, options, 0, pages, message);
+    /* Every later page: a 16x16 gray square, 8-bit, uncompressed. */
+    uint8_t gray[256];
+    memset(gray, 90, sizeof gray);
+    dr_tiff_encode_options plain = { .samples = 1, .bits = 8, .compression = COMPRESSION_NONE };
+    for (int page = 1; page < pages && result == 0; page++) result = write_image(tif, gray, 16, 16, &plain, page, pages, message);
+    TIFFClose(tif);
+    if (result != 0 || c.have) {
+        if (result == 0) snprintf(message, DR_TIFF_MESSAGE_MAX, "%s", c.text);
+        free(s.data);
+        return -1;
+    }
+    *out = s.data;
+    *out_length = s.length;
+    return 0;
+}
+
+void dr_tiff_free(void *pointer) { free(pointer); }

@@ -1,0 +1,142 @@
+import CTIFF
+
+/// What a TIFF's first image's tags say.
+public struct TIFFHeader: Sendable, Equatable {
+    /// The size as stored.
+    public var size: Size
+    /// The Orientation tag (EXIF's meaning; `.up` when absent).
+    public var orientation: Orientation
+    /// An alpha channel among the extra samples.
+    public var hasAlpha: Bool
+    public var bitsPerSample: Int
+    public var samplesPerPixel: Int
+    /// Whether pages follow the first (only the first is decoded).
+    public var hasMorePages: Bool
+    /// The embedded ICC profile, if any.
+    public var iccProfile: [UInt8]?
+}
+
+/// TIFF decoding over libtiff (through the CTIFF shim): scans, prints and
+/// camera exports, as libvips and sharp read them. Darkroom reads TIFF
+/// sources but never writes TIFF.
+///
+/// The first image (page) is decoded through libtiff's RGBA interface,
+/// which reads every layout libtiff knows: strips or tiles, contiguous or
+/// planar samples, 1 to 16 bits (16-bit samples are taken to 8), gray,
+/// palette, RGB, YCbCr and CMYK, and each compression Debian's libtiff is
+/// built with (none, PackBits, LZW, deflate, JPEG, ZSTD, WebP, ...).
+/// Floating-point samples are refused as unsupported. Alpha is composited
+/// onto the background. The pixels are decoded as stored, and the
+/// Orientation tag is applied as a JPEG's EXIF orientation is.
+public enum TIFF {
+    /// True when `bytes` start with a TIFF or BigTIFF byte order mark and
+    /// version: "II*\0", "MM\0*", "II+\0" or "MM\0+".
+    public static func isTIFF(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 4 else { return false }
+        let head = Array(bytes[0..<4])
+        return head == [0x49, 0x49, 0x2A, 0x00] || head == [0x4D, 0x4D, 0x00, 0x2A]
+            || head == [0x49, 0x49, 0x2B, 0x00] || head == [0x4D, 0x4D, 0x00, 0x2B]
+    }
+
+    /// Reads the first image's tags. The input size is checked before
+    /// anything is parsed, the image's size against `limits` before any
+    /// pixel buffer exists.
+    public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> TIFFHeader {
+        try readHeader(bytes, limits: limits, profile: true)
+    }
+
+    private static func readHeader(_ bytes: [UInt8], limits: DecodeLimits, profile wanted: Bool) throws(ImageError) -> TIFFHeader {
+        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
+        if bytes.count > limits.maxInputBytes {
+            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
+        }
+        if !isTIFF(bytes) {
+            throw ImageError(.corrupt, "not a TIFF (no II*, MM*, II+ or MM+ byte order mark; starts with \(Sniff.firstBytes(bytes)))")
+        }
+        var info = dr_tiff_info()
+        var error = dr_tiff_error()
+        let status = bytes.withUnsafeBufferPointer {
+            dr_tiff_read_info($0.baseAddress, $0.count, maxSide(limits), maxAlloc(limits), wanted ? 1 : 0, &info, &error)
+        }
+        defer { dr_tiff_free(info.icc) }
+        let size = Size(width: Int(info.width), height: Int(info.height))
+        guard status == DR_TIFF_OK else {
+            let known = status == DR_TIFF_TOO_LARGE || status == DR_TIFF_INVALID_DIMENSIONS
+            throw imageError(error, size: known ? size : nil, limits: limits)
+        }
+        try JPEG.check(size, limits: limits)
+        let profile = info.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(info.icc_length))) }
+        return TIFFHeader(size: size, orientation: Orientation(rawValue: Int(info.orientation)) ?? .up, hasAlpha: info.has_alpha != 0,
+                          bitsPerSample: Int(info.bits_per_sample), samplesPerPixel: Int(info.samples_per_pixel),
+                          hasMorePages: info.more_pages != 0, iccProfile: profile)
+    }
+
+    /// Decodes the first image to RGBX as stored (the Orientation tag not
+    /// applied: `Source.decode` does that), after `readHeader`'s checks.
+    /// Where it has alpha it is laid over `background`; the fourth byte is
+    /// 255 as everywhere in the engine. `cancellation` is looked at before
+    /// the decode and between bands of at least 64 rows; a cancelled decode
+    /// throws `ImageError.cancelled`.
+    public static func decode(
+        _ bytes: [UInt8], limits: DecodeLimits = .default, background: (UInt8, UInt8, UInt8) = (255, 255, 255),
+        cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
+        let header = try readHeader(bytes, limits: limits, profile: false)
+        return try decode(bytes, size: header.size, limits: limits, background: background, cancellation: cancellation)
+    }
+
+    /// `decode` of a file whose header was read, with these limits, as
+    /// `size` (`Source.decode`); the shim checks the file against it.
+    static func decode(
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+    ) throws(ImageError) -> Image {
+        try cancellation.check()
+        let width = size.width, height = size.height
+        var error = dr_tiff_error()
+        var status = DR_TIFF_OK
+        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            status = dr_tiff_decode_rgbx(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
+                                         Int32(width), Int32(height), background.0, background.1, background.2, shouldStop, stop, &error)
+            return status == DR_TIFF_OK
+        }
+        guard let pixels else {
+            if status == DR_TIFF_CANCELLED { throw ImageError.cancelled }
+            throw imageError(error, size: nil, limits: limits)
+        }
+        return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
+    }
+
+    // MARK: - Internals
+
+    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
+        UInt32(clamping: limits.maxSide)
+    }
+
+    /// The most libtiff may allocate at once: a strip or tile as large as
+    /// the whole image at the limit, at 16 bytes a pixel (four 16-bit
+    /// samples, planes and padding), and a margin for its tables. A strip
+    /// that claims more is refused before it costs anything.
+    static func maxAlloc(_ limits: DecodeLimits) -> Int {
+        let pixels = min(limits.maxPixels, limits.maxSide * limits.maxSide)
+        return pixels.multipliedReportingOverflow(by: 16).overflow ? Int.max : pixels * 16 + (16 << 20)
+    }
+
+    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
+    private static let shouldStop: dr_tiff_should_stop = { CancellationFlag.shimShouldStop($0) }
+
+    /// `size` is the header's when the shim refused it (too large, or 0
+    /// wide or high): the refusal is then worded as the JPEG decoder words it.
+    private static func imageError(_ failure: dr_tiff_error, size: Size?, limits: DecodeLimits) -> ImageError {
+        let text = Sniff.text(ofCString: failure.message)
+        switch failure.status {
+        case DR_TIFF_TOO_LARGE, DR_TIFF_INVALID_DIMENSIONS:
+            return JPEG.sizeRefusal(size, limits: limits, tooLarge: failure.status == DR_TIFF_TOO_LARGE, detail: text)
+        case DR_TIFF_TRUNCATED: return ImageError(.truncated, "truncated: data ends before the image does (\(text))")
+        case DR_TIFF_UNSUPPORTED: return ImageError(.unsupported, "unsupported TIFF image (\(text))")
+        case DR_TIFF_OUT_OF_MEMORY: return ImageError(.limitExceeded, "out of memory while decoding (\(text))")
+        case DR_TIFF_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid decode request: \(text)")
+        case DR_TIFF_CANCELLED: return ImageError.cancelled
+        default: return ImageError(.corrupt, "corrupt TIFF data (\(text))")
+        }
+    }
+}
