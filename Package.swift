@@ -4,8 +4,8 @@
 //
 // Layers, bottom to top (arrows point down only):
 //
-//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CTIFF (shim over libtiff), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
-//                   CMicroHTTPD, CCurl, CHEIF (loaded on first use)
+//   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
+//                   CMicroHTTPD, CCurl, CHEIF, CTIFF (loaded on first use)
 //   image engine    DarkroomImage     pixels, JPEG, PNG, WebP, GIF, HEIF and TIFF codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -34,8 +34,9 @@ let package = Package(
         .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
         // giflib, for GIF sources (and the GIF fixtures tests write).
         .target(name: "CGIF", linkerSettings: [.linkedLibrary("gif")]),
-        // libtiff, for TIFF sources (and the TIFF fixtures tests write).
-        .target(name: "CTIFF", linkerSettings: [.linkedLibrary("tiff")]),
+        // libtiff, for TIFF sources (and the TIFF fixtures tests write),
+        // loaded on first use like CHEIF.
+        .target(name: "CTIFF", linkerSettings: [.linkedLibrary("dl")]),
         // libheif, for HEIC and AVIF sources (and the HEIF fixtures tests
         // write), loaded on first use like CMicroHTTPD and CCurl.
         .target(name: "CHEIF", linkerSettings: [.linkedLibrary("dl")]),

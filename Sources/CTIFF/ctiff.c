@@ -1,5 +1,6 @@
 #include "CTIFF.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -7,6 +8,106 @@
 #include <stdlib.h>
 #include <string.h>
 #include <tiffio.h>
+
+#define LIBTIFF_SONAME "libtiff.so.6"
+
+/* libtiff, loaded on first use (see CTIFF.h for why). Each pointer has the
+   type of the function libtiff's header declares. They are written once,
+   inside pthread_once, before load_libtiff returns to any thread, and
+   every entry point below calls load_libtiff first, so they are never
+   read while being written. */
+static struct {
+    __typeof__(&TIFFClientOpenExt) client_open_ext;
+    __typeof__(&TIFFClose) close;
+    __typeof__(&TIFFDefaultStripSize) default_strip_size;
+    __typeof__(&TIFFGetField) get_field;
+    __typeof__(&TIFFGetFieldDefaulted) get_field_defaulted;
+    __typeof__(&TIFFIsTiled) is_tiled;
+    __typeof__(&TIFFLastDirectory) last_directory;
+    __typeof__(&TIFFOpenOptionsAlloc) open_options_alloc;
+    __typeof__(&TIFFOpenOptionsFree) open_options_free;
+    __typeof__(&TIFFOpenOptionsSetErrorHandlerExtR) open_options_set_error_handler_ext_r;
+    __typeof__(&TIFFOpenOptionsSetMaxSingleMemAlloc) open_options_set_max_single_mem_alloc;
+    __typeof__(&TIFFOpenOptionsSetWarningHandlerExtR) open_options_set_warning_handler_ext_r;
+    __typeof__(&TIFFRGBAImageBegin) rgba_image_begin;
+    __typeof__(&TIFFRGBAImageEnd) rgba_image_end;
+    __typeof__(&TIFFRGBAImageGet) rgba_image_get;
+    __typeof__(&TIFFRGBAImageOK) rgba_image_ok;
+    __typeof__(&TIFFReadTile) read_tile;
+    __typeof__(&TIFFSetErrorHandler) set_error_handler;
+    __typeof__(&TIFFSetField) set_field;
+    __typeof__(&TIFFSetWarningHandler) set_warning_handler;
+    __typeof__(&TIFFTileSize) tile_size;
+    __typeof__(&TIFFWriteDirectory) write_directory;
+    __typeof__(&TIFFWriteScanline) write_scanline;
+    __typeof__(&TIFFWriteTile) write_tile;
+} api;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static const char *load_failure = "libtiff was not loaded";
+static char load_failure_text[512];
+
+static void load(void) {
+    void *library = dlopen(LIBTIFF_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        const char *why = dlerror();
+        snprintf(load_failure_text, sizeof load_failure_text,
+                 "libtiff could not be loaded (%s; install the package that provides " LIBTIFF_SONAME ", libtiff6 on Debian 12)",
+                 why != NULL ? why : LIBTIFF_SONAME);
+        load_failure = load_failure_text;
+        return;
+    }
+    /* Each symbol by name; the first one missing is named. */
+#define RESOLVE(field, name)                                                                   \
+    do {                                                                                       \
+        *(void **)(&api.field) = dlsym(library, name);                                         \
+        if (api.field == NULL) {                                                               \
+            snprintf(load_failure_text, sizeof load_failure_text,                              \
+                     "libtiff could not be used: " LIBTIFF_SONAME " has no %s", name);         \
+            load_failure = load_failure_text;                                                  \
+            return;                                                                            \
+        }                                                                                      \
+    } while (0)
+    RESOLVE(client_open_ext, "TIFFClientOpenExt");
+    RESOLVE(close, "TIFFClose");
+    RESOLVE(default_strip_size, "TIFFDefaultStripSize");
+    RESOLVE(get_field, "TIFFGetField");
+    RESOLVE(get_field_defaulted, "TIFFGetFieldDefaulted");
+    RESOLVE(is_tiled, "TIFFIsTiled");
+    RESOLVE(last_directory, "TIFFLastDirectory");
+    RESOLVE(open_options_alloc, "TIFFOpenOptionsAlloc");
+    RESOLVE(open_options_free, "TIFFOpenOptionsFree");
+    RESOLVE(open_options_set_error_handler_ext_r, "TIFFOpenOptionsSetErrorHandlerExtR");
+    RESOLVE(open_options_set_max_single_mem_alloc, "TIFFOpenOptionsSetMaxSingleMemAlloc");
+    RESOLVE(open_options_set_warning_handler_ext_r, "TIFFOpenOptionsSetWarningHandlerExtR");
+    RESOLVE(rgba_image_begin, "TIFFRGBAImageBegin");
+    RESOLVE(rgba_image_end, "TIFFRGBAImageEnd");
+    RESOLVE(rgba_image_get, "TIFFRGBAImageGet");
+    RESOLVE(rgba_image_ok, "TIFFRGBAImageOK");
+    RESOLVE(read_tile, "TIFFReadTile");
+    RESOLVE(set_error_handler, "TIFFSetErrorHandler");
+    RESOLVE(set_field, "TIFFSetField");
+    RESOLVE(set_warning_handler, "TIFFSetWarningHandler");
+    RESOLVE(tile_size, "TIFFTileSize");
+    RESOLVE(write_directory, "TIFFWriteDirectory");
+    RESOLVE(write_scanline, "TIFFWriteScanline");
+    RESOLVE(write_tile, "TIFFWriteTile");
+#undef RESOLVE
+    /* The process-wide handlers, which write to stderr by default, are
+       removed: a message libtiff raises before a file has its own handlers
+       is dropped, not printed. The library stays loaded for the life of the
+       process. */
+    api.set_error_handler(NULL);
+    api.set_warning_handler(NULL);
+    load_failure = NULL;
+}
+
+/* NULL once libtiff is ready, or why it is not. */
+static const char *load_libtiff(void) {
+    pthread_once(&load_once, load);
+    return load_failure;
+}
+
 
 static dr_tiff_status fail(dr_tiff_error *err, dr_tiff_status status, const char *format, ...) {
     if (err) {
@@ -100,25 +201,15 @@ static int on_warning(TIFF *tif, void *user, const char *module, const char *for
     return 1;
 }
 
-/* The process-wide handlers, which write to stderr by default, are
-   removed once: a message libtiff raises before a file has its own
-   handlers is dropped, not printed. */
-static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
-static void quiet(void) {
-    TIFFSetErrorHandler(NULL);
-    TIFFSetWarningHandler(NULL);
-}
-
 static TIFF *open_stream(stream *s, const char *mode, size_t max_alloc, capture *c) {
-    pthread_once(&quiet_once, quiet);
-    TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
+    TIFFOpenOptions *options = api.open_options_alloc();
     if (!options) return NULL;
-    if (max_alloc > 0) TIFFOpenOptionsSetMaxSingleMemAlloc(options, max_alloc > (size_t)INT64_MAX ? INT64_MAX : (tmsize_t)max_alloc);
-    TIFFOpenOptionsSetErrorHandlerExtR(options, on_error, c);
-    TIFFOpenOptionsSetWarningHandlerExtR(options, on_warning, c);
-    TIFF *tif = TIFFClientOpenExt("input", mode, (thandle_t)s, stream_read, stream_write, stream_seek, stream_close,
+    if (max_alloc > 0) api.open_options_set_max_single_mem_alloc(options, max_alloc > (size_t)INT64_MAX ? INT64_MAX : (tmsize_t)max_alloc);
+    api.open_options_set_error_handler_ext_r(options, on_error, c);
+    api.open_options_set_warning_handler_ext_r(options, on_warning, c);
+    TIFF *tif = api.client_open_ext("input", mode, (thandle_t)s, stream_read, stream_write, stream_seek, stream_close,
                                   stream_size, stream_map, stream_unmap, options);
-    TIFFOpenOptionsFree(options);
+    api.open_options_free(options);
     return tif;
 }
 
@@ -138,9 +229,9 @@ static dr_tiff_status from_capture(const capture *c, const char *step, dr_tiff_e
 static void read_size(TIFF *tif, uint32_t *width, uint32_t *height, int *orientation) {
     uint32_t w = 0, h = 0;
     uint16_t o = ORIENTATION_TOPLEFT;
-    TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
-    TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
-    TIFFGetFieldDefaulted(tif, TIFFTAG_ORIENTATION, &o);
+    api.get_field(tif, TIFFTAG_IMAGEWIDTH, &w);
+    api.get_field(tif, TIFFTAG_IMAGELENGTH, &h);
+    api.get_field_defaulted(tif, TIFFTAG_ORIENTATION, &o);
     *width = w;
     *height = h;
     *orientation = o >= 1 && o <= 8 ? o : 1;
@@ -161,6 +252,8 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     if (!info) return fail(err, DR_TIFF_INVALID_ARGUMENT, "no info to fill");
     memset(info, 0, sizeof *info);
     if (!data || length == 0) return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data");
+    const char *missing = load_libtiff();
+    if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
     stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
     if (length < 8) return fail(err, DR_TIFF_TRUNCATED, "the file ends inside its 8-byte header (%zu bytes)", length);
     capture c = { 0 };
@@ -171,33 +264,33 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     info->width = width > INT_MAX ? INT_MAX : (int)width;
     info->height = height > INT_MAX ? INT_MAX : (int)height;
     uint16_t samples = 1, bits = 1, photometric = 0;
-    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
-    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
-    TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+    api.get_field_defaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    api.get_field(tif, TIFFTAG_PHOTOMETRIC, &photometric);
     info->samples_per_pixel = samples;
     info->bits_per_sample = bits;
     info->photometric = photometric;
-    info->more_pages = TIFFLastDirectory(tif) ? 0 : 1;
+    info->more_pages = api.last_directory(tif) ? 0 : 1;
     dr_tiff_status status = DR_TIFF_OK;
     char why[1024] = "";
     if (width == 0 || height == 0) {
         status = fail(err, DR_TIFF_INVALID_DIMENSIONS, "the first image is %ux%u", width, height);
     } else if (width > max_side || height > max_side) {
         status = fail(err, DR_TIFF_TOO_LARGE, "the first image is %ux%u, over the side limit of %u", width, height, max_side);
-    } else if (!TIFFRGBAImageOK(tif, why)) {
+    } else if (!api.rgba_image_ok(tif, why)) {
         status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
     } else {
         TIFFRGBAImage img;
-        if (!TIFFRGBAImageBegin(&img, tif, 1, why)) {
+        if (!api.rgba_image_begin(&img, tif, 1, why)) {
             status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
         } else {
             info->has_alpha = img.alpha != 0;
-            TIFFRGBAImageEnd(&img);
+            api.rgba_image_end(&img);
         }
     }
     uint32_t icc_length = 0;
     void *icc = NULL;
-    if (status == DR_TIFF_OK && TIFFGetField(tif, TIFFTAG_ICCPROFILE, &icc_length, &icc) && icc && icc_length > 0) {
+    if (status == DR_TIFF_OK && api.get_field(tif, TIFFTAG_ICCPROFILE, &icc_length, &icc) && icc && icc_length > 0) {
         info->icc_length = icc_length;
         if (want_icc) {
             info->icc = malloc(icc_length);
@@ -205,7 +298,7 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
             else memcpy(info->icc, icc, icc_length);
         }
     }
-    TIFFClose(tif);
+    api.close(tif);
     return status;
 }
 
@@ -220,12 +313,12 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
                                           void *stop_context, const capture *c, dr_tiff_error *err) {
     uint32_t tw = 0, th = 0;
     uint16_t planar = PLANARCONFIG_CONTIG;
-    TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw);
-    TIFFGetField(tif, TIFFTAG_TILELENGTH, &th);
-    TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    api.get_field(tif, TIFFTAG_TILEWIDTH, &tw);
+    api.get_field(tif, TIFFTAG_TILELENGTH, &th);
+    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
     int samples = img->samplesperpixel, alpha = img->alpha != 0 && samples >= 2, separate = planar == PLANARCONFIG_SEPARATE;
     int white_is_zero = img->photometric == PHOTOMETRIC_MINISWHITE, multiplied = img->alpha == EXTRASAMPLE_ASSOCALPHA;
-    tmsize_t size = TIFFTileSize(tif);
+    tmsize_t size = api.tile_size(tif);
     /* The samples this reads of a tile must fit what libtiff gives. */
     size_t needed = (size_t)tw * th * 2 * (separate ? 1 : (size_t)samples);
     if (tw == 0 || th == 0 || size <= 0 || (size_t)size < needed || (size_t)size > max_alloc / 2)
@@ -243,7 +336,7 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
             break;
         }
         for (uint32_t tx = 0; tx < w; tx += tw) {
-            if (TIFFReadTile(tif, gray, tx, ty, 0, 0) < 0 || (plane && TIFFReadTile(tif, plane, tx, ty, 0, 1) < 0)) {
+            if (api.read_tile(tif, gray, tx, ty, 0, 0) < 0 || (plane && api.read_tile(tif, plane, tx, ty, 0, 1) < 0)) {
                 status = from_capture(c, "decoding", err);
                 break;
             }
@@ -282,6 +375,8 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
     if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
         return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
+    const char *missing = load_libtiff();
+    if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
     stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
     capture c = { 0 };
     TIFF *tif = open_stream(&s, "r", max_alloc, &c);
@@ -290,14 +385,14 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     int orientation;
     read_size(tif, &w, &h, &orientation);
     if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
-        TIFFClose(tif);
+        api.close(tif);
         return fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
     }
     char why[1024] = "";
     TIFFRGBAImage img;
-    if (!TIFFRGBAImageBegin(&img, tif, 1, why)) {
+    if (!api.rgba_image_begin(&img, tif, 1, why)) {
         dr_tiff_status status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
-        TIFFClose(tif);
+        api.close(tif);
         return status;
     }
     /* As stored: asking for the file's own orientation leaves every row
@@ -306,18 +401,18 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     /* Bands of whole strips or tiles, so that none is decoded twice, of at
        least 64 rows; the stop question is asked between them. */
     uint32_t unit = 0;
-    if (TIFFIsTiled(tif)) TIFFGetField(tif, TIFFTAG_TILELENGTH, &unit);
-    else TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &unit);
+    if (api.is_tiled(tif)) api.get_field(tif, TIFFTAG_TILELENGTH, &unit);
+    else api.get_field_defaulted(tif, TIFFTAG_ROWSPERSTRIP, &unit);
     if (unit == 0 || unit > h) unit = h;
     uint32_t band = unit >= 64 ? unit : (64 + unit - 1) / unit * unit;
     const unsigned bg[3] = { bg_r, bg_g, bg_b };
     uint16_t bits = 8;
-    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
-    if (TIFFIsTiled(tif) && bits == 16
+    api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    if (api.is_tiled(tif) && bits == 16
         && (img.photometric == PHOTOMETRIC_MINISBLACK || img.photometric == PHOTOMETRIC_MINISWHITE)) {
         dr_tiff_status status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, should_stop, stop_context, &c, err);
-        TIFFRGBAImageEnd(&img);
-        TIFFClose(tif);
+        api.rgba_image_end(&img);
+        api.close(tif);
         return status;
     }
     dr_tiff_status status = DR_TIFF_OK;
@@ -329,14 +424,14 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
         uint32_t rows = h - y < band ? h - y : band;
         img.row_offset = (int)y;
         img.col_offset = 0;
-        if (!TIFFRGBAImageGet(&img, (uint32_t *)(void *)(dst + (size_t)y * dst_stride), w, rows)) {
+        if (!api.rgba_image_get(&img, (uint32_t *)(void *)(dst + (size_t)y * dst_stride), w, rows)) {
             status = from_capture(&c, "decoding", err);
             break;
         }
     }
     int alpha = img.alpha != 0, multiplied = premultiplied(&img);
-    TIFFRGBAImageEnd(&img);
-    TIFFClose(tif);
+    api.rgba_image_end(&img);
+    api.close(tif);
     if (status != DR_TIFF_OK) return status;
     /* The RGBA interface packs each pixel as R, G, B, A in memory. */
     for (int y = 0; y < height; y++) {
@@ -359,30 +454,30 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
 static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, const dr_tiff_encode_options *o,
                        int page, int pages, char *message) {
     int samples = o->samples, bytes = o->bits == 16 ? 2 : 1;
-    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)width);
-    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)height);
-    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)samples);
-    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(bytes * 8));
-    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, samples <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
-    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, o->planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
-    TIFFSetField(tif, TIFFTAG_COMPRESSION, (uint16_t)(o->compression ? o->compression : COMPRESSION_NONE));
-    if (o->compression == COMPRESSION_JPEG) TIFFSetField(tif, TIFFTAG_JPEGQUALITY, 92);
-    if (o->orientation) TIFFSetField(tif, TIFFTAG_ORIENTATION, (uint16_t)o->orientation);
+    api.set_field(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)width);
+    api.set_field(tif, TIFFTAG_IMAGELENGTH, (uint32_t)height);
+    api.set_field(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)samples);
+    api.set_field(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(bytes * 8));
+    api.set_field(tif, TIFFTAG_PHOTOMETRIC, samples <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+    api.set_field(tif, TIFFTAG_PLANARCONFIG, o->planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
+    api.set_field(tif, TIFFTAG_COMPRESSION, (uint16_t)(o->compression ? o->compression : COMPRESSION_NONE));
+    if (o->compression == COMPRESSION_JPEG) api.set_field(tif, TIFFTAG_JPEGQUALITY, 92);
+    if (o->orientation) api.set_field(tif, TIFFTAG_ORIENTATION, (uint16_t)o->orientation);
     if (samples == 2 || samples == 4) {
         uint16_t kind = o->associated_alpha ? EXTRASAMPLE_ASSOCALPHA : EXTRASAMPLE_UNASSALPHA;
-        TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &kind);
+        api.set_field(tif, TIFFTAG_EXTRASAMPLES, 1, &kind);
     }
-    if (o->icc && o->icc_length) TIFFSetField(tif, TIFFTAG_ICCPROFILE, (uint32_t)o->icc_length, o->icc);
+    if (o->icc && o->icc_length) api.set_field(tif, TIFFTAG_ICCPROFILE, (uint32_t)o->icc_length, o->icc);
     if (pages > 1) {
-        TIFFSetField(tif, TIFFTAG_SUBFILETYPE, FILETYPE_PAGE);
-        TIFFSetField(tif, TIFFTAG_PAGENUMBER, (uint16_t)page, (uint16_t)pages);
+        api.set_field(tif, TIFFTAG_SUBFILETYPE, FILETYPE_PAGE);
+        api.set_field(tif, TIFFTAG_PAGENUMBER, (uint16_t)page, (uint16_t)pages);
     }
     int planes = o->planar ? samples : 1, per_plane = o->planar ? 1 : samples;
     /* One sample of the picture at (x, y), or 0 outside it. */
 #define SAMPLE(x, y, k) ((x) < width && (y) < height ? pixels[((size_t)(y) * width + (x)) * samples + (k)] : 0)
     if (o->tile > 0) {
-        TIFFSetField(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile);
-        TIFFSetField(tif, TIFFTAG_TILELENGTH, (uint32_t)o->tile);
+        api.set_field(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile);
+        api.set_field(tif, TIFFTAG_TILELENGTH, (uint32_t)o->tile);
         size_t size = (size_t)o->tile * o->tile * per_plane * bytes;
         uint8_t *buffer = malloc(size);
         if (!buffer) { snprintf(message, DR_TIFF_MESSAGE_MAX, "no memory"); return -1; }
@@ -397,7 +492,7 @@ static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, 
                                 if (bytes == 2) { uint16_t wide = (uint16_t)(v * 257); memcpy(buffer + at, &wide, 2); at += 2; }
                                 else buffer[at++] = (uint8_t)v;
                             }
-                    if (TIFFWriteTile(tif, buffer, (uint32_t)tx, (uint32_t)ty, 0, (uint16_t)plane) < 0) {
+                    if (api.write_tile(tif, buffer, (uint32_t)tx, (uint32_t)ty, 0, (uint16_t)plane) < 0) {
                         free(buffer);
                         snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write a tile");
                         return -1;
@@ -407,7 +502,7 @@ static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, 
         }
         free(buffer);
     } else {
-        TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, o->rows_per_strip > 0 ? (uint32_t)o->rows_per_strip : TIFFDefaultStripSize(tif, 0));
+        api.set_field(tif, TIFFTAG_ROWSPERSTRIP, o->rows_per_strip > 0 ? (uint32_t)o->rows_per_strip : api.default_strip_size(tif, 0));
         uint8_t *row = malloc((size_t)width * per_plane * bytes);
         if (!row) { snprintf(message, DR_TIFF_MESSAGE_MAX, "no memory"); return -1; }
         for (int plane = 0; plane < planes; plane++) {
@@ -419,7 +514,7 @@ static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, 
                         if (bytes == 2) { uint16_t wide = (uint16_t)(v * 257); memcpy(row + at, &wide, 2); at += 2; }
                         else row[at++] = (uint8_t)v;
                     }
-                if (TIFFWriteScanline(tif, row, (uint32_t)y, (uint16_t)plane) < 0) {
+                if (api.write_scanline(tif, row, (uint32_t)y, (uint16_t)plane) < 0) {
                     free(row);
                     snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write row %d", y);
                     return -1;
@@ -429,7 +524,7 @@ static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, 
         free(row);
     }
 #undef SAMPLE
-    if (!TIFFWriteDirectory(tif)) { snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write the directory"); return -1; }
+    if (!api.write_directory(tif)) { snprintf(message, DR_TIFF_MESSAGE_MAX, "could not write the directory"); return -1; }
     return 0;
 }
 
@@ -437,6 +532,11 @@ int dr_tiff_encode(const uint8_t *pixels, int width, int height, const dr_tiff_e
                    uint8_t **out, size_t *out_length, char *message) {
     if (!pixels || !options || !out || !out_length || width <= 0 || height <= 0 || options->samples < 1 || options->samples > 4) {
         snprintf(message, DR_TIFF_MESSAGE_MAX, "invalid arguments");
+        return -1;
+    }
+    const char *missing = load_libtiff();
+    if (missing) {
+        snprintf(message, DR_TIFF_MESSAGE_MAX, "%s", missing);
         return -1;
     }
     stream s = { .data = NULL, .length = 0, .capacity = 0, .at = 0, .writable = 1 };
@@ -454,7 +554,7 @@ int dr_tiff_encode(const uint8_t *pixels, int width, int height, const dr_tiff_e
     memset(gray, 90, sizeof gray);
     dr_tiff_encode_options plain = { .samples = 1, .bits = 8, .compression = COMPRESSION_NONE };
     for (int page = 1; page < pages && result == 0; page++) result = write_image(tif, gray, 16, 16, &plain, page, pages, message);
-    TIFFClose(tif);
+    api.close(tif);
     if (result != 0 || c.have) {
         if (result == 0) snprintf(message, DR_TIFF_MESSAGE_MAX, "%s", c.text);
         free(s.data);

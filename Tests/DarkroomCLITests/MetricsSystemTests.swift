@@ -28,7 +28,7 @@ struct MetricsSystemTests {
         samples.filter { $0.key == name || $0.key.hasPrefix(name + "{") }.values.reduce(0, +)
     }
 
-    @Test("libmicrohttpd is mapped only by a role started with --metrics, libcurl and libheif by no role that has not needed them: all are loaded on first use")
+    @Test("libmicrohttpd is mapped only by a role started with --metrics, libcurl, libheif and libtiff by no role that has not needed them: all are loaded on first use")
     func librariesAreLoadedOnFirstUse() throws {
         let h = try SystemHarness()
         try h.startBroker(["--metrics", "127.0.0.1:0"])
@@ -49,9 +49,11 @@ struct MetricsSystemTests {
         #expect(broker.contains("/libmicrohttpd.so"))
         #expect(!store.contains("/libmicrohttpd.so"))
         #expect(!broker.contains("/libcurl.so") && !store.contains("/libcurl.so"))
-        // A worker maps libheif (and its codecs) at its first HEIF source only.
+        // A worker maps libheif (and its codecs) at its first HEIF source
+        // only, and libtiff (and its) at its first TIFF.
         for roleMaps in [broker, store, worker] {
             #expect(!roleMaps.contains("/libheif.so") && !roleMaps.contains("/libde265.so") && !roleMaps.contains("/libx265.so"))
+            #expect(!roleMaps.contains("/libtiff.so") && !roleMaps.contains("/libLerc.so") && !roleMaps.contains("/libjbig.so"))
         }
         #expect(worker.contains("/libjpeg.so"), "the worker's maps were read")
         // The store still serves: the library it did not load was not needed.

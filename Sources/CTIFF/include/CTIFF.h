@@ -14,6 +14,11 @@
  * The pixels are given as stored: the Orientation tag is reported, not
  * applied, so that the engine turns a TIFF upright as it turns a JPEG.
  *
+ * libtiff is loaded with dlopen on first use, as libheif is: it brings
+ * libzstd, liblzma, libdeflate, libjbig and LERC (C++), which a command
+ * that reads no TIFF need not map. When it cannot be loaded, each entry
+ * point fails with DR_TIFF_UNSUPPORTED, saying why.
+ *
  * Memory: the sides are checked against the caller's side limit before any
  * pixel buffer exists, and libtiff is told the most it may allocate at
  * once (`max_alloc`), which bounds what a strip or tile that claims to be
