@@ -5,7 +5,7 @@
 // Layers, bottom to top (arrows point down only):
 //
 //   C wrappers      CJPEG (shim over libjpeg-turbo), CLCMS (shim over Little CMS), CWebP (shim over libwebp), CPNG (shim over libpng), CGIF (shim over giflib), CSQLite, CZeroMQ, CCrypto, CMalloc (system libraries),
-//                   CMicroHTTPD, CCurl, CHEIF, CTIFF (loaded on first use)
+//                   CMicroHTTPD, CCurl, CHEIF, CTIFF (loaded on first use, through CLoader)
 //   image engine    DarkroomImage     pixels, JPEG, PNG, WebP, GIF, HEIF and TIFF codecs, operations
 //   operation layer DarkroomPipeline  pipeline syntax, steps, the compound operation
 //   command line    DarkroomCLI       argument parsing, help, every subcommand
@@ -34,24 +34,25 @@ let package = Package(
         .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
         // giflib, for GIF sources (and the GIF fixtures tests write).
         .target(name: "CGIF", linkerSettings: [.linkedLibrary("gif")]),
-        // libtiff, for TIFF sources (and the TIFF fixtures tests write),
-        // loaded on first use like CHEIF.
-        .target(name: "CTIFF", linkerSettings: [.linkedLibrary("dl")]),
-        // libheif, for HEIC and AVIF sources (and the HEIF fixtures tests
-        // write), loaded on first use like CMicroHTTPD and CCurl.
-        .target(name: "CHEIF", linkerSettings: [.linkedLibrary("dl")]),
+        // Loading a library on first use (dlopen), shared by the four shims
+        // below that do, so that a process that does not need them does not
+        // map them and the libraries they bring (see each header). glibc
+        // before 2.34 keeps dlopen in libdl; later ones have it in libc and
+        // an empty libdl.
+        .target(name: "CLoader", linkerSettings: [.linkedLibrary("dl")]),
+        // libtiff, for TIFF sources (and the TIFF fixtures tests write).
+        .target(name: "CTIFF", dependencies: ["CLoader"]),
+        // libheif, for HEIC and AVIF sources (and the HEIF fixtures tests write).
+        .target(name: "CHEIF", dependencies: ["CLoader"]),
         .systemLibrary(name: "CSQLite"),
         .systemLibrary(name: "CZeroMQ"),
         // libcrypto (OpenSSL), for SHA-256 on the CPU's SHA instructions.
         .systemLibrary(name: "CCrypto"),
         // libmicrohttpd, for the read-only HTTP listener that serves metrics,
         // and libcurl (OpenSSL flavour), for downloading the web sources of
-        // `submit`: each loaded when first used (dlopen), not linked, so that
-        // a process that uses neither does not map them and the libraries
-        // they bring, 23 in all (see the headers). glibc before 2.34 keeps
-        // dlopen in libdl; later ones have it in libc and an empty libdl.
-        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("dl")]),
-        .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
+        // `submit`.
+        .target(name: "CMicroHTTPD", dependencies: ["CLoader"]),
+        .target(name: "CCurl", dependencies: ["CLoader"]),
         // glibc's malloc controls, so that a server gives back the memory it freed.
         .systemLibrary(name: "CMalloc"),
 
@@ -101,7 +102,7 @@ let package = Package(
         // Test fixtures more than one test target builds files from (PNG files made in code).
         .target(name: "DarkroomFixtures", dependencies: ["CGIF", "CHEIF", "CTIFF"], path: "Tests/DarkroomFixtures"),
         .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore"]),
-        .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures"]),
+        .testTarget(name: "DarkroomImageTests", dependencies: ["DarkroomImage", "DarkroomFixtures", "CLoader"]),
         .testTarget(name: "DarkroomPipelineTests", dependencies: ["DarkroomPipeline", "DarkroomImage", "DarkroomFixtures"]),
         .testTarget(name: "DarkroomCLITests", dependencies: ["DarkroomCore", "DarkroomImage", "DarkroomFixtures", "DarkroomPipeline", "DarkroomProtocol", "DarkroomZMQ", "DarkroomMetrics", "DarkroomClient", "DarkroomSQLite"]),
         .testTarget(name: "DarkroomProtocolTests", dependencies: ["DarkroomProtocol"]),

@@ -7,11 +7,11 @@
  * darkroom_curl_load first, and pthread_once orders those writes before
  * its return, so the pointers are never read while being written.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "CCurl.h"
+#include "CLoader.h"
 
 #define LIBCURL_SONAME "libcurl.so.4"
 
@@ -38,42 +38,26 @@ static const char *load_failure = "libcurl was not loaded";
 static char load_failure_text[512];
 
 static void load(void) {
-    void *library = dlopen(LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(load_failure_text, sizeof load_failure_text,
-                 "libcurl could not be loaded (%s; install the package that provides "
-                 LIBCURL_SONAME ", libcurl4 on Debian 12)",
-                 why != NULL ? why : LIBCURL_SONAME);
-        load_failure = load_failure_text;
-        return;
-    }
     /* Each symbol by name; the first one missing is named. */
-#define RESOLVE(field, name)                                                               \
-    do {                                                                                   \
-        *(void **)(&curl.field) = dlsym(library, name);                                    \
-        if (curl.field == NULL) {                                                          \
-            snprintf(load_failure_text, sizeof load_failure_text,                          \
-                     "libcurl could not be used: %s has no %s", LIBCURL_SONAME, name);     \
-            load_failure = load_failure_text;                                              \
-            return;                                                                        \
-        }                                                                                  \
-    } while (0)
-    RESOLVE(global_init, "curl_global_init");
-    RESOLVE(easy_init, "curl_easy_init");
-    RESOLVE(easy_cleanup, "curl_easy_cleanup");
-    RESOLVE(easy_strerror, "curl_easy_strerror");
-    RESOLVE(easy_setopt, "curl_easy_setopt");
-    RESOLVE(easy_getinfo, "curl_easy_getinfo");
-    RESOLVE(multi_init, "curl_multi_init");
-    RESOLVE(multi_cleanup, "curl_multi_cleanup");
-    RESOLVE(multi_add_handle, "curl_multi_add_handle");
-    RESOLVE(multi_remove_handle, "curl_multi_remove_handle");
-    RESOLVE(multi_perform, "curl_multi_perform");
-    RESOLVE(multi_info_read, "curl_multi_info_read");
-    RESOLVE(multi_poll, "curl_multi_poll");
-    RESOLVE(multi_strerror, "curl_multi_strerror");
-#undef RESOLVE
+    const dr_symbol symbols[] = {
+        { "curl_global_init", (void **)&curl.global_init },
+        { "curl_easy_init", (void **)&curl.easy_init },
+        { "curl_easy_cleanup", (void **)&curl.easy_cleanup },
+        { "curl_easy_strerror", (void **)&curl.easy_strerror },
+        { "curl_easy_setopt", (void **)&curl.easy_setopt },
+        { "curl_easy_getinfo", (void **)&curl.easy_getinfo },
+        { "curl_multi_init", (void **)&curl.multi_init },
+        { "curl_multi_cleanup", (void **)&curl.multi_cleanup },
+        { "curl_multi_add_handle", (void **)&curl.multi_add_handle },
+        { "curl_multi_remove_handle", (void **)&curl.multi_remove_handle },
+        { "curl_multi_perform", (void **)&curl.multi_perform },
+        { "curl_multi_info_read", (void **)&curl.multi_info_read },
+        { "curl_multi_poll", (void **)&curl.multi_poll },
+        { "curl_multi_strerror", (void **)&curl.multi_strerror },
+    };
+    load_failure = dr_load_library("libcurl", LIBCURL_SONAME, "libcurl4 on Debian 12", symbols, sizeof symbols / sizeof symbols[0],
+                                   load_failure_text, sizeof load_failure_text);
+    if (load_failure != NULL) return;
     /* The library stays loaded for the life of the process (never dlclose'd):
      * libcurl's and OpenSSL's global state is not meant to be torn down. */
     CURLcode code = curl.global_init(CURL_GLOBAL_DEFAULT);

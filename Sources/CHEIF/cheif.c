@@ -1,6 +1,6 @@
 #include "CHEIF.h"
+#include "CLoader.h"
 
-#include <dlfcn.h>
 #include <libheif/heif.h>
 #include <limits.h>
 #include <pthread.h>
@@ -58,61 +58,46 @@ static const char *load_failure = "libheif was not loaded";
 static char load_failure_text[512];
 
 static void load(void) {
-    void *library = dlopen(LIBHEIF_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(load_failure_text, sizeof load_failure_text,
-                 "libheif could not be loaded (%s; install the package that provides " LIBHEIF_SONAME ", libheif1 on Debian 12)",
-                 why != NULL ? why : LIBHEIF_SONAME);
-        load_failure = load_failure_text;
-        return;
-    }
     /* Each symbol by name; the first one missing is named. */
-#define RESOLVE(field, name)                                                                   \
-    do {                                                                                       \
-        *(void **)(&api.field) = dlsym(library, name);                                         \
-        if (api.field == NULL) {                                                               \
-            snprintf(load_failure_text, sizeof load_failure_text,                              \
-                     "libheif could not be used: " LIBHEIF_SONAME " has no %s", name);         \
-            load_failure = load_failure_text;                                                  \
-            return;                                                                            \
-        }                                                                                      \
-    } while (0)
-    RESOLVE(context_alloc, "heif_context_alloc");
-    RESOLVE(context_encode_image, "heif_context_encode_image");
-    RESOLVE(context_free, "heif_context_free");
-    RESOLVE(context_get_encoder_for_format, "heif_context_get_encoder_for_format");
-    RESOLVE(context_get_primary_image_handle, "heif_context_get_primary_image_handle");
-    RESOLVE(context_read_from_memory_without_copy, "heif_context_read_from_memory_without_copy");
-    RESOLVE(context_set_maximum_image_size_limit, "heif_context_set_maximum_image_size_limit");
-    RESOLVE(context_set_max_decoding_threads, "heif_context_set_max_decoding_threads");
-    RESOLVE(context_write, "heif_context_write");
-    RESOLVE(decode_image, "heif_decode_image");
-    RESOLVE(decoding_options_alloc, "heif_decoding_options_alloc");
-    RESOLVE(decoding_options_free, "heif_decoding_options_free");
-    RESOLVE(encoder_release, "heif_encoder_release");
-    RESOLVE(encoder_set_lossless, "heif_encoder_set_lossless");
-    RESOLVE(encoder_set_lossy_quality, "heif_encoder_set_lossy_quality");
-    RESOLVE(image_add_plane, "heif_image_add_plane");
-    RESOLVE(image_create, "heif_image_create");
-    RESOLVE(image_get_bits_per_pixel_range, "heif_image_get_bits_per_pixel_range");
-    RESOLVE(image_get_height, "heif_image_get_height");
-    RESOLVE(image_get_plane, "heif_image_get_plane");
-    RESOLVE(image_get_plane_readonly, "heif_image_get_plane_readonly");
-    RESOLVE(image_get_width, "heif_image_get_width");
-    RESOLVE(image_handle_get_color_profile_type, "heif_image_handle_get_color_profile_type");
-    RESOLVE(image_handle_get_height, "heif_image_handle_get_height");
-    RESOLVE(image_handle_get_luma_bits_per_pixel, "heif_image_handle_get_luma_bits_per_pixel");
-    RESOLVE(image_handle_get_raw_color_profile, "heif_image_handle_get_raw_color_profile");
-    RESOLVE(image_handle_get_raw_color_profile_size, "heif_image_handle_get_raw_color_profile_size");
-    RESOLVE(image_handle_get_width, "heif_image_handle_get_width");
-    RESOLVE(image_handle_has_alpha_channel, "heif_image_handle_has_alpha_channel");
-    RESOLVE(image_handle_release, "heif_image_handle_release");
-    RESOLVE(image_release, "heif_image_release");
-    RESOLVE(image_set_raw_color_profile, "heif_image_set_raw_color_profile");
-    RESOLVE(init, "heif_init");
-    RESOLVE(main_brand, "heif_main_brand");
-#undef RESOLVE
+    const dr_symbol symbols[] = {
+        { "heif_context_alloc", (void **)&api.context_alloc },
+        { "heif_context_encode_image", (void **)&api.context_encode_image },
+        { "heif_context_free", (void **)&api.context_free },
+        { "heif_context_get_encoder_for_format", (void **)&api.context_get_encoder_for_format },
+        { "heif_context_get_primary_image_handle", (void **)&api.context_get_primary_image_handle },
+        { "heif_context_read_from_memory_without_copy", (void **)&api.context_read_from_memory_without_copy },
+        { "heif_context_set_maximum_image_size_limit", (void **)&api.context_set_maximum_image_size_limit },
+        { "heif_context_set_max_decoding_threads", (void **)&api.context_set_max_decoding_threads },
+        { "heif_context_write", (void **)&api.context_write },
+        { "heif_decode_image", (void **)&api.decode_image },
+        { "heif_decoding_options_alloc", (void **)&api.decoding_options_alloc },
+        { "heif_decoding_options_free", (void **)&api.decoding_options_free },
+        { "heif_encoder_release", (void **)&api.encoder_release },
+        { "heif_encoder_set_lossless", (void **)&api.encoder_set_lossless },
+        { "heif_encoder_set_lossy_quality", (void **)&api.encoder_set_lossy_quality },
+        { "heif_image_add_plane", (void **)&api.image_add_plane },
+        { "heif_image_create", (void **)&api.image_create },
+        { "heif_image_get_bits_per_pixel_range", (void **)&api.image_get_bits_per_pixel_range },
+        { "heif_image_get_height", (void **)&api.image_get_height },
+        { "heif_image_get_plane", (void **)&api.image_get_plane },
+        { "heif_image_get_plane_readonly", (void **)&api.image_get_plane_readonly },
+        { "heif_image_get_width", (void **)&api.image_get_width },
+        { "heif_image_handle_get_color_profile_type", (void **)&api.image_handle_get_color_profile_type },
+        { "heif_image_handle_get_height", (void **)&api.image_handle_get_height },
+        { "heif_image_handle_get_luma_bits_per_pixel", (void **)&api.image_handle_get_luma_bits_per_pixel },
+        { "heif_image_handle_get_raw_color_profile", (void **)&api.image_handle_get_raw_color_profile },
+        { "heif_image_handle_get_raw_color_profile_size", (void **)&api.image_handle_get_raw_color_profile_size },
+        { "heif_image_handle_get_width", (void **)&api.image_handle_get_width },
+        { "heif_image_handle_has_alpha_channel", (void **)&api.image_handle_has_alpha_channel },
+        { "heif_image_handle_release", (void **)&api.image_handle_release },
+        { "heif_image_release", (void **)&api.image_release },
+        { "heif_image_set_raw_color_profile", (void **)&api.image_set_raw_color_profile },
+        { "heif_init", (void **)&api.init },
+        { "heif_main_brand", (void **)&api.main_brand },
+    };
+    load_failure = dr_load_library("libheif", LIBHEIF_SONAME, "libheif1 on Debian 12", symbols, sizeof symbols / sizeof symbols[0],
+                                   load_failure_text, sizeof load_failure_text);
+    if (load_failure != NULL) return;
     /* Its plugins and colour conversions, set up once; the library stays
        loaded for the life of the process (never dlclose'd or torn down):
        workers decode until they exit. */

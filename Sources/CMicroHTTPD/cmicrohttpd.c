@@ -8,11 +8,11 @@
  * daemon's thread only runs after that), and pthread_once orders those
  * writes before its return.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "CMicroHTTPD.h"
+#include "CLoader.h"
 
 #define LIBMICROHTTPD_SONAME "libmicrohttpd.so.12"
 
@@ -31,33 +31,18 @@ static const char *load_failure = "libmicrohttpd was not loaded";
 static char load_failure_text[512];
 
 static void load(void) {
-    void *library = dlopen(LIBMICROHTTPD_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(load_failure_text, sizeof load_failure_text,
-                 "libmicrohttpd could not be loaded (%s; install the package that provides "
-                 LIBMICROHTTPD_SONAME ", libmicrohttpd12 on Debian 12)",
-                 why != NULL ? why : LIBMICROHTTPD_SONAME);
-        load_failure = load_failure_text;
-        return;
-    }
-#define RESOLVE(field, name)                                                                  \
-    do {                                                                                      \
-        *(void **)(&mhd.field) = dlsym(library, name);                                        \
-        if (mhd.field == NULL) {                                                              \
-            snprintf(load_failure_text, sizeof load_failure_text,                             \
-                     "libmicrohttpd could not be used: %s has no %s", LIBMICROHTTPD_SONAME, name); \
-            load_failure = load_failure_text;                                                 \
-            return;                                                                           \
-        }                                                                                     \
-    } while (0)
-    RESOLVE(start_daemon, "MHD_start_daemon");
-    RESOLVE(stop_daemon, "MHD_stop_daemon");
-    RESOLVE(create_response_from_buffer, "MHD_create_response_from_buffer");
-    RESOLVE(destroy_response, "MHD_destroy_response");
-    RESOLVE(add_response_header, "MHD_add_response_header");
-    RESOLVE(queue_response, "MHD_queue_response");
-#undef RESOLVE
+    /* Each symbol by name; the first one missing is named. */
+    const dr_symbol symbols[] = {
+        { "MHD_start_daemon", (void **)&mhd.start_daemon },
+        { "MHD_stop_daemon", (void **)&mhd.stop_daemon },
+        { "MHD_create_response_from_buffer", (void **)&mhd.create_response_from_buffer },
+        { "MHD_destroy_response", (void **)&mhd.destroy_response },
+        { "MHD_add_response_header", (void **)&mhd.add_response_header },
+        { "MHD_queue_response", (void **)&mhd.queue_response },
+    };
+    load_failure = dr_load_library("libmicrohttpd", LIBMICROHTTPD_SONAME, "libmicrohttpd12 on Debian 12", symbols, sizeof symbols / sizeof symbols[0],
+                                   load_failure_text, sizeof load_failure_text);
+    if (load_failure != NULL) return;
     /* Stays loaded for the life of the process (never dlclose'd). */
     load_failure = NULL;
 }

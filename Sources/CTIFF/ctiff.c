@@ -1,6 +1,6 @@
 #include "CTIFF.h"
+#include "CLoader.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -48,51 +48,36 @@ static const char *load_failure = "libtiff was not loaded";
 static char load_failure_text[512];
 
 static void load(void) {
-    void *library = dlopen(LIBTIFF_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(load_failure_text, sizeof load_failure_text,
-                 "libtiff could not be loaded (%s; install the package that provides " LIBTIFF_SONAME ", libtiff6 on Debian 12)",
-                 why != NULL ? why : LIBTIFF_SONAME);
-        load_failure = load_failure_text;
-        return;
-    }
     /* Each symbol by name; the first one missing is named. */
-#define RESOLVE(field, name)                                                                   \
-    do {                                                                                       \
-        *(void **)(&api.field) = dlsym(library, name);                                         \
-        if (api.field == NULL) {                                                               \
-            snprintf(load_failure_text, sizeof load_failure_text,                              \
-                     "libtiff could not be used: " LIBTIFF_SONAME " has no %s", name);         \
-            load_failure = load_failure_text;                                                  \
-            return;                                                                            \
-        }                                                                                      \
-    } while (0)
-    RESOLVE(client_open_ext, "TIFFClientOpenExt");
-    RESOLVE(close, "TIFFClose");
-    RESOLVE(default_strip_size, "TIFFDefaultStripSize");
-    RESOLVE(get_field, "TIFFGetField");
-    RESOLVE(get_field_defaulted, "TIFFGetFieldDefaulted");
-    RESOLVE(is_tiled, "TIFFIsTiled");
-    RESOLVE(last_directory, "TIFFLastDirectory");
-    RESOLVE(open_options_alloc, "TIFFOpenOptionsAlloc");
-    RESOLVE(open_options_free, "TIFFOpenOptionsFree");
-    RESOLVE(open_options_set_error_handler_ext_r, "TIFFOpenOptionsSetErrorHandlerExtR");
-    RESOLVE(open_options_set_max_single_mem_alloc, "TIFFOpenOptionsSetMaxSingleMemAlloc");
-    RESOLVE(open_options_set_warning_handler_ext_r, "TIFFOpenOptionsSetWarningHandlerExtR");
-    RESOLVE(rgba_image_begin, "TIFFRGBAImageBegin");
-    RESOLVE(rgba_image_end, "TIFFRGBAImageEnd");
-    RESOLVE(rgba_image_get, "TIFFRGBAImageGet");
-    RESOLVE(rgba_image_ok, "TIFFRGBAImageOK");
-    RESOLVE(read_tile, "TIFFReadTile");
-    RESOLVE(set_error_handler, "TIFFSetErrorHandler");
-    RESOLVE(set_field, "TIFFSetField");
-    RESOLVE(set_warning_handler, "TIFFSetWarningHandler");
-    RESOLVE(tile_size, "TIFFTileSize");
-    RESOLVE(write_directory, "TIFFWriteDirectory");
-    RESOLVE(write_scanline, "TIFFWriteScanline");
-    RESOLVE(write_tile, "TIFFWriteTile");
-#undef RESOLVE
+    const dr_symbol symbols[] = {
+        { "TIFFClientOpenExt", (void **)&api.client_open_ext },
+        { "TIFFClose", (void **)&api.close },
+        { "TIFFDefaultStripSize", (void **)&api.default_strip_size },
+        { "TIFFGetField", (void **)&api.get_field },
+        { "TIFFGetFieldDefaulted", (void **)&api.get_field_defaulted },
+        { "TIFFIsTiled", (void **)&api.is_tiled },
+        { "TIFFLastDirectory", (void **)&api.last_directory },
+        { "TIFFOpenOptionsAlloc", (void **)&api.open_options_alloc },
+        { "TIFFOpenOptionsFree", (void **)&api.open_options_free },
+        { "TIFFOpenOptionsSetErrorHandlerExtR", (void **)&api.open_options_set_error_handler_ext_r },
+        { "TIFFOpenOptionsSetMaxSingleMemAlloc", (void **)&api.open_options_set_max_single_mem_alloc },
+        { "TIFFOpenOptionsSetWarningHandlerExtR", (void **)&api.open_options_set_warning_handler_ext_r },
+        { "TIFFRGBAImageBegin", (void **)&api.rgba_image_begin },
+        { "TIFFRGBAImageEnd", (void **)&api.rgba_image_end },
+        { "TIFFRGBAImageGet", (void **)&api.rgba_image_get },
+        { "TIFFRGBAImageOK", (void **)&api.rgba_image_ok },
+        { "TIFFReadTile", (void **)&api.read_tile },
+        { "TIFFSetErrorHandler", (void **)&api.set_error_handler },
+        { "TIFFSetField", (void **)&api.set_field },
+        { "TIFFSetWarningHandler", (void **)&api.set_warning_handler },
+        { "TIFFTileSize", (void **)&api.tile_size },
+        { "TIFFWriteDirectory", (void **)&api.write_directory },
+        { "TIFFWriteScanline", (void **)&api.write_scanline },
+        { "TIFFWriteTile", (void **)&api.write_tile },
+    };
+    load_failure = dr_load_library("libtiff", LIBTIFF_SONAME, "libtiff6 on Debian 12", symbols, sizeof symbols / sizeof symbols[0],
+                                   load_failure_text, sizeof load_failure_text);
+    if (load_failure != NULL) return;
     /* The process-wide handlers, which write to stderr by default, are
        removed: a message libtiff raises before a file has its own handlers
        is dropped, not printed. The library stays loaded for the life of the
