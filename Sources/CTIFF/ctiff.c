@@ -34,6 +34,8 @@ static struct {
     __typeof__(&TIFFRGBAImageGet) rgba_image_get;
     __typeof__(&TIFFRGBAImageOK) rgba_image_ok;
     __typeof__(&TIFFReadTile) read_tile;
+    __typeof__(&TIFFReadEncodedStrip) read_encoded_strip;
+    __typeof__(&TIFFComputeStrip) compute_strip;
     __typeof__(&TIFFSetErrorHandler) set_error_handler;
     __typeof__(&TIFFSetField) set_field;
     __typeof__(&TIFFSetWarningHandler) set_warning_handler;
@@ -67,6 +69,8 @@ static void load(void) {
         { "TIFFRGBAImageGet", (void **)&api.rgba_image_get },
         { "TIFFRGBAImageOK", (void **)&api.rgba_image_ok },
         { "TIFFReadTile", (void **)&api.read_tile },
+        { "TIFFReadEncodedStrip", (void **)&api.read_encoded_strip },
+        { "TIFFComputeStrip", (void **)&api.compute_strip },
         { "TIFFSetErrorHandler", (void **)&api.set_error_handler },
         { "TIFFSetField", (void **)&api.set_field },
         { "TIFFSetWarningHandler", (void **)&api.set_warning_handler },
@@ -256,6 +260,11 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     info->bits_per_sample = bits;
     info->photometric = photometric;
     info->more_pages = api.last_directory(tif) ? 0 : 1;
+    uint16_t inks = INKSET_CMYK, planar = PLANARCONFIG_CONTIG;
+    api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
+    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    info->plain_cmyk = photometric == PHOTOMETRIC_SEPARATED && inks == INKSET_CMYK && samples == 4 && bits == 8
+                       && planar == PLANARCONFIG_CONTIG;
     dr_tiff_status status = DR_TIFF_OK;
     char why[1024] = "";
     if (width == 0 || height == 0) {
@@ -354,6 +363,74 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
     return status;
 }
 
+dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
+                                   uint8_t *dst, size_t dst_stride, int width, int height,
+                                   dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
+    if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
+        return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
+    const char *missing = load_libtiff();
+    if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
+    stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    capture c = { 0 };
+    TIFF *tif = open_stream(&s, "r", max_alloc, &c);
+    if (!tif) return from_capture(&c, "reading the header", err);
+    uint32_t w, h;
+    int orientation;
+    read_size(tif, &w, &h, &orientation);
+    uint16_t photometric = 0, inks = INKSET_CMYK, samples = 1, bits = 1, planar = PLANARCONFIG_CONTIG;
+    api.get_field(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+    api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
+    api.get_field_defaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    dr_tiff_status status = DR_TIFF_OK;
+    if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
+        status = fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
+    } else if (photometric != PHOTOMETRIC_SEPARATED || inks != INKSET_CMYK || samples != 4 || bits != 8 || planar != PLANARCONFIG_CONTIG) {
+        status = fail(err, DR_TIFF_INVALID_ARGUMENT, "not 8-bit contiguous CMYK");
+    }
+    uint8_t *buffer = NULL;
+    uint32_t unit_width = w, unit_height = 0;
+    int tiled = api.is_tiled(tif);
+    if (status == DR_TIFF_OK) {
+        if (tiled) {
+            api.get_field(tif, TIFFTAG_TILEWIDTH, &unit_width);
+            api.get_field(tif, TIFFTAG_TILELENGTH, &unit_height);
+        } else {
+            api.get_field_defaulted(tif, TIFFTAG_ROWSPERSTRIP, &unit_height);
+            if (unit_height == 0 || unit_height > h) unit_height = h;
+        }
+        /* One strip or tile, decoded whole, then its rows copied out. */
+        uint64_t size = (uint64_t)unit_width * unit_height * 4;
+        if (unit_width == 0 || unit_height == 0 || size > max_alloc) {
+            status = fail(err, DR_TIFF_CORRUPT, "strips or tiles of %ux%u", unit_width, unit_height);
+        } else if (!(buffer = malloc((size_t)size))) {
+            status = fail(err, DR_TIFF_OUT_OF_MEMORY, "no memory for a strip of %ux%u", unit_width, unit_height);
+        }
+    }
+    for (uint32_t y = 0; y < h && status == DR_TIFF_OK; y += unit_height) {
+        if (should_stop && should_stop(stop_context)) {
+            status = fail(err, DR_TIFF_CANCELLED, "cancelled");
+            break;
+        }
+        uint32_t rows = h - y < unit_height ? h - y : unit_height;
+        for (uint32_t x = 0; x < w; x += unit_width) {
+            tmsize_t got = tiled ? api.read_tile(tif, buffer, x, y, 0, 0)
+                                 : api.read_encoded_strip(tif, api.compute_strip(tif, y, 0), buffer, (tmsize_t)unit_width * rows * 4);
+            if (got < (tmsize_t)((size_t)(tiled ? unit_width * unit_height : unit_width * rows) * 4)) {
+                status = from_capture(&c, "decoding", err);
+                break;
+            }
+            uint32_t columns = w - x < unit_width ? w - x : unit_width;
+            for (uint32_t r = 0; r < rows; r++)
+                memcpy(dst + (size_t)(y + r) * dst_stride + (size_t)x * 4, buffer + (size_t)r * unit_width * 4, (size_t)columns * 4);
+        }
+    }
+    free(buffer);
+    api.close(tif);
+    return status;
+}
+
 dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
                                    uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
@@ -443,12 +520,13 @@ static int write_image(TIFF *tif, const uint8_t *pixels, int width, int height, 
     api.set_field(tif, TIFFTAG_IMAGELENGTH, (uint32_t)height);
     api.set_field(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)samples);
     api.set_field(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(bytes * 8));
-    api.set_field(tif, TIFFTAG_PHOTOMETRIC, samples <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+    api.set_field(tif, TIFFTAG_PHOTOMETRIC, samples <= 2 ? PHOTOMETRIC_MINISBLACK : o->cmyk && samples == 4 ? PHOTOMETRIC_SEPARATED : PHOTOMETRIC_RGB);
+    if (o->cmyk && samples == 4) api.set_field(tif, TIFFTAG_INKSET, INKSET_CMYK);
     api.set_field(tif, TIFFTAG_PLANARCONFIG, o->planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
     api.set_field(tif, TIFFTAG_COMPRESSION, (uint16_t)(o->compression ? o->compression : COMPRESSION_NONE));
     if (o->compression == COMPRESSION_JPEG) api.set_field(tif, TIFFTAG_JPEGQUALITY, 92);
     if (o->orientation) api.set_field(tif, TIFFTAG_ORIENTATION, (uint16_t)o->orientation);
-    if (samples == 2 || samples == 4) {
+    if (samples == 2 || (samples == 4 && !o->cmyk)) {
         uint16_t kind = o->associated_alpha ? EXTRASAMPLE_ASSOCALPHA : EXTRASAMPLE_UNASSALPHA;
         api.set_field(tif, TIFFTAG_EXTRASAMPLES, 1, &kind);
     }

@@ -16,8 +16,9 @@ public enum TIFFFixtures {
     /// pixels or strips of `rowsPerStrip` rows, with `orientation` (1-8) as
     /// its Orientation tag when given, `icc` as its profile, and `pages`
     /// images in all (each after the first a 16×16 gray square). With
-    /// `associatedAlpha` the colour samples given must be premultiplied.
-    public static func tiff(width: Int, height: Int, pixels: [UInt8], samples: Int = 3, associatedAlpha: Bool = false,
+    /// `associatedAlpha` the colour samples given must be premultiplied;
+    /// with `cmyk`, 4 samples are C, M, Y and K ink (0 none).
+    public static func tiff(width: Int, height: Int, pixels: [UInt8], samples: Int = 3, cmyk: Bool = false, associatedAlpha: Bool = false,
                             bits: Int = 8, compression: Compression = .lzw, tile: Int = 0, rowsPerStrip: Int = 0,
                             planar: Bool = false, orientation: Int = 0, icc: [UInt8]? = nil, pages: Int = 1) -> [UInt8] {
         precondition(pixels.count == width * height * samples, "pixels hold width × height × samples samples")
@@ -29,7 +30,7 @@ public enum TIFFFixtures {
             pixels.withUnsafeBufferPointer { source in
                 profile.withUnsafeBufferPointer { iccBytes in
                     var options = dr_tiff_encode_options(
-                        samples: Int32(samples), associated_alpha: associatedAlpha ? 1 : 0, bits: Int32(bits),
+                        samples: Int32(samples), cmyk: cmyk ? 1 : 0, associated_alpha: associatedAlpha ? 1 : 0, bits: Int32(bits),
                         compression: compression.rawValue, tile: Int32(tile), rows_per_strip: Int32(rowsPerStrip),
                         planar: planar ? 1 : 0, orientation: Int32(orientation),
                         icc: profile.isEmpty ? nil : iccBytes.baseAddress, icc_length: profile.count, pages: Int32(pages))

@@ -1,3 +1,4 @@
+import DarkroomFixtures
 import Foundation
 import Testing
 
@@ -103,6 +104,39 @@ struct CMYKProfileTests {
         // Every fourth byte is 255, as everywhere in the engine.
         let image = try JPEG.decode(try Self.strip(profile: profile)).image
         #expect(stride(from: 3, to: image.pixels.count, by: 4).allSatisfy { image.pixels[$0] == 255 })
+    }
+
+    @Test("a CMYK TIFF with its own profile goes through it, in strips and in tiles; without one, by libtiff's plain formula")
+    func tiffThroughTheProfile() throws {
+        let profile = Self.cmykProfile()
+        let width = Self.side * Self.patches.count
+        // TIFF's ink samples: 0 is none, 255 full.
+        var samples: [UInt8] = []
+        for _ in 0..<Self.side {
+            for (c, m, y, k) in Self.patches {
+                for _ in 0..<Self.side { samples += [c, m, y, k].map { UInt8(255 * $0) } }
+            }
+        }
+        for tile in [0, 16] {
+            let bytes = TIFFFixtures.tiff(width: width, height: Self.side, pixels: samples, samples: 4, cmyk: true, compression: .lzw,
+                                          tile: tile, icc: profile)
+            let header = try Source.readHeader(bytes)
+            #expect(header.format == .tiff && header.rgbProfile == nil, "a CMYK profile does not describe the sRGB pixels decoded")
+            #expect(try TIFF.readHeader(bytes).isPlainCMYK)
+            let image = try Source.decode(bytes, header: header)
+            for (index, inks) in Self.patches.enumerated() {
+                let pixel = image.pixel(x: index * Self.side + Self.side / 2, y: Self.side / 2)
+                let expected = Self.expectedSRGB(lab: Self.lab(inks.0, inks.1, inks.2, inks.3))
+                let got = [Double(pixel.r), Double(pixel.g), Double(pixel.b)]
+                let off = zip(got, expected).map { abs($0 - $1) }.max() ?? 0
+                #expect(off <= 3, "tile \(tile), inks \(inks): got \(got), expected \(expected.map { $0.rounded() })")
+            }
+            #expect(stride(from: 3, to: image.pixels.count, by: 4).allSatisfy { image.pixels[$0] == 255 })
+        }
+        // No profile: libtiff's formula, under which cyan is (0, 255, 255).
+        let plain = try TIFF.decode(TIFFFixtures.tiff(width: width, height: Self.side, pixels: samples, samples: 4, cmyk: true))
+        let cyan = plain.pixel(x: Self.side + Self.side / 2, y: Self.side / 2)
+        #expect(cyan.r <= 2 && cyan.g >= 253 && cyan.b >= 253, "\(cyan)")
     }
 
     @Test("a CMYK file whose profile is not a usable CMYK profile is decoded by the plain formula")

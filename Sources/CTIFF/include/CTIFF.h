@@ -69,6 +69,9 @@ typedef struct dr_tiff_info {
     int photometric;
     /* Whether the file has images after the first. */
     int more_pages;
+    /* 8-bit CMYK ink samples, contiguous, nothing else: what
+       dr_tiff_decode_cmyk reads (0 is no ink). */
+    int plain_cmyk;
     /* The ICC profile (tag 34675): its length, and when asked for, a copy
        to release with dr_tiff_free (NULL without one). */
     size_t icc_length;
@@ -95,9 +98,18 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err);
 
+/* Decodes the first image of a plain CMYK file (plain_cmyk), as stored,
+   into `width` x `height` rows of its C, M, Y and K samples `dst_stride`
+   bytes apart, for a colour managed conversion through its CMYK profile
+   (the RGBA interface converts ink to RGB by a plain formula). */
+dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
+                                   uint8_t *dst, size_t dst_stride, int width, int height,
+                                   dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err);
+
 /* How a fixture is written. */
 typedef struct dr_tiff_encode_options {
-    int samples;          /* 1 gray, 2 gray + alpha, 3 RGB, 4 RGB + alpha */
+    int samples;          /* 1 gray, 2 gray + alpha, 3 RGB, 4 RGB + alpha (or CMYK) */
+    int cmyk;             /* with 4 samples: they are C, M, Y and K ink (0 none) */
     int associated_alpha; /* with alpha: 1 when the samples are premultiplied */
     int bits;             /* 8 or 16 (16-bit samples are the 8-bit ones times 257) */
     int compression;      /* a TIFF compression number: 1 none, 5 LZW, 8 deflate, 7 JPEG, 32773 PackBits */

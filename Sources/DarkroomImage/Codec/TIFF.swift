@@ -12,6 +12,9 @@ public struct TIFFHeader: Sendable, Equatable {
     public var samplesPerPixel: Int
     /// Whether pages follow the first (only the first is decoded).
     public var hasMorePages: Bool
+    /// 8-bit CMYK ink samples and nothing else: with a CMYK profile, they
+    /// are converted through it.
+    public var isPlainCMYK: Bool
     /// The embedded ICC profile, if any.
     public var iccProfile: [UInt8]?
 }
@@ -27,7 +30,9 @@ public struct TIFFHeader: Sendable, Equatable {
 /// built with (none, PackBits, LZW, deflate, JPEG, ZSTD, WebP, ...).
 /// Floating-point samples are refused as unsupported. Alpha is composited
 /// onto the background. The pixels are decoded as stored, and the
-/// Orientation tag is applied as a JPEG's EXIF orientation is.
+/// Orientation tag is applied as a JPEG's EXIF orientation is. A CMYK file
+/// with its own CMYK profile is converted through that profile (Little
+/// CMS), as a CMYK JPEG is, not by the RGBA interface's plain formula.
 public enum TIFF {
     /// True when `bytes` start with a TIFF or BigTIFF byte order mark and
     /// version: "II*\0", "MM\0*", "II+\0" or "MM\0+".
@@ -68,7 +73,7 @@ public enum TIFF {
         let profile = info.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(info.icc_length))) }
         return TIFFHeader(size: size, orientation: Orientation(rawValue: Int(info.orientation)) ?? .up, hasAlpha: info.has_alpha != 0,
                           bitsPerSample: Int(info.bits_per_sample), samplesPerPixel: Int(info.samples_per_pixel),
-                          hasMorePages: info.more_pages != 0, iccProfile: profile)
+                          hasMorePages: info.more_pages != 0, isPlainCMYK: info.plain_cmyk != 0, iccProfile: profile)
     }
 
     /// Decodes the first image to RGBX as stored (the Orientation tag not
@@ -94,6 +99,20 @@ public enum TIFF {
         let width = size.width, height = size.height
         var error = dr_tiff_error()
         var status = DR_TIFF_OK
+        if let transform = cmykTransform(bytes, limits: limits) {
+            // The inks as stored, then through the file's profile to sRGB.
+            let inks = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+                status = dr_tiff_decode_cmyk(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
+                                             Int32(width), Int32(height), shouldStop, stop, &error)
+                return status == DR_TIFF_OK
+            }
+            guard var pixels = inks else {
+                if status == DR_TIFF_CANCELLED { throw ImageError.cancelled }
+                throw imageError(error, size: nil, limits: limits)
+            }
+            try transform.apply(to: &pixels, cancellation: cancellation)
+            return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
+        }
         let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
             status = dr_tiff_decode_rgbx(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
                                          Int32(width), Int32(height), background.0, background.1, background.2, shouldStop, stop, &error)
@@ -107,6 +126,16 @@ public enum TIFF {
     }
 
     // MARK: - Internals
+
+    /// The conversion of a plain CMYK file's inks through its own CMYK
+    /// profile, or nil: not plain CMYK, no CMYK profile, or one Little CMS
+    /// cannot use (the RGBA interface's formula then serves, as for a CMYK
+    /// JPEG). TIFF's ink samples are 0 for none, so not inverted.
+    private static func cmykTransform(_ bytes: [UInt8], limits: DecodeLimits) -> SRGBTransform? {
+        guard let header = try? readHeader(bytes, limits: limits, profile: true), header.isPlainCMYK,
+              let profile = header.iccProfile, ICCHeader.colorSpace(profile) == "CMYK" else { return nil }
+        return try? SRGBTransforms.shared.transform(for: profile, input: .cmyk(inverted: false)).get()
+    }
 
     private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
         UInt32(clamping: limits.maxSide)
