@@ -317,7 +317,8 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
     size_t needed = (size_t)tw * th * 2 * (separate ? 1 : (size_t)samples);
     if (tw == 0 || th == 0 || size <= 0 || (size_t)size < needed || (size_t)size > max_alloc / 2)
         return fail(err, DR_TIFF_CORRUPT, "tiles of %ux%u do not fit %lld bytes", tw, th, (long long)size);
-    uint8_t *gray = malloc((size_t)size), *plane = separate && alpha ? malloc((size_t)size) : NULL;
+    /* Zeroed: a tile libtiff fills only in part shows nothing of the heap. */
+    uint8_t *gray = calloc(1, (size_t)size), *plane = separate && alpha ? calloc(1, (size_t)size) : NULL;
     if (!gray || (separate && alpha && !plane)) {
         free(gray);
         free(plane);
@@ -363,30 +364,47 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
     return status;
 }
 
-dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
-                                   uint8_t *dst, size_t dst_stride, int width, int height,
-                                   dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
+/* What both decodes start with: the request checked, libtiff loaded, the
+   file opened from `s` (with its errors kept in `c`; both must outlive
+   `*tif`) and its first image's size checked against what the header
+   gave. On success the caller closes `*tif`. */
+static dr_tiff_status open_to_decode(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc, const uint8_t *dst,
+                                     size_t dst_stride, int width, int height, stream *s, capture *c, TIFF **tif,
+                                     int *orientation, dr_tiff_error *err) {
     if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
         return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
     const char *missing = load_libtiff();
     if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
-    stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
-    capture c = { 0 };
-    TIFF *tif = open_stream(&s, "r", max_alloc, &c);
-    if (!tif) return from_capture(&c, "reading the header", err);
+    *s = (stream){ .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    *tif = open_stream(s, "r", max_alloc, c);
+    if (!*tif) return from_capture(c, "reading the header", err);
     uint32_t w, h;
+    read_size(*tif, &w, &h, orientation);
+    if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
+        api.close(*tif);
+        return fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
+    }
+    return DR_TIFF_OK;
+}
+
+dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
+                                   uint8_t *dst, size_t dst_stride, int width, int height,
+                                   dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
+    stream s;
+    capture c = { 0 };
+    TIFF *tif;
     int orientation;
-    read_size(tif, &w, &h, &orientation);
+    dr_tiff_status status = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &s, &c, &tif,
+                                           &orientation, err);
+    if (status != DR_TIFF_OK) return status;
+    uint32_t w = (uint32_t)width, h = (uint32_t)height;
     uint16_t photometric = 0, inks = INKSET_CMYK, samples = 1, bits = 1, planar = PLANARCONFIG_CONTIG;
     api.get_field(tif, TIFFTAG_PHOTOMETRIC, &photometric);
     api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
     api.get_field_defaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
     api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
     api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
-    dr_tiff_status status = DR_TIFF_OK;
-    if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
-        status = fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
-    } else if (photometric != PHOTOMETRIC_SEPARATED || inks != INKSET_CMYK || samples != 4 || bits != 8 || planar != PLANARCONFIG_CONTIG) {
+    if (photometric != PHOTOMETRIC_SEPARATED || inks != INKSET_CMYK || samples != 4 || bits != 8 || planar != PLANARCONFIG_CONTIG) {
         status = fail(err, DR_TIFF_INVALID_ARGUMENT, "not 8-bit contiguous CMYK");
     }
     uint8_t *buffer = NULL;
@@ -435,21 +453,14 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    uint8_t *dst, size_t dst_stride, int width, int height,
                                    uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
-    if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
-        return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
-    const char *missing = load_libtiff();
-    if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
-    stream s = { .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    stream s;
     capture c = { 0 };
-    TIFF *tif = open_stream(&s, "r", max_alloc, &c);
-    if (!tif) return from_capture(&c, "reading the header", err);
-    uint32_t w, h;
+    TIFF *tif;
     int orientation;
-    read_size(tif, &w, &h, &orientation);
-    if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
-        api.close(tif);
-        return fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
-    }
+    dr_tiff_status opened = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &s, &c, &tif,
+                                           &orientation, err);
+    if (opened != DR_TIFF_OK) return opened;
+    uint32_t w = (uint32_t)width, h = (uint32_t)height;
     char why[1024] = "";
     TIFFRGBAImage img;
     if (!api.rgba_image_begin(&img, tif, 1, why)) {

@@ -99,29 +99,25 @@ public enum TIFF {
         let width = size.width, height = size.height
         var error = dr_tiff_error()
         var status = DR_TIFF_OK
-        if let transform = cmykTransform(bytes, limits: limits) {
-            // The inks as stored, then through the file's profile to sRGB.
-            let inks = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+        // A plain CMYK file with a CMYK profile is read as its inks, then
+        // converted through the profile; anything else through the RGBA
+        // interface.
+        let transform = cmykTransform(bytes, limits: limits)
+        let decoded = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            if transform != nil {
                 status = dr_tiff_decode_cmyk(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
                                              Int32(width), Int32(height), shouldStop, stop, &error)
-                return status == DR_TIFF_OK
+            } else {
+                status = dr_tiff_decode_rgbx(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
+                                             Int32(width), Int32(height), background.0, background.1, background.2, shouldStop, stop, &error)
             }
-            guard var pixels = inks else {
-                if status == DR_TIFF_CANCELLED { throw ImageError.cancelled }
-                throw imageError(error, size: nil, limits: limits)
-            }
-            try transform.apply(to: &pixels, cancellation: cancellation)
-            return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
-        }
-        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
-            status = dr_tiff_decode_rgbx(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
-                                         Int32(width), Int32(height), background.0, background.1, background.2, shouldStop, stop, &error)
             return status == DR_TIFF_OK
         }
-        guard let pixels else {
+        guard var pixels = decoded else {
             if status == DR_TIFF_CANCELLED { throw ImageError.cancelled }
             throw imageError(error, size: nil, limits: limits)
         }
+        try transform?.apply(to: &pixels, cancellation: cancellation)
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
 
