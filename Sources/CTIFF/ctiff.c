@@ -32,7 +32,6 @@ static struct {
     __typeof__(&TIFFRGBAImageBegin) rgba_image_begin;
     __typeof__(&TIFFRGBAImageEnd) rgba_image_end;
     __typeof__(&TIFFRGBAImageGet) rgba_image_get;
-    __typeof__(&TIFFRGBAImageOK) rgba_image_ok;
     __typeof__(&TIFFReadTile) read_tile;
     __typeof__(&TIFFReadEncodedStrip) read_encoded_strip;
     __typeof__(&TIFFComputeStrip) compute_strip;
@@ -67,7 +66,6 @@ static void load(void) {
         { "TIFFRGBAImageBegin", (void **)&api.rgba_image_begin },
         { "TIFFRGBAImageEnd", (void **)&api.rgba_image_end },
         { "TIFFRGBAImageGet", (void **)&api.rgba_image_get },
-        { "TIFFRGBAImageOK", (void **)&api.rgba_image_ok },
         { "TIFFReadTile", (void **)&api.read_tile },
         { "TIFFReadEncodedStrip", (void **)&api.read_encoded_strip },
         { "TIFFComputeStrip", (void **)&api.compute_strip },
@@ -96,7 +94,6 @@ static const char *load_libtiff(void) {
     pthread_once(&load_once, load);
     return load_failure;
 }
-
 
 static dr_tiff_status fail(dr_tiff_error *err, dr_tiff_status status, const char *format, ...) {
     if (err) {
@@ -226,6 +223,18 @@ static void read_size(TIFF *tif, uint32_t *width, uint32_t *height, int *orienta
     *orientation = o >= 1 && o <= 8 ? o : 1;
 }
 
+/* 8-bit CMYK ink samples, contiguous, and nothing else: the layout
+   dr_tiff_decode_cmyk copies out as it is. */
+static int is_plain_cmyk(TIFF *tif) {
+    uint16_t photometric = 0, inks = INKSET_CMYK, samples = 1, bits = 1, planar = PLANARCONFIG_CONTIG;
+    api.get_field(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+    api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
+    api.get_field_defaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    return photometric == PHOTOMETRIC_SEPARATED && inks == INKSET_CMYK && samples == 4 && bits == 8 && planar == PLANARCONFIG_CONTIG;
+}
+
 /* Whether the RGBA interface leaves alpha premultiplied in what it gives:
    always for associated alpha (the file's own samples), and for
    unassociated alpha with colour samples, which it multiplies out itself;
@@ -236,7 +245,7 @@ static int premultiplied(const TIFFRGBAImage *img) {
            && img->photometric != PHOTOMETRIC_MINISWHITE;
 }
 
-dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc, int want_icc,
+dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                  dr_tiff_info *info, dr_tiff_error *err) {
     if (!info) return fail(err, DR_TIFF_INVALID_ARGUMENT, "no info to fill");
     memset(info, 0, sizeof *info);
@@ -260,20 +269,16 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     info->bits_per_sample = bits;
     info->photometric = photometric;
     info->more_pages = api.last_directory(tif) ? 0 : 1;
-    uint16_t inks = INKSET_CMYK, planar = PLANARCONFIG_CONTIG;
-    api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
-    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
-    info->plain_cmyk = photometric == PHOTOMETRIC_SEPARATED && inks == INKSET_CMYK && samples == 4 && bits == 8
-                       && planar == PLANARCONFIG_CONTIG;
+    info->plain_cmyk = is_plain_cmyk(tif);
     dr_tiff_status status = DR_TIFF_OK;
     char why[1024] = "";
     if (width == 0 || height == 0) {
         status = fail(err, DR_TIFF_INVALID_DIMENSIONS, "the first image is %ux%u", width, height);
     } else if (width > max_side || height > max_side) {
         status = fail(err, DR_TIFF_TOO_LARGE, "the first image is %ux%u, over the side limit of %u", width, height, max_side);
-    } else if (!api.rgba_image_ok(tif, why)) {
-        status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
     } else {
+        /* Begin asks TIFFRGBAImageOK first, and words why it cannot read
+           the layout. */
         TIFFRGBAImage img;
         if (!api.rgba_image_begin(&img, tif, 1, why)) {
             status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
@@ -286,11 +291,9 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     void *icc = NULL;
     if (status == DR_TIFF_OK && api.get_field(tif, TIFFTAG_ICCPROFILE, &icc_length, &icc) && icc && icc_length > 0) {
         info->icc_length = icc_length;
-        if (want_icc) {
-            info->icc = malloc(icc_length);
-            if (!info->icc) status = fail(err, DR_TIFF_OUT_OF_MEMORY, "no memory for the ICC profile");
-            else memcpy(info->icc, icc, icc_length);
-        }
+        info->icc = malloc(icc_length);
+        if (!info->icc) status = fail(err, DR_TIFF_OUT_OF_MEMORY, "no memory for the ICC profile");
+        else memcpy(info->icc, icc, icc_length);
     }
     api.close(tif);
     return status;
@@ -311,7 +314,7 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
     api.get_field(tif, TIFFTAG_TILELENGTH, &th);
     api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
     int samples = img->samplesperpixel, alpha = img->alpha != 0 && samples >= 2, separate = planar == PLANARCONFIG_SEPARATE;
-    int white_is_zero = img->photometric == PHOTOMETRIC_MINISWHITE, multiplied = img->alpha == EXTRASAMPLE_ASSOCALPHA;
+    int white_is_zero = img->photometric == PHOTOMETRIC_MINISWHITE, multiplied = premultiplied(img);
     tmsize_t size = api.tile_size(tif);
     /* The samples this reads of a tile must fit what libtiff gives. */
     size_t needed = (size_t)tw * th * 2 * (separate ? 1 : (size_t)samples);
@@ -398,15 +401,7 @@ dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t 
                                            &orientation, err);
     if (status != DR_TIFF_OK) return status;
     uint32_t w = (uint32_t)width, h = (uint32_t)height;
-    uint16_t photometric = 0, inks = INKSET_CMYK, samples = 1, bits = 1, planar = PLANARCONFIG_CONTIG;
-    api.get_field(tif, TIFFTAG_PHOTOMETRIC, &photometric);
-    api.get_field_defaulted(tif, TIFFTAG_INKSET, &inks);
-    api.get_field_defaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
-    api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
-    api.get_field_defaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
-    if (photometric != PHOTOMETRIC_SEPARATED || inks != INKSET_CMYK || samples != 4 || bits != 8 || planar != PLANARCONFIG_CONTIG) {
-        status = fail(err, DR_TIFF_INVALID_ARGUMENT, "not 8-bit contiguous CMYK");
-    }
+    if (!is_plain_cmyk(tif)) status = fail(err, DR_TIFF_INVALID_ARGUMENT, "not 8-bit contiguous CMYK");
     uint8_t *buffer = NULL;
     uint32_t unit_width = w, unit_height = 0;
     int tiled = api.is_tiled(tif);

@@ -72,16 +72,16 @@ typedef struct dr_tiff_info {
     /* 8-bit CMYK ink samples, contiguous, nothing else: what
        dr_tiff_decode_cmyk reads (0 is no ink). */
     int plain_cmyk;
-    /* The ICC profile (tag 34675): its length, and when asked for, a copy
-       to release with dr_tiff_free (NULL without one). */
+    /* The ICC profile (tag 34675): its length, and a copy to release with
+       dr_tiff_free (NULL without one). */
     size_t icc_length;
     uint8_t *icc;
 } dr_tiff_info;
 
 /* Reads the first image's tags, checks its size against max_side and
-   whether libtiff's RGBA interface can read it. A copy of its ICC profile
-   is made when want_icc is not 0. */
-dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc, int want_icc,
+   whether libtiff's RGBA interface can read it, and copies its ICC
+   profile. */
+dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                  dr_tiff_info *info, dr_tiff_error *err);
 
 /* Asked between bands of rows; a non-zero answer stops the decode with

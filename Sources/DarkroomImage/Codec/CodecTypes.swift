@@ -25,6 +25,18 @@ public struct DecodeLimits: Sendable, Equatable {
     }
 
     public static let `default` = DecodeLimits()
+
+    /// The checks every reader makes before parsing anything: empty input,
+    /// and input over `maxInputBytes`.
+    func checkInput(_ bytes: [UInt8]) throws(ImageError) {
+        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
+        if bytes.count > maxInputBytes {
+            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(maxInputBytes) byte limit")
+        }
+    }
+
+    /// `maxSide` as the C shims take it.
+    var shimMaxSide: UInt32 { UInt32(clamping: maxSide) }
 }
 
 /// The colour space a JPEG file declares.

@@ -28,10 +28,7 @@ public enum GIF {
     /// size is checked before anything is parsed, the picture's size
     /// against `limits` before any pixel buffer exists.
     public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> GIFHeader {
-        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if bytes.count > limits.maxInputBytes {
-            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(bytes)
         if !isGIF(bytes) {
             if bytes.count < 6 && "GIF8".utf8.starts(with: bytes.prefix(4)) {
                 throw ImageError(.truncated, "truncated: data ends before the header does (\(bytes.count) bytes)")
@@ -40,7 +37,7 @@ public enum GIF {
         }
         var info = dr_gif_info()
         var error = dr_gif_error()
-        let status = bytes.withUnsafeBufferPointer { dr_gif_read_info($0.baseAddress, $0.count, maxSide(limits), &info, &error) }
+        let status = bytes.withUnsafeBufferPointer { dr_gif_read_info($0.baseAddress, $0.count, limits.shimMaxSide, &info, &error) }
         let size = Size(width: Int(info.width), height: Int(info.height))
         guard status == DR_GIF_OK else { throw imageError(error, size: size, limits: limits) }
         try JPEG.check(size, limits: limits)
@@ -67,28 +64,16 @@ public enum GIF {
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
-        var error = dr_gif_error()
-        var status = DR_GIF_OK
-        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
-            status = dr_gif_decode_rgbx(data.baseAddress, data.count, maxSide(limits), out, stride, Int32(width), Int32(height),
-                                        background.0, background.1, background.2, shouldStop, stop, &error)
-            return status == DR_GIF_OK
-        }
-        guard let pixels else {
-            if status == DR_GIF_CANCELLED { throw ImageError.cancelled }
-            throw imageError(error, size: nil, limits: limits)
+        let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            var error = dr_gif_error()
+            let status = dr_gif_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
+                                            background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+            return status == DR_GIF_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
 
     // MARK: - Internals
-
-    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
-        UInt32(clamping: limits.maxSide)
-    }
-
-    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
-    private static let shouldStop: dr_gif_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is the header's when the shim refused it (too large, or 0
     /// wide or high): the refusal is then worded as the JPEG decoder words it.

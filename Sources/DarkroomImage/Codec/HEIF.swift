@@ -56,17 +56,14 @@ public enum HEIF {
     /// `readHeader`, with the profile copied out only when asked for (a
     /// decode does not need it).
     private static func readHeader(_ bytes: [UInt8], limits: DecodeLimits, profile wanted: Bool) throws(ImageError) -> HEIFHeader {
-        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if bytes.count > limits.maxInputBytes {
-            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(bytes)
         if !isHEIF(bytes) {
             throw ImageError(.corrupt, "not a HEIF image (no ftyp box naming a HEIF brand; starts with \(Sniff.firstBytes(bytes)))")
         }
         var info = dr_heif_info()
         var error = dr_heif_error()
         let status = bytes.withUnsafeBufferPointer {
-            dr_heif_read_info($0.baseAddress, $0.count, maxSide(limits), wanted ? 1 : 0, &info, &error)
+            dr_heif_read_info($0.baseAddress, $0.count, limits.shimMaxSide, wanted ? 1 : 0, &info, &error)
         }
         defer { dr_heif_free(info.icc) }
         let size = Size(width: Int(info.width), height: Int(info.height))
@@ -101,28 +98,16 @@ public enum HEIF {
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
-        var error = dr_heif_error()
-        var status = DR_HEIF_OK
-        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
-            status = dr_heif_decode_rgbx(data.baseAddress, data.count, maxSide(limits), out, stride, Int32(width), Int32(height),
-                                         background.0, background.1, background.2, shouldStop, stop, &error)
-            return status == DR_HEIF_OK
-        }
-        guard let pixels else {
-            if status == DR_HEIF_CANCELLED { throw ImageError.cancelled }
-            throw imageError(error, size: nil, limits: limits)
+        let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            var error = dr_heif_error()
+            let status = dr_heif_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
+                                             background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+            return status == DR_HEIF_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
 
     // MARK: - Internals
-
-    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
-        UInt32(clamping: limits.maxSide)
-    }
-
-    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
-    private static let shouldStop: dr_heif_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is the header's when the shim refused it (too large, or 0
     /// wide or high): the refusal is then worded as the JPEG decoder words it.

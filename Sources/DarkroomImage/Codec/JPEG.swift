@@ -270,11 +270,7 @@ public enum JPEG {
 
     /// Checks that need no parsing: empty input, input size, the SOI marker.
     static func precheck(_ data: [UInt8], limits: DecodeLimits) throws(ImageError) {
-        if data.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if data.count > limits.maxInputBytes {
-            throw ImageError(
-                .limitExceeded, "input is \(data.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(data)
         if data.count < 2 || data[0] != 0xFF || data[1] != 0xD8 {
             throw ImageError(.notJPEG, Sniff.notJPEGMessage(data))
         }

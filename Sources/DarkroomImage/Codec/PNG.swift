@@ -86,16 +86,11 @@ public enum PNG {
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
-        var error = dr_png_error()
-        var status = DR_PNG_OK
-        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
-            status = dr_png_decode_rgbx(data.baseAddress, data.count, maxSide(limits), out, stride, Int32(width), Int32(height),
-                                        background.0, background.1, background.2, shouldStop, stop, &error)
-            return status == DR_PNG_OK
-        }
-        guard let pixels else {
-            if status == DR_PNG_CANCELLED { throw ImageError.cancelled }
-            throw imageError(error, size: nil, limits: limits)
+        let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            var error = dr_png_error()
+            let status = dr_png_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
+                                            background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+            return status == DR_PNG_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
@@ -106,10 +101,7 @@ public enum PNG {
     private static func readInfo(
         _ bytes: [UInt8], limits: DecodeLimits, withMetadata: Bool
     ) throws(ImageError) -> PNGHeader {
-        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if bytes.count > limits.maxInputBytes {
-            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(bytes)
         if !isPNG(bytes) {
             // At least "\u{89}PNG" and less than the signature, all of it as
             // in one: the start of a PNG file, cut short.
@@ -122,7 +114,7 @@ public enum PNG {
         var error = dr_png_error()
         defer { dr_png_info_clear(&info) }
         let status = bytes.withUnsafeBufferPointer {
-            dr_png_read_info($0.baseAddress, $0.count, maxSide(limits), withMetadata ? 1 : 0, &info, &error)
+            dr_png_read_info($0.baseAddress, $0.count, limits.shimMaxSide, withMetadata ? 1 : 0, &info, &error)
         }
         let size = Size(width: Int(info.width), height: Int(info.height))
         guard status == DR_PNG_OK else { throw imageError(error, size: size, limits: limits) }
@@ -142,12 +134,6 @@ public enum PNG {
     }
 
     /// The side limit as the shim takes it.
-    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
-        UInt32(clamping: limits.maxSide)
-    }
-
-    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
-    private static let shouldStop: dr_png_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is IHDR's when the shim refused it (too large, or 0 wide or
     /// high): the refusal is then worded as the JPEG decoder words it.

@@ -3,24 +3,31 @@
 /// cancellation flag handed to C unretained, kept alive for the call.
 enum ShimDecode {
     /// Calls `decode` with the input bytes, the rows, their stride and the
-    /// flag's context for the shim's stop question; `decode` says whether
-    /// it filled the rows. Returns the pixels, or nil when it did not.
+    /// flag's context for the shim's stop question (`shouldStop`); `decode`
+    /// returns nil when it filled the rows, or why it did not, which is
+    /// thrown. Returns the pixels.
     static func rgbx(
         _ bytes: [UInt8], width: Int, height: Int, cancellation: CancellationFlag,
-        _ decode: (UnsafeBufferPointer<UInt8>, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutableRawPointer) -> Bool
-    ) -> [UInt8]? {
+        _ decode: (UnsafeBufferPointer<UInt8>, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutableRawPointer) -> ImageError?
+    ) throws(ImageError) -> [UInt8] {
         let stride = width * Image.bytesPerPixel
-        var filled = false
+        var failure: ImageError?
         // The flag goes to C unretained; this call keeps it alive until the
         // decode, the only user of the pointer, has returned.
         let pixels = withExtendedLifetime(cancellation) {
             bytes.withUnsafeBufferPointer { data in
                 [UInt8](unsafeUninitializedCapacity: stride * height) { out, count in
-                    filled = decode(data, out.baseAddress, stride, Unmanaged.passUnretained(cancellation).toOpaque())
-                    count = filled ? stride * height : 0
+                    failure = decode(data, out.baseAddress, stride, Unmanaged.passUnretained(cancellation).toOpaque())
+                    count = failure == nil ? stride * height : 0
                 }
             }
         }
-        return filled ? pixels : nil
+        if let failure { throw failure }
+        return pixels
     }
+
+    /// Every shim's stop question, asked with the flag as its context
+    /// (`CancellationFlag.shimShouldStop`). The shims' own typedefs of it
+    /// are all `int (*)(void *)`.
+    static let shouldStop: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { CancellationFlag.shimShouldStop($0) }
 }

@@ -48,6 +48,9 @@ public struct SourceHeader: Sendable, Equatable {
     /// A JPEG's own header, which its decoder's shortcuts (shrink on load,
     /// region, luma) plan with; nil for the other formats.
     public var jpeg: JPEGHeader?
+    /// A plain CMYK TIFF's CMYK profile, which its decode converts the inks
+    /// through; nil for the other formats (a CMYK JPEG's is in `jpeg`).
+    public var cmykProfile: [UInt8]? = nil
 }
 
 /// A job's source image in any of the formats it may be in: JPEG, PNG,
@@ -97,7 +100,7 @@ public enum Source {
             let tiff = try TIFF.readHeader(bytes, limits: limits)
             return SourceHeader(format: .tiff, storedSize: tiff.size, orientation: tiff.orientation,
                                 uprightSize: tiff.orientation.uprightSize(ofStored: tiff.size), rgbProfile: rgb(tiff.iccProfile),
-                                hasAlpha: tiff.hasAlpha, jpeg: nil)
+                                hasAlpha: tiff.hasAlpha, jpeg: nil, cmykProfile: tiff.cmykProfile)
         case nil:
             throw ImageError(.unsupportedFormat, unsupportedMessage(bytes))
         }
@@ -135,7 +138,8 @@ public enum Source {
         case .webp: stored = try WebP.decode(bytes, size: try limited(header, limits), background: background, cancellation: cancellation)
         case .gif: stored = try GIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
         case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
-        case .tiff: stored = try TIFF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
+        case .tiff: stored = try TIFF.decode(bytes, size: try limited(header, limits), cmykProfile: header.cmykProfile, limits: limits,
+                                             background: background, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)

@@ -17,6 +17,13 @@ public struct TIFFHeader: Sendable, Equatable {
     public var isPlainCMYK: Bool
     /// The embedded ICC profile, if any.
     public var iccProfile: [UInt8]?
+
+    /// The profile a plain CMYK file's inks are converted through: its
+    /// embedded profile, when that is a CMYK one.
+    public var cmykProfile: [UInt8]? {
+        guard isPlainCMYK, let iccProfile, ICCHeader.colorSpace(iccProfile) == "CMYK" else { return nil }
+        return iccProfile
+    }
 }
 
 /// TIFF decoding over libtiff (through the CTIFF shim): scans, prints and
@@ -47,21 +54,14 @@ public enum TIFF {
     /// anything is parsed, the image's size against `limits` before any
     /// pixel buffer exists.
     public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> TIFFHeader {
-        try readHeader(bytes, limits: limits, profile: true)
-    }
-
-    private static func readHeader(_ bytes: [UInt8], limits: DecodeLimits, profile wanted: Bool) throws(ImageError) -> TIFFHeader {
-        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if bytes.count > limits.maxInputBytes {
-            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(bytes)
         if !isTIFF(bytes) {
             throw ImageError(.corrupt, "not a TIFF (no II*, MM*, II+ or MM+ byte order mark; starts with \(Sniff.firstBytes(bytes)))")
         }
         var info = dr_tiff_info()
         var error = dr_tiff_error()
         let status = bytes.withUnsafeBufferPointer {
-            dr_tiff_read_info($0.baseAddress, $0.count, maxSide(limits), maxAlloc(limits), wanted ? 1 : 0, &info, &error)
+            dr_tiff_read_info($0.baseAddress, $0.count, limits.shimMaxSide, maxAlloc(limits), &info, &error)
         }
         defer { dr_tiff_free(info.icc) }
         let size = Size(width: Int(info.width), height: Int(info.height))
@@ -86,56 +86,39 @@ public enum TIFF {
         _ bytes: [UInt8], limits: DecodeLimits = .default, background: (UInt8, UInt8, UInt8) = (255, 255, 255),
         cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
-        let header = try readHeader(bytes, limits: limits, profile: false)
-        return try decode(bytes, size: header.size, limits: limits, background: background, cancellation: cancellation)
+        let header = try readHeader(bytes, limits: limits)
+        return try decode(bytes, size: header.size, cmykProfile: header.cmykProfile, limits: limits, background: background,
+                          cancellation: cancellation)
     }
 
     /// `decode` of a file whose header was read, with these limits, as
-    /// `size` (`Source.decode`); the shim checks the file against it.
+    /// `size`, its inks to convert through `cmykProfile` (`Source.decode`);
+    /// the shim checks the file against it.
     static func decode(
-        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+        _ bytes: [UInt8], size: Size, cmykProfile: [UInt8]?, limits: DecodeLimits, background: (UInt8, UInt8, UInt8),
+        cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
-        var error = dr_tiff_error()
-        var status = DR_TIFF_OK
-        // A plain CMYK file with a CMYK profile is read as its inks, then
-        // converted through the profile; anything else through the RGBA
-        // interface.
-        let transform = cmykTransform(bytes, limits: limits)
-        let decoded = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
-            if transform != nil {
-                status = dr_tiff_decode_cmyk(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
-                                             Int32(width), Int32(height), shouldStop, stop, &error)
-            } else {
-                status = dr_tiff_decode_rgbx(data.baseAddress, data.count, maxSide(limits), maxAlloc(limits), out, stride,
-                                             Int32(width), Int32(height), background.0, background.1, background.2, shouldStop, stop, &error)
-            }
-            return status == DR_TIFF_OK
-        }
-        guard var pixels = decoded else {
-            if status == DR_TIFF_CANCELLED { throw ImageError.cancelled }
-            throw imageError(error, size: nil, limits: limits)
+        // A plain CMYK file's inks go through its CMYK profile (Little CMS),
+        // as a CMYK JPEG's do, not inverted (TIFF's 0 is no ink); anything
+        // else goes through the RGBA interface, whose plain formula also
+        // serves a profile Little CMS cannot use.
+        let transform = cmykProfile.flatMap { try? SRGBTransforms.shared.transform(for: $0, input: .cmyk(inverted: false)).get() }
+        var pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            var error = dr_tiff_error()
+            let status = transform == nil
+                ? dr_tiff_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, maxAlloc(limits), out, stride, Int32(width),
+                                      Int32(height), background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+                : dr_tiff_decode_cmyk(data.baseAddress, data.count, limits.shimMaxSide, maxAlloc(limits), out, stride, Int32(width),
+                                      Int32(height), ShimDecode.shouldStop, stop, &error)
+            return status == DR_TIFF_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         try transform?.apply(to: &pixels, cancellation: cancellation)
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
 
     // MARK: - Internals
-
-    /// The conversion of a plain CMYK file's inks through its own CMYK
-    /// profile, or nil: not plain CMYK, no CMYK profile, or one Little CMS
-    /// cannot use (the RGBA interface's formula then serves, as for a CMYK
-    /// JPEG). TIFF's ink samples are 0 for none, so not inverted.
-    private static func cmykTransform(_ bytes: [UInt8], limits: DecodeLimits) -> SRGBTransform? {
-        guard let header = try? readHeader(bytes, limits: limits, profile: true), header.isPlainCMYK,
-              let profile = header.iccProfile, ICCHeader.colorSpace(profile) == "CMYK" else { return nil }
-        return try? SRGBTransforms.shared.transform(for: profile, input: .cmyk(inverted: false)).get()
-    }
-
-    private static func maxSide(_ limits: DecodeLimits) -> UInt32 {
-        UInt32(clamping: limits.maxSide)
-    }
 
     /// The most libtiff may allocate at once: a strip or tile as large as
     /// the whole image at the limit, at 16 bytes a pixel (four 16-bit
@@ -145,9 +128,6 @@ public enum TIFF {
         let pixels = min(limits.maxPixels, limits.maxSide * limits.maxSide)
         return pixels.multipliedReportingOverflow(by: 16).overflow ? Int.max : pixels * 16 + (16 << 20)
     }
-
-    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
-    private static let shouldStop: dr_tiff_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     /// `size` is the header's when the shim refused it (too large, or 0
     /// wide or high): the refusal is then worded as the JPEG decoder words it.

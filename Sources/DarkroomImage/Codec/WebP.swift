@@ -27,10 +27,7 @@ public enum WebP {
     /// anything is parsed, the picture's size against `limits` before any
     /// pixel buffer exists. `limits.failOnWarning` means nothing here.
     public static func readHeader(_ bytes: [UInt8], limits: DecodeLimits = .default) throws(ImageError) -> WebPHeader {
-        if bytes.isEmpty { throw ImageError(.empty, "empty input (0 bytes)") }
-        if bytes.count > limits.maxInputBytes {
-            throw ImageError(.limitExceeded, "input is \(bytes.count) bytes, over the \(limits.maxInputBytes) byte limit")
-        }
+        try limits.checkInput(bytes)
         if !isWebP(bytes) {
             // "RIFF" and less than the rest of the signature, all of it as in
             // one: the start of a WebP file, cut short.
@@ -103,19 +100,15 @@ public enum WebP {
     ) throws(ImageError) -> Image {
         if cancellation.isCancelled { throw .cancelled }
         let width = size.width, height = size.height
-        var error = dr_webp_error()
-        var status = DR_WEBP_OK
         let colour = background.map { [$0.0, $0.1, $0.2] }
-        let pixels = ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+        let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
+            var error = dr_webp_error()
             func decode(_ background: UnsafePointer<UInt8>?) -> dr_webp_status {
-                dr_webp_decode_rgbx(data.baseAddress, data.count, out, stride, Int32(width), Int32(height), background, shouldStop, stop, &error)
+                dr_webp_decode_rgbx(data.baseAddress, data.count, out, stride, Int32(width), Int32(height), background,
+                                    ShimDecode.shouldStop, stop, &error)
             }
-            if let colour { status = colour.withUnsafeBufferPointer { decode($0.baseAddress) } } else { status = decode(nil) }
-            return status == DR_WEBP_OK
-        }
-        guard let pixels else {
-            if status == DR_WEBP_CANCELLED { throw .cancelled }
-            throw decodeError(error)
+            let status = colour.map { colour in colour.withUnsafeBufferPointer { decode($0.baseAddress) } } ?? decode(nil)
+            return status == DR_WEBP_OK ? nil : status == DR_WEBP_CANCELLED ? .cancelled : decodeError(error)
         }
         return Image(width: width, height: height, pixels: pixels)
     }
@@ -194,7 +187,7 @@ public enum WebP {
                 profile.withUnsafeBufferPointer { icc in
                     dr_webp_encode(
                         pixels.baseAddress, Int32(clamping: width), Int32(clamping: height), stride, input,
-                        Int32(quality), icc.baseAddress, icc.count, shouldStop,
+                        Int32(quality), icc.baseAddress, icc.count, ShimDecode.shouldStop,
                         Unmanaged.passUnretained(cancellation).toOpaque(), &out, &length, &error)
                 }
             }
@@ -214,9 +207,6 @@ public enum WebP {
             throw ImageError(.encodeFailed, "WebP encoding failed (\(message(of: error)))")
         }
     }
-
-    /// The shim's stop question (`CancellationFlag.shimShouldStop`).
-    private static let shouldStop: dr_webp_should_stop = { CancellationFlag.shimShouldStop($0) }
 
     private static func decodeError(_ error: dr_webp_error) -> ImageError {
         let text = message(of: error)
