@@ -1,6 +1,7 @@
 import DarkroomImage
 import DarkroomZMQ
 import Foundation
+import Synchronization
 import Testing
 
 /// Runs real `darkroom` role processes on free loopback ports, for tests that
@@ -29,21 +30,31 @@ final class SystemHarness {
         }
     }
 
-    /// Ports the kernel just handed out, released again for the roles to bind.
+    /// Ports the kernel just handed out, released again for the roles to
+    /// bind, and never handed out before in this test run. Tests run in
+    /// parallel: a port one harness released and has not bound yet, or one
+    /// whose broker a test killed and will start again, could otherwise
+    /// come back from the kernel to another harness, whose clients would
+    /// then reach the first test's broker.
     static func freePorts(_ count: Int) throws -> [Int] {
         let context = try Context()
         var sockets: [Socket] = []
         var ports: [Int] = []
-        for _ in 0..<count {
+        while ports.count < count {
             let socket = try context.socket(.router)
             try socket.bind("tcp://127.0.0.1:*")
             let endpoint = try socket.lastEndpoint()
-            ports.append(Int(endpoint.split(separator: ":").last ?? "") ?? 0)
+            let port = Int(endpoint.split(separator: ":").last ?? "") ?? 0
+            // Held while the search goes on, so the kernel gives another.
             sockets.append(socket)
+            if handedOut.withLock({ $0.insert(port).inserted }) { ports.append(port) }
         }
         for socket in sockets { socket.close() }
         return ports
     }
+
+    /// Every port `freePorts` has handed out in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
 
     var clientFlags: [String] { ["--broker", frontend, "--events", events] }
     var storeFlags: [String] { ["--store", store] }
@@ -80,13 +91,16 @@ final class SystemHarness {
     /// Starts the broker on `data` (default: the harness's data directory)
     /// and waits until it answers.
     func startBroker(_ extra: [String] = [], data: String? = nil) throws {
-        try start("broker", ["broker", "--data", data ?? dir.path("data"), "--frontend", frontend, "--backend", backend, "--events", events] + extra)
+        let broker = try start("broker", ["broker", "--data", data ?? dir.path("data"), "--frontend", frontend, "--backend", backend, "--events", events] + extra)
         try waitUntil("the broker answers") { try self.run(["status", "--check", "--only", "broker", "--broker", self.frontend, "--timeout", "1"]).status == 0 }
+        // The answer was this broker's, not another's on a port it could not bind.
+        #expect(broker.isRunning, "the broker exited: \(log("broker"))")
     }
 
     func startStore() throws {
-        try start("store", ["store", "--data", dir.path("data"), "--bind", store])
+        let node = try start("store", ["store", "--data", dir.path("data"), "--bind", store])
         try waitUntil("the store answers") { try self.run(["status", "--check", "--only", "store", "--store", self.store, "--timeout", "1"]).status == 0 }
+        #expect(node.isRunning, "the storage node exited: \(log("store"))")
     }
 
     func startWorker(_ name: String, concurrency: Int = 1, grace: Int = 5, _ extra: [String] = []) throws {
