@@ -241,11 +241,10 @@ public final class Socket {
             // Only the first frame may be absent; later frames of a message
             // have already arrived, so they are read without DONTWAIT.
             let flags: Int32 = (dontWait && count == 0) ? ZMQ_DONTWAIT : 0
-            do throws(ZMQError) {
-                try zmqCall("zmq_msg_recv") { zmq_msg_recv(&message, handle, flags) }
-            } catch {
-                if error.isWouldBlock && count == 0 { return nil }
-                throw error
+            // Finding nothing waiting makes no error: it is how every drain ends.
+            guard try zmqCallUnlessWouldBlock("zmq_msg_recv", { zmq_msg_recv(&message, handle, flags) }) != nil else {
+                if count == 0 { return nil }
+                throw ZMQError(code: EAGAIN, call: "zmq_msg_recv")
             }
             count += 1
             let size = zmq_msg_size(&message)

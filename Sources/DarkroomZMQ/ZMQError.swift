@@ -27,18 +27,20 @@ public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
     public let call: String
     /// A human-readable explanation, from `zmq_strerror` unless the failure
     /// was found by this module (for example a malformed CURVE key).
-    public let message: String
+    public var message: String {
+        if let explicitMessage { return explicitMessage }
+        if let text = zmq_strerror(code) { return String(cString: text) }
+        return "error \(code)"
+    }
+    /// The explanation given when the error was made, if any. libzmq's is
+    /// looked up only when asked for: a loop that drains a socket until it
+    /// would block makes one of these per turn, and asks only its code.
+    private let explicitMessage: String?
 
     public init(code: Int32, call: String, message: String? = nil) {
         self.code = code
         self.call = call
-        if let message {
-            self.message = message
-        } else if let text = zmq_strerror(code) {
-            self.message = String(cString: text)
-        } else {
-            self.message = "error \(code)"
-        }
+        explicitMessage = message
     }
 
     /// Reads `zmq_errno()` right after a failed call.
@@ -145,5 +147,20 @@ func zmqCall(
         let error = ZMQError.last(call())
         if retryOnInterrupt && error.isInterrupted { continue }
         throw error
+    }
+}
+
+/// `zmqCall` for a call that may find nothing to do: nil, with no error
+/// made or thrown, when it would block (`EAGAIN`). A loop that drains a
+/// socket until then ends every turn so.
+@inline(__always)
+func zmqCallUnlessWouldBlock(_ call: @autoclosure () -> String, _ body: () -> Int32) throws(ZMQError) -> Int32? {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = zmq_errno()
+        if code == EINTR { continue }
+        if code == EAGAIN { return nil }
+        throw ZMQError(code: code, call: call())
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 import DarkroomZMQ
+import Glibc
 
 @Suite struct SocketTests {
     @Test func versionIsModern() {
@@ -219,5 +220,12 @@ import DarkroomZMQ
         let error = #expect(throws: ZMQError.self) { try socket.bind("nonsense://x") }
         #expect(error?.call.contains("zmq_bind") == true)
         #expect(error?.message.isEmpty == false)
+    }
+
+    @Test func anErrorsTextIsLibzmqsUnlessGivenOne() {
+        // Looked up when read, not when the error is made.
+        #expect(ZMQError(code: EAGAIN, call: "zmq_msg_recv").message == "Resource temporarily unavailable")
+        #expect(ZMQError(code: EAGAIN, call: "zmq_msg_recv", message: "queue full").message == "queue full")
+        #expect(ZMQError(code: EAGAIN, call: "zmq_msg_recv") == ZMQError(code: EAGAIN, call: "zmq_msg_recv"))
     }
 }
