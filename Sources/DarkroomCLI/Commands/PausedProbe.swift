@@ -8,6 +8,11 @@ import Synchronization
 /// waiting in silence. It never holds the submit up: until (or unless) the
 /// broker answers, `pausedSince` is nil.
 final class PausedProbe: Sendable {
+    /// How long `submit --wait` follows without seeing a job end before it
+    /// asks: the jobs of a paused queue never end, and the answer then
+    /// comes a second later than it could; running jobs end well before.
+    static let after = Duration.seconds(1)
+
     private let answer = Mutex<UInt64?>(nil)
 
     init(endpoint: String, context: Context, curve: CurveClientKeys?, timeout: Duration) {

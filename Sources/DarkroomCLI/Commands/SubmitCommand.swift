@@ -254,8 +254,13 @@ enum SubmitCommand {
         } catch {
             throw error.runtime
         }
-        let paused = wait ? PausedProbe(endpoint: endpoint, context: context, curve: curve, timeout: timeout) : nil
+        // Whether a pause holds the jobs is asked only when following has
+        // seen none of them end for `PausedProbe.after`: a run whose jobs
+        // flow never pays for the question (a thread, a connection and a
+        // STATUS, a few milliseconds of a short run).
+        var paused: PausedProbe?
         var pausedTold = false
+        let started = ContinuousClock.now
         // A stored job's line names its input from this side; only --json
         // prints what the event itself says (its source and worker).
         engine.briefStoredEvents = !json
@@ -273,8 +278,12 @@ enum SubmitCommand {
 
         // Said once the probe has its answer: at the next update, or at the
         // next of the engine's waits (at least once a second), since jobs
-        // held by a pause bring no updates at all.
+        // held by a pause bring no updates at all. The probe itself starts
+        // at one of these calls.
         func tellPaused() {
+            if wait, paused == nil, stored + dead + cancelled == 0, ContinuousClock.now - started >= PausedProbe.after {
+                paused = PausedProbe(endpoint: endpoint, context: context, curve: curve, timeout: timeout)
+            }
             if !pausedTold, let since = paused?.pausedSince {
                 pausedTold = true
                 progress?.clearLine()
