@@ -24,7 +24,7 @@ enum SubmitCommand {
 
     static let spec = CommandSpec(
         name: "submit",
-        abstract: "Submit images (JPEG, PNG, WebP, GIF, HEIC/AVIF) as jobs to the broker.",
+        abstract: "Submit images (JPEG, PNG, WebP, GIF, HEIC/AVIF, TIFF) as jobs to the broker.",
         discussion: """
         Checks the pipeline and every file locally first (a bad pipeline or an
         unreadable, unsupported or over-limit file is reported and nothing is sent),
