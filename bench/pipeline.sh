@@ -18,6 +18,8 @@
 #   T   thumbnail only: fill-scale to 256x256 + square crop, JPEG q70
 #   W   web image: fill-scale to 1024x1024 + square crop, lossy WebP q80
 #       (libwebp's defaults otherwise, as every peer uses it)
+#   O   lossless: the same square as PNG, zlib level 6 with adaptive
+#       filters (every peer's default, through libpng)
 #   N   PNG sources (the corpus converted, untimed): fill-scale to 1024x1024
 #       + square crop, JPEG q80; no tool can shrink a PNG on load
 #   G   GIF sources (the corpus cut to 256 colours, untimed): the same
@@ -329,6 +331,14 @@ w_pillow() { pillow_run w "$1"; }
 w_vips() { square_vips "$1" 1024 80 webp; }
 w_magick() { square_magick "$1" 1024 80 webp; }
 
+# --- O peers: the same square as PNG. The quality argument means nothing
+# to a PNG but ImageMagick's, whose 65 is zlib level 6 with adaptive
+# filtering, as the others' defaults.
+o_darkroom() { square_darkroom "$1" "$W_OPS" 80 --format png; }
+o_pillow() { pillow_run o "$1"; }
+o_vips() { square_vips "$1" 1024 80 png; }
+o_magick() { square_magick "$1" 1024 65 png; }
+
 # --- N peers: the W square from PNG sources, as JPEG q80. jpeg:size does
 # nothing for a PNG, so ImageMagick's idiom is the same command.
 # on_sources ARRAY COMMAND...: COMMAND with SRC set to ARRAY's files.
@@ -386,6 +396,10 @@ have vipsthumbnail || skip w_vips "vips not installed"
 if [ -z "$IM" ]; then skip w_magick "ImageMagick not installed"
 elif ! "$IM" -list format 2>/dev/null | grep -qi '^ *WEBP'; then skip w_magick "ImageMagick without its WebP coder"; fi
 [ -n "$DR" ] || skip w_darkroom "${DR_NOTE:-unavailable}"
+[ -n "$DR" ] || skip o_darkroom "${DR_NOTE:-unavailable}"
+[ "$HAVE_PIL" = 1 ] || skip o_pillow "Pillow not installed"
+have vipsthumbnail || skip o_vips "vips not installed"
+[ -n "$IM" ] || skip o_magick "ImageMagick not installed"
 # converted_sources FORMAT WORKLOAD ARRAY: the corpus converted (untimed) by
 # prep.py FORMAT into $WORK/FORMAT, its files' paths appended to ARRAY;
 # WORKLOAD's peers are skipped when there are none, and each peer whose
@@ -413,9 +427,9 @@ converted_sources tif f TIFF_FILES
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
-           w_darkroom w_pillow w_vips w_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
+           w_darkroom w_pillow w_vips w_magick o_darkroom o_pillow o_vips o_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
            h_darkroom h_pillow h_vips h_magick f_darkroom f_pillow f_vips f_magick)
-log "P1, T, W, N, G, H and F on $NIMG images, $RUNS rounds of one run per tool"
+log "P1, T, W, O, N, G, H and F on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -423,6 +437,7 @@ for ((round = 1; round <= RUNS; round++)); do
             p1_pillow) P1_PILLOW_WALL=$PILLOW_WALL ;;
             t_pillow) T_PILLOW_WALL=$PILLOW_WALL ;;
             w_pillow) W_PILLOW_WALL=$PILLOW_WALL ;;
+            o_pillow) O_PILLOW_WALL=$PILLOW_WALL ;;
             n_pillow) N_PILLOW_WALL=$PILLOW_WALL ;;
             g_pillow) G_PILLOW_WALL=$PILLOW_WALL ;;
             h_pillow) H_PILLOW_WALL=$PILLOW_WALL ;;
@@ -497,7 +512,7 @@ REPORT="$WORK/report.md"
     echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     echo "- corpus: $CORPUS ($NIMG images), best of $RUNS runs (median shown too), one thread per tool"
     if [ -n "$DR" ]; then echo "- darkroom: $DR process ... ${DR_JOBS[*]}"; else echo "- darkroom: unavailable (${DR_NOTE:-unknown})"; fi
-    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s, H ${H_PILLOW_WALL:-?}s, F ${F_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
+    echo "- Pillow ${ver_pil:-missing} (in-process time; wall with interpreter start P1 ${P1_PILLOW_WALL:-?}s, T ${T_PILLOW_WALL:-?}s, W ${W_PILLOW_WALL:-?}s, O ${O_PILLOW_WALL:-?}s, N ${N_PILLOW_WALL:-?}s, G ${G_PILLOW_WALL:-?}s, H ${H_PILLOW_WALL:-?}s, F ${F_PILLOW_WALL:-?}s in the last run); ${ver_vips:-vips missing}; ${ver_im:-ImageMagick missing}; ${ver_jpeg:-libjpeg tools missing}"
     echo
     echo "## P1: fill 2048x2048, square crop, glitch, q95 4:4:4 + thumb 256x256 q70"
     echo
@@ -527,6 +542,15 @@ REPORT="$WORK/report.md"
     fmt_row w_pillow "Pillow draft + ImageOps.fit, WEBP"
     fmt_row w_vips "vipsthumbnail batch, .webp"
     fmt_row w_magick "ImageMagick -define jpeg:size -thumbnail, .webp"
+    echo
+    echo "## O: lossless, fill 1024x1024, PNG (zlib level 6)"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row o_darkroom "darkroom --format png"
+    fmt_row o_pillow "Pillow draft + ImageOps.fit, PNG compress_level=6"
+    fmt_row o_vips "vipsthumbnail batch, .png"
+    fmt_row o_magick "ImageMagick -define jpeg:size -thumbnail, .png -quality 65"
     echo
     echo "## N: PNG sources, fill 1024x1024, JPEG q80"
     echo

@@ -12,6 +12,7 @@
  * "Invalid IHDR data" error, whose cause libpng gives as a warning first.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -364,3 +365,131 @@ dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
     end(&s);
     return status;
 }
+
+/* ---- Writing ---- */
+
+/* One encode: libpng's structures and the growing output, in the frame of
+   dr_png_encode, which destroys them on every path. */
+typedef struct writer {
+    png_structp png;
+    png_infop info;
+    uint8_t *out;
+    size_t length;
+    size_t capacity;
+    int out_of_memory;                    /* the output could not grow */
+    dr_png_status status;                 /* what the error handler recorded */
+    dr_png_error *err;
+} writer;
+
+static void write_bytes(png_structp png, png_bytep data, size_t count) {
+    writer *w = (writer *)png_get_io_ptr(png);
+    if (count > w->capacity - w->length) {
+        size_t capacity = w->capacity ? w->capacity : 64 << 10;
+        while (count > capacity - w->length) {
+            if (capacity > SIZE_MAX / 2) capacity = SIZE_MAX;
+            else capacity *= 2;
+        }
+        uint8_t *grown = realloc(w->out, capacity);
+        if (!grown) {
+            w->out_of_memory = 1;
+            png_error(png, "Out of memory for the output");
+        }
+        w->out = grown;
+        w->capacity = capacity;
+    }
+    memcpy(w->out + w->length, data, count);
+    w->length += count;
+}
+
+static void flush_bytes(png_structp png) { (void)png; }
+
+static void on_write_error(png_structp png, png_const_charp message) {
+    writer *w = (writer *)png_get_error_ptr(png);
+    const char *text = message ? message : "unknown error";
+    w->status = (w->out_of_memory || strstr(text, "Out of memory") || strstr(text, "insufficient memory"))
+                    ? DR_PNG_OUT_OF_MEMORY : DR_PNG_CORRUPT;
+    fail(w->err, w->status, "libpng: %s", text);
+    png_longjmp(png, 1);
+}
+
+/* Warnings while writing (a profile libpng leaves out) are not failures. */
+static void on_write_warning(png_structp png, png_const_charp message) {
+    (void)png;
+    (void)message;
+}
+
+/* IHDR, the profile and the settings, up to the first row. */
+static dr_png_status write_start(writer *w, int width, int height, dr_png_input input, int level,
+                                 const uint8_t *icc, size_t icc_length) {
+    if (setjmp(png_jmpbuf(w->png))) return w->status;
+    png_structp png = w->png;
+    png_set_benign_errors(png, 1);
+    png_set_write_fn(png, w, write_bytes, flush_bytes);
+    png_set_compression_level(png, level);
+    int color_type = input == DR_PNG_INPUT_GRAY ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB;
+    png_set_IHDR(png, w->info, (png_uint_32)width, (png_uint_32)height, 8, color_type, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (icc && icc_length > 0 && icc_length <= PNG_UINT_31_MAX) {
+        png_set_iCCP(png, w->info, "ICC profile", PNG_COMPRESSION_TYPE_BASE, icc, (png_uint_32)icc_length);
+    }
+    png_write_info(png, w->info);
+    /* The fourth byte of each RGBX pixel is dropped as the rows are written. */
+    if (input == DR_PNG_INPUT_RGBX) png_set_filler(png, 0, PNG_FILLER_AFTER);
+    return DR_PNG_OK;
+}
+
+static dr_png_status write_rows(writer *w, const uint8_t *pixels, size_t stride, int first, int count) {
+    if (setjmp(png_jmpbuf(w->png))) return w->status;
+    for (int i = 0; i < count; i++) {
+        png_write_row(w->png, (png_const_bytep)(pixels + (size_t)(first + i) * stride));
+    }
+    return DR_PNG_OK;
+}
+
+static dr_png_status write_end(writer *w) {
+    if (setjmp(png_jmpbuf(w->png))) return w->status;
+    png_write_end(w->png, NULL);
+    return DR_PNG_OK;
+}
+
+dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t stride, dr_png_input input, int level,
+                            const uint8_t *icc, size_t icc_length, dr_png_should_stop should_stop, void *stop_context,
+                            uint8_t **out, size_t *out_length, dr_png_error *err) {
+    reset_error(err);
+    if (!out || !out_length) return fail(err, DR_PNG_INVALID_ARGUMENT, "no place for the output");
+    *out = NULL;
+    *out_length = 0;
+    size_t row_bytes = (size_t)width * (input == DR_PNG_INPUT_GRAY ? 1 : 4);
+    if (!pixels || width <= 0 || height <= 0 || stride < row_bytes ||
+        (input != DR_PNG_INPUT_RGBX && input != DR_PNG_INPUT_GRAY)) {
+        return fail(err, DR_PNG_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes", width, height, stride);
+    }
+    if (level < 0 || level > 9) return fail(err, DR_PNG_INVALID_ARGUMENT, "compression level %d is not 0 to 9", level);
+    writer w;
+    memset(&w, 0, sizeof w);
+    w.err = err;
+    w.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w, on_write_error, on_write_warning);
+    if (!w.png) return fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: no writer (out of memory, or a library of another version)");
+    w.info = png_create_info_struct(w.png);
+    dr_png_status status = w.info ? DR_PNG_OK : fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: out of memory");
+    if (status == DR_PNG_OK) status = write_start(&w, width, height, input, level, icc, icc_length);
+    for (int y = 0; status == DR_PNG_OK && y < height; y += DR_PNG_ROWS_PER_POLL) {
+        if (should_stop && should_stop(stop_context)) {
+            status = fail(err, DR_PNG_CANCELLED, "stopped on request");
+            break;
+        }
+        int count = height - y < DR_PNG_ROWS_PER_POLL ? height - y : DR_PNG_ROWS_PER_POLL;
+        status = write_rows(&w, pixels, stride, y, count);
+    }
+    if (status == DR_PNG_OK) status = write_end(&w);
+    png_destroy_write_struct(&w.png, &w.info);
+    if (status != DR_PNG_OK) {
+        free(w.out);
+        return status;
+    }
+    *out = w.out;
+    *out_length = w.length;
+    return DR_PNG_OK;
+}
+
+void dr_png_free(uint8_t *buffer) { free(buffer); }

@@ -47,7 +47,7 @@ public struct JobOptions: Sendable, Equatable {
     }
 }
 
-/// One encoded output: the file's bytes (JPEG or WebP) and its pixel size.
+/// One encoded output: the file's bytes (JPEG, WebP or PNG) and its pixel size.
 public struct EncodedImage: Sendable, Equatable {
     public var bytes: [UInt8]
     public var size: Size
@@ -197,6 +197,14 @@ public struct ImageJob: Sendable {
                 // A gray result is three equal channels in WebP, untagged
                 // as a gray JPEG is.
                 bytes = try WebP.encode(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
+            case .png:
+                // PNG has a gray mode: a gray result is written from its
+                // plane, untagged.
+                if let plane {
+                    bytes = try PNG.encode(plane, cancellation: cancel)
+                } else {
+                    bytes = try PNG.encode(image, iccProfile: profile, cancellation: cancel)
+                }
             }
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
@@ -217,6 +225,8 @@ public struct ImageJob: Sendable {
                                                 cancellation: cancel)
                     case .webp:
                         bytes = try WebP.encode(small, quality: options.thumbnailQuality, cancellation: cancel)
+                    case .png:
+                        bytes = try PNG.encode(small, cancellation: cancel)
                     }
                 case let .color(image):
                     let small = try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
@@ -227,6 +237,8 @@ public struct ImageJob: Sendable {
                                                 cancellation: cancel)
                     case .webp:
                         bytes = try WebP.encode(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
+                    case .png:
+                        bytes = try PNG.encode(small, iccProfile: profile, cancellation: cancel)
                     }
                 }
                 thumbnail = EncodedImage(bytes: bytes, size: size)

@@ -228,7 +228,7 @@ public struct ImageInfo: Codable, Sendable, Equatable {
     public var bytes: UInt64
     /// Lower-case hex SHA-256 of the file's bytes.
     public var sha256: String
-    /// The file's format: "jpeg" or "webp".
+    /// The file's format: "jpeg", "webp" or "png".
     public var format: String
 
     public init(width: UInt32, height: UInt32, bytes: UInt64, sha256: String, format: String = "jpeg") {
@@ -254,8 +254,23 @@ public struct ImageInfo: Codable, Sendable, Equatable {
         format = try container.decodeIfPresent(String.self, forKey: .format) ?? "jpeg"
     }
 
-    /// The extension of a file holding this image: "jpg" or "webp".
-    public var fileExtension: String { format == "webp" ? "webp" : "jpg" }
+    /// The extension of a file holding this image: "jpg", "webp" or "png".
+    public var fileExtension: String {
+        switch format {
+        case "webp": "webp"
+        case "png": "png"
+        default: "jpg"
+        }
+    }
+
+    /// The format's name as people write it: "JPEG", "WebP" or "PNG".
+    public var formatName: String {
+        switch format {
+        case "webp": "WebP"
+        case "png": "PNG"
+        default: "JPEG"
+        }
+    }
 }
 
 /// The storage node's totals, answered to STATS.

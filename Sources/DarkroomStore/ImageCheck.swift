@@ -2,14 +2,15 @@ import DarkroomImage
 import DarkroomProtocol
 
 /// What the storage node checks in a STORE's two images before it keeps
-/// anything (DRK1 section 11): each must be a JPEG or a still WebP whose
-/// header is within the limits and gives exactly the size the STORE
+/// anything (DRK1 section 11): each must be a JPEG, a still WebP or a PNG
+/// whose header is within the limits and gives exactly the size the STORE
 /// declares for it (frames 6 and 7). The full-resolution image is checked
 /// first; the first failure is the answer, and the STORE is not stored.
 ///
 /// Only the header is read (libjpeg's `jpeg_read_header`, through
-/// `JPEG.readHeader`, or libwebp's `WebPGetFeatures`, through
-/// `WebP.readHeader`): the markers up to the first scan, a few microseconds
+/// `JPEG.readHeader`, libwebp's `WebPGetFeatures`, through
+/// `WebP.readHeader`, or libpng's chunks up to IDAT, through
+/// `PNG.readHeader`): the markers up to the first scan, a few microseconds
 /// for a worker's output whatever its pixel count, and no pixel buffer. The entropy-coded data
 /// after the header is not looked at, so a file whose scan is cut short or
 /// damaged passes: finding that out costs a full decode, and a worker that
@@ -49,6 +50,14 @@ struct ImageCheck: Sendable {
                 return ProtocolError(.invalidImage, "\(name): an animated WebP (outputs are still images)")
             }
             size = header.size
+        } else if PNG.isPNG(bytes) {
+            do {
+                // IHDR's size; an eXIf orientation is not applied (workers
+                // write none).
+                size = try PNG.readHeader(bytes, limits: limits).storedSize
+            } catch {
+                return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
+            }
         } else {
             do {
                 // The size in the frame header (SOF), as the pixels are
@@ -81,8 +90,8 @@ struct ImageCheck: Sendable {
             // Bytes that start like neither format; "not a JPEG (starts with
             // 89 50 4E 47: looks like PNG)" keeps its detail.
             error.message.hasPrefix("not a JPEG (")
-                ? "neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header; " + error.message.dropFirst("not a JPEG (".count)
-                : "neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header)"
+                ? "not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature; " + error.message.dropFirst("not a JPEG (".count)
+                : "not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature)"
         case .truncated: "truncated header (the data ends before the first scan)"
         case .empty: "empty (0 bytes)"
         default: error.message

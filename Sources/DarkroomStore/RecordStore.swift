@@ -34,7 +34,7 @@ struct StoreFailure: Error, CustomStringConvertible {
 ///
 /// Both keep the job id, source name, pipeline, width, height, byte size,
 /// SHA-256 (lower-case hex), creation time (Unix ms) and file format
-/// (`jpeg` or `webp`; version 2, older rows are JPEGs). The image bytes are
+/// (`jpeg`, `webp` or `png`; version 2, older rows are JPEGs). The image bytes are
 /// either inline (`blob`) or, above the threshold, in a content-addressed
 /// file named by `blob_path` (relative to the blob directory); exactly one of
 /// the two is set.
@@ -324,9 +324,11 @@ final class RecordStore {
 
 
     /// The format of an image that passed `ImageCheck`, which takes
-    /// anything that does not start like a WebP for a JPEG.
+    /// anything that starts like neither a WebP nor a PNG for a JPEG.
     static func format(of bytes: [UInt8]) -> String {
-        WebP.isWebP(bytes) ? ImageFormat.webp.rawValue : ImageFormat.jpeg.rawValue
+        if WebP.isWebP(bytes) { return ImageFormat.webp.rawValue }
+        if PNG.isPNG(bytes) { return ImageFormat.png.rawValue }
+        return ImageFormat.jpeg.rawValue
     }
 
     /// Where a blob goes: inline up to the threshold, else a content-addressed

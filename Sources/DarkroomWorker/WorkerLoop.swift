@@ -1106,6 +1106,7 @@ extension ImageFormat {
         switch format {
         case .jpeg: self = .jpeg
         case .webp: self = .webp
+        case .png: self = .png
         }
     }
 }

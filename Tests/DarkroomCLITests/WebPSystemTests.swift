@@ -67,7 +67,7 @@ struct WebPSystemTests {
         #expect(!made.stderr.contains("colour profiles"), "\(made.stderr)")
         #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == profile)
 
-        let wrong = try h.run(["submit", folder.path, "--ops", "grayscale", "--format", "png"] + h.clientFlags)
-        #expect(wrong.status == 64 && wrong.stderr.contains("--format must be jpeg or webp, not \"png\""), "\(wrong.stderr)")
+        let wrong = try h.run(["submit", folder.path, "--ops", "grayscale", "--format", "gif"] + h.clientFlags)
+        #expect(wrong.status == 64 && wrong.stderr.contains("--format must be jpeg, webp or png, not \"gif\""), "\(wrong.stderr)")
     }
 }

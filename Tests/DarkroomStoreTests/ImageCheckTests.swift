@@ -42,14 +42,20 @@ import Testing
         let declared = (ImageSize(width: 100, height: 100), ImageSize(width: 100, height: 100))
         let full = check.failure(of: request(full: garbage, thumb: jpeg(100, 100, seed: 1), declaring: declared))
         #expect(full?.code == .invalidImage)
-        #expect(full?.reason.hasPrefix("full: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header") == true, "\(String(describing: full))")
+        #expect(full?.reason.hasPrefix("full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature") == true, "\(String(describing: full))")
         let thumb = check.failure(of: request(full: jpeg(100, 100, seed: 1), thumb: garbage, declaring: declared))
         #expect(thumb?.code == .invalidImage)
-        #expect(thumb?.reason.hasPrefix("thumbnail: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header") == true, "\(String(describing: thumb))")
-        // A PNG says what it looks like.
+        #expect(thumb?.reason.hasPrefix("thumbnail: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature") == true, "\(String(describing: thumb))")
+        // Bytes that start like a GIF say what they look like.
+        let gif = Array("GIF89a".utf8) + garbage
+        let named = check.failure(of: request(full: gif, thumb: thumbJPEG(seed: 1)))
+        #expect(named?.reason == "full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature; starts with 47 49 46 38: looks like GIF)",
+                "\(String(describing: named))")
+        // A PNG signature and then garbage is a corrupt PNG.
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + garbage
-        let named = check.failure(of: request(full: png, thumb: thumbJPEG(seed: 1)))
-        #expect(named?.reason == "full: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header; starts with 89 50 4E 47: looks like PNG)")
+        let badPNG = check.failure(of: request(full: png, thumb: thumbJPEG(seed: 1)))
+        #expect(badPNG?.code == .invalidImage)
+        #expect(badPNG?.reason.hasPrefix("full: corrupt PNG data") == true, "\(String(describing: badPNG))")
         // SOI and then garbage is a corrupt header.
         let corrupt = check.failure(of: request(full: [0xFF, 0xD8] + garbage, thumb: thumbJPEG(seed: 1)))
         #expect(corrupt?.code == .invalidImage)
@@ -119,8 +125,8 @@ import Testing
         let refusals: [(StoreRequest, ErrorCode, String)] = [
             (request(full: fixture(3000, seed: 1), thumb: jpeg(100, 100, seed: 2), requestID: 21,
                      declaring: (ImageSize(width: 100, height: 100), ImageSize(width: 100, height: 100))),
-             .invalidImage, "full: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header"),
-            (request(full: fullJPEG(seed: 3), thumb: fixture(300, seed: 4), requestID: 22), .invalidImage, "thumbnail: neither a JPEG nor a WebP (no SOI marker or RIFF WEBP header"),
+             .invalidImage, "full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature"),
+            (request(full: fullJPEG(seed: 3), thumb: fixture(300, seed: 4), requestID: 22), .invalidImage, "thumbnail: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature"),
             (request(full: jpeg(63, 48, seed: 5), thumb: thumbJPEG(seed: 6), requestID: 23), .invalidImage,
              "full: header says 63x48, STORE declares 64x48"),
             (request(full: fullJPEG(seed: 7), thumb: jpeg(16, 17, seed: 8), requestID: 24), .invalidImage,

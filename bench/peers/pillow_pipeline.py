@@ -111,6 +111,13 @@ def w(path, out_dir):
     web.save(os.path.join(out_dir, stem + ".webp"), "WEBP", quality=80, method=4)
 
 
+def o(path, out_dir):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    im = load_rgb(path, draft_target=(1024, 1024))
+    web = ImageOps.fit(im, (1024, 1024), Image.Resampling.LANCZOS)
+    web.save(os.path.join(out_dir, stem + ".png"), "PNG", compress_level=6)
+
+
 def n(path, out_dir):
     stem = os.path.splitext(os.path.basename(path))[0]
     im = load_rgb(path)
@@ -119,9 +126,9 @@ def n(path, out_dir):
 
 
 def main(argv):
-    workloads = {"p1": p1, "t": t, "w": w, "n": n}
+    workloads = {"p1": p1, "t": t, "w": w, "o": o, "n": n}
     if len(argv) < 4 or argv[1] not in workloads:
-        print("usage: pillow_pipeline.py p1|t|w|n OUT_DIR FILE...", file=sys.stderr)
+        print("usage: pillow_pipeline.py p1|t|w|o|n OUT_DIR FILE...", file=sys.stderr)
         return 2
     work = workloads[argv[1]]
     out_dir = argv[2]

@@ -1,9 +1,10 @@
 /*
  * CPNG: the only place where libpng is called.
  *
- * Decoding only (Darkroom never writes PNG): what a file's chunks before its
- * image data say, and the whole picture decoded into the engine's RGBX
- * layout, alpha composited onto a background colour. Files are read from
+ * Decoding: what a file's chunks before its image data say, and the whole
+ * picture decoded into the engine's RGBX layout, alpha composited onto a
+ * background colour. Encoding: RGBX or gray pixels written as an 8-bit PNG
+ * into a buffer, with an ICC profile in an iCCP chunk when one is given. Files are read from
  * memory through libpng's regular API; every libpng call, every setjmp and
  * every pointer to a libpng structure stays in cpng.c. Each entry point arms
  * its own setjmp and returns normally: a libpng error never unwinds through
@@ -114,6 +115,28 @@ dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
                                  uint8_t *dst, size_t dst_stride, int width, int height,
                                  uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
                                  dr_png_should_stop should_stop, void *stop_context, dr_png_error *err);
+
+/* What an encoder reads. */
+typedef enum dr_png_input {
+    DR_PNG_INPUT_RGBX = 0, /* four bytes per pixel, the fourth dropped: an RGB file */
+    DR_PNG_INPUT_GRAY = 1  /* one byte per pixel: a gray file */
+} dr_png_input;
+
+/* Encodes `width` x `height` pixels, rows `stride` bytes apart, as a
+   non-interlaced 8-bit PNG (RGB or gray, no alpha), its image data
+   compressed by zlib at `level` 0 to 9 with libpng's adaptive filters.
+   With `icc_length` > 0 the profile at `icc` goes into an iCCP chunk; one
+   libpng finds unusable is left out (a warning, not a failure). Nothing
+   else is written: no gAMA, no text, no time. `should_stop` (may be NULL)
+   is asked with `stop_context` before every 16 rows. On success *out holds
+   a buffer of *out_length bytes, to release with dr_png_free; on failure
+   *out is NULL. */
+dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t stride, dr_png_input input, int level,
+                            const uint8_t *icc, size_t icc_length, dr_png_should_stop should_stop, void *stop_context,
+                            uint8_t **out, size_t *out_length, dr_png_error *err);
+
+/* Releases a buffer dr_png_encode made (NULL is fine). */
+void dr_png_free(uint8_t *buffer);
 
 #ifdef __cplusplus
 }

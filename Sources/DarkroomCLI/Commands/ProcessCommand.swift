@@ -13,8 +13,9 @@ enum ProcessCommand {
         abstract: "Run a pipeline on local images (JPEG, PNG, WebP, GIF, HEIC/AVIF, TIFF) and write the results.",
         discussion: """
         Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
-        thumbnail of it), or NAME.webp and NAME.thumb.webp with --format webp,
-        into the output directory for each input. NAME is the
+        thumbnail of it), or NAME.webp and NAME.thumb.webp with --format webp
+        (NAME.png and NAME.thumb.png with --format png), into the output
+        directory for each input. NAME is the
         input's name without its extension, with -2, -3... added where another
         input's file would have the same name. A bad file is reported with the
         step and the reason and never stops the batch. Exits 0 when every input
@@ -196,9 +197,9 @@ struct ImageOptions {
         default: "center")
 
     static let formatSpec = OptionSpec.value("format", "FORMAT",
-        help: "File format of the outputs: jpeg, or webp (lossy WebP at the same qualities; at most 16383 pixels a side).", default: "jpeg")
+        help: "File format of the outputs: jpeg, webp (lossy WebP at the same qualities; at most 16383 pixels a side) or png (lossless; the qualities do not apply).", default: "jpeg")
     static let thumbFormatSpec = OptionSpec.value("thumb-format", "FORMAT",
-        help: "File format of the thumbnail, jpeg or webp, when it differs from --format.")
+        help: "File format of the thumbnail, jpeg, webp or png, when it differs from --format.")
 
     /// `--format` and `--thumb-format`: the full-resolution output's format
     /// and the thumbnail's, which follows the first unless given.
@@ -207,7 +208,7 @@ struct ImageOptions {
             guard let text = args.value(option) else { return nil }
             let name = text.lowercased()
             guard let format = ImageFormat(rawValue: name == "jpg" ? "jpeg" : name) else {
-                throw UsageError("--\(option) must be jpeg or webp, not \"\(text)\"")
+                throw UsageError("--\(option) must be jpeg, webp or png, not \"\(text)\"")
             }
             return format
         }

@@ -319,7 +319,7 @@ enum GetCommand {
         discussion: "ID is a record id or a job id. The bytes are checked against the stored sha256.",
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.")],
         options: [
-            .value("output", short: "o", "FILE", help: "(required) Where to write the image, JPEG or WebP as stored ('-' for stdout)."),
+            .value("output", short: "o", "FILE", help: "(required) Where to write the image, JPEG, WebP or PNG as stored ('-' for stdout)."),
             .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
             ClientOptions.store,
             ClientOptions.timeout,
@@ -345,9 +345,9 @@ enum GetCommand {
         let info = args.flag("thumb") ? result.record.thumb : result.record.full
         Console.err("wrote \(output): \(info.format) \(info.width)x\(info.height), \(formatBytes(result.image.count)), sha256 \(info.sha256)")
         let named = (output as NSString).pathExtension.lowercased()
-        let expected = info.format == "webp" ? ["webp"] : ["jpg", "jpeg"]
+        let expected = info.fileExtension == "jpg" ? ["jpg", "jpeg"] : [info.fileExtension]
         if !named.isEmpty, !expected.contains(named) {
-            Console.err("note: the image is a \(info.format == "webp" ? "WebP" : "JPEG") file; \(output) ends in .\(named), not .\(info.fileExtension)")
+            Console.err("note: the image is a \(info.formatName) file; \(output) ends in .\(named), not .\(info.fileExtension)")
         }
         return 0
     }

@@ -49,9 +49,17 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case jpeg
     /// Lossy WebP (see `WebP`).
     case webp
+    /// Lossless 8-bit PNG, RGB or gray (see `PNG.encode`).
+    case png
 
-    /// The extension of a file in this format: "jpg" or "webp".
-    public var fileExtension: String { self == .webp ? "webp" : "jpg" }
+    /// The extension of a file in this format: "jpg", "webp" or "png".
+    public var fileExtension: String {
+        switch self {
+        case .jpeg: "jpg"
+        case .webp: "webp"
+        case .png: "png"
+        }
+    }
 }
 
 /// Chroma subsampling of a JPEG file.

@@ -1,0 +1,76 @@
+import DarkroomFixtures
+import DarkroomImage
+import Foundation
+import Testing
+
+/// `--format png` through real processes: a worker writes lossless files,
+/// the storage node checks and keeps them, and `ls`, `get` and
+/// `contact-sheet` show and read them.
+@Suite("PNG outputs end to end", .serialized)
+struct PNGOutputSystemTests {
+    @Test("submit --format png stores lossless PNGs with the source's profile, byte for byte as process writes them; a gray result is a gray PNG; ls, get and contact-sheet read them")
+    func pngEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        let profile = PNGFixtures.iccProfile()
+        let folder = h.dir.url.appendingPathComponent("tagged")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
+        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let flags = ["--ops", "scale:96x72", "--thumb", "30x30"]
+
+        func submit(_ extra: [String], ops: [String] = flags) throws -> String {
+            let run = try h.run(["submit", folder.path, "--wait", "--json"] + ops + extra + h.clientFlags)
+            #expect(run.status == 0, "\(run.stderr)")
+            return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
+        }
+        func get(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {
+            let path = h.dir.path(name)
+            let run = try h.run(["get", job, "-o", path] + (thumb ? ["--thumb"] : []) + h.storeFlags)
+            #expect(run.status == 0, "\(run.stderr)")
+            return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), run.stderr)
+        }
+
+        let job = try submit(["--format", "png"])
+        let (full, fullNote) = try get(job, thumb: false, to: "full.png")
+        let (thumb, _) = try get(job, thumb: true, to: "thumb.png")
+        #expect(PNG.isPNG(full) && PNG.isPNG(thumb))
+        #expect(try PNG.readHeader(full).storedSize == Size(width: 96, height: 72))
+        #expect(try PNG.readHeader(thumb).storedSize == Size(width: 30, height: 30))
+        #expect(try PNG.readHeader(full).iccProfile == profile && PNG.readHeader(thumb).iccProfile == profile)
+        #expect(fullNote.contains("wrote \(h.dir.path("full.png")): png 96x72"), "\(fullNote)")
+        #expect(!fullNote.contains("note:"))
+        // The same job run here writes the same bytes, and the same pixels
+        // as its JPEG would have before JPEG's losses: the scaled source.
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local"), "--format", "png"] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.png"))) == full)
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.thumb.png"))) == thumb)
+
+        // A gray result is a gray PNG (colour type 0), untagged.
+        let grayJob = try submit(["--format", "png", "--thumb-format", "jpeg"], ops: ["--ops", "scale:96x72 | grayscale", "--thumb", "30x30"])
+        let (gray, _) = try get(grayJob, thumb: false, to: "gray.png")
+        #expect(gray[25] == 0, "colour type \(gray[25])")
+        #expect(try PNG.readHeader(gray).iccProfile == nil)
+        let decoded = try PNG.decode(gray)
+        let pixels = decoded.pixels
+        var equalChannels = true
+        for i in stride(from: 0, to: pixels.count, by: 4) where pixels[i] != pixels[i + 1] || pixels[i] != pixels[i + 2] {
+            equalChannels = false
+        }
+        #expect(equalChannels)
+        let (grayThumb, thumbNote) = try get(grayJob, thumb: true, to: "gray-thumb.png")
+        #expect(try JPEG.readHeader(grayThumb).storedSize == Size(width: 30, height: 30))
+        #expect(thumbNote.contains("note: the image is a JPEG file; \(h.dir.path("gray-thumb.png")) ends in .png, not .jpg"), "\(thumbNote)")
+
+        let listed = SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout)
+        let formats = listed.map { (($0["full"] as? [String: Any])?["format"] as? String ?? "?", ($0["thumb"] as? [String: Any])?["format"] as? String ?? "?") }
+        #expect(formats.map(\.0) == ["png", "png"] && formats.map(\.1) == ["jpeg", "png"], "\(formats)")
+        #expect(try h.run(["ls"] + h.storeFlags).stdout.contains("96x72 png "))
+
+        // The contact sheet decodes PNG thumbnails beside JPEG ones.
+        let sheet = h.dir.path("sheet.jpg")
+        let made = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
+        #expect(made.status == 0 && made.stderr.contains("2 thumbnails"), "\(made.stderr)")
+    }
+}
