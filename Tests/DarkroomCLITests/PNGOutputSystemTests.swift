@@ -19,21 +19,9 @@ struct PNGOutputSystemTests {
         try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
         let flags = ["--ops", "scale:96x72", "--thumb", "30x30"]
 
-        func submit(_ extra: [String], ops: [String] = flags) throws -> String {
-            let run = try h.run(["submit", folder.path, "--wait", "--json"] + ops + extra + h.clientFlags)
-            #expect(run.status == 0, "\(run.stderr)")
-            return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
-        }
-        func get(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {
-            let path = h.dir.path(name)
-            let run = try h.run(["get", job, "-o", path] + (thumb ? ["--thumb"] : []) + h.storeFlags)
-            #expect(run.status == 0, "\(run.stderr)")
-            return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), run.stderr)
-        }
-
-        let job = try submit(["--format", "png"])
-        let (full, fullNote) = try get(job, thumb: false, to: "full.png")
-        let (thumb, _) = try get(job, thumb: true, to: "thumb.png")
+        let job = try h.submitStored(folder, flags + ["--format", "png"])
+        let (full, fullNote) = try h.getImage(job, thumb: false, to: "full.png")
+        let (thumb, _) = try h.getImage(job, thumb: true, to: "thumb.png")
         #expect(PNG.isPNG(full) && PNG.isPNG(thumb))
         #expect(try PNG.readHeader(full).storedSize == Size(width: 96, height: 72))
         #expect(try PNG.readHeader(thumb).storedSize == Size(width: 30, height: 30))
@@ -48,8 +36,8 @@ struct PNGOutputSystemTests {
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.thumb.png"))) == thumb)
 
         // A gray result is a gray PNG (colour type 0), untagged.
-        let grayJob = try submit(["--format", "png", "--thumb-format", "jpeg"], ops: ["--ops", "scale:96x72 | grayscale", "--thumb", "30x30"])
-        let (gray, _) = try get(grayJob, thumb: false, to: "gray.png")
+        let grayJob = try h.submitStored(folder, ["--ops", "scale:96x72 | grayscale", "--thumb", "30x30", "--format", "png", "--thumb-format", "jpeg"])
+        let (gray, _) = try h.getImage(grayJob, thumb: false, to: "gray.png")
         #expect(gray[25] == 0, "colour type \(gray[25])")
         #expect(try PNG.readHeader(gray).iccProfile == nil)
         let decoded = try PNG.decode(gray)
@@ -59,13 +47,12 @@ struct PNGOutputSystemTests {
             equalChannels = false
         }
         #expect(equalChannels)
-        let (grayThumb, thumbNote) = try get(grayJob, thumb: true, to: "gray-thumb.png")
+        let (grayThumb, thumbNote) = try h.getImage(grayJob, thumb: true, to: "gray-thumb.png")
         #expect(try JPEG.readHeader(grayThumb).storedSize == Size(width: 30, height: 30))
         #expect(thumbNote.contains("note: the image is a JPEG file; \(h.dir.path("gray-thumb.png")) ends in .png, not .jpg"), "\(thumbNote)")
 
-        let listed = SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout)
-        let formats = listed.map { (($0["full"] as? [String: Any])?["format"] as? String ?? "?", ($0["thumb"] as? [String: Any])?["format"] as? String ?? "?") }
-        #expect(formats.map(\.0) == ["png", "png"] && formats.map(\.1) == ["jpeg", "png"], "\(formats)")
+        let formats = try h.listedFormats()
+        #expect(formats.full == ["png", "png"] && formats.thumbnail == ["jpeg", "png"], "\(formats)")
         #expect(try h.run(["ls"] + h.storeFlags).stdout.contains("96x72 png "))
 
         // The contact sheet decodes PNG thumbnails beside JPEG ones.

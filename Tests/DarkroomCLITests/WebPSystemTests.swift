@@ -19,21 +19,9 @@ struct WebPSystemTests {
         try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
         let flags = ["--ops", "scale:96x72", "--thumb", "30x30", "--quality", "85", "--thumb-quality", "60"]
 
-        func submit(_ extra: [String]) throws -> String {
-            let run = try h.run(["submit", folder.path, "--wait", "--json"] + flags + extra + h.clientFlags)
-            #expect(run.status == 0, "\(run.stderr)")
-            return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
-        }
-        func get(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {
-            let path = h.dir.path(name)
-            let run = try h.run(["get", job, "-o", path] + (thumb ? ["--thumb"] : []) + h.storeFlags)
-            #expect(run.status == 0, "\(run.stderr)")
-            return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), run.stderr)
-        }
-
-        let job = try submit(["--format", "webp"])
-        let (full, fullNote) = try get(job, thumb: false, to: "full.webp")
-        let (thumb, _) = try get(job, thumb: true, to: "thumb.webp")
+        let job = try h.submitStored(folder, flags + ["--format", "webp"])
+        let (full, fullNote) = try h.getImage(job, thumb: false, to: "full.webp")
+        let (thumb, _) = try h.getImage(job, thumb: true, to: "thumb.webp")
         #expect(WebP.isWebP(full) && WebP.isWebP(thumb))
         #expect(try WebP.readHeader(full).size == Size(width: 96, height: 72))
         #expect(try WebP.readHeader(thumb).size == Size(width: 30, height: 30))
@@ -47,15 +35,14 @@ struct WebPSystemTests {
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.thumb.webp"))) == thumb)
 
         // A WebP full-resolution file with a JPEG thumbnail.
-        let mixed = try submit(["--format", "webp", "--thumb-format", "jpeg"])
-        #expect(WebP.isWebP(try get(mixed, thumb: false, to: "mixed.webp").bytes))
-        let (mixedThumb, thumbNote) = try get(mixed, thumb: true, to: "mixed-thumb.webp")
+        let mixed = try h.submitStored(folder, flags + ["--format", "webp", "--thumb-format", "jpeg"])
+        #expect(WebP.isWebP(try h.getImage(mixed, thumb: false, to: "mixed.webp").bytes))
+        let (mixedThumb, thumbNote) = try h.getImage(mixed, thumb: true, to: "mixed-thumb.webp")
         #expect(try JPEG.readHeader(mixedThumb).storedSize == Size(width: 30, height: 30))
         #expect(thumbNote.contains("note: the image is a JPEG file; \(h.dir.path("mixed-thumb.webp")) ends in .webp, not .jpg"), "\(thumbNote)")
 
-        let listed = SystemHarness.jsonLines(try h.run(["ls", "--json"] + h.storeFlags).stdout)
-        let formats = listed.map { (($0["full"] as? [String: Any])?["format"] as? String ?? "?", ($0["thumb"] as? [String: Any])?["format"] as? String ?? "?") }
-        #expect(formats.map(\.0) == ["webp", "webp"] && formats.map(\.1) == ["jpeg", "webp"], "\(formats)")
+        let formats = try h.listedFormats()
+        #expect(formats.full == ["webp", "webp"] && formats.thumbnail == ["jpeg", "webp"], "\(formats)")
         let text = try h.run(["ls"] + h.storeFlags).stdout
         #expect(text.contains("96x72 webp "), "\(text)")
 

@@ -1,0 +1,31 @@
+import Foundation
+import Testing
+
+/// What the output-format tests do through the CLI: submit a folder and
+/// wait for its job, fetch a stored image, and read the formats `ls`
+/// reports.
+extension SystemHarness {
+    /// Submits `folder` with `flags`, waits, and returns the stored job's id.
+    func submitStored(_ folder: URL, _ flags: [String]) throws -> String {
+        let run = try self.run(["submit", folder.path, "--wait", "--json"] + flags + clientFlags)
+        #expect(run.status == 0, "\(run.stderr)")
+        return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
+    }
+
+    /// `get JOB -o NAME` (the thumbnail with `thumb`): the file's bytes and
+    /// what `get` said on stderr.
+    func getImage(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {
+        let path = dir.path(name)
+        let run = try self.run(["get", job, "-o", path] + (thumb ? ["--thumb"] : []) + storeFlags)
+        #expect(run.status == 0, "\(run.stderr)")
+        return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), run.stderr)
+    }
+
+    /// Each record's full-resolution and thumbnail formats, newest first, as
+    /// `ls --json` gives them.
+    func listedFormats() throws -> (full: [String], thumbnail: [String]) {
+        let listed = SystemHarness.jsonLines(try run(["ls", "--json"] + storeFlags).stdout)
+        func format(_ record: [String: Any], _ key: String) -> String { (record[key] as? [String: Any])?["format"] as? String ?? "?" }
+        return (listed.map { format($0, "full") }, listed.map { format($0, "thumb") })
+    }
+}
