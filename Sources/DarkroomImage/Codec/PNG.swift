@@ -195,34 +195,17 @@ public enum PNG {
         _ samples: [UInt8], width: Int, height: Int, stride: Int, input: dr_png_input, iccProfile: [UInt8]?,
         cancellation: CancellationFlag
     ) throws(ImageError) -> [UInt8] {
-        try cancellation.check()
-        let profile = iccProfile ?? []
-        var error = dr_png_error()
-        var out: UnsafeMutablePointer<UInt8>? = nil
-        var length = 0
-        // The flag goes to C unretained; this call keeps it alive until the
-        // encode, the only user of the pointer, has returned.
-        let status = withExtendedLifetime(cancellation) {
-            samples.withUnsafeBufferPointer { pixels in
-                profile.withUnsafeBufferPointer { icc in
-                    dr_png_encode(
-                        pixels.baseAddress, Int32(clamping: width), Int32(clamping: height), stride, input,
-                        Int32(compressionLevel), icc.baseAddress, icc.count, ShimDecode.shouldStop,
-                        Unmanaged.passUnretained(cancellation).toOpaque(), &out, &length, &error)
-                }
+        try ShimDecode.encoded(samples, iccProfile: iccProfile, cancellation: cancellation, free: dr_png_free) { pixels, icc, stop, out, length in
+            var error = dr_png_error()
+            let status = dr_png_encode(
+                pixels, Int32(clamping: width), Int32(clamping: height), stride, input, Int32(compressionLevel),
+                icc.baseAddress, icc.count, ShimDecode.shouldStop, stop, &out, &length, &error)
+            switch status {
+            case DR_PNG_OK: return out == nil ? ImageError(.encodeFailed, "PNG encoding failed (no output)") : nil
+            case DR_PNG_CANCELLED: return ImageError.cancelled
+            case DR_PNG_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid PNG encode request: \(message(of: error))")
+            default: return ImageError(.encodeFailed, "PNG encoding failed (\(message(of: error)))")
             }
-        }
-        defer { dr_png_free(out) }
-        switch status {
-        case DR_PNG_OK:
-            guard let out else { throw ImageError(.encodeFailed, "PNG encoding failed (no output)") }
-            return try cancellation.checked(Array(UnsafeBufferPointer(start: out, count: length)))
-        case DR_PNG_CANCELLED:
-            throw ImageError.cancelled
-        case DR_PNG_INVALID_ARGUMENT:
-            throw ImageError(.invalidArgument, "invalid PNG encode request: \(message(of: error))")
-        default:
-            throw ImageError(.encodeFailed, "PNG encoding failed (\(message(of: error)))")
         }
     }
 

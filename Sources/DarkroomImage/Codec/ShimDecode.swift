@@ -1,6 +1,7 @@
 /// The whole-picture decode the PNG, WebP, GIF, HEIF and TIFF shims share: rows of
 /// `width` × `height` RGBX pixels for the shim to fill, and the
-/// cancellation flag handed to C unretained, kept alive for the call.
+/// cancellation flag handed to C unretained, kept alive for the call; and
+/// the encode the WebP and PNG shims share.
 enum ShimDecode {
     /// Calls `decode` with the input bytes, the rows, their stride and the
     /// flag's context for the shim's stop question (`shouldStop`); `decode`
@@ -24,6 +25,35 @@ enum ShimDecode {
         }
         if let failure { throw failure }
         return pixels
+    }
+
+    /// The encode the WebP and PNG shims share: `encode` gets the samples,
+    /// the ICC profile (empty for none), the flag's context for the stop
+    /// question, and the places for the buffer the shim allocates and its
+    /// length; it returns nil when the buffer holds the file, or why not,
+    /// which is thrown. The buffer is copied out and released with `free`.
+    static func encoded(
+        _ samples: [UInt8], iccProfile: [UInt8]?, cancellation: CancellationFlag,
+        free: (UnsafeMutablePointer<UInt8>?) -> Void,
+        _ encode: (UnsafePointer<UInt8>?, UnsafeBufferPointer<UInt8>, UnsafeMutableRawPointer,
+                   inout UnsafeMutablePointer<UInt8>?, inout Int) -> ImageError?
+    ) throws(ImageError) -> [UInt8] {
+        try cancellation.check()
+        let profile = iccProfile ?? []
+        var out: UnsafeMutablePointer<UInt8>? = nil
+        var length = 0
+        defer { free(out) }
+        // The flag goes to C unretained; this call keeps it alive until the
+        // encode, the only user of the pointer, has returned.
+        let failure = withExtendedLifetime(cancellation) {
+            samples.withUnsafeBufferPointer { pixels in
+                profile.withUnsafeBufferPointer { icc in
+                    encode(pixels.baseAddress, icc, Unmanaged.passUnretained(cancellation).toOpaque(), &out, &length)
+                }
+            }
+        }
+        if let failure { throw failure }
+        return try cancellation.checked(Array(UnsafeBufferPointer(start: out, count: length)))
     }
 
     /// Every shim's stop question, asked with the flag as its context

@@ -175,36 +175,18 @@ public enum WebP {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(quality)")
         }
         if let refusal = sizeRefusal(Size(width: width, height: height)) { throw refusal }
-        try cancellation.check()
-        let profile = iccProfile ?? []
-        var error = dr_webp_error()
-        var out: UnsafeMutablePointer<UInt8>? = nil
-        var length = 0
-        // The flag goes to C unretained; this call keeps it alive until the
-        // encode, the only user of the pointer, has returned.
-        let status = withExtendedLifetime(cancellation) {
-            samples.withUnsafeBufferPointer { pixels in
-                profile.withUnsafeBufferPointer { icc in
-                    dr_webp_encode(
-                        pixels.baseAddress, Int32(clamping: width), Int32(clamping: height), stride, input,
-                        Int32(quality), icc.baseAddress, icc.count, ShimDecode.shouldStop,
-                        Unmanaged.passUnretained(cancellation).toOpaque(), &out, &length, &error)
-                }
+        return try ShimDecode.encoded(samples, iccProfile: iccProfile, cancellation: cancellation, free: dr_webp_free) { pixels, icc, stop, out, length in
+            var error = dr_webp_error()
+            let status = dr_webp_encode(
+                pixels, Int32(clamping: width), Int32(clamping: height), stride, input,
+                Int32(quality), icc.baseAddress, icc.count, ShimDecode.shouldStop, stop, &out, &length, &error)
+            switch status {
+            case DR_WEBP_OK: return out == nil ? ImageError(.encodeFailed, "WebP encoding failed (no output)") : nil
+            case DR_WEBP_CANCELLED: return ImageError.cancelled
+            case DR_WEBP_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid WebP encode request: \(message(of: error))")
+            case DR_WEBP_TOO_LARGE: return ImageError(.encodeFailed, "cannot encode a \(width)x\(height) image as WebP: \(message(of: error))")
+            default: return ImageError(.encodeFailed, "WebP encoding failed (\(message(of: error)))")
             }
-        }
-        defer { dr_webp_free(out) }
-        switch status {
-        case DR_WEBP_OK:
-            guard let out else { throw ImageError(.encodeFailed, "WebP encoding failed (no output)") }
-            return try cancellation.checked(Array(UnsafeBufferPointer(start: out, count: length)))
-        case DR_WEBP_CANCELLED:
-            throw ImageError.cancelled
-        case DR_WEBP_INVALID_ARGUMENT:
-            throw ImageError(.invalidArgument, "invalid WebP encode request: \(message(of: error))")
-        case DR_WEBP_TOO_LARGE:
-            throw ImageError(.encodeFailed, "cannot encode a \(width)x\(height) image as WebP: \(message(of: error))")
-        default:
-            throw ImageError(.encodeFailed, "WebP encoding failed (\(message(of: error)))")
         }
     }
 
