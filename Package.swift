@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "DarkroomSQLiteTests", dependencies: ["DarkroomSQLite"]),
         .testTarget(name: "DarkroomWorkerTests", dependencies: ["DarkroomWorker", "DarkroomZMQ", "DarkroomProtocol", "DarkroomPipeline", "DarkroomImage"]),
         .testTarget(name: "DarkroomBrokerTests", dependencies: ["DarkroomBroker", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomPipeline"]),
-        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
+        .testTarget(name: "DarkroomStoreTests", dependencies: ["DarkroomStore", "DarkroomZMQ", "DarkroomSQLite", "DarkroomProtocol", "DarkroomCore", "DarkroomImage", "DarkroomFixtures"]),
         .testTarget(name: "DarkroomSecurityTests", dependencies: ["DarkroomSecurity", "DarkroomBroker", "DarkroomStore", "DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore", "DarkroomImage"]),
         .testTarget(name: "DarkroomClientTests", dependencies: ["DarkroomClient", "DarkroomZMQ", "DarkroomProtocol", "DarkroomCore"]),
         .testTarget(name: "DarkroomMetricsTests", dependencies: ["DarkroomMetrics", "DarkroomCore"]),

@@ -32,6 +32,7 @@ static struct {
     __typeof__(&heif_encoder_release) encoder_release;
     __typeof__(&heif_encoder_set_lossless) encoder_set_lossless;
     __typeof__(&heif_encoder_set_lossy_quality) encoder_set_lossy_quality;
+    __typeof__(&heif_encoder_set_parameter) encoder_set_parameter;
     __typeof__(&heif_image_add_plane) image_add_plane;
     __typeof__(&heif_image_create) image_create;
     __typeof__(&heif_image_get_bits_per_pixel_range) image_get_bits_per_pixel_range;
@@ -75,6 +76,7 @@ static void load(void) {
         { "heif_encoder_release", (void **)&api.encoder_release },
         { "heif_encoder_set_lossless", (void **)&api.encoder_set_lossless },
         { "heif_encoder_set_lossy_quality", (void **)&api.encoder_set_lossy_quality },
+        { "heif_encoder_set_parameter", (void **)&api.encoder_set_parameter },
         { "heif_image_add_plane", (void **)&api.image_add_plane },
         { "heif_image_create", (void **)&api.image_create },
         { "heif_image_get_bits_per_pixel_range", (void **)&api.image_get_bits_per_pixel_range },
@@ -772,6 +774,93 @@ done:
     if (encoder) api.encoder_release(encoder);
     api.context_free(context);
     return result;
+}
+
+dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
+                                   const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
+                                   void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err) {
+    if (err) {
+        err->status = DR_HEIF_OK;
+        err->message[0] = 0;
+    }
+    if (!out || !out_length) return fail(err, DR_HEIF_INVALID_ARGUMENT, "no place for the output");
+    *out = NULL;
+    *out_length = 0;
+    if (!pixels || width <= 0 || height <= 0 || stride < (size_t)width * 4 || quality < 1 || quality > 100) {
+        return fail(err, DR_HEIF_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes at quality %d", width, height,
+                    stride, quality);
+    }
+    const char *missing = load_libheif();
+    if (missing) return fail(err, DR_HEIF_UNSUPPORTED, "%s", missing);
+    if (should_stop && should_stop(stop_context)) return fail(err, DR_HEIF_CANCELLED, "stopped on request");
+    struct heif_context *context = api.context_alloc();
+    if (!context) return fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: out of memory");
+    struct heif_encoder *encoder = NULL;
+    struct heif_image *image = NULL;
+    struct heif_image_handle *handle = NULL;
+    buffer b = { NULL, 0, 0 };
+    dr_heif_status status = DR_HEIF_OK;
+    struct heif_error e = api.context_get_encoder_for_format(context, heif_compression_AV1, &encoder);
+    if (e.code != heif_error_Ok) {
+        status = fail(err, DR_HEIF_UNSUPPORTED, "no AV1 encoder in this libheif (%s)", e.message ? e.message : "");
+        goto done;
+    }
+    e = api.encoder_set_lossy_quality(encoder, quality);
+    if (e.code == heif_error_Ok) {
+        /* One thread, as every step of a job runs on the worker's thread for
+           it; an encoder without the parameter keeps its own. */
+        (void)api.encoder_set_parameter(encoder, "threads", "1");
+        e = api.image_create(width, height, heif_colorspace_RGB, heif_chroma_interleaved_RGB, &image);
+    }
+    if (e.code == heif_error_Ok) e = api.image_add_plane(image, heif_channel_interleaved, width, height, 8);
+    if (e.code != heif_error_Ok) {
+        status = fail(err, e.code == heif_error_Memory_allocation_error ? DR_HEIF_OUT_OF_MEMORY : DR_HEIF_INVALID_ARGUMENT,
+                      "libheif: %s", e.message ? e.message : "cannot make the image");
+        goto done;
+    }
+    int plane_stride = 0;
+    uint8_t *plane = api.image_get_plane(image, heif_channel_interleaved, &plane_stride);
+    if (!plane || plane_stride < width * 3) {
+        status = fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: no plane for the image");
+        goto done;
+    }
+    for (int y = 0; y < height; y++) {
+        const uint8_t *s = pixels + (size_t)y * stride;
+        uint8_t *d = plane + (size_t)y * (size_t)plane_stride;
+        for (int x = 0; x < width; x++, s += 4, d += 3) {
+            d[0] = s[0];
+            d[1] = s[1];
+            d[2] = s[2];
+        }
+    }
+    if (icc && icc_length > 0) {
+        e = api.image_set_raw_color_profile(image, "prof", icc, icc_length);
+        if (e.code != heif_error_Ok) {
+            status = fail(err, DR_HEIF_INVALID_ARGUMENT, "libheif: %s", e.message ? e.message : "cannot attach the profile");
+            goto done;
+        }
+    }
+    e = api.context_encode_image(context, image, encoder, NULL, &handle);
+    if (e.code == heif_error_Ok) {
+        struct heif_writer writer = { 1, append };
+        e = api.context_write(context, &writer, &b);
+    }
+    if (e.code != heif_error_Ok || b.failed) {
+        int memory = b.failed || e.code == heif_error_Memory_allocation_error;
+        status = fail(err, memory ? DR_HEIF_OUT_OF_MEMORY : DR_HEIF_CORRUPT, "libheif: %s",
+                      e.message && e.message[0] ? e.message : "encoding failed");
+        goto done;
+    }
+    *out = b.bytes;
+    *out_length = b.length;
+    b.bytes = NULL;
+done:
+    free(b.bytes);
+    if (handle) api.image_handle_release(handle);
+    if (image) api.image_release(image);
+    if (encoder) api.encoder_release(encoder);
+    api.context_free(context);
+    return status;
 }
 
 void dr_heif_free(void *pointer) { free(pointer); }

@@ -47,7 +47,7 @@ public struct JobOptions: Sendable, Equatable {
     }
 }
 
-/// One encoded output: the file's bytes (JPEG, WebP or PNG) and its pixel size.
+/// One encoded output: the file's bytes (JPEG, WebP, PNG or AVIF) and its pixel size.
 public struct EncodedImage: Sendable, Equatable {
     public var bytes: [UInt8]
     public var size: Size
@@ -102,15 +102,24 @@ public struct ImageJob: Sendable {
             throw PipelineFailure(stage: .decode, error: error)
         }
         // Every step is checked against the size it will receive before
-        // decoding, and so is a WebP output against what WebP can hold.
+        // decoding, and so is a WebP or AVIF output against what it may be.
         let result = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits).last ?? header.uprightSize
-        if options.format == .webp, let refusal = WebP.sizeRefusal(result) {
+        if let refusal = Self.sizeRefusal(result, as: options.format) {
             throw PipelineFailure(stage: .encode("full"), error: refusal)
         }
-        if options.thumbnailFormat == .webp, let thumbnail = options.thumbnail, let refusal = WebP.sizeRefusal(thumbnail) {
+        if let thumbnail = options.thumbnail, let refusal = Self.sizeRefusal(thumbnail, as: options.thumbnailFormat) {
             throw PipelineFailure(stage: .encode("thumbnail"), error: refusal)
         }
         return try operation(for: header).run(source, cancellation: cancellation, observer: observer)
+    }
+
+    /// Why an output of `size` cannot be written in `format`, nil when it can.
+    static func sizeRefusal(_ size: Size, as format: ImageFormat) -> ImageError? {
+        switch format {
+        case .webp: WebP.sizeRefusal(size)
+        case .avif: HEIF.avifSizeRefusal(size)
+        case .jpeg, .png: nil
+        }
     }
 
     /// Builds the chain for an image with this header. A JPEG is decoded
@@ -205,6 +214,9 @@ public struct ImageJob: Sendable {
                 } else {
                     bytes = try PNG.encode(image, iccProfile: profile, cancellation: cancel)
                 }
+            case .avif:
+                // A gray result is three equal channels, untagged, as in WebP.
+                bytes = try HEIF.encodeAVIF(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
             }
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
@@ -227,6 +239,8 @@ public struct ImageJob: Sendable {
                         bytes = try WebP.encode(small, quality: options.thumbnailQuality, cancellation: cancel)
                     case .png:
                         bytes = try PNG.encode(small, cancellation: cancel)
+                    case .avif:
+                        bytes = try HEIF.encodeAVIF(Image(small), quality: options.thumbnailQuality, cancellation: cancel)
                     }
                 case let .color(image):
                     let small = try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
@@ -239,6 +253,8 @@ public struct ImageJob: Sendable {
                         bytes = try WebP.encode(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
                     case .png:
                         bytes = try PNG.encode(small, iccProfile: profile, cancellation: cancel)
+                    case .avif:
+                        bytes = try HEIF.encodeAVIF(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
                     }
                 }
                 thumbnail = EncodedImage(bytes: bytes, size: size)

@@ -7,8 +7,8 @@
 ///     offset 6  u8   output flags: bits 0–1 chroma subsampling (0 auto,
 ///                    1 4:4:4, 2 4:2:2, 3 4:2:0), bit 2 progressive,
 ///                    bits 3–4 the full-resolution output's format and
-///                    bits 5–6 the thumbnail's (0 JPEG, 1 WebP, 2 PNG;
-///                    3 is not defined), bit 7 MUST be 0
+///                    bits 5–6 the thumbnail's (0 JPEG, 1 WebP, 2 PNG,
+///                    3 AVIF), bit 7 MUST be 0
 ///     offset 7  u8   thumbnail gravity, 0…9 (0 center … 9 smart)
 public struct JobOptions: Sendable, Hashable {
     public var thumbnailWidth: UInt16
@@ -34,13 +34,16 @@ public struct JobOptions: Sendable, Hashable {
         case webp = 1
         /// Lossless PNG; the output's quality is not used.
         case png = 2
+        /// Lossy AVIF (AV1 in HEIF) at the output's quality.
+        case avif = 3
 
-        /// "jpeg", "webp" or "png", as the command line spells it.
+        /// "jpeg", "webp", "png" or "avif", as the command line spells it.
         public var description: String {
             switch self {
             case .jpeg: "jpeg"
             case .webp: "webp"
             case .png: "png"
+            case .avif: "avif"
             }
         }
 

@@ -228,7 +228,7 @@ public struct ImageInfo: Codable, Sendable, Equatable {
     public var bytes: UInt64
     /// Lower-case hex SHA-256 of the file's bytes.
     public var sha256: String
-    /// The file's format: "jpeg", "webp" or "png".
+    /// The file's format: "jpeg", "webp", "png" or "avif".
     public var format: String
 
     public init(width: UInt32, height: UInt32, bytes: UInt64, sha256: String, format: String = "jpeg") {
@@ -254,20 +254,20 @@ public struct ImageInfo: Codable, Sendable, Equatable {
         format = try container.decodeIfPresent(String.self, forKey: .format) ?? "jpeg"
     }
 
-    /// The extension of a file holding this image: "jpg", "webp" or "png".
+    /// The extension of a file holding this image: "jpg", "webp", "png" or "avif".
     public var fileExtension: String {
         switch format {
-        case "webp": "webp"
-        case "png": "png"
+        case "webp", "png", "avif": format
         default: "jpg"
         }
     }
 
-    /// The format's name as people write it: "JPEG", "WebP" or "PNG".
+    /// The format's name as people write it: "JPEG", "WebP", "PNG" or "AVIF".
     public var formatName: String {
         switch format {
         case "webp": "WebP"
         case "png": "PNG"
+        case "avif": "AVIF"
         default: "JPEG"
         }
     }

@@ -12,8 +12,8 @@
 ///     5 pipeline     text, 1…4096 bytes
 ///     6 full size    8 bytes: width u32, height u32
 ///     7 thumb size   8 bytes: width u32, height u32
-///     8 full image   bytes, at least 1 (a JPEG, WebP or PNG file)
-///     9 thumb image  bytes, at least 1 (a JPEG, WebP or PNG file)
+///     8 full image   bytes, at least 1 (a JPEG, WebP, PNG or AVIF file)
+///     9 thumb image  bytes, at least 1 (a JPEG, WebP, PNG or AVIF file)
 public struct StoreRequest: WireMessage {
     public static let command = Command.store
     public var requestID: UInt64

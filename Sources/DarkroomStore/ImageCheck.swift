@@ -2,15 +2,16 @@ import DarkroomImage
 import DarkroomProtocol
 
 /// What the storage node checks in a STORE's two images before it keeps
-/// anything (DRK1 section 11): each must be a JPEG, a still WebP or a PNG
-/// whose header is within the limits and gives exactly the size the STORE
+/// anything (DRK1 section 11): each must be a JPEG, a still WebP, a PNG or
+/// an AVIF whose header is within the limits and gives exactly the size the STORE
 /// declares for it (frames 6 and 7). The full-resolution image is checked
 /// first; the first failure is the answer, and the STORE is not stored.
 ///
 /// Only the header is read (libjpeg's `jpeg_read_header`, through
 /// `JPEG.readHeader`, libwebp's `WebPGetFeatures`, through
-/// `WebP.readHeader`, or libpng's chunks up to IDAT, through
-/// `PNG.readHeader`): the markers up to the first scan, a few microseconds
+/// `WebP.readHeader`, libpng's chunks up to IDAT, through
+/// `PNG.readHeader`, or libheif's boxes up to the primary image's
+/// properties, through `HEIF.readHeader`): the markers up to the first scan, a few microseconds
 /// for a worker's output whatever its pixel count, and no pixel buffer. The entropy-coded data
 /// after the header is not looked at, so a file whose scan is cut short or
 /// damaged passes: finding that out costs a full decode, and a worker that
@@ -58,6 +59,16 @@ struct ImageCheck: Sendable {
             } catch {
                 return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
             }
+        } else if HEIF.isHEIF(bytes) {
+            let header: HEIFHeader
+            do {
+                header = try HEIF.readHeader(bytes, limits: limits)
+            } catch {
+                return ProtocolError(Self.code(of: error), "\(name): \(error.message)")
+            }
+            // Workers write AVIF; a HEIC is not an output DRK1 names.
+            guard header.isAVIF else { return ProtocolError(.invalidImage, "\(name): a HEIF that is not an AVIF (coded with HEVC, not AV1)") }
+            size = header.size
         } else {
             do {
                 // The size in the frame header (SOF), as the pixels are
@@ -90,8 +101,8 @@ struct ImageCheck: Sendable {
             // Bytes that start like neither format; "not a JPEG (starts with
             // 89 50 4E 47: looks like PNG)" keeps its detail.
             error.message.hasPrefix("not a JPEG (")
-                ? "not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature; " + error.message.dropFirst("not a JPEG (".count)
-                : "not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature)"
+                ? "not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box; " + error.message.dropFirst("not a JPEG (".count)
+                : "not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box)"
         case .truncated: "truncated header (the data ends before the first scan)"
         case .empty: "empty (0 bytes)"
         default: error.message

@@ -34,7 +34,7 @@ struct StoreFailure: Error, CustomStringConvertible {
 ///
 /// Both keep the job id, source name, pipeline, width, height, byte size,
 /// SHA-256 (lower-case hex), creation time (Unix ms) and file format
-/// (`jpeg`, `webp` or `png`; version 2, older rows are JPEGs). The image bytes are
+/// (`jpeg`, `webp`, `png` or `avif`; version 2, older rows are JPEGs). The image bytes are
 /// either inline (`blob`) or, above the threshold, in a content-addressed
 /// file named by `blob_path` (relative to the blob directory); exactly one of
 /// the two is set.
@@ -324,10 +324,12 @@ final class RecordStore {
 
 
     /// The format of an image that passed `ImageCheck`, which takes
-    /// anything that starts like neither a WebP nor a PNG for a JPEG.
+    /// anything that starts like none of the others for a JPEG (and only
+    /// an AVIF among HEIF files).
     static func format(of bytes: [UInt8]) -> String {
         if WebP.isWebP(bytes) { return ImageFormat.webp.rawValue }
         if PNG.isPNG(bytes) { return ImageFormat.png.rawValue }
+        if HEIF.isHEIF(bytes) { return ImageFormat.avif.rawValue }
         return ImageFormat.jpeg.rawValue
     }
 

@@ -1107,6 +1107,7 @@ extension ImageFormat {
         case .jpeg: self = .jpeg
         case .webp: self = .webp
         case .png: self = .png
+        case .avif: self = .avif
         }
     }
 }

@@ -765,16 +765,16 @@ struct FuzzMaker {
             return Mutation(bytes, "thumbnail quality \(bytes[5])", malformed: true)
         case 4:
             if random.percent(50) {
-                // Format 3 (full resolution, thumbnail), bit 7, everything.
-                bytes[6] = random.pick([UInt8(0x18), 0x60, 0x78, 0x80, 0xFF])
+                // Bit 7, alone or beside every format value.
+                bytes[6] = random.pick([UInt8(0x80), 0x98, 0xE0, 0xFF])
                 return Mutation(bytes, "undefined output flags \(bytes[6])", malformed: true)
             }
             bytes[7] = random.pick([UInt8(10), 0x80, 0xFF])
             return Mutation(bytes, "thumbnail gravity \(bytes[7])", malformed: true)
         case 6:
             // Every defined flag value, a subsampling mode, progressive or
-            // not, JPEG, WebP or PNG outputs, and every thumbnail gravity (allowed).
-            bytes[6] = UInt8(random.below(8)) | UInt8(random.below(3)) << 3 | UInt8(random.below(3)) << 5
+            // not, JPEG, WebP, PNG or AVIF outputs, and every thumbnail gravity (allowed).
+            bytes[6] = UInt8(random.below(8)) | UInt8(random.below(4)) << 3 | UInt8(random.below(4)) << 5
             bytes[7] = UInt8(random.below(10))
             return Mutation(bytes, "output flags \(bytes[6]), thumbnail gravity \(bytes[7]) (allowed)", malformed: false)
         case 5:

@@ -39,10 +39,15 @@ struct FuzzTests {
         try h.startWorker(FuzzTests.worker, concurrency: 2)
 
         // A few normal jobs first: the memory measured next is that of a
-        // system that has already done its work once.
+        // system that has already done its work once, in every output
+        // format (the fuzz asks for all of them, and AVIF loads libheif and
+        // its codecs into the worker and the storage node on first use).
         let photos = try h.writeImages(4, name: "warm-up", size: Size(width: 64, height: 48))
-        let warmUp = try h.run(["submit", photos.path, "--ops", "scale:32x32,mode=fill | grayscale", "--thumb", "16x16", "--wait"] + h.clientFlags)
-        try #require(warmUp.status == 0, "the warm-up jobs were not stored: \(warmUp.stderr)\n\(h.log("broker").suffix(2000))")
+        for formats in [["--format", "jpeg"], ["--format", "avif", "--thumb-format", "webp"], ["--format", "png"]] {
+            let warmUp = try h.run(["submit", photos.path, "--ops", "scale:32x32,mode=fill | grayscale", "--thumb", "16x16", "--wait"]
+                                   + formats + h.clientFlags)
+            try #require(warmUp.status == 0, "the warm-up jobs were not stored: \(warmUp.stderr)\n\(h.log("broker").suffix(2000))")
+        }
 
         let context = try Context()
         let report = FuzzReport(seed: seed)

@@ -55,6 +55,6 @@ struct WebPSystemTests {
         #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: sheet)))).iccProfile == profile)
 
         let wrong = try h.run(["submit", folder.path, "--ops", "grayscale", "--format", "gif"] + h.clientFlags)
-        #expect(wrong.status == 64 && wrong.stderr.contains("--format must be jpeg, webp or png, not \"gif\""), "\(wrong.stderr)")
+        #expect(wrong.status == 64 && wrong.stderr.contains("--format must be jpeg, webp, png or avif, not \"gif\""), "\(wrong.stderr)")
     }
 }

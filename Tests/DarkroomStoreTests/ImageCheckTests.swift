@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomFixtures
 import DarkroomImage
 import DarkroomProtocol
 import DarkroomZMQ
@@ -37,19 +38,34 @@ import Testing
         #expect(check.failure(of: request(full: colour, thumb: thumbJPEG(seed: 2))) == nil)
     }
 
+    @Test func aPNGAndAnAVIFPassButAHEICDoesNot() throws {
+        let picture = SamplePhoto.render(Size(width: 64, height: 48), seed: 3)
+        let png = try PNG.encode(picture), avif = try HEIF.encodeAVIF(picture, quality: 60)
+        #expect(check.failure(of: request(full: png, thumb: thumbJPEG(seed: 1))) == nil)
+        #expect(check.failure(of: request(full: avif, thumb: thumbJPEG(seed: 1))) == nil)
+        #expect(RecordStore.format(of: png) == "png" && RecordStore.format(of: avif) == "avif")
+        let heic = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48))
+        let refused = check.failure(of: request(full: heic, thumb: thumbJPEG(seed: 1)))
+        #expect(refused?.code == .invalidImage && refused?.reason == "full: a HEIF that is not an AVIF (coded with HEVC, not AV1)",
+                "\(String(describing: refused))")
+        // Of another size than declared, as for the other formats.
+        let small = try HEIF.encodeAVIF(SamplePhoto.render(Size(width: 63, height: 48), seed: 3), quality: 60)
+        #expect(check.failure(of: request(full: small, thumb: thumbJPEG(seed: 1)))?.reason == "full: header says 63x48, STORE declares 64x48")
+    }
+
     @Test func garbageDeclaredAsAJPEGIsNotAJPEG() {
         let garbage = fixture(4000, seed: 7)
         let declared = (ImageSize(width: 100, height: 100), ImageSize(width: 100, height: 100))
         let full = check.failure(of: request(full: garbage, thumb: jpeg(100, 100, seed: 1), declaring: declared))
         #expect(full?.code == .invalidImage)
-        #expect(full?.reason.hasPrefix("full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature") == true, "\(String(describing: full))")
+        #expect(full?.reason.hasPrefix("full: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box") == true, "\(String(describing: full))")
         let thumb = check.failure(of: request(full: jpeg(100, 100, seed: 1), thumb: garbage, declaring: declared))
         #expect(thumb?.code == .invalidImage)
-        #expect(thumb?.reason.hasPrefix("thumbnail: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature") == true, "\(String(describing: thumb))")
+        #expect(thumb?.reason.hasPrefix("thumbnail: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box") == true, "\(String(describing: thumb))")
         // Bytes that start like a GIF say what they look like.
         let gif = Array("GIF89a".utf8) + garbage
         let named = check.failure(of: request(full: gif, thumb: thumbJPEG(seed: 1)))
-        #expect(named?.reason == "full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature; starts with 47 49 46 38: looks like GIF)",
+        #expect(named?.reason == "full: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box; starts with 47 49 46 38: looks like GIF)",
                 "\(String(describing: named))")
         // A PNG signature and then garbage is a corrupt PNG.
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + garbage
@@ -125,8 +141,8 @@ import Testing
         let refusals: [(StoreRequest, ErrorCode, String)] = [
             (request(full: fixture(3000, seed: 1), thumb: jpeg(100, 100, seed: 2), requestID: 21,
                      declaring: (ImageSize(width: 100, height: 100), ImageSize(width: 100, height: 100))),
-             .invalidImage, "full: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature"),
-            (request(full: fullJPEG(seed: 3), thumb: fixture(300, seed: 4), requestID: 22), .invalidImage, "thumbnail: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature"),
+             .invalidImage, "full: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box"),
+            (request(full: fullJPEG(seed: 3), thumb: fixture(300, seed: 4), requestID: 22), .invalidImage, "thumbnail: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box"),
             (request(full: jpeg(63, 48, seed: 5), thumb: thumbJPEG(seed: 6), requestID: 23), .invalidImage,
              "full: header says 63x48, STORE declares 64x48"),
             (request(full: fullJPEG(seed: 7), thumb: jpeg(16, 17, seed: 8), requestID: 24), .invalidImage,

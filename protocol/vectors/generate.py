@@ -48,6 +48,7 @@ def options(tw, th, q, tq, flags=0, gravity=0): return struct.pack(">HHBBBB", tw
 SUB_AUTO, SUB_444, SUB_422, SUB_420, PROGRESSIVE = 0, 1, 2, 3, 4
 WEBP, THUMB_WEBP = 1 << 3, 1 << 5  # bits 3-4 and 5-6: 0 JPEG, 1 WebP, 2 PNG
 PNG, THUMB_PNG = 2 << 3, 2 << 5
+AVIF, THUMB_AVIF = 3 << 3, 3 << 5
 def size(w, h): return struct.pack(">II", w, h)
 def js(obj): return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 def msg(cmd, *fields): return [DRK1, u8(cmd), *fields]
@@ -150,6 +151,9 @@ vector("submit-png", "frontend", "SUBMIT asking for a PNG at full resolution and
 vector("job-png-thumbnail", "backend", "JOB asking for a JPEG at full resolution and a PNG thumbnail (flags 0x40)",
        msg(JOB, text(JOB_ID), u32(1), options(256, 256, 90, 70, THUMB_PNG), text("grayscale"), text("a.jpg"), IMAGE),
        {"command": "JOB", "jobID": JOB_ID, "options.format": "jpeg", "options.thumbnailFormat": "png"})
+vector("submit-avif", "frontend", "SUBMIT asking for both outputs as AVIF (flags 0x78)",
+       msg(SUBMIT, u64(51), u8(5), options(256, 256, 60, 50, AVIF | THUMB_AVIF), text("grayscale"), text("a.jpg"), IMAGE),
+       {"command": "SUBMIT", "requestID": 51, "options.format": "avif", "options.thumbnailFormat": "avif"})
 vector("submit-scheduled", "frontend", "SUBMIT request 47 with a submit key and a not-before time (frame 9)",
        msg(SUBMIT, u64(47), u8(5), options(256, 256, 95, 70), text("grayscale"), text("a.jpg"), IMAGE, text(JOB_ID_2), u64(1767225600000)),
        {"command": "SUBMIT", "requestID": 47, "submitKey": JOB_ID_2, "notBefore": 1767225600000})
@@ -344,7 +348,7 @@ vector("error-invalid-image", "store", "ERROR answering STORE 77: the full image
        msg(ERROR, u64(77), u16(302), text("full: header says 2047x2048, STORE declares 2048x2048")),
        {"command": "ERROR", "requestID": 77, "code": 302, "reason": "full: header says 2047x2048, STORE declares 2048x2048"})
 vector("error-not-a-jpeg", "store", "ERROR answering STORE 78: the thumbnail is not a JPEG",
-       msg(ERROR, u64(78), u16(302), text("thumbnail: not a JPEG, WebP or PNG (no SOI marker, RIFF WEBP header or PNG signature; starts with 3F 11 A0 07)")),
+       msg(ERROR, u64(78), u16(302), text("thumbnail: not a JPEG, WebP, PNG or AVIF (no SOI marker, RIFF WEBP header, PNG signature or HEIF ftyp box; starts with 3F 11 A0 07)")),
        {"command": "ERROR", "requestID": 78, "code": 302})
 vector("list", "store", "LIST 20 newest", msg(LIST, u64(10), u32(20), b""),
        {"command": "LIST", "requestID": 10, "limit": 20, "before": "nil"})
@@ -471,12 +475,9 @@ bad("submit-options-length", "frontend", "SUBMIT with a 6-byte options frame",
 bad("submit-undefined-flag", "frontend", "SUBMIT whose output flags set bit 7, which is not defined",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0x80), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) output flags are 128: bit 7 is not defined")
-bad("submit-undefined-format", "frontend", "SUBMIT whose full-resolution format (bits 3-4) is 3, which is not defined",
-    msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 3 << 3), text(PIPELINE), text("a.jpg"), IMAGE), 101,
-    "SUBMIT: frame 4 (options) output flags are 24: full-resolution format 3 is not defined (0 jpeg, 1 webp, 2 png)")
-bad("job-undefined-thumbnail-format", "backend", "JOB whose thumbnail format (bits 5-6) is 3, which is not defined",
-    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, 3 << 5), text("grayscale"), text("a.jpg"), IMAGE), 101,
-    "JOB: frame 4 (options) output flags are 96: thumbnail format 3 is not defined (0 jpeg, 1 webp, 2 png)")
+bad("job-undefined-flag-bit", "backend", "JOB whose output flags set bit 7 beside AVIF formats",
+    msg(JOB, text(JOB_ID), u32(1), options(256, 256, 95, 70, 0x80 | AVIF | THUMB_AVIF), text("grayscale"), text("a.jpg"), IMAGE), 101,
+    "JOB: frame 4 (options) output flags are 248: bit 7 is not defined")
 bad("submit-thumbnail-gravity", "frontend", "SUBMIT whose thumbnail gravity is 10 (0-9 are defined)",
     msg(SUBMIT, u64(42), u8(5), options(256, 256, 95, 70, 0, 10), text(PIPELINE), text("a.jpg"), IMAGE), 101,
     "SUBMIT: frame 4 (options) thumbnail gravity is 10, must be 0…9")

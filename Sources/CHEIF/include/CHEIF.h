@@ -114,6 +114,19 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
 int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
                    int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
                    char message[DR_HEIF_MESSAGE_MAX]);
+/* Writes `width` x `height` RGBX rows, `stride` bytes apart (the fourth
+   byte of each pixel is dropped), as an AVIF: AV1 through libheif's AV1
+   encoder (libaom on Debian), lossy at `quality` 1-100 with the encoder's
+   own speed and chroma (4:2:0), on one thread, 8 bits a sample, with the
+   ICC profile at `icc` in a 'prof' colour box when `icc_length` > 0.
+   libheif's encode cannot be stopped part way: `should_stop` (may be NULL)
+   is asked once, before it starts. On success *out holds the file, to
+   release with dr_heif_free; DR_HEIF_UNSUPPORTED when libheif or its AV1
+   encoder is missing. */
+dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
+                                   const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
+                                   void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err);
+
 void dr_heif_free(void *pointer);
 
 #ifdef __cplusplus

@@ -46,6 +46,9 @@ enum ContactSheetCommand {
                     thumbnails.append(try WebP.decode(bytes))
                     // An RGB profile, as a JPEG thumbnail's counts.
                     profiles.append(WebP.iccProfile(bytes).flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
+                } else if HEIF.isHEIF(bytes) {
+                    thumbnails.append(try HEIF.decode(bytes))
+                    profiles.append(try HEIF.readHeader(bytes).iccProfile.flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
                 } else if PNG.isPNG(bytes) {
                     thumbnails.append(try PNG.decode(bytes))
                     profiles.append(try PNG.readHeader(bytes).iccProfile.flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })

@@ -14,8 +14,9 @@ enum ProcessCommand {
         discussion: """
         Writes NAME.jpg (the pipeline's result) and NAME.thumb.jpg (an aspect-fill
         thumbnail of it), or NAME.webp and NAME.thumb.webp with --format webp
-        (NAME.png and NAME.thumb.png with --format png), into the output
-        directory for each input. NAME is the
+        (NAME.png and NAME.thumb.png with --format png, NAME.avif and
+        NAME.thumb.avif with --format avif), into the output directory for
+        each input. NAME is the
         input's name without its extension, with -2, -3... added where another
         input's file would have the same name. A bad file is reported with the
         step and the reason and never stops the batch. Exits 0 when every input
@@ -197,9 +198,9 @@ struct ImageOptions {
         default: "center")
 
     static let formatSpec = OptionSpec.value("format", "FORMAT",
-        help: "File format of the outputs: jpeg, webp (lossy WebP at the same qualities; at most 16383 pixels a side) or png (lossless; the qualities do not apply).", default: "jpeg")
+        help: "File format of the outputs: jpeg, webp (lossy WebP at the same qualities; at most 16383 pixels a side), png (lossless; the qualities do not apply) or avif (lossy AV1 at the same qualities; about 30 times the time of a JPEG).", default: "jpeg")
     static let thumbFormatSpec = OptionSpec.value("thumb-format", "FORMAT",
-        help: "File format of the thumbnail, jpeg, webp or png, when it differs from --format.")
+        help: "File format of the thumbnail, jpeg, webp, png or avif, when it differs from --format.")
 
     /// `--format` and `--thumb-format`: the full-resolution output's format
     /// and the thumbnail's, which follows the first unless given.
@@ -208,7 +209,7 @@ struct ImageOptions {
             guard let text = args.value(option) else { return nil }
             let name = text.lowercased()
             guard let format = ImageFormat(rawValue: name == "jpg" ? "jpeg" : name) else {
-                throw UsageError("--\(option) must be jpeg, webp or png, not \"\(text)\"")
+                throw UsageError("--\(option) must be jpeg, webp, png or avif, not \"\(text)\"")
             }
             return format
         }

@@ -319,7 +319,7 @@ enum GetCommand {
         discussion: "ID is a record id or a job id. The bytes are checked against the stored sha256.",
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.")],
         options: [
-            .value("output", short: "o", "FILE", help: "(required) Where to write the image, JPEG, WebP or PNG as stored ('-' for stdout)."),
+            .value("output", short: "o", "FILE", help: "(required) Where to write the image, JPEG, WebP, PNG or AVIF as stored ('-' for stdout)."),
             .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
             ClientOptions.store,
             ClientOptions.timeout,

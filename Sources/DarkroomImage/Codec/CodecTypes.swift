@@ -51,13 +51,16 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case webp
     /// Lossless 8-bit PNG, RGB or gray (see `PNG.encode`).
     case png
+    /// Lossy AV1 in HEIF (see `HEIF.encodeAVIF`).
+    case avif
 
-    /// The extension of a file in this format: "jpg", "webp" or "png".
+    /// The extension of a file in this format: "jpg", "webp", "png" or "avif".
     public var fileExtension: String {
         switch self {
         case .jpeg: "jpg"
         case .webp: "webp"
         case .png: "png"
+        case .avif: "avif"
         }
     }
 }

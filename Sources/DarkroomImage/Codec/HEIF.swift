@@ -107,6 +107,49 @@ public enum HEIF {
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
     }
 
+    // MARK: - AVIF outputs
+
+    /// The most pixels an AVIF output may have: 4096 × 4096. libaom needs
+    /// some 25 bytes a pixel to encode (100 MB for 4 MP, measured), so a
+    /// 50 MP result would cost a worker over a gigabyte for one job.
+    public static let maxAVIFPixels = 4096 * 4096
+
+    /// Why an image of `size` is not written as AVIF, nil when it is: for a
+    /// job to fail before it decodes what it would not write.
+    public static func avifSizeRefusal(_ size: Size) -> ImageError? {
+        guard size.width * size.height > maxAVIFPixels else { return nil }
+        return ImageError(.encodeFailed, "cannot encode a \(size.width)x\(size.height) image as AVIF: AVIF outputs may have at most \(maxAVIFPixels) pixels (4096x4096), as encoding takes some 25 bytes a pixel")
+    }
+
+    /// Encodes an image as an AVIF (AV1 in HEIF) through libheif's AV1
+    /// encoder: lossy at `quality` 1 to 100 (libheif's quality), 8-bit
+    /// YCbCr 4:2:0, on the calling thread, with `iccProfile` in a colour
+    /// box when given. libheif's encode cannot be stopped part way:
+    /// `cancellation` is looked at before and after it.
+    public static func encodeAVIF(
+        _ image: Image, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        guard (1...100).contains(quality) else {
+            throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(quality)")
+        }
+        if let refusal = avifSizeRefusal(Size(width: image.width, height: image.height)) { throw refusal }
+        return try ShimDecode.encoded(image.pixels, iccProfile: iccProfile, cancellation: cancellation, free: { dr_heif_free($0) }) {
+            pixels, icc, stop, out, length in
+            var error = dr_heif_error()
+            let status = dr_heif_encode_avif(
+                pixels, Int32(clamping: image.width), Int32(clamping: image.height), image.stride, Int32(quality),
+                icc.baseAddress, icc.count, ShimDecode.shouldStop, stop, &out, &length, &error)
+            let text = Sniff.text(ofCString: error.message)
+            switch status {
+            case DR_HEIF_OK: return out == nil ? ImageError(.encodeFailed, "AVIF encoding failed (no output)") : nil
+            case DR_HEIF_CANCELLED: return ImageError.cancelled
+            case DR_HEIF_INVALID_ARGUMENT: return ImageError(.invalidArgument, "invalid AVIF encode request: \(text)")
+            case DR_HEIF_UNSUPPORTED: return ImageError(.encodeFailed, "cannot write AVIF: \(text)")
+            default: return ImageError(.encodeFailed, "AVIF encoding failed (\(text))")
+            }
+        }
+    }
+
     // MARK: - Internals
 
     /// `size` is the header's when the shim refused it (too large, or 0

@@ -3,11 +3,11 @@ import DarkroomImage
 import Foundation
 import Testing
 
-/// `--format png` through real processes: a worker writes lossless files,
+/// `--format png` and `--format avif` through real processes: a worker writes the files,
 /// the storage node checks and keeps them, and `ls`, `get` and
 /// `contact-sheet` show and read them.
-@Suite("PNG outputs end to end", .serialized)
-struct PNGOutputSystemTests {
+@Suite("PNG and AVIF outputs end to end", .serialized)
+struct OutputFormatSystemTests {
     @Test("submit --format png stores lossless PNGs with the source's profile, byte for byte as process writes them; a gray result is a gray PNG; ls, get and contact-sheet read them")
     func pngEndToEnd() throws {
         let h = try SystemHarness()
@@ -59,5 +59,33 @@ struct PNGOutputSystemTests {
         let sheet = h.dir.path("sheet.jpg")
         let made = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
         #expect(made.status == 0 && made.stderr.contains("2 thumbnails"), "\(made.stderr)")
+    }
+
+    @Test("submit --format avif stores AVIFs with the source's profile, byte for byte as process writes them; ls and get name them")
+    func avifEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        let profile = PNGFixtures.iccProfile()
+        let folder = h.dir.url.appendingPathComponent("tagged")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
+        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let flags = ["--ops", "scale:96x72", "--thumb", "30x30", "--quality", "60", "--thumb-quality", "40"]
+
+        let job = try h.submitStored(folder, flags + ["--format", "avif"])
+        let (full, fullNote) = try h.getImage(job, thumb: false, to: "full.avif")
+        let (thumb, _) = try h.getImage(job, thumb: true, to: "thumb.avif")
+        let fullHeader = try HEIF.readHeader(full), thumbHeader = try HEIF.readHeader(thumb)
+        #expect(fullHeader.isAVIF && fullHeader.size == Size(width: 96, height: 72) && fullHeader.iccProfile == profile)
+        #expect(thumbHeader.isAVIF && thumbHeader.size == Size(width: 30, height: 30) && thumbHeader.iccProfile == profile)
+        #expect(fullNote.contains("wrote \(h.dir.path("full.avif")): avif 96x72"), "\(fullNote)")
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local"), "--format", "avif"] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.avif"))) == full)
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/photo.thumb.avif"))) == thumb)
+        let formats = try h.listedFormats()
+        #expect(formats.full == ["avif"] && formats.thumbnail == ["avif"], "\(formats)")
+        let sheet = try h.run(["contact-sheet", "-o", h.dir.path("sheet.jpg")] + h.storeFlags)
+        #expect(sheet.status == 0 && sheet.stderr.contains("1 thumbnail"), "\(sheet.stderr)")
     }
 }
