@@ -13,10 +13,7 @@ struct OutputFormatSystemTests {
         let h = try SystemHarness()
         try h.startSystem(workers: [("w1", 1)])
         let profile = PNGFixtures.iccProfile()
-        let folder = h.dir.url.appendingPathComponent("tagged")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
-        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let folder = try h.taggedPhotoFolder(profile: profile)
         let flags = ["--ops", "scale:96x72", "--thumb", "30x30"]
 
         let job = try h.submitStored(folder, flags + ["--format", "png"])
@@ -66,10 +63,7 @@ struct OutputFormatSystemTests {
         let h = try SystemHarness()
         try h.startSystem(workers: [("w1", 1)])
         let profile = PNGFixtures.iccProfile()
-        let folder = h.dir.url.appendingPathComponent("tagged")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
-        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let folder = try h.taggedPhotoFolder(profile: profile)
         let flags = ["--ops", "scale:96x72", "--thumb", "30x30", "--quality", "60", "--thumb-quality", "40"]
 
         let job = try h.submitStored(folder, flags + ["--format", "avif"])

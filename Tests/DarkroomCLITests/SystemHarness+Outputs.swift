@@ -1,3 +1,4 @@
+import DarkroomImage
 import Foundation
 import Testing
 
@@ -5,6 +6,16 @@ import Testing
 /// wait for its job, fetch a stored image, and read the formats `ls`
 /// reports.
 extension SystemHarness {
+    /// A folder "tagged" holding photo.jpg, a 160×120 picture at quality 90
+    /// carrying `profile`.
+    func taggedPhotoFolder(profile: [UInt8]) throws -> URL {
+        let folder = dir.url.appendingPathComponent("tagged")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
+        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        return folder
+    }
+
     /// Submits `folder` with `flags`, waits, and returns the stored job's id.
     func submitStored(_ folder: URL, _ flags: [String]) throws -> String {
         let run = try self.run(["submit", folder.path, "--wait", "--json"] + flags + clientFlags)

@@ -13,10 +13,7 @@ struct WebPSystemTests {
         try h.startSystem(workers: [("w1", 1)])
         var profile = (0..<700).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) }
         profile.replaceSubrange(16..<20, with: Array("RGB ".utf8))
-        let folder = h.dir.url.appendingPathComponent("tagged")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let source = try JPEG.encode(SamplePhoto.render(Size(width: 160, height: 120), seed: 3), options: EncodeOptions(quality: 90, iccProfile: profile))
-        try Data(source).write(to: folder.appendingPathComponent("photo.jpg"))
+        let folder = try h.taggedPhotoFolder(profile: profile)
         let flags = ["--ops", "scale:96x72", "--thumb", "30x30", "--quality", "85", "--thumb-quality", "60"]
 
         let job = try h.submitStored(folder, flags + ["--format", "webp"])
