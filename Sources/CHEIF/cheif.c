@@ -709,90 +709,13 @@ static struct heif_error append(struct heif_context *context, const void *data, 
     return ok;
 }
 
-int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
-                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
-                   char message[DR_HEIF_MESSAGE_MAX]) {
-    if (!pixels || !out || !out_length || width <= 0 || height <= 0 || (bit_depth != 8 && bit_depth != 10 && bit_depth != 12)) {
-        snprintf(message, DR_HEIF_MESSAGE_MAX, "nothing to encode");
-        return -1;
-    }
-    const char *missing = load_libheif();
-    if (missing) {
-        snprintf(message, DR_HEIF_MESSAGE_MAX, "%s", missing);
-        return -1;
-    }
-    struct heif_context *context = api.context_alloc();
-    struct heif_encoder *encoder = NULL;
-    struct heif_image *image = NULL;
-    struct heif_image_handle *handle = NULL;
-    buffer b = { NULL, 0, 0 };
-    int result = -1;
-    struct heif_error e = api.context_get_encoder_for_format(context, av1 ? heif_compression_AV1 : heif_compression_HEVC, &encoder);
-    if (e.code != heif_error_Ok) goto done;
-    e = lossless ? api.encoder_set_lossless(encoder, 1) : api.encoder_set_lossy_quality(encoder, quality);
-    if (e.code != heif_error_Ok) goto done;
-    enum heif_chroma chroma = bit_depth == 8 ? (has_alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
-                                             : (has_alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE);
-    e = api.image_create(width, height, heif_colorspace_RGB, chroma, &image);
-    if (e.code != heif_error_Ok) goto done;
-    e = api.image_add_plane(image, heif_channel_interleaved, width, height, bit_depth);
-    if (e.code != heif_error_Ok) goto done;
-    int stride = 0;
-    uint8_t *plane = api.image_get_plane(image, heif_channel_interleaved, &stride);
-    const size_t row = (size_t)width * (has_alpha ? 4 : 3);
-    for (int y = 0; y < height; y++) {
-        const uint8_t *s = pixels + (size_t)y * row;
-        uint8_t *d = plane + (size_t)y * (size_t)stride;
-        if (bit_depth == 8) {
-            memcpy(d, s, row);
-        } else {
-            for (size_t i = 0; i < row; i++) {
-                unsigned v = ((unsigned)s[i] << (bit_depth - 8)) | ((unsigned)s[i] >> (16 - bit_depth));
-                d[2 * i] = (uint8_t)(v & 0xFF);
-                d[2 * i + 1] = (uint8_t)(v >> 8);
-            }
-        }
-    }
-    if (icc && icc_length > 0) {
-        e = api.image_set_raw_color_profile(image, "prof", icc, icc_length);
-        if (e.code != heif_error_Ok) goto done;
-    }
-    e = api.context_encode_image(context, image, encoder, NULL, &handle);
-    if (e.code != heif_error_Ok) goto done;
-    struct heif_writer writer = { 1, append };
-    e = api.context_write(context, &writer, &b);
-    if (e.code != heif_error_Ok || b.failed) goto done;
-    *out = b.bytes;
-    *out_length = b.length;
-    b.bytes = NULL;
-    result = 0;
-done:
-    if (result != 0) snprintf(message, DR_HEIF_MESSAGE_MAX, "%s", e.message ? e.message : "encoding failed");
-    free(b.bytes);
-    if (handle) api.image_handle_release(handle);
-    if (image) api.image_release(image);
-    if (encoder) api.encoder_release(encoder);
-    api.context_free(context);
-    return result;
-}
-
-dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
-                                   const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
-                                   void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err) {
-    if (err) {
-        err->status = DR_HEIF_OK;
-        err->message[0] = 0;
-    }
-    if (!out || !out_length) return fail(err, DR_HEIF_INVALID_ARGUMENT, "no place for the output");
-    *out = NULL;
-    *out_length = 0;
-    if (!pixels || width <= 0 || height <= 0 || stride < (size_t)width * 4 || quality < 1 || quality > 100) {
-        return fail(err, DR_HEIF_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes at quality %d", width, height,
-                    stride, quality);
-    }
-    const char *missing = load_libheif();
-    if (missing) return fail(err, DR_HEIF_UNSUPPORTED, "%s", missing);
-    if (should_stop && should_stop(stop_context)) return fail(err, DR_HEIF_CANCELLED, "stopped on request");
+/* One image written as a HEIF file, for both encoders: `in_samples` bytes a
+   pixel in rows `stride` apart, of which the first 3 (4 with `has_alpha`)
+   are coded, each widened to `bit_depth` bits as v << (bits - 8) |
+   v >> (16 - bits); with `one_thread` the encoder is asked to use one. */
+static dr_heif_status encode_image(const uint8_t *pixels, int width, int height, size_t stride, int in_samples, int has_alpha,
+                                   int av1, int quality, int lossless, int bit_depth, int one_thread, const uint8_t *icc,
+                                   size_t icc_length, uint8_t **out, size_t *out_length, dr_heif_error *err) {
     struct heif_context *context = api.context_alloc();
     if (!context) return fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: out of memory");
     struct heif_encoder *encoder = NULL;
@@ -800,37 +723,49 @@ dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height,
     struct heif_image_handle *handle = NULL;
     buffer b = { NULL, 0, 0 };
     dr_heif_status status = DR_HEIF_OK;
-    struct heif_error e = api.context_get_encoder_for_format(context, heif_compression_AV1, &encoder);
+    struct heif_error e = api.context_get_encoder_for_format(context, av1 ? heif_compression_AV1 : heif_compression_HEVC, &encoder);
     if (e.code != heif_error_Ok) {
-        status = fail(err, DR_HEIF_UNSUPPORTED, "no AV1 encoder in this libheif (%s)", e.message ? e.message : "");
+        status = fail(err, DR_HEIF_UNSUPPORTED, "no %s encoder in this libheif (%s)", av1 ? "AV1" : "HEVC", e.message ? e.message : "");
         goto done;
     }
-    e = api.encoder_set_lossy_quality(encoder, quality);
+    e = lossless ? api.encoder_set_lossless(encoder, 1) : api.encoder_set_lossy_quality(encoder, quality);
     if (e.code == heif_error_Ok) {
-        /* One thread, as every step of a job runs on the worker's thread for
-           it; an encoder without the parameter keeps its own. */
-        (void)api.encoder_set_parameter(encoder, "threads", "1");
-        e = api.image_create(width, height, heif_colorspace_RGB, heif_chroma_interleaved_RGB, &image);
+        /* An encoder without the parameter keeps its own. */
+        if (one_thread) (void)api.encoder_set_parameter(encoder, "threads", "1");
+        enum heif_chroma chroma = bit_depth == 8 ? (has_alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
+                                                 : (has_alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE);
+        e = api.image_create(width, height, heif_colorspace_RGB, chroma, &image);
     }
-    if (e.code == heif_error_Ok) e = api.image_add_plane(image, heif_channel_interleaved, width, height, 8);
+    if (e.code == heif_error_Ok) e = api.image_add_plane(image, heif_channel_interleaved, width, height, bit_depth);
     if (e.code != heif_error_Ok) {
         status = fail(err, e.code == heif_error_Memory_allocation_error ? DR_HEIF_OUT_OF_MEMORY : DR_HEIF_INVALID_ARGUMENT,
                       "libheif: %s", e.message ? e.message : "cannot make the image");
         goto done;
     }
+    const int samples = has_alpha ? 4 : 3, bytes = bit_depth == 8 ? 1 : 2;
     int plane_stride = 0;
     uint8_t *plane = api.image_get_plane(image, heif_channel_interleaved, &plane_stride);
-    if (!plane || plane_stride < width * 3) {
+    if (!plane || plane_stride < width * samples * bytes) {
         status = fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: no plane for the image");
         goto done;
     }
     for (int y = 0; y < height; y++) {
         const uint8_t *s = pixels + (size_t)y * stride;
         uint8_t *d = plane + (size_t)y * (size_t)plane_stride;
-        for (int x = 0; x < width; x++, s += 4, d += 3) {
-            d[0] = s[0];
-            d[1] = s[1];
-            d[2] = s[2];
+        if (bit_depth == 8 && in_samples == samples) {
+            memcpy(d, s, (size_t)width * samples);
+            continue;
+        }
+        for (int x = 0; x < width; x++, s += in_samples) {
+            for (int c = 0; c < samples; c++) {
+                if (bit_depth == 8) {
+                    *d++ = s[c];
+                } else {
+                    unsigned v = ((unsigned)s[c] << (bit_depth - 8)) | ((unsigned)s[c] >> (16 - bit_depth));
+                    *d++ = (uint8_t)(v & 0xFF);
+                    *d++ = (uint8_t)(v >> 8);
+                }
+            }
         }
     }
     if (icc && icc_length > 0) {
@@ -861,6 +796,44 @@ done:
     if (encoder) api.encoder_release(encoder);
     api.context_free(context);
     return status;
+}
+
+int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
+                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
+                   char message[DR_HEIF_MESSAGE_MAX]) {
+    if (!pixels || !out || !out_length || width <= 0 || height <= 0 || (bit_depth != 8 && bit_depth != 10 && bit_depth != 12)) {
+        snprintf(message, DR_HEIF_MESSAGE_MAX, "nothing to encode");
+        return -1;
+    }
+    const char *missing = load_libheif();
+    if (missing) {
+        snprintf(message, DR_HEIF_MESSAGE_MAX, "%s", missing);
+        return -1;
+    }
+    const int samples = has_alpha ? 4 : 3;
+    dr_heif_error err;
+    if (encode_image(pixels, width, height, (size_t)width * samples, samples, has_alpha, av1, quality, lossless, bit_depth, 0,
+                     icc, icc_length, out, out_length, &err) == DR_HEIF_OK) return 0;
+    snprintf(message, DR_HEIF_MESSAGE_MAX, "%s", err.message);
+    return -1;
+}
+
+dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
+                                   const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
+                                   void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err) {
+    if (!out || !out_length) return fail(err, DR_HEIF_INVALID_ARGUMENT, "no place for the output");
+    *out = NULL;
+    *out_length = 0;
+    if (!pixels || width <= 0 || height <= 0 || stride < (size_t)width * 4 || quality < 1 || quality > 100) {
+        return fail(err, DR_HEIF_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes at quality %d", width, height,
+                    stride, quality);
+    }
+    const char *missing = load_libheif();
+    if (missing) return fail(err, DR_HEIF_UNSUPPORTED, "%s", missing);
+    if (should_stop && should_stop(stop_context)) return fail(err, DR_HEIF_CANCELLED, "stopped on request");
+    /* RGBX: the fourth byte of each pixel is not coded. One thread, as every
+       step of a job runs on the worker's thread for it. */
+    return encode_image(pixels, width, height, stride, 4, 0, 1, quality, 0, 8, 1, icc, icc_length, out, out_length, err);
 }
 
 void dr_heif_free(void *pointer) { free(pointer); }

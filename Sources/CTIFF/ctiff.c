@@ -367,24 +367,32 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
     return status;
 }
 
+/* A file opened for a decode: libtiff reads from `s` and keeps its errors
+   in `c`, so both live beside `tif` in the decoding function's frame. */
+typedef struct opened {
+    stream s;
+    capture c;
+    TIFF *tif;
+    int orientation;
+} opened;
+
 /* What both decodes start with: the request checked, libtiff loaded, the
-   file opened from `s` (with its errors kept in `c`; both must outlive
-   `*tif`) and its first image's size checked against what the header
-   gave. On success the caller closes `*tif`. */
+   file opened into `o` and its first image's size checked against what
+   the header gave. On success the caller closes `o->tif`. */
 static dr_tiff_status open_to_decode(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc, const uint8_t *dst,
-                                     size_t dst_stride, int width, int height, stream *s, capture *c, TIFF **tif,
-                                     int *orientation, dr_tiff_error *err) {
+                                     size_t dst_stride, int width, int height, opened *o, dr_tiff_error *err) {
+    memset(o, 0, sizeof *o);
     if (!data || length == 0 || !dst || width <= 0 || height <= 0 || dst_stride != (size_t)width * 4)
         return fail(err, DR_TIFF_INVALID_ARGUMENT, "no data, no rows, or rows not %d pixels of 4 bytes", width);
     const char *missing = load_libtiff();
     if (missing) return fail(err, DR_TIFF_UNSUPPORTED, "%s", missing);
-    *s = (stream){ .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
-    *tif = open_stream(s, "r", max_alloc, c);
-    if (!*tif) return from_capture(c, "reading the header", err);
+    o->s = (stream){ .data = (uint8_t *)data, .length = length, .capacity = length, .at = 0, .writable = 0 };
+    o->tif = open_stream(&o->s, "r", max_alloc, &o->c);
+    if (!o->tif) return from_capture(&o->c, "reading the header", err);
     uint32_t w, h;
-    read_size(*tif, &w, &h, orientation);
+    read_size(o->tif, &w, &h, &o->orientation);
     if (w > max_side || h > max_side || w != (uint32_t)width || h != (uint32_t)height) {
-        api.close(*tif);
+        api.close(o->tif);
         return fail(err, DR_TIFF_CORRUPT, "the first image is %ux%u, its header said %dx%d", w, h, width, height);
     }
     return DR_TIFF_OK;
@@ -393,13 +401,10 @@ static dr_tiff_status open_to_decode(const uint8_t *data, size_t length, uint32_
 dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
-    stream s;
-    capture c = { 0 };
-    TIFF *tif;
-    int orientation;
-    dr_tiff_status status = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &s, &c, &tif,
-                                           &orientation, err);
+    opened o;
+    dr_tiff_status status = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &o, err);
     if (status != DR_TIFF_OK) return status;
+    TIFF *tif = o.tif;
     uint32_t w = (uint32_t)width, h = (uint32_t)height;
     if (!is_plain_cmyk(tif)) status = fail(err, DR_TIFF_INVALID_ARGUMENT, "not 8-bit contiguous CMYK");
     uint8_t *buffer = NULL;
@@ -431,7 +436,7 @@ dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t 
             tmsize_t got = tiled ? api.read_tile(tif, buffer, x, y, 0, 0)
                                  : api.read_encoded_strip(tif, api.compute_strip(tif, y, 0), buffer, (tmsize_t)unit_width * rows * 4);
             if (got < (tmsize_t)((size_t)(tiled ? unit_width * unit_height : unit_width * rows) * 4)) {
-                status = from_capture(&c, "decoding", err);
+                status = from_capture(&o.c, "decoding", err);
                 break;
             }
             uint32_t columns = w - x < unit_width ? w - x : unit_width;
@@ -448,24 +453,21 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    uint8_t *dst, size_t dst_stride, int width, int height,
                                    uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
-    stream s;
-    capture c = { 0 };
-    TIFF *tif;
-    int orientation;
-    dr_tiff_status opened = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &s, &c, &tif,
-                                           &orientation, err);
-    if (opened != DR_TIFF_OK) return opened;
+    opened o;
+    dr_tiff_status status = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &o, err);
+    if (status != DR_TIFF_OK) return status;
+    TIFF *tif = o.tif;
     uint32_t w = (uint32_t)width, h = (uint32_t)height;
     char why[1024] = "";
     TIFFRGBAImage img;
     if (!api.rgba_image_begin(&img, tif, 1, why)) {
-        dr_tiff_status status = c.have ? from_capture(&c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
+        status = o.c.have ? from_capture(&o.c, "reading the tags", err) : fail(err, DR_TIFF_UNSUPPORTED, "%s", why);
         api.close(tif);
         return status;
     }
     /* As stored: asking for the file's own orientation leaves every row
        and column where the file has it. */
-    img.req_orientation = (uint16_t)orientation;
+    img.req_orientation = (uint16_t)o.orientation;
     /* Bands of whole strips or tiles, so that none is decoded twice, of at
        least 64 rows; the stop question is asked between them. */
     uint32_t unit = 0;
@@ -478,12 +480,11 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
     if (api.is_tiled(tif) && bits == 16
         && (img.photometric == PHOTOMETRIC_MINISBLACK || img.photometric == PHOTOMETRIC_MINISWHITE)) {
-        dr_tiff_status status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, should_stop, stop_context, &c, err);
+        status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, should_stop, stop_context, &o.c, err);
         api.rgba_image_end(&img);
         api.close(tif);
         return status;
     }
-    dr_tiff_status status = DR_TIFF_OK;
     for (uint32_t y = 0; y < h; y += band) {
         if (should_stop && should_stop(stop_context)) {
             status = fail(err, DR_TIFF_CANCELLED, "cancelled");
@@ -493,7 +494,7 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
         img.row_offset = (int)y;
         img.col_offset = 0;
         if (!api.rgba_image_get(&img, (uint32_t *)(void *)(dst + (size_t)y * dst_stride), w, rows)) {
-            status = from_capture(&c, "decoding", err);
+            status = from_capture(&o.c, "decoding", err);
             break;
         }
     }

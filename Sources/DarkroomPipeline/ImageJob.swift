@@ -226,37 +226,13 @@ public struct ImageJob: Sendable {
             let (image, full) = result
             var thumbnail: EncodedImage?
             if let size = options.thumbnail {
-                let bytes: [UInt8]
-                switch image {
-                case let .gray(plane):
-                    // The thumbnail of a gray image is gray too.
-                    let small = try plane.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
-                    switch options.thumbnailFormat {
-                    case .jpeg:
-                        bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, progressive: options.progressive),
-                                                cancellation: cancel)
-                    case .webp:
-                        bytes = try WebP.encode(small, quality: options.thumbnailQuality, cancellation: cancel)
-                    case .png:
-                        bytes = try PNG.encode(small, cancellation: cancel)
-                    case .avif:
-                        bytes = try HEIF.encodeAVIF(Image(small), quality: options.thumbnailQuality, cancellation: cancel)
-                    }
-                case let .color(image):
-                    let small = try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel)
-                    switch options.thumbnailFormat {
-                    case .jpeg:
-                        bytes = try JPEG.encode(small, options: EncodeOptions(quality: options.thumbnailQuality, subsampling: options.subsampling,
-                                                                              progressive: options.progressive, iccProfile: profile),
-                                                cancellation: cancel)
-                    case .webp:
-                        bytes = try WebP.encode(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
-                    case .png:
-                        bytes = try PNG.encode(small, iccProfile: profile, cancellation: cancel)
-                    case .avif:
-                        bytes = try HEIF.encodeAVIF(small, quality: options.thumbnailQuality, iccProfile: profile, cancellation: cancel)
-                    }
+                // The thumbnail of a gray image is gray too.
+                let small: JobResult = switch image {
+                case let .gray(plane): .gray(try plane.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel))
+                case let .color(image): .color(try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel))
                 }
+                let bytes = try small.encoded(as: options.thumbnailFormat, quality: options.thumbnailQuality, options: options,
+                                              profile: profile, cancellation: cancel)
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }
             return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)
@@ -270,6 +246,30 @@ public struct ImageJob: Sendable {
 enum JobResult: Sendable {
     case color(Image)
     case gray(GrayImage)
+}
+
+extension JobResult {
+    /// The file of a thumbnail in `format` at `quality`, with the output
+    /// flags of `options`: a colour image carries `profile`; a gray one is
+    /// written gray where the format has a gray mode (WebP and AVIF get
+    /// three equal channels), untagged.
+    func encoded(as format: ImageFormat, quality: Int, options: JobOptions, profile: [UInt8]?,
+                 cancellation cancel: CancellationFlag) throws(ImageError) -> [UInt8] {
+        switch (self, format) {
+        case let (.gray(plane), .jpeg):
+            try JPEG.encode(plane, options: EncodeOptions(quality: quality, progressive: options.progressive), cancellation: cancel)
+        case let (.gray(plane), .webp): try WebP.encode(plane, quality: quality, cancellation: cancel)
+        case let (.gray(plane), .png): try PNG.encode(plane, cancellation: cancel)
+        case let (.gray(plane), .avif): try HEIF.encodeAVIF(Image(plane), quality: quality, cancellation: cancel)
+        case let (.color(image), .jpeg):
+            try JPEG.encode(image, options: EncodeOptions(quality: quality, subsampling: options.subsampling, progressive: options.progressive,
+                                                          iccProfile: profile),
+                            cancellation: cancel)
+        case let (.color(image), .webp): try WebP.encode(image, quality: quality, iccProfile: profile, cancellation: cancel)
+        case let (.color(image), .png): try PNG.encode(image, iccProfile: profile, cancellation: cancel)
+        case let (.color(image), .avif): try HEIF.encodeAVIF(image, quality: quality, iccProfile: profile, cancellation: cancel)
+        }
+    }
 }
 
 /// Hands the image from one link of a job's chain to the next.

@@ -42,21 +42,11 @@ enum ContactSheetCommand {
         for record in records {
             do {
                 let (_, bytes) = try client.get(record.id, variant: .thumbnail)
-                if WebP.isWebP(bytes) {
-                    thumbnails.append(try WebP.decode(bytes))
-                    // An RGB profile, as a JPEG thumbnail's counts.
-                    profiles.append(WebP.iccProfile(bytes).flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
-                } else if HEIF.isHEIF(bytes) {
-                    thumbnails.append(try HEIF.decode(bytes))
-                    profiles.append(try HEIF.readHeader(bytes).iccProfile.flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
-                } else if PNG.isPNG(bytes) {
-                    thumbnails.append(try PNG.decode(bytes))
-                    profiles.append(try PNG.readHeader(bytes).iccProfile.flatMap { ICCHeader.colorSpace($0) == "RGB " ? $0 : nil })
-                } else {
-                    let decoded = try JPEG.decode(bytes)
-                    thumbnails.append(decoded.image)
-                    profiles.append(decoded.header.rgbProfile)
-                }
+                // Any format a worker writes, read as a source is; its RGB
+                // profile, as outputs carry it.
+                let header = try Source.readHeader(bytes)
+                thumbnails.append(try Source.decode(bytes, header: header))
+                profiles.append(header.rgbProfile)
             } catch {
                 Console.err("skipping \(record.id): \(error)")
             }
