@@ -179,7 +179,7 @@ dr_gif_status dr_gif_read_info(const uint8_t *data, size_t length, uint32_t max_
 
 dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                  uint8_t *dst, size_t dst_stride, int width, int height,
-                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                  dr_gif_should_stop should_stop, void *stop_context, dr_gif_error *err) {
     if (err) {
         err->status = DR_GIF_OK;
@@ -204,18 +204,18 @@ dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
        holds there (only the first picture is drawn), so a pixel is one
        four-byte store, with no test. */
     const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
+    const uint8_t background[4] = {keep_alpha ? 0 : bg_r, keep_alpha ? 0 : bg_g, keep_alpha ? 0 : bg_b, keep_alpha ? 0 : 255};
     uint8_t table[256][4];
     for (int index = 0; index < 256; index++) {
         int shows = index != transparent && index < map->ColorCount;
-        table[index][0] = shows ? map->Colors[index].Red : bg_r;
-        table[index][1] = shows ? map->Colors[index].Green : bg_g;
-        table[index][2] = shows ? map->Colors[index].Blue : bg_b;
-        table[index][3] = 255;
+        table[index][0] = shows ? map->Colors[index].Red : background[0];
+        table[index][1] = shows ? map->Colors[index].Green : background[1];
+        table[index][2] = shows ? map->Colors[index].Blue : background[2];
+        table[index][3] = shows ? 255 : background[3];
     }
     /* The background only where the picture does not reach. */
     int covers = info.left == 0 && info.top == 0 && info.frame_width >= width && info.frame_height >= height;
     if (!covers) {
-        const uint8_t background[4] = {bg_r, bg_g, bg_b, 255};
         for (int y = 0; y < height; y++) {
             uint8_t *row = dst + (size_t)y * dst_stride;
             for (int x = 0; x < width; x++) memcpy(row + 4 * (size_t)x, background, 4);

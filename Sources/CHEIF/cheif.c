@@ -614,7 +614,7 @@ dr_heif_status dr_heif_read_info(const uint8_t *data, size_t length, uint32_t ma
 
 dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
-                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                    dr_heif_should_stop should_stop, void *stop_context, dr_heif_error *err) {
     if (!dst || width <= 0 || height <= 0 || dst_stride < (size_t)width * 4) {
         return fail(err, DR_HEIF_INVALID_ARGUMENT, "no room for %dx%d RGBX rows", width, height);
@@ -670,6 +670,8 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
             for (int x = 0; x < width; x++, s += 3, d += 4) {
                 d[0] = s[0]; d[1] = s[1]; d[2] = s[2]; d[3] = 255;
             }
+        } else if (keep_alpha) {
+            memcpy(d, s, (size_t)width * 4);
         } else {
             for (int x = 0; x < width; x++, s += 4, d += 4) {
                 unsigned a = s[3], rest = 255 - a;
@@ -818,7 +820,7 @@ int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, 
     return -1;
 }
 
-dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
+dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int has_alpha, int quality,
                                    const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
                                    void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err) {
     if (!out || !out_length) return fail(err, DR_HEIF_INVALID_ARGUMENT, "no place for the output");
@@ -831,9 +833,10 @@ dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height,
     const char *missing = load_libheif();
     if (missing) return fail(err, DR_HEIF_UNSUPPORTED, "%s", missing);
     if (should_stop && should_stop(stop_context)) return fail(err, DR_HEIF_CANCELLED, "stopped on request");
-    /* RGBX: the fourth byte of each pixel is not coded. One thread, as every
-       step of a job runs on the worker's thread for it. */
-    return encode_image(pixels, width, height, stride, 4, 0, 1, quality, 0, 8, 1, icc, icc_length, out, out_length, err);
+    /* RGBX: the fourth byte of each pixel is coded only as alpha. One
+       thread, as every step of a job runs on the worker's thread for it. */
+    return encode_image(pixels, width, height, stride, 4, has_alpha ? 1 : 0, 1, quality, 0, 8, 1, icc, icc_length, out, out_length,
+                        err);
 }
 
 void dr_heif_free(void *pointer) { free(pointer); }

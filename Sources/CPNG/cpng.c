@@ -328,7 +328,7 @@ static void composite(uint8_t *row, int width, const uint8_t background[3]) {
 
 dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                  uint8_t *dst, size_t dst_stride, int width, int height,
-                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                  dr_png_should_stop should_stop, void *stop_context, dr_png_error *err) {
     reset_error(err);
     if (!dst || width <= 0 || height <= 0 || dst_stride < (size_t)width * 4) {
@@ -357,7 +357,7 @@ dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
             if (status != DR_PNG_OK) break;
             /* After the last pass these rows are whole: every earlier pass
                has been read in full. */
-            if (has_alpha && pass == passes - 1) {
+            if (has_alpha && !keep_alpha && pass == passes - 1) {
                 for (int i = 0; i < count; i++) composite(dst + (size_t)(y + i) * dst_stride, width, background);
             }
         }
@@ -426,7 +426,8 @@ static dr_png_status write_start(writer *w, int width, int height, dr_png_input 
     png_set_benign_errors(png, 1);
     png_set_write_fn(png, w, write_bytes, flush_bytes);
     png_set_compression_level(png, level);
-    int color_type = input == DR_PNG_INPUT_GRAY ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB;
+    int color_type = input == DR_PNG_INPUT_GRAY ? PNG_COLOR_TYPE_GRAY
+                   : input == DR_PNG_INPUT_RGBA ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB;
     png_set_IHDR(png, w->info, (png_uint_32)width, (png_uint_32)height, 8, color_type, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (icc && icc_length > 0 && icc_length <= PNG_UINT_31_MAX) {
@@ -461,7 +462,7 @@ dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t
     *out_length = 0;
     size_t row_bytes = (size_t)width * (input == DR_PNG_INPUT_GRAY ? 1 : 4);
     if (!pixels || width <= 0 || height <= 0 || stride < row_bytes ||
-        (input != DR_PNG_INPUT_RGBX && input != DR_PNG_INPUT_GRAY)) {
+        (input != DR_PNG_INPUT_RGBX && input != DR_PNG_INPUT_GRAY && input != DR_PNG_INPUT_RGBA)) {
         return fail(err, DR_PNG_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes", width, height, stride);
     }
     if (level < 0 || level > 9) return fail(err, DR_PNG_INVALID_ARGUMENT, "compression level %d is not 0 to 9", level);

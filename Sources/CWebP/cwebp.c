@@ -79,7 +79,7 @@ dr_webp_status dr_webp_read_info(const uint8_t *data, size_t length, dr_webp_inf
 enum { DECODE_SLICE = 64 * 1024 };
 
 dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *dst, size_t dst_stride,
-                                   int width, int height, const uint8_t *background,
+                                   int width, int height, const uint8_t *background, int keep_alpha,
                                    dr_webp_should_stop should_stop, void *stop_context, dr_webp_error *err) {
     if (!data || length == 0) return fail(err, DR_WEBP_TRUNCATED, "libwebp: not enough data");
     if (!dst || width <= 0 || height <= 0 || dst_stride < (size_t)width * 4 || dst_stride > INT_MAX) {
@@ -131,7 +131,9 @@ dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *
     WebPFreeDecBuffer(&config.output);
     /* All of the file given and the decoder still waiting: it was cut short. */
     if (code != VP8_STATUS_OK) return decode_failure(err, code);
-    /* The engine's fourth byte is always 255. Without a background a
+    /* libwebp wrote the straight colour and the alpha (255 without any). */
+    if (keep_alpha) return DR_WEBP_OK;
+    /* Otherwise the engine's fourth byte is 255. Without a background a
        file's alpha goes, and a lossless file's word that it has none is not
        taken on trust: its pixels carry alpha values all the same. With one,
        each pixel is laid over it, rounded to the nearest level. */
@@ -269,7 +271,7 @@ dr_webp_status dr_webp_encode(const uint8_t *pixels, int width, int height, size
     }
     const size_t row = (size_t)(width > 0 ? width : 0) * (input == DR_WEBP_INPUT_GRAY ? 1 : 4);
     if (!pixels || width <= 0 || height <= 0 || stride < row || stride > INT_MAX ||
-        (input != DR_WEBP_INPUT_RGBX && input != DR_WEBP_INPUT_GRAY)) {
+        (input != DR_WEBP_INPUT_RGBX && input != DR_WEBP_INPUT_GRAY && input != DR_WEBP_INPUT_RGBA)) {
         return fail(err, DR_WEBP_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes", width, height, stride);
     }
     if (quality < 1 || quality > 100) {
@@ -304,6 +306,7 @@ dr_webp_status dr_webp_encode(const uint8_t *pixels, int width, int height, size
     }
 
     int ok = input == DR_WEBP_INPUT_GRAY ? import_gray(&picture, pixels, stride)
+           : input == DR_WEBP_INPUT_RGBA ? WebPPictureImportRGBA(&picture, pixels, (int)stride)
                                          : WebPPictureImportRGBX(&picture, pixels, (int)stride);
     if (ok) ok = WebPEncode(&config, &picture);
     dr_webp_status status = ok ? DR_WEBP_OK : encode_failure(err, picture.error_code);

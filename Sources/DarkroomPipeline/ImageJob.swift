@@ -123,9 +123,13 @@ public struct ImageJob: Sendable {
     }
 
     /// Builds the chain for an image with this header. A JPEG is decoded
-    /// with the pipeline's load plan (shrink on load, region, luma); a PNG
-    /// or WebP whole and upright, composited onto white, before every step.
+    /// with the pipeline's load plan (shrink on load, region, luma); the
+    /// other formats whole and upright, before every step. A source with
+    /// transparency keeps it when an output has alpha
+    /// (`transparentOperation`); otherwise it is composited onto white.
     func operation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
+        let keepsAlpha = header.keepsAlpha && (options.format.hasAlpha || (options.thumbnail != nil && options.thumbnailFormat.hasAlpha))
+        if keepsAlpha { return transparentOperation(for: header) }
         let plan = header.format == .jpeg ? LoadPlan.make(for: pipeline.steps, source: header.uprightSize) : LoadPlan()
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
         let sourceSize = header.uprightSize
@@ -221,38 +225,92 @@ public struct ImageJob: Sendable {
             let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
             return (plane.map { .gray($0) } ?? .color(image), full)
         }
-        let encodeThumbnail = ChainableOperation<(JobResult, EncodedImage), JobOutput>(.encode("thumbnail")) {
+        return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: sourceSize, decodeShrink: plan.shrink))
+    }
+
+    /// The chain for a source whose transparency an output keeps: decoded
+    /// whole with its alpha, each step run by `Operation.apply(to:sourceProfile:)`,
+    /// the result written with its alpha in PNG, WebP and AVIF and laid over
+    /// white in JPEG. A result left wholly opaque is written as an opaque one is.
+    func transparentOperation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
+        let decodeOptions = DecodeOptions(limits: options.limits, keepAlpha: true)
+        let decode = ChainableOperation<[UInt8], Carrier<AlphaImage>>(.decode) {
+            (bytes: [UInt8], cancel: CancellationFlag) throws(ImageError) -> Carrier<AlphaImage> in
+            Carrier(try AlphaImage(splitting: try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel),
+                                   cancellation: cancel))
+        }
+        var chain = CompoundOperation(decode)
+        let sourceProfile = header.rgbProfile
+        for (offset, step) in pipeline.steps.enumerated() {
+            chain = chain.then(ChainableOperation(.step(index: offset + 1, text: step.canonical)) {
+                (carrier: Carrier<AlphaImage>, cancel: CancellationFlag) throws(ImageError) -> Carrier<AlphaImage> in
+                Carrier(try step.apply(to: carrier.take(), sourceProfile: sourceProfile, cancellation: cancel))
+            })
+        }
+        let options = self.options
+        let converts = pipeline.steps.contains { if case .srgb = $0 { true } else { false } }
+        let profile = converts ? nil : header.rgbProfile
+        let encodeFull = ChainableOperation<Carrier<AlphaImage>, (JobResult, EncodedImage)>(.encode("full")) {
+            (carrier: Carrier<AlphaImage>, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
+            let image = carrier.take()
+            let result = image.opaqueIfWhole
+            let bytes = try result.encoded(as: options.format, quality: options.quality, options: options, profile: profile,
+                                           cancellation: cancel)
+            return (result, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
+        }
+        return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: header.uprightSize, decodeShrink: 1))
+    }
+
+    /// The last link: the thumbnail of the result, if one was asked for, in
+    /// the same kind as the result (gray, colour or transparent).
+    private func encodeThumbnail(
+        profile: [UInt8]?, sourceSize: Size, decodeShrink: Int
+    ) -> ChainableOperation<(JobResult, EncodedImage), JobOutput> {
+        let options = self.options
+        return ChainableOperation(.encode("thumbnail")) {
             (result: (JobResult, EncodedImage), cancel: CancellationFlag) throws(ImageError) -> JobOutput in
             let (image, full) = result
             var thumbnail: EncodedImage?
             if let size = options.thumbnail {
-                // The thumbnail of a gray image is gray too.
+                let gravity = options.thumbnailGravity
                 let small: JobResult = switch image {
-                case let .gray(plane): .gray(try plane.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel))
-                case let .color(image): .color(try image.thumbnail(size, gravity: options.thumbnailGravity, cancellation: cancel))
+                case let .gray(plane): .gray(try plane.thumbnail(size, gravity: gravity, cancellation: cancel))
+                case let .color(image): .color(try image.thumbnail(size, gravity: gravity, cancellation: cancel))
+                case let .transparent(image):
+                    // The window cut may hold no transparent pixel.
+                    try image.thumbnail(size, gravity: gravity, cancellation: cancel).opaqueIfWhole
                 }
                 let bytes = try small.encoded(as: options.thumbnailFormat, quality: options.thumbnailQuality, options: options,
                                               profile: profile, cancellation: cancel)
                 thumbnail = EncodedImage(bytes: bytes, size: size)
             }
-            return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: plan.shrink)
+            return JobOutput(full: full, thumbnail: thumbnail, sourceSize: sourceSize, decodeShrink: decodeShrink)
         }
-        return chain.then(encodeFull).then(encodeThumbnail)
     }
 }
 
-/// A job's result between its two encoding links: the RGBX pixels, or the
-/// luma plane of a result whose pixels are all gray.
+/// A job's result between its two encoding links: the RGBX pixels, the
+/// luma plane of a result whose pixels are all gray, or the colour and
+/// alpha of a result with transparency.
 enum JobResult: Sendable {
     case color(Image)
     case gray(GrayImage)
+    case transparent(AlphaImage)
+}
+
+extension AlphaImage {
+    /// The image as a job result: its colour alone when every pixel is
+    /// opaque, which then is written as any opaque result is.
+    var opaqueIfWhole: JobResult { isOpaque ? .color(color) : .transparent(self) }
 }
 
 extension JobResult {
     /// The file of a thumbnail in `format` at `quality`, with the output
     /// flags of `options`: a colour image carries `profile`; a gray one is
     /// written gray where the format has a gray mode (WebP and AVIF get
-    /// three equal channels), untagged.
+    /// three equal channels), untagged; a transparent one keeps its alpha
+    /// where the format has alpha and is laid over `Source.background` in
+    /// JPEG.
     func encoded(as format: ImageFormat, quality: Int, options: JobOptions, profile: [UInt8]?,
                  cancellation cancel: CancellationFlag) throws(ImageError) -> [UInt8] {
         switch (self, format) {
@@ -268,6 +326,12 @@ extension JobResult {
         case let (.color(image), .webp): try WebP.encode(image, quality: quality, iccProfile: profile, cancellation: cancel)
         case let (.color(image), .png): try PNG.encode(image, iccProfile: profile, cancellation: cancel)
         case let (.color(image), .avif): try HEIF.encodeAVIF(image, quality: quality, iccProfile: profile, cancellation: cancel)
+        case let (.transparent(image), .jpeg):
+            try JobResult.color(try image.flattened(onto: Source.background, cancellation: cancel))
+                .encoded(as: .jpeg, quality: quality, options: options, profile: profile, cancellation: cancel)
+        case let (.transparent(image), .webp): try WebP.encode(image, quality: quality, iccProfile: profile, cancellation: cancel)
+        case let (.transparent(image), .png): try PNG.encode(image, iccProfile: profile, cancellation: cancel)
+        case let (.transparent(image), .avif): try HEIF.encodeAVIF(image, quality: quality, iccProfile: profile, cancellation: cancel)
         }
     }
 }
@@ -279,16 +343,30 @@ extension JobResult {
 /// would first copy all its pixels. Each link instead takes the image out of
 /// the carrier (leaving a 1x1 placeholder), which makes it the only owner.
 /// A carrier is created and consumed within one job on one thread.
-final class ImageCarrier {
-    private static let placeholder = Image(width: 1, height: 1)
-    private var image: Image
+final class Carrier<Content: Carried> {
+    private var content: Content
 
-    init(_ image: Image) { self.image = image }
+    init(_ content: Content) { self.content = content }
 
     /// The image, which the carrier no longer references.
-    func take() -> Image {
-        let taken = image
-        image = ImageCarrier.placeholder
+    func take() -> Content {
+        let taken = content
+        content = Content.placeholder
         return taken
     }
+}
+
+typealias ImageCarrier = Carrier<Image>
+
+/// What a `Carrier` holds: an image with a 1x1 stand-in.
+protocol Carried {
+    static var placeholder: Self { get }
+}
+
+extension Image: Carried {
+    static let placeholder = Image(width: 1, height: 1)
+}
+
+extension AlphaImage: Carried {
+    static let placeholder = AlphaImage(color: Image(width: 1, height: 1), alpha: Image(width: 1, height: 1))
 }

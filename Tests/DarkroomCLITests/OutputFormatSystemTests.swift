@@ -82,4 +82,48 @@ struct OutputFormatSystemTests {
         let sheet = try h.run(["contact-sheet", "-o", h.dir.path("sheet.jpg")] + h.storeFlags)
         #expect(sheet.status == 0 && sheet.stderr.contains("1 thumbnail"), "\(sheet.stderr)")
     }
+
+    @Test("a transparent PNG submitted for PNG and WebP outputs is stored with its alpha, byte for byte as process writes it; its JPEG is laid over white")
+    func transparencyEndToEnd() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        let folder = h.dir.url.appendingPathComponent("logos")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // A photo whose left third is clear and whose middle third fades in.
+        let picture = SamplePhoto.render(Size(width: 150, height: 100), seed: 6)
+        var samples: [UInt16] = []
+        for y in 0..<100 {
+            for x in 0..<150 {
+                let p = picture.pixel(x: x, y: y)
+                samples += [UInt16(p.r), UInt16(p.g), UInt16(p.b), UInt16(min(255, max(0, (x - 50) * 255 / 50)))]
+            }
+        }
+        try Data(PNGFixtures.png(PNGFixtures.Spec(width: 150, height: 100, colorType: .rgba, samples: samples)))
+            .write(to: folder.appendingPathComponent("logo.png"))
+        let flags = ["--ops", "scale:90x60 | sharpen:1", "--thumb", "24x24"]
+
+        let job = try h.submitStored(folder, flags + ["--format", "png", "--thumb-format", "webp"])
+        let (full, _) = try h.getImage(job, thumb: false, to: "full.png")
+        let (thumb, _) = try h.getImage(job, thumb: true, to: "thumb.webp")
+        #expect(full[25] == 6, "an RGBA PNG, colour type \(full[25])")
+        #expect(try WebP.readHeader(thumb).hasAlpha)
+        let header = try Source.readHeader(full)
+        let stored = try Source.decode(full, header: header, options: DecodeOptions(keepAlpha: true))
+        func alpha(_ x: Int) -> UInt8 { stored.pixels[(30 * 90 + x) * 4 + 3] }
+        #expect(alpha(5) == 0 && alpha(85) == 255 && (100...160).contains(alpha(45)), "\(alpha(5)) \(alpha(45)) \(alpha(85))")
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local"), "--format", "png", "--thumb-format", "webp"] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.png"))) == full)
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.thumb.webp"))) == thumb)
+
+        // The same source for a JPEG: the clear third is white.
+        let jpegJob = try h.submitStored(folder, flags + ["--format", "jpeg", "--thumb-format", "png"])
+        let (jpeg, _) = try h.getImage(jpegJob, thumb: false, to: "full.jpg")
+        let laid = try JPEG.decode(jpeg).image.pixel(x: 5, y: 30)
+        #expect(laid.r >= 250 && laid.g >= 250 && laid.b >= 250, "\(laid)")
+        let (pngThumb, _) = try h.getImage(jpegJob, thumb: true, to: "thumb.png")
+        #expect(pngThumb[25] == 6)
+        let sheet = try h.run(["contact-sheet", "-o", h.dir.path("sheet.jpg")] + h.storeFlags)
+        #expect(sheet.status == 0 && sheet.stderr.contains("2 thumbnails"), "\(sheet.stderr)")
+    }
 }

@@ -6,7 +6,7 @@ import Testing
 /// The codecs' seeded mutation fuzz: `iterations` copies of a valid file,
 /// each with `FuzzEdits` applied (half of them within `headerBytes`), read
 /// for their header and decoded. A decode must give the header's size with
-/// opaque padding, and every refusal must be one of `allowed`: never a
+/// opaque padding (unless `keepsAlpha`, where it is the alpha), and every refusal must be one of `allowed`: never a
 /// crash, never another kind of failure.
 enum MutationFuzz {
     struct Tally {
@@ -17,7 +17,7 @@ enum MutationFuzz {
 
     static func run(
         _ original: [UInt8], iterations: Int, seed: UInt64, headerBytes: Int, allowed: Set<ImageError.Code>,
-        repair: (Int, [UInt8]) -> [UInt8] = { $1 },
+        repair: (Int, [UInt8]) -> [UInt8] = { $1 }, keepsAlpha: Bool = false,
         header: ([UInt8]) throws(ImageError) -> Size, decode: ([UInt8]) throws(ImageError) -> Image
     ) -> Tally {
         var random = PNGFixtures.SplitMix64(state: seed)
@@ -39,7 +39,7 @@ enum MutationFuzz {
                 // A file whose header is refused is refused whole.
                 #expect(size != nil, "iteration \(iteration): decoded without a header")
                 #expect(Size(width: image.width, height: image.height) == size, "iteration \(iteration)")
-                #expect(TestImages.paddingIsOpaque(image))
+                #expect(keepsAlpha || TestImages.paddingIsOpaque(image))
             } catch {
                 tally.refused += 1
                 #expect(allowed.contains(error.code), "iteration \(iteration): \(error)")

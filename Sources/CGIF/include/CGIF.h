@@ -77,10 +77,12 @@ typedef int (*dr_gif_should_stop)(void *context);
    global one, except those of its transparent colour and those whose index
    is past the table, which leave the background. Interlaced pictures are
    drawn row by row into their places. The fourth byte of every pixel is
-   255. On any failure the rows hold nothing usable. */
+   255. With `keep_alpha` non-zero the background is transparent instead:
+   what would show it is (0, 0, 0) with a fourth byte of 0, and every other
+   pixel's fourth byte is 255. On any failure the rows hold nothing usable. */
 dr_gif_status dr_gif_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                  uint8_t *dst, size_t dst_stride, int width, int height,
-                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                  dr_gif_should_stop should_stop, void *stop_context, dr_gif_error *err);
 
 /* One picture for dr_gif_encode (tests build their GIF fixtures with it). */

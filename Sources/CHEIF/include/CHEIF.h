@@ -97,11 +97,13 @@ typedef int (*dr_heif_should_stop)(void *context);
 /* Decodes the primary image into `width` x `height` RGBX rows `dst_stride`
    bytes apart (the size dr_heif_read_info gave; the decoded image is
    checked against it). Where the image has alpha, each pixel is laid over
-   (bg_r, bg_g, bg_b): (c * a + bg * (255 - a) + 127) / 255. The fourth
-   byte of every pixel is 255. On any failure the rows hold nothing usable. */
+   (bg_r, bg_g, bg_b): (c * a + bg * (255 - a) + 127) / 255, and the fourth
+   byte of every pixel is 255; with `keep_alpha` non-zero each pixel keeps
+   its colour and the fourth byte holds its alpha (255 where the image has
+   none). On any failure the rows hold nothing usable. */
 dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
-                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                    dr_heif_should_stop should_stop, void *stop_context, dr_heif_error *err);
 
 /* Writes a HEIF of one image (tests build their fixtures with it): `pixels`
@@ -115,7 +117,8 @@ int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, 
                    int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
                    char message[DR_HEIF_MESSAGE_MAX]);
 /* Writes `width` x `height` RGBX rows, `stride` bytes apart (the fourth
-   byte of each pixel is dropped), as an AVIF: AV1 through libheif's AV1
+   byte of each pixel is dropped, or with `has_alpha` coded as straight
+   alpha in an auxiliary alpha image), as an AVIF: AV1 through libheif's AV1
    encoder (libaom on Debian), lossy at `quality` 1-100 with the encoder's
    own speed and chroma (4:2:0), on one thread, 8 bits a sample, with the
    ICC profile at `icc` in a 'prof' colour box when `icc_length` > 0.
@@ -123,7 +126,7 @@ int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, 
    is asked once, before it starts. On success *out holds the file, to
    release with dr_heif_free; DR_HEIF_UNSUPPORTED when libheif or its AV1
    encoder is missing. */
-dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int quality,
+dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height, size_t stride, int has_alpha, int quality,
                                    const uint8_t *icc, size_t icc_length, dr_heif_should_stop should_stop,
                                    void *stop_context, uint8_t **out, size_t *out_length, dr_heif_error *err);
 

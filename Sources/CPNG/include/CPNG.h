@@ -107,23 +107,26 @@ typedef int (*dr_png_should_stop)(void *context);
    apart, in the orientation it is stored in. Palette, gray and low bit
    depths are expanded to RGB, 16-bit samples scaled to 8 bits with rounding,
    and no gamma correction is made. Pixels with alpha (an alpha channel or a
-   tRNS chunk) are composited onto (bg_r, bg_g, bg_b); the fourth byte of
-   every pixel is 255. Interlaced files are read pass by pass into the same
+   tRNS chunk) are composited onto (bg_r, bg_g, bg_b) and the fourth byte of
+   every pixel is 255; with `keep_alpha` non-zero they keep their straight
+   (not premultiplied) colour and the fourth byte holds their alpha, 255
+   where the file has none. Interlaced files are read pass by pass into the same
    rows. `should_stop` (may be NULL) is asked with `stop_context`. On any
    failure the rows hold nothing usable. */
 dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side,
                                  uint8_t *dst, size_t dst_stride, int width, int height,
-                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                 uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                  dr_png_should_stop should_stop, void *stop_context, dr_png_error *err);
 
 /* What an encoder reads. */
 typedef enum dr_png_input {
     DR_PNG_INPUT_RGBX = 0, /* four bytes per pixel, the fourth dropped: an RGB file */
-    DR_PNG_INPUT_GRAY = 1  /* one byte per pixel: a gray file */
+    DR_PNG_INPUT_GRAY = 1, /* one byte per pixel: a gray file */
+    DR_PNG_INPUT_RGBA = 2  /* four bytes per pixel, the fourth straight alpha: an RGBA file */
 } dr_png_input;
 
 /* Encodes `width` x `height` pixels, rows `stride` bytes apart, as a
-   non-interlaced 8-bit PNG (RGB or gray, no alpha), its image data
+   non-interlaced 8-bit PNG (RGB, RGBA or gray), its image data
    compressed by zlib at `level` 0 to 9 with libpng's adaptive filters.
    With `icc_length` > 0 the profile at `icc` goes into an iCCP chunk; one
    libpng finds unusable is left out (a warning, not a failure). Nothing

@@ -58,25 +58,29 @@ typedef int (*dr_webp_should_stop)(void *context);
 
 /* Decodes a still picture of `width` x `height` pixels (the size read by
    dr_webp_read_info, checked against it) into RGBX rows `dst_stride` bytes
-   apart. The fourth byte of every pixel is 255. With `background` NULL a
-   file's alpha is dropped (the colour channels are the file's own); with
-   `background` pointing at three bytes (R, G, B), every pixel is
-   composited onto that colour by its alpha. The file is fed to libwebp's
+   apart. With `keep_alpha` non-zero each pixel keeps its straight colour
+   and the fourth byte holds its alpha (255 where the file has none), and
+   `background` is not used. Otherwise the fourth byte of every pixel is
+   255: with `background` NULL a file's alpha is dropped (the colour
+   channels are the file's own); with `background` pointing at three bytes
+   (R, G, B), every pixel is composited onto that colour by its alpha. The file is fed to libwebp's
    incremental decoder a slice at a time, and `should_stop` (may be NULL)
    is asked with `stop_context` before each slice. */
 dr_webp_status dr_webp_decode_rgbx(const uint8_t *data, size_t length, uint8_t *dst, size_t dst_stride,
-                                   int width, int height, const uint8_t *background,
+                                   int width, int height, const uint8_t *background, int keep_alpha,
                                    dr_webp_should_stop should_stop, void *stop_context, dr_webp_error *err);
 
 /* What an encoder reads. WebP has no gray mode: gray pixels are written as
    RGB with equal channels. */
 typedef enum dr_webp_input {
     DR_WEBP_INPUT_RGBX = 0, /* four bytes per pixel, the fourth ignored */
-    DR_WEBP_INPUT_GRAY = 1  /* one byte per pixel */
+    DR_WEBP_INPUT_GRAY = 1, /* one byte per pixel */
+    DR_WEBP_INPUT_RGBA = 2  /* four bytes per pixel, the fourth straight alpha */
 } dr_webp_input;
 
 /* Encodes `width` x `height` pixels, rows `stride` bytes apart, as a lossy
-   WebP at `quality` 1 to 100 (libwebp's quality factor), without alpha.
+   WebP at `quality` 1 to 100 (libwebp's quality factor), with alpha
+   (lossless, in an ALPH chunk) only from DR_WEBP_INPUT_RGBA.
    With `icc_length` > 0 the profile at `icc` goes into an ICCP chunk.
    `should_stop` (may be NULL) is asked with `stop_context` as the encode
    goes. On success *out holds a buffer to release with dr_webp_free. */

@@ -49,10 +49,15 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case jpeg
     /// Lossy WebP (see `WebP`).
     case webp
-    /// Lossless 8-bit PNG, RGB or gray (see `PNG.encode`).
+    /// Lossless 8-bit PNG, RGB, RGBA or gray (see `PNG.encode`).
     case png
     /// Lossy AV1 in HEIF (see `HEIF.encodeAVIF`).
     case avif
+
+    /// Whether the format keeps transparency: a job writes a transparent
+    /// result with its alpha in PNG, WebP and AVIF, and lays it over
+    /// `Source.background` for JPEG.
+    public var hasAlpha: Bool { self != .jpeg }
 
     /// The extension of a file in this format: "jpg", "webp", "png" or "avif".
     public var fileExtension: String {
@@ -138,12 +143,17 @@ public struct DecodeOptions: Sendable {
     /// files) into R, G and B alike: the picture `grayscale()` makes, without
     /// reconstructing the chroma planes. Ignored for CMYK files.
     public var lumaOnly: Bool = false
+    /// Keep a source's alpha (`SourceHeader.keepsAlpha`) in the fourth byte
+    /// of each pixel, its colour straight, instead of compositing it onto
+    /// `Source.background`.
+    public var keepAlpha: Bool = false
 
-    public init(limits: DecodeLimits = .default, shrink: Int = 1, region: Rect? = nil, lumaOnly: Bool = false) {
+    public init(limits: DecodeLimits = .default, shrink: Int = 1, region: Rect? = nil, lumaOnly: Bool = false, keepAlpha: Bool = false) {
         self.limits = limits
         self.shrink = shrink
         self.region = region
         self.lumaOnly = lumaOnly
+        self.keepAlpha = keepAlpha
     }
 }
 

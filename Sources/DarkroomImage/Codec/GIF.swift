@@ -58,16 +58,19 @@ public enum GIF {
     }
 
     /// `decode` of a file whose header was read, with these limits, as
-    /// `size` (`Source.decode`); the shim checks the file against it.
+    /// `size` (`Source.decode`); the shim checks the file against it. With
+    /// `keepAlpha` the fourth byte holds each pixel's straight alpha and
+    /// `background` is not used.
     static func decode(
-        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), keepAlpha: Bool = false,
+        cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
         let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
             var error = dr_gif_error()
             let status = dr_gif_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
-                                            background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+                                            background.0, background.1, background.2, keepAlpha ? 1 : 0, ShimDecode.shouldStop, stop, &error)
             return status == DR_GIF_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))

@@ -92,16 +92,19 @@ public enum HEIF {
     }
 
     /// `decode` of a file whose header was read, with these limits, as
-    /// `size` (`Source.decode`); the shim checks the file against it.
+    /// `size` (`Source.decode`); the shim checks the file against it. With
+    /// `keepAlpha` the fourth byte holds each pixel's straight alpha and
+    /// `background` is not used.
     static func decode(
-        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), keepAlpha: Bool = false,
+        cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
         let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
             var error = dr_heif_error()
             let status = dr_heif_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
-                                             background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+                                             background.0, background.1, background.2, keepAlpha ? 1 : 0, ShimDecode.shouldStop, stop, &error)
             return status == DR_HEIF_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
@@ -129,15 +132,31 @@ public enum HEIF {
     public static func encodeAVIF(
         _ image: Image, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
+        try encodeAVIF(image.pixels, size: Size(width: image.width, height: image.height), hasAlpha: false, quality: quality,
+                       iccProfile: iccProfile, cancellation: cancellation)
+    }
+
+    /// The same for an image with transparency: the alpha is coded as an
+    /// auxiliary AV1 image at the same quality.
+    public static func encodeAVIF(
+        _ image: AlphaImage, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encodeAVIF(try image.interleaved(cancellation: cancellation), size: Size(width: image.width, height: image.height),
+                       hasAlpha: true, quality: quality, iccProfile: iccProfile, cancellation: cancellation)
+    }
+
+    private static func encodeAVIF(
+        _ samples: [UInt8], size: Size, hasAlpha: Bool, quality: Int, iccProfile: [UInt8]?, cancellation: CancellationFlag
+    ) throws(ImageError) -> [UInt8] {
         guard (1...100).contains(quality) else {
             throw ImageError(.invalidArgument, "quality must be 1 to 100, not \(quality)")
         }
-        if let refusal = avifSizeRefusal(Size(width: image.width, height: image.height)) { throw refusal }
-        return try ShimDecode.encoded(image.pixels, iccProfile: iccProfile, cancellation: cancellation, free: { dr_heif_free($0) }) {
+        if let refusal = avifSizeRefusal(size) { throw refusal }
+        return try ShimDecode.encoded(samples, iccProfile: iccProfile, cancellation: cancellation, free: { dr_heif_free($0) }) {
             pixels, icc, stop, out, length in
             var error = dr_heif_error()
             let status = dr_heif_encode_avif(
-                pixels, Int32(clamping: image.width), Int32(clamping: image.height), image.stride, Int32(quality),
+                pixels, Int32(clamping: size.width), Int32(clamping: size.height), size.width * 4, hasAlpha ? 1 : 0, Int32(quality),
                 icc.baseAddress, icc.count, ShimDecode.shouldStop, stop, &out, &length, &error)
             let text = Sniff.text(ofCString: error.message)
             switch status {

@@ -3,6 +3,8 @@
 extension Image {
     /// The upright picture of pixels stored with `orientation`: for example,
     /// `.right` (EXIF 6) rotates 90° clockwise. `.up` returns the image unchanged.
+    /// Each pixel's fourth byte moves with it (the alpha, where a decode
+    /// kept it).
     ///
     /// Each output row is read from the source along a straight line (a row,
     /// backwards row, or column). For the transposing orientations the output is
@@ -52,6 +54,7 @@ extension Image {
                     dst[d] = src[s]
                     dst[d + 1] = src[s + 1]
                     dst[d + 2] = src[s + 2]
+                    dst[d + 3] = src[s + 3]
                     d += 4
                     s += ds
                 }
@@ -76,6 +79,7 @@ extension Image {
                         dst[d] = src[s]
                         dst[d + 1] = src[s + 1]
                         dst[d + 2] = src[s + 2]
+                        dst[d + 3] = src[s + 3]
                         d += rowBytes
                         s += dv * 4
                     }

@@ -80,16 +80,19 @@ public enum PNG {
     }
 
     /// `decode` of a file whose header was read, with these limits, as
-    /// `size` (`Source.decode`); the shim checks the file against it.
+    /// `size` (`Source.decode`); the shim checks the file against it. With
+    /// `keepAlpha` the fourth byte holds each pixel's straight alpha and
+    /// `background` is not used.
     static func decode(
-        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag
+        _ bytes: [UInt8], size: Size, limits: DecodeLimits, background: (UInt8, UInt8, UInt8), keepAlpha: Bool = false,
+        cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
         let pixels = try ShimDecode.rgbx(bytes, width: width, height: height, cancellation: cancellation) { data, out, stride, stop in
             var error = dr_png_error()
             let status = dr_png_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, out, stride, Int32(width), Int32(height),
-                                            background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+                                            background.0, background.1, background.2, keepAlpha ? 1 : 0, ShimDecode.shouldStop, stop, &error)
             return status == DR_PNG_OK ? nil : imageError(error, size: nil, limits: limits)
         }
         return try cancellation.checked(Image(width: width, height: height, pixels: pixels))
@@ -182,6 +185,15 @@ public enum PNG {
     ) throws(ImageError) -> [UInt8] {
         try encode(image.pixels, width: image.width, height: image.height, stride: image.stride, input: DR_PNG_INPUT_RGBX,
                    iccProfile: iccProfile, cancellation: cancellation)
+    }
+
+    /// The same for an image with transparency: an 8-bit RGBA PNG of the
+    /// straight colour and its alpha.
+    public static func encode(
+        _ image: AlphaImage, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encode(try image.interleaved(cancellation: cancellation), width: image.width, height: image.height, stride: image.width * 4,
+                   input: DR_PNG_INPUT_RGBA, iccProfile: iccProfile, cancellation: cancellation)
     }
 
     /// The same for a one-channel image: an 8-bit gray PNG, a third of the

@@ -43,7 +43,7 @@ public struct SourceHeader: Sendable, Equatable {
     /// decoded pixels: the profile outputs carry and `srgb` converts from.
     public var rgbProfile: [UInt8]?
     /// Whether the file has transparency, which decoding composites onto
-    /// `Source.background`.
+    /// `Source.background` unless asked to keep it (`keepsAlpha`).
     public var hasAlpha: Bool
     /// A JPEG's own header, which its decoder's shortcuts (shrink on load,
     /// region, luma) plan with; nil for the other formats.
@@ -51,6 +51,11 @@ public struct SourceHeader: Sendable, Equatable {
     /// A plain CMYK TIFF's CMYK profile, which its decode converts the inks
     /// through; nil for the other formats (a CMYK JPEG's is in `jpeg`).
     public var cmykProfile: [UInt8]? = nil
+
+    /// Whether a decode can keep this source's transparency
+    /// (`DecodeOptions.keepAlpha`): a PNG, WebP, GIF or HEIF with alpha. A
+    /// TIFF's alpha is always composited.
+    public var keepsAlpha: Bool { hasAlpha && format != .tiff && format != .jpeg }
 }
 
 /// A job's source image in any of the formats it may be in: JPEG, PNG,
@@ -61,7 +66,8 @@ public struct SourceHeader: Sendable, Equatable {
 public enum Source {
     /// What transparent pixels are laid over: white, the page most
     /// pictures with transparency (logos, screenshots, stickers) are made
-    /// to be seen on. Every output is opaque.
+    /// to be seen on. A job keeps the transparency only for outputs that
+    /// have alpha (PNG, WebP, AVIF); a JPEG is laid over this.
     public static let background: (UInt8, UInt8, UInt8) = (255, 255, 255)
 
     /// Reads the header of a source in any of the formats, after checking
@@ -123,6 +129,8 @@ public enum Source {
     /// `options` (the pipeline's load plan: shrink, region, luma), which
     /// turns it upright itself; a PNG, WebP, GIF, HEIF or TIFF is decoded whole within
     /// `options.limits`, composited onto `background` and turned upright.
+    /// With `options.keepAlpha`, a source whose header `keepsAlpha` is not
+    /// composited: its fourth bytes hold its alpha (see `AlphaImage`).
     public static func decode(
         _ bytes: [UInt8], header: SourceHeader, options: DecodeOptions = DecodeOptions(),
         cancellation: CancellationFlag = .never
@@ -131,13 +139,18 @@ public enum Source {
         // header's size, checked against these limits, instead of each
         // reading its header again; each shim checks the file against it.
         let limits = options.limits
+        let keep = options.keepAlpha && header.keepsAlpha
         let stored: Image
         switch header.format {
         case .jpeg: return try JPEG.decode(bytes, options: options, cancellation: cancellation).image
-        case .png: stored = try PNG.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
-        case .webp: stored = try WebP.decode(bytes, size: try limited(header, limits), background: background, cancellation: cancellation)
-        case .gif: stored = try GIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
-        case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, cancellation: cancellation)
+        case .png: stored = try PNG.decode(bytes, size: try limited(header, limits), limits: limits, background: background, keepAlpha: keep,
+                                           cancellation: cancellation)
+        case .webp: stored = try WebP.decode(bytes, size: try limited(header, limits), background: background, keepAlpha: keep,
+                                             cancellation: cancellation)
+        case .gif: stored = try GIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, keepAlpha: keep,
+                                           cancellation: cancellation)
+        case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, keepAlpha: keep,
+                                             cancellation: cancellation)
         case .tiff: stored = try TIFF.decode(bytes, size: try limited(header, limits), cmykProfile: header.cmykProfile, limits: limits,
                                              background: background, cancellation: cancellation)
         }

@@ -94,9 +94,11 @@ public enum WebP {
     }
 
     /// `decode` of a still file whose header was read as `size`
-    /// (`Source.decode`); the shim checks the file against it.
+    /// (`Source.decode`); the shim checks the file against it. With
+    /// `keepAlpha` the fourth byte holds each pixel's straight alpha and
+    /// `background` is not used.
     static func decode(
-        _ bytes: [UInt8], size: Size, background: (UInt8, UInt8, UInt8)?, cancellation: CancellationFlag
+        _ bytes: [UInt8], size: Size, background: (UInt8, UInt8, UInt8)?, keepAlpha: Bool = false, cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         if cancellation.isCancelled { throw .cancelled }
         let width = size.width, height = size.height
@@ -105,7 +107,7 @@ public enum WebP {
             var error = dr_webp_error()
             func decode(_ background: UnsafePointer<UInt8>?) -> dr_webp_status {
                 dr_webp_decode_rgbx(data.baseAddress, data.count, out, stride, Int32(width), Int32(height), background,
-                                    ShimDecode.shouldStop, stop, &error)
+                                    keepAlpha ? 1 : 0, ShimDecode.shouldStop, stop, &error)
             }
             let status = colour.map { colour in colour.withUnsafeBufferPointer { decode($0.baseAddress) } } ?? decode(nil)
             return status == DR_WEBP_OK ? nil : status == DR_WEBP_CANCELLED ? .cancelled : decodeError(error)
@@ -140,6 +142,16 @@ public enum WebP {
         try encode(
             image.pixels, width: image.width, height: image.height, stride: image.stride, input: DR_WEBP_INPUT_RGBX,
             quality: quality, iccProfile: iccProfile, cancellation: cancellation)
+    }
+
+    /// The same for an image with transparency: lossy colour with its alpha
+    /// coded losslessly in an ALPH chunk (libwebp's default).
+    public static func encode(
+        _ image: AlphaImage, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> [UInt8] {
+        try encode(
+            try image.interleaved(cancellation: cancellation), width: image.width, height: image.height, stride: image.width * 4,
+            input: DR_WEBP_INPUT_RGBA, quality: quality, iccProfile: iccProfile, cancellation: cancellation)
     }
 
     /// The same for a one-channel image. WebP has no gray mode: the file is

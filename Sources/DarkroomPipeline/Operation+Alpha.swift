@@ -1,0 +1,60 @@
+import DarkroomImage
+
+extension Operation {
+    /// Runs this operation on an image with transparency, as `apply(to:)`
+    /// runs it on an opaque one, with the same sizes and the same colour
+    /// where the image is opaque:
+    /// - `scale`, `blur` and `pixelate` filter the premultiplied colour and
+    ///   the alpha alike;
+    /// - `sharpen` sharpens the premultiplied colour and leaves the shape;
+    /// - `crop` (a `smart` one judged on the picture as seen over
+    ///   `Source.background`), `rotate` and `flip` move both;
+    /// - `pad` fills the new margin with its colour, opaque;
+    /// - the colour filters, `glitch` and `srgb` change the colour only.
+    ///
+    /// `sourceProfile` is what `srgb` converts from (nil: left as it is).
+    public func apply(
+        to image: AlphaImage, sourceProfile: [UInt8]?, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> AlphaImage {
+        let cancel = cancellation
+        switch self {
+        case let .scale(box, mode, kernel, enlarge):
+            let size = Size(width: image.width, height: image.height)
+            if !enlarge, Operation.scaledSize(of: size, to: box, mode: mode, enlarge: false) == size { return image }
+            let scale = { (i: Image) throws(ImageError) -> Image in try i.scaled(to: box, mode: mode, kernel: kernel, cancellation: cancel) }
+            return try image.filtered(cancellation: cancel, scale, alpha: scale)
+        case .blur, .pixelate:
+            let filter = { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+            return try image.filtered(cancellation: cancel, filter, alpha: filter)
+        case .sharpen:
+            return try image.filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+        case let .crop(.square(gravity)):
+            let side = min(image.width, image.height)
+            return try cropped(image, to: try image.window(Size(width: side, height: side), gravity: gravity, cancellation: cancel), cancel)
+        case let .crop(.size(size, gravity)):
+            guard size.width > 0, size.height > 0, size.width <= image.width, size.height <= image.height else {
+                // Worded by the opaque crop, which refuses it the same way.
+                return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+            }
+            return try cropped(image, to: try image.window(size, gravity: gravity, cancellation: cancel), cancel)
+        case .crop(.rect), .rotate, .flip:
+            return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+        case let .pad(size, background, gravity):
+            let color = try image.color.padded(to: size, background: background, gravity: gravity, cancellation: cancel)
+            let alpha = try image.alpha.padded(to: size, background: RGBColor(red: 255, green: 255, blue: 255), gravity: gravity,
+                                               cancellation: cancel)
+            return AlphaImage(color: color, alpha: alpha)
+        case .srgb:
+            guard let sourceProfile else { return try cancel.checked(image) }
+            return try image.recolored { (i: Image) throws(ImageError) -> Image in
+                try i.convertedToSRGB(from: sourceProfile, cancellation: cancel).image
+            }
+        case .glitch, .grayscale, .sepia, .invert, .brightness, .contrast, .saturation:
+            return try image.recolored { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+        }
+    }
+
+    private func cropped(_ image: AlphaImage, to rect: Rect, _ cancel: CancellationFlag) throws(ImageError) -> AlphaImage {
+        try image.moved { (i: Image) throws(ImageError) -> Image in try i.cropped(to: rect, cancellation: cancel) }
+    }
+}

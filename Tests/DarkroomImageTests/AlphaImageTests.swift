@@ -1,0 +1,246 @@
+import DarkroomFixtures
+@testable import DarkroomImage
+import Testing
+
+/// Transparency kept: decodes that keep a source's alpha, `AlphaImage`'s
+/// splitting, flattening and premultiplied filtering, and the encoders
+/// that write alpha (PNG, WebP, AVIF).
+@Suite("Images with alpha")
+struct AlphaImageTests {
+    typealias Spec = PNGFixtures.Spec
+
+    /// A PNG whose samples differ at every pixel and whose alphas cycle
+    /// through 0, 255 and values between.
+    static func rgbaPNG(width: Int = 23, height: Int = 17) -> (bytes: [UInt8], samples: [UInt16]) {
+        let samples = PNGFixtures.rgbaSamples(width: width, height: height)
+        return (PNGFixtures.png(Spec(width: width, height: height, colorType: .rgba, samples: samples)), samples)
+    }
+
+    static func keptAlpha(_ bytes: [UInt8]) throws -> AlphaImage {
+        let header = try Source.readHeader(bytes)
+        #expect(header.keepsAlpha)
+        return try AlphaImage(splitting: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
+    }
+
+    /// Colour where `alpha` is opaque enough to be seen, and nothing where it is not.
+    static func straight(_ image: AlphaImage, x: Int, y: Int) -> (r: UInt8, g: UInt8, b: UInt8, a: UInt8) {
+        let c = image.color.pixel(x: x, y: y)
+        return (c.r, c.g, c.b, image.alpha.pixel(x: x, y: y).r)
+    }
+
+    @Test("a PNG decoded with its alpha gives the file's own colour and alpha, sample for sample")
+    func pngKeepsAlpha() throws {
+        let (bytes, samples) = Self.rgbaPNG()
+        let image = try Self.keptAlpha(bytes)
+        for i in 0..<23 * 17 {
+            let p = Self.straight(image, x: i % 23, y: i / 23)
+            #expect([UInt16(p.r), UInt16(p.g), UInt16(p.b), UInt16(p.a)] == Array(samples[i * 4..<i * 4 + 4]), "pixel \(i)")
+        }
+        #expect(!image.isOpaque)
+        // Gray with alpha and a palette's tRNS keep theirs too.
+        let grayAlpha = Spec(width: 4, height: 1, colorType: .grayAlpha, samples: [10, 0, 20, 255, 30, 100, 40, 7])
+        let gray = try Self.keptAlpha(PNGFixtures.png(grayAlpha))
+        #expect((0..<4).map { Self.straight(gray, x: $0, y: 0).a } == [0, 255, 100, 7])
+        #expect((0..<4).map { Self.straight(gray, x: $0, y: 0).g } == [10, 20, 30, 40])
+        var palette = Spec(width: 3, height: 1, colorType: .palette, samples: [0, 1, 2])
+        palette.palette = [(200, 0, 0), (0, 200, 0), (0, 0, 200)]
+        palette.transparency = [0, 128]
+        let indexed = try Self.keptAlpha(PNGFixtures.png(palette))
+        #expect((0..<3).map { Self.straight(indexed, x: $0, y: 0).a } == [0, 128, 255])
+        #expect(Self.straight(indexed, x: 1, y: 0).g == 200)
+    }
+
+    @Test("flattened onto white, a kept alpha gives exactly what the compositing decode gives", arguments: ["png", "gif", "webp", "heif"])
+    func flattenedIsTheCompositedDecode(_ format: String) throws {
+        let bytes: [UInt8]
+        switch format {
+        case "png": bytes = Self.rgbaPNG().bytes
+        case "gif":
+            let indices = (0..<12 * 9).map { UInt8($0 % 7) }
+            bytes = GIFFixtures.gif(width: 14, height: 10, palette: GIFFixtures.palette(8),
+                                    frames: [GIFFixtures.Frame(left: 1, top: 1, width: 12, height: 9, transparent: 3, indices: indices)])
+        case "webp":
+            let (png, _) = Self.rgbaPNG()
+            bytes = try WebP.encode(try Self.keptAlpha(png), quality: 90)
+        default:
+            bytes = HEIFFixtures.heif(width: 64, height: 48, pixels: HEIFFixtures.pattern(width: 64, height: 48, alpha: true), alpha: true)
+        }
+        let header = try Source.readHeader(bytes)
+        #expect(header.hasAlpha && header.keepsAlpha)
+        let composited = try Source.decode(bytes, header: header)
+        let kept = try Self.keptAlpha(bytes)
+        #expect(!kept.isOpaque)
+        #expect(try kept.flattened(onto: Source.background) == composited)
+    }
+
+    @Test("a GIF's transparent index and the canvas it does not cover are clear, the rest opaque")
+    func gifTransparency() throws {
+        let indices: [UInt8] = [0, 1, 2, 3, 0, 1]
+        let bytes = GIFFixtures.gif(width: 4, height: 3, palette: GIFFixtures.palette(4),
+                                    frames: [GIFFixtures.Frame(left: 1, top: 1, width: 3, height: 2, transparent: 2, indices: indices)])
+        let image = try Self.keptAlpha(bytes)
+        let alphas = (0..<3).map { y in (0..<4).map { x in image.alpha.pixel(x: x, y: y).r } }
+        #expect(alphas == [[0, 0, 0, 0], [0, 255, 255, 0], [0, 255, 255, 255]])
+    }
+
+    @Test("a source without alpha, or a TIFF, is never kept: the decode is the opaque one")
+    func onlyFormatsThatKeepAlpha() throws {
+        let jpeg = try JPEG.encode(SamplePhoto.render(Size(width: 32, height: 24), seed: 1))
+        #expect(!(try Source.readHeader(jpeg)).keepsAlpha)
+        let rgb = PNGFixtures.png(Spec(width: 5, height: 4, colorType: .rgb, samples: PNGFixtures.rgbSamples(width: 5, height: 4)))
+        let header = try Source.readHeader(rgb)
+        #expect(!header.keepsAlpha)
+        #expect(try Source.decode(rgb, header: header, options: DecodeOptions(keepAlpha: true)) == Source.decode(rgb, header: header))
+        let tiff = TIFFFixtures.tiff(width: 4, height: 2, pixels: [UInt8](repeating: 90, count: 4 * 2 * 4), samples: 4)
+        let tiffHeader = try Source.readHeader(tiff)
+        #expect(tiffHeader.hasAlpha && !tiffHeader.keepsAlpha)
+        let decoded = try Source.decode(tiff, header: tiffHeader, options: DecodeOptions(keepAlpha: true))
+        #expect(decoded.pixels.enumerated().allSatisfy { $0.offset % 4 != 3 || $0.element == 255 })
+    }
+
+    @Test("split and interleaved give the RGBA bytes back; an image whose alphas are all 255 is opaque")
+    func splitAndInterleave() throws {
+        var rgba = (0..<7 * 5 * 4).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        let image = try AlphaImage(splitting: Image(width: 7, height: 5, pixels: rgba))
+        #expect(try image.interleaved() == rgba)
+        #expect(image.color.pixels.enumerated().allSatisfy { $0.offset % 4 != 3 || $0.element == 255 })
+        #expect(!image.isOpaque)
+        for i in stride(from: 3, to: rgba.count, by: 4) { rgba[i] = 255 }
+        let opaque = try AlphaImage(splitting: Image(width: 7, height: 5, pixels: rgba))
+        #expect(opaque.isOpaque)
+        #expect(try opaque.flattened(onto: (0, 0, 0)) == opaque.color)
+    }
+
+    /// Red where opaque, bright green under the clear pixels: a filter
+    /// that mixed straight colour would bleed the hidden green.
+    static func redOnHiddenGreen(width: Int, height: Int) throws -> AlphaImage {
+        var rgba: [UInt8] = []
+        for y in 0..<height {
+            for x in 0..<width {
+                let inside = (x / 6 + y / 6) % 2 == 0
+                rgba += inside ? [220, 10, 10, 255] : [0, 255, 0, 0]
+            }
+        }
+        return try AlphaImage(splitting: Image(width: width, height: height, pixels: rgba))
+    }
+
+    @Test("scaling and blurring filter premultiplied colour: no hidden colour bleeds into what shows")
+    func premultipliedFiltering() throws {
+        let source = try Self.redOnHiddenGreen(width: 60, height: 48)
+        let scale = { (i: Image) throws(ImageError) -> Image in try i.resized(to: Size(width: 23, height: 19), kernel: .lanczos3) }
+        let blur = { (i: Image) throws(ImageError) -> Image in try i.blurred(sigma: 2) }
+        for filter in [scale, blur] {
+            let out = try source.filtered(filter, alpha: filter)
+            #expect(out.alpha == (try filter(source.alpha)))
+            var partial = 0
+            for y in 0..<out.height {
+                for x in 0..<out.width {
+                    let p = Self.straight(out, x: x, y: y)
+                    if p.a == 0 { #expect(p.r == 0 && p.g == 0 && p.b == 0); continue }
+                    if p.a < 255 { partial += 1 }
+                    // Where little shows, a level of rounding before the
+                    // division is many after it; and Lanczos rings, more
+                    // on the red than on the clamped alpha. What must not
+                    // appear is the hidden green.
+                    guard p.a >= 32 else { continue }
+                    let slack = 5 + 2 * 255 / Int(p.a)
+                    #expect(p.r >= 150 && Int(p.g) <= 10 + slack && Int(p.b) <= 10 + slack, "(\(x), \(y)) \(p)")
+                }
+            }
+            #expect(partial > 0)
+            // Straight colour, filtered as is, does bleed: the test would see it.
+            let bled = try filter(source.color)
+            #expect((0..<bled.pixels.count / 4).contains { bled.pixels[$0 * 4 + 1] > 60 && out.alpha.pixels[$0 * 4] > 128 })
+        }
+    }
+
+    @Test("moving operations move colour and alpha alike; colour operations leave the alpha")
+    func movedAndRecolored() throws {
+        let (bytes, _) = Self.rgbaPNG(width: 9, height: 6)
+        let image = try Self.keptAlpha(bytes)
+        let turned = try image.moved { (i: Image) throws(ImageError) -> Image in i.rotated(quarterTurnsClockwise: 1) }
+        #expect(turned.alpha == image.alpha.rotated(quarterTurnsClockwise: 1))
+        #expect(turned.color == image.color.rotated(quarterTurnsClockwise: 1))
+        let inverted = try image.recolored { (i: Image) throws(ImageError) -> Image in i.inverted() }
+        #expect(inverted.alpha == image.alpha && inverted.color == image.color.inverted())
+    }
+
+    @Test("a smart thumbnail's window is judged on the picture over white, and cut from colour and alpha alike")
+    func thumbnail() throws {
+        let source = try Self.redOnHiddenGreen(width: 90, height: 40)
+        let thumb = try source.thumbnail(Size(width: 16, height: 16), gravity: .smart)
+        #expect(thumb.width == 16 && thumb.height == 16)
+        let rect = try source.flattened(onto: Source.background).detailWindow(Size(width: 40, height: 40))
+        #expect(try source.window(Size(width: 40, height: 40), gravity: .smart) == rect)
+        let alpha = try source.alpha.cropped(to: rect).resized(to: Size(width: 16, height: 16), kernel: .lanczos3)
+        #expect(thumb.alpha == alpha)
+    }
+
+    @Test("PNG with alpha: RGBA (colour type 6) that decodes back to the same colour and alpha")
+    func pngRoundTrip() throws {
+        let (bytes, _) = Self.rgbaPNG()
+        let image = try Self.keptAlpha(bytes)
+        let written = try PNG.encode(image, iccProfile: PNGFixtures.iccProfile())
+        #expect(written[25] == 6, "colour type \(written[25])")
+        #expect(try PNG.readHeader(written).iccProfile == PNGFixtures.iccProfile())
+        let back = try Self.keptAlpha(written)
+        #expect(back.alpha == image.alpha)
+        // Colour under a clear pixel is not kept by every writer; here it is.
+        #expect(back.color == image.color)
+    }
+
+    @Test("WebP with alpha: the alpha comes back exactly (lossless ALPH), the colour within lossy's levels where it shows")
+    func webpRoundTrip() throws {
+        let (bytes, _) = Self.rgbaPNG(width: 48, height: 32)
+        let image = try Self.keptAlpha(bytes)
+        let written = try WebP.encode(image, quality: 95)
+        #expect(try WebP.readHeader(written).hasAlpha)
+        let back = try Self.keptAlpha(written)
+        #expect(back.alpha == image.alpha)
+        let flattened = try back.flattened(onto: Source.background), expected = try image.flattened(onto: Source.background)
+        let diff = zip(flattened.pixels, expected.pixels).map { abs(Int($0) - Int($1)) }
+        #expect(Double(diff.reduce(0, +)) / Double(diff.count) < 12, "mean \(Double(diff.reduce(0, +)) / Double(diff.count))")
+    }
+
+    @Test("AVIF with alpha: an alpha image coded beside the colour, within a few levels")
+    func avifRoundTrip() throws {
+        let pixels = HEIFFixtures.pattern(width: 64, height: 48, alpha: true)
+        let source = try AlphaImage(splitting: Image(width: 64, height: 48, pixels: pixels))
+        let written = try HEIF.encodeAVIF(source, quality: 90)
+        let header = try HEIF.readHeader(written)
+        #expect(header.isAVIF && header.hasAlpha)
+        let back = try Self.keptAlpha(written)
+        // Opaque on the left half, clear on the right, but for the coded edge.
+        #expect(back.alpha.pixel(x: 5, y: 20).r >= 250 && back.alpha.pixel(x: 58, y: 20).r <= 5)
+        let opaque = try HEIF.encodeAVIF(source.color, quality: 90)
+        #expect(!(try HEIF.readHeader(opaque)).hasAlpha)
+    }
+
+    @Test("seeded mutations of transparent PNG, GIF and WebP files decode with their alpha to the header's size or throw, never crash",
+          arguments: ["png", "gif", "webp"])
+    func mutationFuzz(_ format: String) throws {
+        let original: [UInt8]
+        switch format {
+        case "png":
+            // Chunks a mutation may land in and leave the picture whole.
+            var spec = Spec(width: 40, height: 30, colorType: .rgba, samples: PNGFixtures.rgbaSamples(width: 40, height: 30))
+            spec.extraChunks = [("tEXt", Array(("Title\0" + String(repeating: "fuzz", count: 40)).utf8))]
+            original = PNGFixtures.png(spec)
+        case "gif":
+            original = GIFFixtures.gif(width: 40, height: 30, palette: GIFFixtures.palette(16),
+                                       frames: [GIFFixtures.Frame(left: 2, top: 3, width: 30, height: 20, transparent: 5,
+                                                                  indices: (0..<600).map { UInt8($0 % 16) })])
+        default: original = try WebP.encode(try Self.keptAlpha(Self.rgbaPNG(width: 40, height: 30).bytes), quality: 80)
+        }
+        let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
+        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .unsupported, .empty, .unsupportedFormat, .notWebP]
+        let tally = MutationFuzz.run(original, iterations: 300, seed: 0xA1FA ^ UInt64(format.utf8.count), headerBytes: format == "png" ? 240 : 60, allowed: allowed,
+                                     repair: { format == "png" && $0 % 2 == 1 ? PNGFixtures.fixingCRCs($1) : $1 }, keepsAlpha: true,
+                                     header: { bytes throws(ImageError) in try Source.readHeader(bytes, limits: limits).uprightSize },
+                                     decode: { bytes throws(ImageError) in
+                                         let header = try Source.readHeader(bytes, limits: limits)
+                                         return try Source.decode(bytes, header: header, options: DecodeOptions(limits: limits, keepAlpha: true))
+                                     })
+        #expect(tally.decoded > 10 && tally.refused > 20, "\(format): \(tally)")
+    }
+}

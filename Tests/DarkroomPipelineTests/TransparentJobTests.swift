@@ -1,0 +1,160 @@
+import DarkroomFixtures
+import DarkroomImage
+import Testing
+
+@testable import DarkroomPipeline
+
+/// Jobs that keep a source's transparency: every step does to the alpha
+/// what it does to the picture's shape, PNG, WebP and AVIF outputs carry
+/// it, a JPEG output is laid over white, and a result with nothing
+/// transparent left is written as an opaque one.
+@Suite("Jobs that keep transparency")
+struct TransparentJobTests {
+    static let size = Size(width: 120, height: 90)
+
+    /// The RGBA PNG of `picture` with `alpha(x, y)` (stored coordinates),
+    /// and eXIf orientation `orientation` when given.
+    static func png(_ picture: Image, orientation: Int? = nil, alpha: (Int, Int) -> UInt16) -> [UInt8] {
+        var samples: [UInt16] = []
+        for y in 0..<picture.height {
+            for x in 0..<picture.width {
+                let p = picture.pixel(x: x, y: y)
+                samples += [UInt16(p.r), UInt16(p.g), UInt16(p.b), alpha(x, y)]
+            }
+        }
+        var spec = PNGFixtures.Spec(width: picture.width, height: picture.height, colorType: .rgba, samples: samples)
+        spec.exif = orientation.map { PNGFixtures.exif(orientation: $0) }
+        return PNGFixtures.png(spec)
+    }
+
+    /// An opaque PNG of `picture`, with the same orientation.
+    static func opaquePNG(_ picture: Image, orientation: Int? = nil) -> [UInt8] {
+        var samples: [UInt16] = []
+        for y in 0..<picture.height {
+            for x in 0..<picture.width {
+                let p = picture.pixel(x: x, y: y)
+                samples += [UInt16(p.r), UInt16(p.g), UInt16(p.b)]
+            }
+        }
+        var spec = PNGFixtures.Spec(width: picture.width, height: picture.height, colorType: .rgb, samples: samples)
+        spec.exif = orientation.map { PNGFixtures.exif(orientation: $0) }
+        return PNGFixtures.png(spec)
+    }
+
+    static func decodedWithAlpha(_ bytes: [UInt8]) throws -> AlphaImage {
+        let header = try Source.readHeader(bytes)
+        return try AlphaImage(splitting: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
+    }
+
+    static func pngJob(_ pipeline: String, thumbnail: Size? = Size(width: 16, height: 16), format: ImageFormat = .png,
+                       thumbnailFormat: ImageFormat = .png) throws -> ImageJob {
+        ImageJob(pipeline: try Pipeline(parsing: pipeline),
+                 options: JobOptions(thumbnail: thumbnail, format: format, thumbnailFormat: thumbnailFormat))
+    }
+
+    @Test("every step moves and filters the alpha as it does an opaque picture of it; the colour where all is opaque is the opaque job's")
+    func stepsCarryTheAlpha() throws {
+        let picture = SamplePhoto.render(Self.size, seed: 7)
+        let clear = { (x: Int, _: Int) -> Bool in x < 20 }
+        // Turned a quarter by its orientation, so the clear part ends on top.
+        let source = Self.png(picture, orientation: 6) { x, y in clear(x, y) ? 0 : 255 }
+        let pipeline = "scale:60x0 | crop:40x30+5+5 | rotate:90 | flip:h | blur:1 | pad:40x50,background=ffffff | brightness:1.2"
+        let output = try Self.pngJob(pipeline).run(source)
+        let result = try Self.decodedWithAlpha(output.full.bytes)
+        #expect(output.full.size == Size(width: 40, height: 50) && result.width == 40 && result.height == 50)
+        #expect(output.full.bytes[25] == 6, "an RGBA PNG")
+        #expect(output.sourceSize == Size(width: 90, height: 120))
+
+        // The alpha is what the opaque job makes of a picture of the alpha.
+        let alphaPicture = Image(width: Self.size.width, height: Self.size.height,
+                                 pixels: (0..<Self.size.width * Self.size.height).flatMap { i -> [UInt8] in
+                                     clear(i % Self.size.width, i / Self.size.width) ? [0, 0, 0, 255] : [255, 255, 255, 255]
+                                 })
+        let alphaJob = try Self.pngJob(pipeline.replacingOccurrences(of: " | brightness:1.2", with: ""))
+            .run(Self.opaquePNG(alphaPicture, orientation: 6))
+        let expectedAlpha = try PNG.decode(alphaJob.full.bytes)
+        #expect(result.alpha == expectedAlpha, "the alpha differs at \(zip(result.alpha.pixels, expectedAlpha.pixels).filter { $0 != $1 }.count) bytes")
+        #expect(!result.isOpaque && result.alpha.pixel(x: 20, y: 45).r == 255)
+
+        // Where every pixel within reach of the filters is opaque, the colour
+        // is the opaque job's to the level.
+        let opaque = try PNG.decode(try Self.pngJob(pipeline).run(Self.opaquePNG(picture, orientation: 6)).full.bytes)
+        var compared = 0
+        for y in 4..<46 {
+            for x in 4..<36 {
+                let deep = (-4...4).allSatisfy { dy in (-4...4).allSatisfy { dx in result.alpha.pixel(x: x + dx, y: y + dy).r == 255 } }
+                guard deep else { continue }
+                compared += 1
+                #expect(result.color.pixel(x: x, y: y) == opaque.pixel(x: x, y: y), "(\(x), \(y))")
+            }
+        }
+        #expect(compared > 100, "\(compared) pixels compared")
+        // The thumbnail keeps its alpha too.
+        let thumb = try Self.decodedWithAlpha(try #require(output.thumbnail).bytes)
+        #expect(thumb.width == 16 && !thumb.isOpaque)
+    }
+
+    @Test("a JPEG output of a transparent source is laid over white while its PNG thumbnail keeps the alpha")
+    func jpegBesidePNG() throws {
+        let picture = Image(width: 64, height: 48, red: 20, green: 40, blue: 200)
+        let source = Self.png(picture) { x, _ in x < 32 ? 0 : 255 }
+        let output = try Self.pngJob("scale:32x24", format: .jpeg, thumbnailFormat: .png).run(source)
+        let full = try JPEG.decode(output.full.bytes).image
+        let white = full.pixel(x: 3, y: 12), blue = full.pixel(x: 28, y: 12)
+        #expect(white.r >= 250 && white.g >= 250 && white.b >= 250, "\(white)")
+        #expect(blue.b > 180 && blue.r < 40, "\(blue)")
+        let thumb = try Self.decodedWithAlpha(try #require(output.thumbnail).bytes)
+        #expect(thumb.alpha.pixel(x: 1, y: 8).r == 0 && thumb.alpha.pixel(x: 14, y: 8).r == 255)
+        // JPEG outputs alone keep the compositing decode: the source's
+        // transparency is never decoded.
+        let jpegOnly = try Self.pngJob("scale:32x24", format: .jpeg, thumbnailFormat: .jpeg).run(source)
+        let composited = try Self.pngJob("scale:32x24", format: .jpeg, thumbnailFormat: .jpeg)
+            .run(Self.opaquePNG(try PNG.decode(source)))
+        #expect(jpegOnly == composited)
+    }
+
+    @Test("a result with nothing transparent left is written as an opaque one, byte for byte", arguments: [ImageFormat.png, .webp, .avif])
+    func opaqueResult(_ format: ImageFormat) throws {
+        let picture = SamplePhoto.render(Size(width: 80, height: 60), seed: 2)
+        // Clear in a corner the crop leaves out.
+        let source = Self.png(picture) { x, y in x < 10 && y < 10 ? 0 : 255 }
+        let job = try Self.pngJob("crop:50x40+20+15 | sepia", format: format, thumbnailFormat: format)
+        let kept = try job.run(source)
+        let reference = try job.run(Self.opaquePNG(picture))
+        #expect(kept.full == reference.full && kept.thumbnail == reference.thumbnail)
+    }
+
+    @Test("WebP and AVIF outputs carry the alpha", arguments: [ImageFormat.webp, .avif])
+    func lossyFormatsCarryAlpha(_ format: ImageFormat) throws {
+        let picture = SamplePhoto.render(Size(width: 64, height: 64), seed: 3)
+        let source = Self.png(picture) { x, _ in x < 32 ? 0 : 255 }
+        let output = try Self.pngJob("scale:48x48", format: format, thumbnailFormat: format).run(source)
+        for bytes in [output.full.bytes, try #require(output.thumbnail).bytes] {
+            #expect(try Source.readHeader(bytes).hasAlpha)
+            let image = try Self.decodedWithAlpha(bytes)
+            #expect(image.alpha.pixel(x: 1, y: image.height / 2).r <= 8)
+            #expect(image.alpha.pixel(x: image.width - 2, y: image.height / 2).r >= 247)
+        }
+    }
+
+    @Test("a step that cannot run fails by name as it does on an opaque source; a set flag stops the run")
+    func failuresAndCancellation() throws {
+        let source = Self.png(SamplePhoto.render(Size(width: 40, height: 30), seed: 1)) { x, _ in UInt16(x * 6) }
+        let job = try Self.pngJob("scale:20x15 | crop:30x30")
+        #expect(throws: PipelineFailure(stage: .step(index: 2, text: "crop:30x30,gravity=center"),
+                                        error: ImageError(.invalidArgument, "crop 30x30 is larger than image 20x15"))) {
+            try job.run(source)
+        }
+        #expect(throws: PipelineFailure(stage: .step(index: 2, text: "crop:30x30,gravity=center"),
+                                        error: ImageError(.invalidArgument, "crop 30x30 is larger than image 20x15"))) {
+            try job.run(Self.opaquePNG(SamplePhoto.render(Size(width: 40, height: 30), seed: 1)))
+        }
+        let flag = CancellationFlag()
+        flag.cancel()
+        #expect(throws: PipelineFailure.cancelled(in: .decode)) { try job.run(source, cancellation: flag) }
+        let midway = CancellationFlag()
+        #expect(throws: PipelineFailure.cancelled(in: .step(index: 1, text: "scale:20x15,mode=fit,kernel=lanczos3"))) {
+            try Self.pngJob("scale:20x15 | blur:2").run(source, cancellation: midway) { stage, _ in if stage == .decode { midway.cancel() } }
+        }
+    }
+}
