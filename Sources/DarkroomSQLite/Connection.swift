@@ -58,6 +58,10 @@ public final class Connection {
         /// into it once it has once grown past 64 KiB, a system call per
         /// page.
         public var tempStore: TempStore?
+        /// `PRAGMA cache_size` as a size in KiB; nil keeps SQLite's 2,000
+        /// KiB. A page that falls out of the cache while its transaction's
+        /// frames are still in the log is read back from the log.
+        public var cacheKiB: Int?
 
         public init() {}
     }
@@ -181,6 +185,10 @@ public final class Connection {
         }
         if let tempStore = options.tempStore {
             try execute("PRAGMA temp_store = \(tempStore.rawValue)")
+        }
+        if let kib = options.cacheKiB {
+            // A negative cache_size is a size in KiB rather than in pages.
+            try execute("PRAGMA cache_size = \(-max(1, kib))")
         }
     }
 

@@ -49,7 +49,7 @@ struct Injected: Error, Equatable { let tag: Int }
         #expect(!Connection.libraryVersion.isEmpty)
     }
 
-    @Test func secureDeleteAndCheckpointIntervalAreApplied() throws {
+    @Test func secureDeleteCheckpointIntervalAndCacheAreApplied() throws {
         let directory = try TemporaryDirectory()
         let plain = try Connection(path: directory.path("q.sqlite"))
         #expect(try plain.pragma("wal_autocheckpoint") == "1000")
@@ -64,6 +64,9 @@ struct Injected: Error, Equatable { let tag: Int }
         #expect(try plain.pragma("temp_store") == "0")  // the library's default
         options.tempStore = .memory
         #expect(try Connection(path: directory.path("q.sqlite"), options: options).pragma("temp_store") == "2")  // MEMORY
+        #expect(try plain.pragma("cache_size") == "-2000")  // the library's default, in KiB
+        options.cacheKiB = 16_384
+        #expect(try Connection(path: directory.path("q.sqlite"), options: options).pragma("cache_size") == "-16384")
     }
 
     @Test func transactionCommitsAndReopenedFileSeesTheData() throws {

@@ -79,12 +79,17 @@ final class JobStore {
     /// (`isolateTurn`), and a savepoint journal on disk cost the busiest
     /// thread a system call per page it first changed (some 20 KB a job,
     /// when every transition had one): it is kept in memory, where it
-    /// holds the pages one transition changes.
+    /// holds the pages one transition changes. A cache of 16 MiB rather
+    /// than SQLite's 2 MB holds the pages of the jobs in flight (an input
+    /// takes a page of its own): with 1,000 tiny jobs in flight the
+    /// smaller one read a page a job back from the log, 5.4 KB a job
+    /// against 1.2 KB now (`/proc` counters over 20,000 jobs).
     static func connectionOptions(maxPages: Int?) -> Connection.Options {
         var options = Connection.Options()
         options.secureDelete = .fast
         options.walAutocheckpointPages = 8_000
         options.tempStore = .memory
+        options.cacheKiB = 16_384
         return options
     }
 
