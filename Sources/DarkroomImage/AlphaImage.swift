@@ -22,6 +22,11 @@ public struct AlphaImage: Sendable, Equatable {
         self.alpha = alpha
     }
 
+    /// An opaque image: every alpha 255.
+    public init(opaque color: Image) {
+        self.init(color: color, alpha: Image(width: color.width, height: color.height, red: 255, green: 255, blue: 255))
+    }
+
     public var width: Int { color.width }
     public var height: Int { color.height }
 

@@ -128,9 +128,13 @@ public struct ImageJob: Sendable {
     /// transparency keeps it when an output has alpha
     /// (`transparentOperation`); otherwise it is composited onto white.
     func operation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
-        let keepsAlpha = header.keepsAlpha && (options.format.hasAlpha || (options.thumbnail != nil && options.thumbnailFormat.hasAlpha))
-        if keepsAlpha { return transparentOperation(for: header) }
-        let plan = header.format == .jpeg ? LoadPlan.make(for: pipeline.steps, source: header.uprightSize) : LoadPlan()
+        let outputsKeepAlpha = options.format.hasAlpha || (options.thumbnail != nil && options.thumbnailFormat.hasAlpha)
+        if outputsKeepAlpha, header.keepsAlpha { return transparentOperation(for: header) }
+        // An opaque source runs opaque up to the first step that makes
+        // clear pixels (a transparent `pad`), when an output would keep them.
+        let clearFrom = outputsKeepAlpha ? pipeline.steps.firstIndex(where: \.makesTransparency) : nil
+        let opaqueSteps = Array(pipeline.steps[..<(clearFrom ?? pipeline.steps.count)])
+        let plan = header.format == .jpeg ? LoadPlan.make(for: opaqueSteps, source: header.uprightSize) : LoadPlan()
         let decodeOptions = DecodeOptions(limits: options.limits, shrink: plan.shrink, region: plan.region, lumaOnly: plan.lumaStep != nil)
         let sourceSize = header.uprightSize
         let decode = ChainableOperation<[UInt8], ImageCarrier>(.decode) {
@@ -138,7 +142,7 @@ public struct ImageJob: Sendable {
             ImageCarrier(try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel))
         }
         var chain = CompoundOperation(decode)
-        for (offset, step) in pipeline.steps.enumerated() {
+        for (offset, step) in opaqueSteps.enumerated() {
             let stage = Stage.step(index: offset + 1, text: step.canonical)
             if offset == plan.lumaStep {
                 // The decoder already produced the luma.
@@ -178,6 +182,14 @@ public struct ImageJob: Sendable {
                     ImageCarrier(try step.apply(to: carrier.take(), cancellation: cancel))
                 })
             }
+        }
+        if let clearFrom {
+            let step = pipeline.steps[clearFrom]
+            let clearing = chain.then(ChainableOperation(.step(index: clearFrom + 1, text: step.canonical)) {
+                (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> Carrier<AlphaImage> in
+                Carrier(try step.apply(to: AlphaImage(opaque: carrier.take()), sourceProfile: nil, cancellation: cancel))
+            })
+            return transparentSteps(clearing, from: clearFrom + 1, header: header, decodeShrink: plan.shrink)
         }
         let options = self.options
         // A result whose pixels are all gray is stored as a one-component
@@ -229,9 +241,7 @@ public struct ImageJob: Sendable {
     }
 
     /// The chain for a source whose transparency an output keeps: decoded
-    /// whole with its alpha, each step run by `Operation.apply(to:sourceProfile:)`,
-    /// the result written with its alpha in PNG, WebP and AVIF and laid over
-    /// white in JPEG. A result left wholly opaque is written as an opaque one is.
+    /// whole with its alpha, then `transparentSteps`.
     func transparentOperation(for header: SourceHeader) -> CompoundOperation<[UInt8], JobOutput> {
         let decodeOptions = DecodeOptions(limits: options.limits, keepAlpha: true)
         let decode = ChainableOperation<[UInt8], Carrier<AlphaImage>>(.decode) {
@@ -239,9 +249,19 @@ public struct ImageJob: Sendable {
             Carrier(try AlphaImage(splitting: try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel),
                                    cancellation: cancel))
         }
-        var chain = CompoundOperation(decode)
+        return transparentSteps(CompoundOperation(decode), from: 0, header: header, decodeShrink: 1)
+    }
+
+    /// The pipeline's steps from `first` on, each run by
+    /// `Operation.apply(to:sourceProfile:)`, then the result written with
+    /// its alpha in PNG, WebP and AVIF and laid over white in JPEG. A result
+    /// left wholly opaque is written as an opaque one is.
+    func transparentSteps(
+        _ start: CompoundOperation<[UInt8], Carrier<AlphaImage>>, from first: Int, header: SourceHeader, decodeShrink: Int
+    ) -> CompoundOperation<[UInt8], JobOutput> {
+        var chain = start
         let sourceProfile = header.rgbProfile
-        for (offset, step) in pipeline.steps.enumerated() {
+        for (offset, step) in pipeline.steps.enumerated() where offset >= first {
             chain = chain.then(ChainableOperation(.step(index: offset + 1, text: step.canonical)) {
                 (carrier: Carrier<AlphaImage>, cancel: CancellationFlag) throws(ImageError) -> Carrier<AlphaImage> in
                 Carrier(try step.apply(to: carrier.take(), sourceProfile: sourceProfile, cancellation: cancel))
@@ -258,7 +278,7 @@ public struct ImageJob: Sendable {
                                            cancellation: cancel)
             return (result, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
         }
-        return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: header.uprightSize, decodeShrink: 1))
+        return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: header.uprightSize, decodeShrink: decodeShrink))
     }
 
     /// The last link: the thumbnail of the result, if one was asked for, in

@@ -9,7 +9,8 @@ extension Operation {
     /// - `sharpen` sharpens the premultiplied colour and leaves the shape;
     /// - `crop` (a `smart` one judged on the picture as seen over
     ///   `Source.background`), `rotate` and `flip` move both;
-    /// - `pad` fills the new margin with its colour, opaque;
+    /// - `pad` fills the new margin with its colour, opaque, or leaves it
+    ///   clear (`background=transparent`);
     /// - the colour filters, `glitch` and `srgb` change the colour only.
     ///
     /// `sourceProfile` is what `srgb` converts from (nil: left as it is).
@@ -40,9 +41,10 @@ extension Operation {
         case .crop(.rect), .rotate, .flip:
             return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         case let .pad(size, background, gravity):
-            let color = try image.color.padded(to: size, background: background, gravity: gravity, cancellation: cancel)
-            let alpha = try image.alpha.padded(to: size, background: RGBColor(red: 255, green: 255, blue: 255), gravity: gravity,
-                                               cancellation: cancel)
+            // A coloured margin is opaque; a transparent one clear, its colour 0.
+            let color = try image.color.padded(to: size, background: background ?? .black, gravity: gravity, cancellation: cancel)
+            let margin = background == nil ? RGBColor.black : RGBColor(red: 255, green: 255, blue: 255)
+            let alpha = try image.alpha.padded(to: size, background: margin, gravity: gravity, cancellation: cancel)
             return AlphaImage(color: color, alpha: alpha)
         case .srgb:
             guard let sourceProfile else { return try cancel.checked(image) }

@@ -21,8 +21,11 @@ public enum Operation: Sendable, Equatable {
     case pixelate(Int)
     case rotate(Int)
     case flip(horizontal: Bool)
-    /// The image on a canvas of this size, filled with the colour, placed by gravity.
-    case pad(Size, background: RGBColor, gravity: Gravity)
+    /// The image on a canvas of this size, filled with the colour, placed
+    /// by gravity. A nil colour (`background=transparent`) leaves the margin
+    /// clear in an output with alpha (pipeline.md section 4.3.1) and white
+    /// in one without.
+    case pad(Size, background: RGBColor?, gravity: Gravity)
     /// The pixels converted from the source's embedded RGB ICC profile to
     /// sRGB; the outputs then carry no profile. Only a job knows the
     /// source's profile (`ImageJob`): `apply` alone leaves the image as it is.
@@ -58,6 +61,12 @@ public enum Operation: Sendable, Equatable {
         case .pad: "pad"
         case .srgb: "srgb"
         }
+    }
+
+    /// Whether the step makes clear pixels of opaque ones: a `pad` with a
+    /// transparent margin.
+    public var makesTransparency: Bool {
+        if case .pad(_, nil, _) = self { true } else { false }
     }
 
     /// The canonical text of this step: the primary argument first (if the
@@ -99,7 +108,7 @@ public enum Operation: Sendable, Equatable {
         case let .flip(horizontal):
             horizontal ? "flip:h" : "flip:v"
         case let .pad(size, background, gravity):
-            "pad:\(size),background=\(background),gravity=\(gravity.rawValue)"
+            "pad:\(size),background=\(background?.description ?? "transparent"),gravity=\(gravity.rawValue)"
         }
     }
 
@@ -146,7 +155,10 @@ public enum Operation: Sendable, Equatable {
         case .srgb:
             return try cancel.checked(image)
         case let .pad(size, background, gravity):
-            return try image.padded(to: size, background: background, gravity: gravity, cancellation: cancel)
+            // A clear margin in an output without alpha is laid over white,
+            // as every transparent pixel is.
+            let white = RGBColor(red: Source.background.0, green: Source.background.1, blue: Source.background.2)
+            return try image.padded(to: size, background: background ?? white, gravity: gravity, cancellation: cancel)
         }
     }
 

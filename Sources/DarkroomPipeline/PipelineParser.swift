@@ -217,12 +217,15 @@ struct PipelineParser {
             }
         case .pad:
             let size = try parseSize(try reader.requirePositional("a size WxH, e.g. pad:1024x1024"), what: "pad size")
-            var background = RGBColor.black
+            var background: RGBColor? = RGBColor.black
             if let token = reader.value("background") {
-                guard let color = RGBColor(hex: token.text) else {
-                    throw fail("background must be six hex digits RRGGBB, e.g. ffffff, not \"\(token.text)\"", at: token)
+                if token.text.asciiLowercased == "transparent" {
+                    background = nil
+                } else if let color = RGBColor(hex: token.text) {
+                    background = color
+                } else {
+                    throw fail("background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"\(token.text)\"", at: token)
                 }
-                background = color
             }
             // Every gravity but smart, which looks for detail to keep in a crop.
             let places = Gravity.allCases.filter { $0 != .smart }
@@ -378,7 +381,7 @@ enum OperationKind: String, CaseIterable {
         case .pixelate: "usage: pixelate:BLOCK"
         case .rotate: "usage: rotate:90|180|270"
         case .flip: "usage: flip:h|v"
-        case .pad: "usage: pad:WxH[,background=RRGGBB][,gravity=G]"
+        case .pad: "usage: pad:WxH[,background=RRGGBB|transparent][,gravity=G]"
         }
     }
 

@@ -157,4 +157,45 @@ struct TransparentJobTests {
             try Self.pngJob("scale:20x15 | blur:2").run(source, cancellation: midway) { stage, _ in if stage == .decode { midway.cancel() } }
         }
     }
+
+    @Test("a transparent pad gives an opaque JPEG source a clear margin, after the steps before it ran with shrink on load")
+    func transparentPadOnJPEG() throws {
+        let photo = SamplePhoto.render(Size(width: 1200, height: 800), seed: 8)
+        let jpeg = try JPEG.encode(photo, options: EncodeOptions(quality: 90))
+        let pipeline = "scale:200x200 | pad:200x200,background=transparent"
+        let output = try Self.pngJob(pipeline, thumbnail: Size(width: 40, height: 40)).run(jpeg)
+        #expect(output.decodeShrink > 1, "shrink \(output.decodeShrink)")
+        let result = try Self.decodedWithAlpha(output.full.bytes)
+        #expect(result.width == 200 && result.height == 200)
+        // 200x133 centred: rows 33 to 166 opaque, the margins clear.
+        #expect(result.alpha.pixel(x: 100, y: 10).r == 0 && result.alpha.pixel(x: 100, y: 190).r == 0)
+        #expect(result.alpha.pixel(x: 100, y: 100).r == 255 && result.alpha.pixel(x: 0, y: 40).r == 255)
+        // The picture is the opaque job's, scaled the same way.
+        let opaque = try PNG.decode(try Self.pngJob("scale:200x200 | pad:200x200,background=000000", thumbnail: Size(width: 40, height: 40))
+            .run(jpeg).full.bytes)
+        for y in stride(from: 40, to: 160, by: 7) {
+            #expect(result.color.pixel(x: 77, y: y) == opaque.pixel(x: 77, y: y))
+        }
+        let thumb = try Self.decodedWithAlpha(try #require(output.thumbnail).bytes)
+        #expect(thumb.alpha.pixel(x: 20, y: 1).r == 0 && thumb.alpha.pixel(x: 20, y: 20).r == 255)
+
+        // With JPEG outputs only, the clear margin is white: the same bytes
+        // as a white pad.
+        let jpegOnly = ImageJob(pipeline: try Pipeline(parsing: pipeline), options: JobOptions())
+        let white = ImageJob(pipeline: try Pipeline(parsing: "scale:200x200 | pad:200x200,background=ffffff"), options: JobOptions())
+        #expect(try jpegOnly.run(jpeg) == white.run(jpeg))
+        // A JPEG full output beside a PNG thumbnail: white margin there too.
+        let mixed = try Self.pngJob(pipeline, thumbnail: Size(width: 40, height: 40), format: .jpeg, thumbnailFormat: .png).run(jpeg)
+        let laid = try JPEG.decode(mixed.full.bytes).image.pixel(x: 100, y: 8)
+        #expect(laid.r >= 250 && laid.g >= 250 && laid.b >= 250, "\(laid)")
+    }
+
+    @Test("a transparent source padded transparent keeps both its own alpha and the clear margin")
+    func transparentPadOnTransparentSource() throws {
+        let source = Self.png(SamplePhoto.render(Size(width: 60, height: 40), seed: 9)) { x, _ in x < 30 ? 0 : 255 }
+        let output = try Self.pngJob("pad:80x40,background=transparent,gravity=west", thumbnail: nil).run(source)
+        let result = try Self.decodedWithAlpha(output.full.bytes)
+        #expect((0..<80).map { result.alpha.pixel(x: $0, y: 20).r } == Array(repeating: 0, count: 30) + Array(repeating: 255, count: 30)
+            + Array(repeating: 0, count: 20))
+    }
 }

@@ -280,9 +280,12 @@ def parse_step(text, piece, col):
         found = a.value("background")
         background = "000000"
         if found is not None:
-            if len(found[0]) != 6 or not set(found[0]) <= HEX:
+            if lower(found[0]) == "transparent":
+                background = "transparent"
+            elif len(found[0]) != 6 or not set(found[0]) <= HEX:
                 raise Invalid(found[1])
-            background = lower(found[0])
+            else:
+                background = lower(found[0])
         gravity = a.choice("gravity", PLACES, "center")
         step = (f"pad:{size[0]}x{size[1]},background={background},gravity={gravity}", ("pad", size))
     else:  # flip
@@ -483,6 +486,8 @@ ok("flip", "flip:Horizontal | flip:V", "64x48")
 ok("pad-letterbox", "scale:256x256 | pad:256x256,background=FFFFFF", "4000x3000",
    description="fit then pad: every photo exactly 256x256, whole, on white")
 ok("pad-defaults", "pad:100x80", "64x48", description="black, centred; written out in the canonical text")
+ok("pad-transparent", "scale:256x256 | pad:256x256,background=Transparent", "4000x3000",
+   description="fit then pad on a clear canvas: transparent in PNG, WebP and AVIF outputs, white in JPEG")
 ok("pad-gravity-exact", "pad:64x48,gravity=SouthWest,background=0a0B0c", "64x48",
    description="a canvas the size of the input leaves it as it is")
 ok("glitch-defaults", "glitch", "64x48")
@@ -528,8 +533,11 @@ bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; 
 bad("scale-auto-too-big", "scale:0x65501", 7, "scale size 0x65501 is out of range; each side must be 1 to 65500, or 0 for one side to follow the aspect ratio")
 bad("crop-zero", "crop:0x100", 6, "crop size 0x100 is out of range; each side must be 1 to 65500")
 bad("scale-mode", "scale:100x100,mode=stretch", 20, "mode must be one of fit, fill, force, not \"stretch\"")
-bad("pad-background", "pad:10x10,background=fff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"fff\"")
-bad("pad-background-sign", "pad:10x10,background=+fffff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, not \"+fffff\"")
+bad("pad-background", "pad:10x10,background=fff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"fff\"")
+bad("pad-background-sign", "pad:10x10,background=+fffff", 22,
+    "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"+fffff\"")
+bad("pad-background-clear", "pad:10x10,background=clear", 22,
+    "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"clear\"")
 bad("pad-no-size", "pad", 1, "pad needs a size WxH, e.g. pad:1024x1024")
 bad("scale-enlarge", "scale:100x100,enlarge=false", 23, "enlarge must be one of yes, no, not \"false\"")
 bad("key-twice", "scale:100x100,Mode=fill,mode=fit", 25, "mode is given twice")
