@@ -299,6 +299,17 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
     return status;
 }
 
+/* A sample of colour `v` at opacity `a`, premultiplied (`multiplied`) or
+   not, as the decode leaves it: laid over `bg`, or with `keep_alpha` as
+   straight colour (a premultiplied one divided out, rounded; 0 where the
+   pixel is clear). */
+static uint8_t settle(unsigned v, unsigned a, int multiplied, unsigned bg, int keep_alpha) {
+    unsigned out;
+    if (keep_alpha) out = !multiplied || a == 255 ? v : a == 0 ? 0 : (v * 255 + a / 2) / a;
+    else out = multiplied ? v + (bg * (255 - a) + 127) / 255 : (v * a + bg * (255 - a) + 127) / 255;
+    return (uint8_t)(out > 255 ? 255 : out);
+}
+
 /* 16-bit gray in tiles, read here tile by tile instead of through the RGBA
    interface: libtiff 4.5 shifts the rows of a 16-bit gray tile that the
    image's right edge cuts (it skips the cut part by half its bytes). Each
@@ -306,7 +317,7 @@ dr_tiff_status dr_tiff_read_info(const uint8_t *data, size_t length, uint32_t ma
    white-is-zero is turned around; alpha (a second sample, or plane) is
    laid over the background as `premultiplied` says. */
 static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, uint8_t *dst, size_t stride, uint32_t w,
-                                          uint32_t h, size_t max_alloc, const unsigned bg[3], dr_tiff_should_stop should_stop,
+                                          uint32_t h, size_t max_alloc, const unsigned bg[3], int keep_alpha, dr_tiff_should_stop should_stop,
                                           void *stop_context, const capture *c, dr_tiff_error *err) {
     uint32_t tw = 0, th = 0;
     uint16_t planar = PLANARCONFIG_CONTIG;
@@ -352,12 +363,8 @@ static dr_tiff_status decode_gray16_tiles(TIFF *tif, const TIFFRGBAImage *img, u
                     }
                     unsigned v = g >> 8, opacity = a >> 8;
                     if (white_is_zero) v = 255 - v;
-                    for (int k = 0; k < 3; k++) {
-                        unsigned mixed = multiplied ? v + (bg[k] * (255 - opacity) + 127) / 255
-                                                    : (v * opacity + bg[k] * (255 - opacity) + 127) / 255;
-                        out[k] = (uint8_t)(mixed > 255 ? 255 : mixed);
-                    }
-                    out[3] = 255;
+                    for (int k = 0; k < 3; k++) out[k] = settle(v, opacity, multiplied, bg[k], keep_alpha);
+                    out[3] = keep_alpha ? (uint8_t)opacity : 255;
                 }
             }
         }
@@ -451,7 +458,7 @@ dr_tiff_status dr_tiff_decode_cmyk(const uint8_t *data, size_t length, uint32_t 
 
 dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
-                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err) {
     opened o;
     dr_tiff_status status = open_to_decode(data, length, max_side, max_alloc, dst, dst_stride, width, height, &o, err);
@@ -480,7 +487,8 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     api.get_field_defaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
     if (api.is_tiled(tif) && bits == 16
         && (img.photometric == PHOTOMETRIC_MINISBLACK || img.photometric == PHOTOMETRIC_MINISWHITE)) {
-        status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, should_stop, stop_context, &o.c, err);
+        status = decode_gray16_tiles(tif, &img, dst, dst_stride, w, h, max_alloc, bg, keep_alpha, should_stop, stop_context, &o.c,
+                                     err);
         api.rgba_image_end(&img);
         api.close(tif);
         return status;
@@ -506,14 +514,11 @@ dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
     for (int y = 0; y < height; y++) {
         uint8_t *p = dst + (size_t)y * dst_stride;
         for (int x = 0; x < width; x++, p += 4) {
-            unsigned a = p[3];
-            if (alpha && a != 255) {
-                for (int k = 0; k < 3; k++) {
-                    unsigned v = multiplied ? p[k] + (bg[k] * (255 - a) + 127) / 255 : (p[k] * a + bg[k] * (255 - a) + 127) / 255;
-                    p[k] = (uint8_t)(v > 255 ? 255 : v);
-                }
+            unsigned a = alpha ? p[3] : 255;
+            if (a != 255) {
+                for (int k = 0; k < 3; k++) p[k] = settle(p[k], a, multiplied, bg[k], keep_alpha);
             }
-            p[3] = 255;
+            p[3] = keep_alpha ? (uint8_t)a : 255;
         }
     }
     return DR_TIFF_OK;

@@ -209,35 +209,43 @@ public struct ImageJob: Sendable {
         let profile = converts ? nil : header.rgbProfile
         let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
-            let image = carrier.take()
-            let plane = checkGray ? try GrayImage(exactly: image, cancellation: cancel) : nil
-            let bytes: [UInt8]
-            switch options.format {
-            case .jpeg:
-                bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
-                                                                      progressive: options.progressive, grayscale: plane != nil,
-                                                                      iccProfile: profile),
-                                        cancellation: cancel)
-            case .webp:
-                // A gray result is three equal channels in WebP, untagged
-                // as a gray JPEG is.
-                bytes = try WebP.encode(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
-            case .png:
-                // PNG has a gray mode: a gray result is written from its
-                // plane, untagged.
-                if let plane {
-                    bytes = try PNG.encode(plane, cancellation: cancel)
-                } else {
-                    bytes = try PNG.encode(image, iccProfile: profile, cancellation: cancel)
-                }
-            case .avif:
-                // A gray result is three equal channels, untagged, as in WebP.
-                bytes = try HEIF.encodeAVIF(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
-            }
-            let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
-            return (plane.map { .gray($0) } ?? .color(image), full)
+            try ImageJob.encodedOpaque(carrier.take(), checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
         }
         return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: sourceSize, decodeShrink: plan.shrink))
+    }
+
+    /// The full-resolution file of an opaque result, and the result the
+    /// thumbnail is made from: with `checkGray`, a result whose pixels are
+    /// all gray is written gray (see `operation(for:)`).
+    static func encodedOpaque(
+        _ image: Image, checkGray: Bool, options: JobOptions, profile: [UInt8]?, cancellation cancel: CancellationFlag
+    ) throws(ImageError) -> (JobResult, EncodedImage) {
+        let plane = checkGray ? try GrayImage(exactly: image, cancellation: cancel) : nil
+        let bytes: [UInt8]
+        switch options.format {
+        case .jpeg:
+            bytes = try JPEG.encode(image, options: EncodeOptions(quality: options.quality, subsampling: options.subsampling,
+                                                                  progressive: options.progressive, grayscale: plane != nil,
+                                                                  iccProfile: profile),
+                                    cancellation: cancel)
+        case .webp:
+            // A gray result is three equal channels in WebP, untagged
+            // as a gray JPEG is.
+            bytes = try WebP.encode(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
+        case .png:
+            // PNG has a gray mode: a gray result is written from its
+            // plane, untagged.
+            if let plane {
+                bytes = try PNG.encode(plane, cancellation: cancel)
+            } else {
+                bytes = try PNG.encode(image, iccProfile: profile, cancellation: cancel)
+            }
+        case .avif:
+            // A gray result is three equal channels, untagged, as in WebP.
+            bytes = try HEIF.encodeAVIF(image, quality: options.quality, iccProfile: plane == nil ? profile : nil, cancellation: cancel)
+        }
+        let full = EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height))
+        return (plane.map { .gray($0) } ?? .color(image), full)
     }
 
     /// The chain for a source whose transparency an output keeps: decoded
@@ -270,10 +278,15 @@ public struct ImageJob: Sendable {
         let options = self.options
         let converts = pipeline.steps.contains { if case .srgb = $0 { true } else { false } }
         let profile = converts ? nil : header.rgbProfile
+        let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
         let encodeFull = ChainableOperation<Carrier<AlphaImage>, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: Carrier<AlphaImage>, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
-            let result = image.opaqueIfWhole
+            // Nothing transparent left: written as an opaque result is.
+            if image.isOpaque {
+                return try ImageJob.encodedOpaque(image.color, checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
+            }
+            let result = JobResult.transparent(image)
             let bytes = try result.encoded(as: options.format, quality: options.quality, options: options, profile: profile,
                                            cancellation: cancel)
             return (result, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))

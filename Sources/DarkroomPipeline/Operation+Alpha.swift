@@ -11,7 +11,9 @@ extension Operation {
     ///   `Source.background`), `rotate` and `flip` move both;
     /// - `pad` fills the new margin with its colour, opaque, or leaves it
     ///   clear (`background=transparent`);
-    /// - the colour filters, `glitch` and `srgb` change the colour only.
+    /// - `glitch` moves the alpha with its bands, and shifts and swaps the
+    ///   premultiplied colour's channels within them;
+    /// - the colour filters and `srgb` change the colour only.
     ///
     /// `sourceProfile` is what `srgb` converts from (nil: left as it is).
     public func apply(
@@ -51,7 +53,15 @@ extension Operation {
             return try image.recolored { (i: Image) throws(ImageError) -> Image in
                 try i.convertedToSRGB(from: sourceProfile, cancellation: cancel).image
             }
-        case .glitch, .grayscale, .sepia, .invert, .brightness, .contrast, .saturation:
+        case let .glitch(seed, amount):
+            // The bands move the shape; the channels shift and swap within
+            // it, premultiplied, so no hidden colour is brought into view.
+            return try image.filtered(cancellation: cancel, { (i: Image) throws(ImageError) -> Image in
+                try i.glitched(seed: seed, amount: amount, cancellation: cancel)
+            }, alpha: { (i: Image) throws(ImageError) -> Image in
+                try i.glitchDisplaced(seed: seed, amount: amount, cancellation: cancel)
+            })
+        case .grayscale, .sepia, .invert, .brightness, .contrast, .saturation:
             return try image.recolored { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         }
     }

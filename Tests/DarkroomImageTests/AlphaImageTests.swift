@@ -83,7 +83,7 @@ struct AlphaImageTests {
         #expect(alphas == [[0, 0, 0, 0], [0, 255, 255, 0], [0, 255, 255, 255]])
     }
 
-    @Test("a source without alpha, or a TIFF, is never kept: the decode is the opaque one")
+    @Test("a source without alpha is never kept: the decode is the opaque one")
     func onlyFormatsThatKeepAlpha() throws {
         let jpeg = try JPEG.encode(SamplePhoto.render(Size(width: 32, height: 24), seed: 1))
         #expect(!(try Source.readHeader(jpeg)).keepsAlpha)
@@ -91,11 +91,36 @@ struct AlphaImageTests {
         let header = try Source.readHeader(rgb)
         #expect(!header.keepsAlpha)
         #expect(try Source.decode(rgb, header: header, options: DecodeOptions(keepAlpha: true)) == Source.decode(rgb, header: header))
-        let tiff = TIFFFixtures.tiff(width: 4, height: 2, pixels: [UInt8](repeating: 90, count: 4 * 2 * 4), samples: 4)
-        let tiffHeader = try Source.readHeader(tiff)
-        #expect(tiffHeader.hasAlpha && !tiffHeader.keepsAlpha)
-        let decoded = try Source.decode(tiff, header: tiffHeader, options: DecodeOptions(keepAlpha: true))
-        #expect(decoded.pixels.enumerated().allSatisfy { $0.offset % 4 != 3 || $0.element == 255 })
+    }
+
+    @Test("a TIFF's alpha, associated or not, gray or RGB, in strips or 16-bit tiles, is kept straight; over white it is the compositing decode's",
+          arguments: [(4, false), (4, true), (2, false), (2, true)])
+    func tiffKeepsAlpha(samples: Int, associated: Bool) throws {
+        let width = 48, height = 16
+        var pixels: [UInt8] = []
+        for y in 0..<height {
+            for x in 0..<width {
+                let colour: [UInt8] = [UInt8(x * 5), UInt8(200 - y * 9), UInt8((x * 7 + y) % 200 + 20)]
+                let alpha = UInt8(x < 16 ? 255 : x >= 32 ? 0 : (32 - x) * 16 - 1)
+                let stored = associated ? colour.map { UInt8((Int($0) * Int(alpha) + 127) / 255) } : colour
+                pixels += (samples == 2 ? [stored[0]] : stored) + [alpha]
+            }
+        }
+        for bytes in [TIFFFixtures.tiff(width: width, height: height, pixels: pixels, samples: samples, associatedAlpha: associated),
+                      TIFFFixtures.tiff(width: width, height: height, pixels: pixels, samples: samples, associatedAlpha: associated, bits: 16,
+                                        tile: 16)] {
+            let header = try Source.readHeader(bytes)
+            #expect(header.hasAlpha && header.keepsAlpha)
+            let kept = try Self.keptAlpha(bytes)
+            for x in 0..<width { #expect(kept.alpha.pixel(x: x, y: 5).r == pixels[(5 * width + x) * samples + samples - 1], "x \(x)") }
+            // Opaque pixels keep their colour exactly; clear ones are 0 when divided out.
+            let c = kept.color.pixel(x: 3, y: 5)
+            #expect(c.r == UInt8(15), "\(c)")
+            // Over white, within a level of rounding of the compositing decode.
+            let flattened = try kept.flattened(onto: Source.background), composited = try Source.decode(bytes, header: header)
+            let worst = zip(flattened.pixels, composited.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
+            #expect(worst <= (associated ? 1 : 0), "worst \(worst)")
+        }
     }
 
     @Test("split and interleaved give the RGBA bytes back; an image whose alphas are all 255 is opaque")

@@ -119,4 +119,28 @@ extension OperationGlitchTests {
         #expect(unchanged == img)
         #expect(throws: ImageError.self) { try unchanged.glitch(seed: 3, amount: 2) }
     }
+
+    @Test("glitchDisplaced rotates each row as the glitch's bands do, moving whole pixels")
+    func displacedRows() throws {
+        let width = 64, height = 48
+        // Every pixel a distinct value in each row, R, G and B alike, alpha-like.
+        var pixels: [UInt8] = []
+        for y in 0..<height { for x in 0..<width { let v = UInt8((x * 4 + y) & 255); pixels += [v, v, v, UInt8(x)] } }
+        let image = Image(width: width, height: height, pixels: pixels)
+        let moved = try image.glitchDisplaced(seed: 5, amount: 1)
+        let glitched = try image.glitched(seed: 5, amount: 1)
+        var rotated = 0, matchingGreen = 0
+        for y in 0..<height {
+            let row = Array(moved.pixels[y * width * 4..<(y + 1) * width * 4])
+            let source = Array(image.pixels[y * width * 4..<(y + 1) * width * 4])
+            let offset = (0..<width).first { k in (0..<width).allSatisfy { x in row[x * 4..<x * 4 + 4] == source[((x - k + width) % width) * 4..<((x - k + width) % width) * 4 + 4] } }
+            #expect(offset != nil, "row \(y) is a rotation of its source row, the fourth byte too")
+            if offset != 0 { rotated += 1 }
+            // Where no swap band lies, the glitch's green is the displaced row's.
+            if (0..<width).allSatisfy({ glitched.pixels[(y * width + $0) * 4 + 1] == row[$0 * 4 + 1] }) { matchingGreen += 1 }
+        }
+        #expect(rotated > 0)
+        #expect(matchingGreen >= height * 6 / 10, "\(matchingGreen) rows")
+        #expect(try image.glitchDisplaced(seed: 5, amount: 0) == image)
+    }
 }

@@ -113,12 +113,14 @@ struct TransparentJobTests {
         #expect(jpegOnly == composited)
     }
 
-    @Test("a result with nothing transparent left is written as an opaque one, byte for byte", arguments: [ImageFormat.png, .webp, .avif])
-    func opaqueResult(_ format: ImageFormat) throws {
+    @Test("a result with nothing transparent left is written as an opaque one, byte for byte, a gray one gray",
+          arguments: [ImageFormat.png, .webp, .avif], ["sepia", "grayscale"])
+    func opaqueResult(_ format: ImageFormat, _ filter: String) throws {
         let picture = SamplePhoto.render(Size(width: 80, height: 60), seed: 2)
         // Clear in a corner the crop leaves out.
         let source = Self.png(picture) { x, y in x < 10 && y < 10 ? 0 : 255 }
-        let job = try Self.pngJob("crop:50x40+20+15 | sepia", format: format, thumbnailFormat: format)
+        let job = try Self.pngJob("crop:50x40+20+15 | \(filter)", format: format, thumbnailFormat: format)
+        if format == .png, filter == "grayscale" { #expect(try job.run(source).full.bytes[25] == 0, "a gray PNG") }
         let kept = try job.run(source)
         let reference = try job.run(Self.opaquePNG(picture))
         #expect(kept.full == reference.full && kept.thumbnail == reference.thumbnail)
@@ -197,5 +199,29 @@ struct TransparentJobTests {
         let result = try Self.decodedWithAlpha(output.full.bytes)
         #expect((0..<80).map { result.alpha.pixel(x: $0, y: 20).r } == Array(repeating: 0, count: 30) + Array(repeating: 255, count: 30)
             + Array(repeating: 0, count: 20))
+    }
+
+    @Test("glitch moves the alpha with its bands and shifts premultiplied colour: no hidden colour shows where all is opaque")
+    func glitchCarriesTheAlpha() throws {
+        // Gray 100 where opaque, magenta under the clear pixels: a channel
+        // shift of straight colour would bring the magenta's red and blue in.
+        var rgba: [UInt8] = []
+        for y in 0..<60 {
+            for x in 0..<90 {
+                rgba += (x / 9 + y / 9) % 2 == 0 ? [100, 100, 100, 255] : [255, 0, 255, 0]
+            }
+        }
+        let image = try AlphaImage(splitting: Image(width: 90, height: 60, pixels: rgba))
+        let step = Operation.glitch(seed: 11, amount: 1)
+        let out = try step.apply(to: image, sourceProfile: nil)
+        #expect(out.alpha == (try image.alpha.glitchDisplaced(seed: 11, amount: 1)))
+        #expect(out.alpha != image.alpha, "the bands moved")
+        var opaque = 0
+        for i in 0..<90 * 60 where out.alpha.pixels[i * 4] == 255 {
+            opaque += 1
+            let c = out.color.pixels[i * 4..<i * 4 + 3]
+            #expect(c.allSatisfy { $0 <= 101 }, "pixel \(i): \(Array(c))")
+        }
+        #expect(opaque > 1000)
     }
 }

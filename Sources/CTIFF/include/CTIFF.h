@@ -91,11 +91,14 @@ typedef int (*dr_tiff_should_stop)(void *context);
 /* Decodes the first image, as stored (no orientation applied), into
    `width` x `height` RGBX rows `dst_stride` bytes apart (the size
    dr_tiff_read_info gave, checked against the file). Alpha is laid over
-   (bg_r, bg_g, bg_b); the fourth byte of every pixel is 255. On any
-   failure the rows hold nothing usable. */
+   (bg_r, bg_g, bg_b) and the fourth byte of every pixel is 255; with
+   `keep_alpha` non-zero each pixel keeps its straight colour (associated
+   alpha divided out again, rounded) and the fourth byte holds its alpha,
+   255 where the file has none. On any failure the rows hold nothing
+   usable. */
 dr_tiff_status dr_tiff_decode_rgbx(const uint8_t *data, size_t length, uint32_t max_side, size_t max_alloc,
                                    uint8_t *dst, size_t dst_stride, int width, int height,
-                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b,
+                                   uint8_t bg_r, uint8_t bg_g, uint8_t bg_b, int keep_alpha,
                                    dr_tiff_should_stop should_stop, void *stop_context, dr_tiff_error *err);
 
 /* Decodes the first image of a plain CMYK file (plain_cmyk), as stored,

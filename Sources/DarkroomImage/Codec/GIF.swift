@@ -16,7 +16,7 @@ public struct GIFHeader: Sendable, Equatable {
 ///
 /// The first picture is decoded onto the logical screen: its palette
 /// colours where it has pixels, the background where it is transparent or
-/// does not reach. An animated GIF gives its first frame. GIF has no EXIF
+/// does not reach (clear, with `DecodeOptions.keepAlpha`). An animated GIF gives its first frame. GIF has no EXIF
 /// orientation and no ICC profile.
 public enum GIF {
     /// True when `bytes` start with "GIF87a" or "GIF89a".

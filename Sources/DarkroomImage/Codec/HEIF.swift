@@ -21,7 +21,8 @@ public struct HEIFHeader: Sendable, Equatable {
 /// The primary image is decoded upright: libheif applies the file's own
 /// rotation, mirroring and crop (irot, imir, clap), which supersede any
 /// EXIF orientation, so none is applied again. Images deeper than 8 bits
-/// are decoded to 8. Alpha is composited onto the background. Other
+/// are decoded to 8. Alpha is composited onto the background, or kept
+/// (`DecodeOptions.keepAlpha`). Other
 /// images in the file (thumbnails, depth maps, a burst's other frames) are
 /// not read.
 public enum HEIF {

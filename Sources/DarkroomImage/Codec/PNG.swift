@@ -40,7 +40,7 @@ public struct PNGHeader: Sendable, Equatable {
 /// Every kind of PNG decodes to the engine's RGBX: palette, gray and low bit
 /// depths are expanded, 16-bit samples are scaled to 8 bits with rounding,
 /// and alpha (a channel or a tRNS chunk) is composited onto a background
-/// colour. No gamma correction is made (gAMA and cHRM are ignored, as
+/// colour, or kept (`DecodeOptions.keepAlpha`). No gamma correction is made (gAMA and cHRM are ignored, as
 /// browsers and libvips ignore them for the sRGB they assume).
 public enum PNG {
     /// The 8-byte PNG signature.

@@ -53,9 +53,9 @@ public struct SourceHeader: Sendable, Equatable {
     public var cmykProfile: [UInt8]? = nil
 
     /// Whether a decode can keep this source's transparency
-    /// (`DecodeOptions.keepAlpha`): a PNG, WebP, GIF or HEIF with alpha. A
-    /// TIFF's alpha is always composited.
-    public var keepsAlpha: Bool { hasAlpha && format != .tiff && format != .jpeg }
+    /// (`DecodeOptions.keepAlpha`): a PNG, WebP, GIF, HEIF or TIFF with
+    /// alpha. A CMYK TIFF converted through its profile is composited.
+    public var keepsAlpha: Bool { hasAlpha && format != .jpeg && cmykProfile == nil }
 }
 
 /// A job's source image in any of the formats it may be in: JPEG, PNG,
@@ -152,7 +152,7 @@ public enum Source {
         case .heif: stored = try HEIF.decode(bytes, size: try limited(header, limits), limits: limits, background: background, keepAlpha: keep,
                                              cancellation: cancellation)
         case .tiff: stored = try TIFF.decode(bytes, size: try limited(header, limits), cmykProfile: header.cmykProfile, limits: limits,
-                                             background: background, cancellation: cancellation)
+                                             background: background, keepAlpha: keep, cancellation: cancellation)
         }
         if header.orientation == .up { return stored }
         return try stored.applying(header.orientation, cancellation: cancellation)

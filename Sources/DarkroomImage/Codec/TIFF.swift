@@ -36,7 +36,8 @@ public struct TIFFHeader: Sendable, Equatable {
 /// palette, RGB, YCbCr and CMYK, and each compression Debian's libtiff is
 /// built with (none, PackBits, LZW, deflate, JPEG, ZSTD, WebP, ...).
 /// Floating-point samples are refused as unsupported. Alpha is composited
-/// onto the background. The pixels are decoded as stored, and the
+/// onto the background, or kept straight (`Source.decode` with
+/// `DecodeOptions.keepAlpha`). The pixels are decoded as stored, and the
 /// Orientation tag is applied as a JPEG's EXIF orientation is. A CMYK file
 /// with its own CMYK profile is converted through that profile (Little
 /// CMS), as a CMYK JPEG is, not by the RGBA interface's plain formula.
@@ -93,10 +94,12 @@ public enum TIFF {
 
     /// `decode` of a file whose header was read, with these limits, as
     /// `size`, its inks to convert through `cmykProfile` (`Source.decode`);
-    /// the shim checks the file against it.
+    /// the shim checks the file against it. With `keepAlpha` (not for a
+    /// file converted through its CMYK profile) the fourth byte holds each
+    /// pixel's straight alpha and `background` is not used.
     static func decode(
         _ bytes: [UInt8], size: Size, cmykProfile: [UInt8]?, limits: DecodeLimits, background: (UInt8, UInt8, UInt8),
-        cancellation: CancellationFlag
+        keepAlpha: Bool = false, cancellation: CancellationFlag
     ) throws(ImageError) -> Image {
         try cancellation.check()
         let width = size.width, height = size.height
@@ -109,7 +112,8 @@ public enum TIFF {
             var error = dr_tiff_error()
             let status = transform == nil
                 ? dr_tiff_decode_rgbx(data.baseAddress, data.count, limits.shimMaxSide, maxAlloc(limits), out, stride, Int32(width),
-                                      Int32(height), background.0, background.1, background.2, ShimDecode.shouldStop, stop, &error)
+                                      Int32(height), background.0, background.1, background.2, keepAlpha ? 1 : 0, ShimDecode.shouldStop,
+                                      stop, &error)
                 : dr_tiff_decode_cmyk(data.baseAddress, data.count, limits.shimMaxSide, maxAlloc(limits), out, stride, Int32(width),
                                       Int32(height), ShimDecode.shouldStop, stop, &error)
             return status == DR_TIFF_OK ? nil : imageError(error, size: nil, limits: limits)

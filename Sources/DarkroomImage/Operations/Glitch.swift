@@ -72,6 +72,32 @@ extension Image {
         return Image(width: width, height: height, pixels: out)
     }
 
+    /// The glitch's slice displacement alone: each row rotated by its
+    /// bands' offsets, whole pixels moved, with neither the channel shift
+    /// nor the swaps. It is what `glitched` does to the picture's shape, and
+    /// how a transparent image's alpha moves under it.
+    ///
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func glitchDisplaced(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+        let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
+        if amount == 0 { return self }
+        var out = Image.unfilled(count: pixels.count)
+        let src = pixels.span
+        var dst = out.mutableSpan
+        let rowLen = width * 4
+        let poll = RowPoll(cancellation, workPerRow: rowLen)
+        for y in 0..<height {
+            if poll.stop(at: y) { throw ImageError.cancelled }
+            // Output x reads x' = (x - offset) mod W, offset in 0..<W.
+            let base = y * rowLen, offset = plan.offsets[y]
+            for x in 0..<width {
+                let from = base + (x >= offset ? x - offset : x - offset + width) * 4, to = base + x * 4
+                dst[to] = src[from]; dst[to + 1] = src[from + 1]; dst[to + 2] = src[from + 2]; dst[to + 3] = src[from + 3]
+            }
+        }
+        return Image(width: width, height: height, pixels: out)
+    }
+
     /// `glitched(seed:amount:)` in place: the same bytes, without a second
     /// image-sized buffer (each row is read from a one-row copy).
     ///
