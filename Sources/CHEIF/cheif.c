@@ -47,6 +47,8 @@ static struct {
     __typeof__(&heif_image_handle_get_raw_color_profile_size) image_handle_get_raw_color_profile_size;
     __typeof__(&heif_image_handle_get_width) image_handle_get_width;
     __typeof__(&heif_image_handle_has_alpha_channel) image_handle_has_alpha_channel;
+    __typeof__(&heif_image_is_premultiplied_alpha) image_is_premultiplied_alpha;
+    __typeof__(&heif_image_set_premultiplied_alpha) image_set_premultiplied_alpha;
     __typeof__(&heif_image_handle_release) image_handle_release;
     __typeof__(&heif_image_release) image_release;
     __typeof__(&heif_image_set_raw_color_profile) image_set_raw_color_profile;
@@ -91,6 +93,8 @@ static void load(void) {
         { "heif_image_handle_get_raw_color_profile_size", (void **)&api.image_handle_get_raw_color_profile_size },
         { "heif_image_handle_get_width", (void **)&api.image_handle_get_width },
         { "heif_image_handle_has_alpha_channel", (void **)&api.image_handle_has_alpha_channel },
+        { "heif_image_is_premultiplied_alpha", (void **)&api.image_is_premultiplied_alpha },
+        { "heif_image_set_premultiplied_alpha", (void **)&api.image_set_premultiplied_alpha },
         { "heif_image_handle_release", (void **)&api.image_handle_release },
         { "heif_image_release", (void **)&api.image_release },
         { "heif_image_set_raw_color_profile", (void **)&api.image_set_raw_color_profile },
@@ -663,6 +667,8 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
         return fail(err, DR_HEIF_UNSUPPORTED, "libheif gave no 8-bit RGB image (%d bits)", bits);
     }
     const int channels = info.has_alpha ? 4 : 3;
+    /* A file that says its colour is premultiplied ('prem') is given so. */
+    const int multiplied = info.has_alpha && api.image_is_premultiplied_alpha(image);
     for (int y = 0; y < height; y++) {
         const uint8_t *s = plane + (size_t)y * (size_t)stride;
         uint8_t *d = dst + (size_t)y * dst_stride;
@@ -670,15 +676,19 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
             for (int x = 0; x < width; x++, s += 3, d += 4) {
                 d[0] = s[0]; d[1] = s[1]; d[2] = s[2]; d[3] = 255;
             }
-        } else if (keep_alpha) {
+        } else if (keep_alpha && !multiplied) {
             memcpy(d, s, (size_t)width * 4);
         } else {
+            const unsigned bg[3] = { bg_r, bg_g, bg_b };
             for (int x = 0; x < width; x++, s += 4, d += 4) {
                 unsigned a = s[3], rest = 255 - a;
-                d[0] = (uint8_t)((s[0] * a + bg_r * rest + 127) / 255);
-                d[1] = (uint8_t)((s[1] * a + bg_g * rest + 127) / 255);
-                d[2] = (uint8_t)((s[2] * a + bg_b * rest + 127) / 255);
-                d[3] = 255;
+                for (int k = 0; k < 3; k++) {
+                    unsigned v;
+                    if (keep_alpha) v = a == 0 ? 0 : (s[k] * 255 + a / 2) / a;
+                    else v = multiplied ? s[k] + (bg[k] * rest + 127) / 255 : (s[k] * a + bg[k] * rest + 127) / 255;
+                    d[k] = (uint8_t)(v > 255 ? 255 : v);
+                }
+                d[3] = keep_alpha ? (uint8_t)a : 255;
             }
         }
     }
@@ -770,6 +780,8 @@ static dr_heif_status encode_image(const uint8_t *pixels, int width, int height,
             }
         }
     }
+    /* has_alpha 2: the colour samples given are premultiplied (fixtures). */
+    if (has_alpha == 2) api.image_set_premultiplied_alpha(image, 1);
     if (icc && icc_length > 0) {
         e = api.image_set_raw_color_profile(image, "prof", icc, icc_length);
         if (e.code != heif_error_Ok) {

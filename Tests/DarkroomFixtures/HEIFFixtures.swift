@@ -9,8 +9,11 @@ public enum HEIFFixtures {
     /// A HEIF of one image, `width` × `height`, from `pixels` (RGB rows, or
     /// RGBA with `alpha`), at `quality` (0-100) or lossless, coded at
     /// `bitDepth` bits a sample (8, 10 or 12), with `icc` embedded when given.
-    public static func heif(width: Int, height: Int, pixels: [UInt8], alpha: Bool = false, codec: Codec = .hevc,
-                            quality: Int = 90, lossless: Bool = false, bitDepth: Int = 8, icc: [UInt8]? = nil) -> [UInt8] {
+    /// With `premultiplied` the RGB samples given are premultiplied by their
+    /// alpha, and the file says so.
+    public static func heif(width: Int, height: Int, pixels: [UInt8], alpha: Bool = false, premultiplied: Bool = false,
+                            codec: Codec = .hevc, quality: Int = 90, lossless: Bool = false, bitDepth: Int = 8,
+                            icc: [UInt8]? = nil) -> [UInt8] {
         precondition(pixels.count == width * height * (alpha ? 4 : 3), "pixels hold width × height RGB or RGBA samples")
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
@@ -19,11 +22,11 @@ public enum HEIFFixtures {
             pixels.withUnsafeBufferPointer { source in
                 if let icc {
                     return icc.withUnsafeBufferPointer { profile in
-                        dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? 1 : 0, codec == .av1 ? 1 : 0, Int32(quality),
+                        dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? (premultiplied ? 2 : 1) : 0, codec == .av1 ? 1 : 0, Int32(quality),
                                        lossless ? 1 : 0, Int32(bitDepth), profile.baseAddress, profile.count, &out, &length, text.baseAddress)
                     }
                 }
-                return dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? 1 : 0, codec == .av1 ? 1 : 0, Int32(quality),
+                return dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? (premultiplied ? 2 : 1) : 0, codec == .av1 ? 1 : 0, Int32(quality),
                                       lossless ? 1 : 0, Int32(bitDepth), nil, 0, &out, &length, text.baseAddress)
             }
         }

@@ -123,6 +123,40 @@ struct AlphaImageTests {
         }
     }
 
+    @Test("a HEIF whose colour is premultiplied ('prem') is divided out when kept and laid over white as it is when composited")
+    func premultipliedHEIF() throws {
+        let width = 64, height = 48
+        let straight = HEIFFixtures.pattern(width: width, height: height, alpha: true)
+        // Half opaque, a quarter at alpha 128, a quarter clear.
+        var alphaOf = [UInt8](repeating: 0, count: width * height)
+        for i in 0..<width * height { let x = i % width; alphaOf[i] = x < 32 ? 255 : x < 48 ? 128 : 0 }
+        var premultiplied = straight
+        for i in 0..<width * height {
+            premultiplied[i * 4 + 3] = alphaOf[i]
+            for k in 0..<3 { premultiplied[i * 4 + k] = UInt8((Int(straight[i * 4 + k]) * Int(alphaOf[i]) + 127) / 255) }
+        }
+        let bytes = HEIFFixtures.heif(width: width, height: height, pixels: premultiplied, alpha: true, premultiplied: true, quality: 100)
+        let kept = try Self.keptAlpha(bytes)
+        let composited = try Source.decode(bytes, header: try Source.readHeader(bytes))
+        var keptOff = 0, compositedOff = 0
+        for y in 8..<40 {
+            for x in [10, 20, 36, 42] {
+                let i = y * width + x, a = Int(alphaOf[i])
+                #expect(abs(Int(kept.alpha.pixel(x: x, y: y).r) - a) <= 3)
+                let c = kept.color.pixel(x: x, y: y), over = composited.pixel(x: x, y: y)
+                for (k, value) in [c.r, c.g, c.b].enumerated() {
+                    keptOff = max(keptOff, abs(Int(value) - Int(straight[i * 4 + k])))
+                    let expected = (Int(straight[i * 4 + k]) * a + 255 * (255 - a) + 127) / 255
+                    compositedOff = max(compositedOff, abs(Int([over.r, over.g, over.b][k]) - expected))
+                }
+            }
+        }
+        // Lossy coding at quality 100 is within a few levels; taking the
+        // premultiplied colour for straight would put the half-clear
+        // quarter some 60 levels off.
+        #expect(keptOff <= 8 && compositedOff <= 8, "kept \(keptOff), composited \(compositedOff)")
+    }
+
     @Test("split and interleaved give the RGBA bytes back; an image whose alphas are all 255 is opaque")
     func splitAndInterleave() throws {
         var rgba = (0..<7 * 5 * 4).map { UInt8(truncatingIfNeeded: $0 &* 37) }

@@ -96,7 +96,9 @@ typedef int (*dr_heif_should_stop)(void *context);
 
 /* Decodes the primary image into `width` x `height` RGBX rows `dst_stride`
    bytes apart (the size dr_heif_read_info gave; the decoded image is
-   checked against it). Where the image has alpha, each pixel is laid over
+   checked against it). Premultiplied colour (a file's 'prem' reference)
+   is divided out, rounded, or laid over the background as it is. Where
+   the image has alpha, each pixel is laid over
    (bg_r, bg_g, bg_b): (c * a + bg * (255 - a) + 127) / 255, and the fourth
    byte of every pixel is 255; with `keep_alpha` non-zero each pixel keeps
    its colour and the fourth byte holds its alpha (255 where the image has
@@ -107,7 +109,8 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
                                    dr_heif_should_stop should_stop, void *stop_context, dr_heif_error *err);
 
 /* Writes a HEIF of one image (tests build their fixtures with it): `pixels`
-   holds `width` x `height` 8-bit RGB (or RGBA with `has_alpha`) rows, coded
+   holds `width` x `height` 8-bit RGB (or RGBA with `has_alpha`; with
+   `has_alpha` 2 the colour is premultiplied and the file says so) rows, coded
    with HEVC (`av1` 0) or AV1 (`av1` 1) at `quality` (0-100), or lossless
    with `lossless`, at `bit_depth` bits a sample (8, or 10 or 12: each
    sample widened as v << (bits - 8) | v >> (16 - bits)). An ICC profile is embedded when `icc` is not NULL. The file
