@@ -275,8 +275,8 @@ struct AlphaImageTests {
         #expect(!(try HEIF.readHeader(opaque)).hasAlpha)
     }
 
-    @Test("seeded mutations of transparent PNG, GIF and WebP files decode with their alpha to the header's size or throw, never crash",
-          arguments: ["png", "gif", "webp"])
+    @Test("seeded mutations of transparent PNG, GIF, WebP, TIFF and HEIF files decode with their alpha to the header's size or throw, never crash",
+          arguments: ["png", "gif", "webp", "tiff", "heif"])
     func mutationFuzz(_ format: String) throws {
         let original: [UInt8]
         switch format {
@@ -289,10 +289,17 @@ struct AlphaImageTests {
             original = GIFFixtures.gif(width: 40, height: 30, palette: GIFFixtures.palette(16),
                                        frames: [GIFFixtures.Frame(left: 2, top: 3, width: 30, height: 20, transparent: 5,
                                                                   indices: (0..<600).map { UInt8($0 % 16) })])
-        default: original = try WebP.encode(try Self.keptAlpha(Self.rgbaPNG(width: 40, height: 30).bytes), quality: 80)
+        case "webp": original = try WebP.encode(try Self.keptAlpha(Self.rgbaPNG(width: 40, height: 30).bytes), quality: 80)
+        case "tiff":
+            let rgba = (0..<40 * 30 * 4).map { UInt8(truncatingIfNeeded: $0 &* 29) }
+            original = TIFFFixtures.tiff(width: 40, height: 30, pixels: rgba, samples: 4, associatedAlpha: true, compression: .none)
+        default:
+            original = HEIFFixtures.heif(width: 40, height: 30, pixels: HEIFFixtures.pattern(width: 40, height: 30, alpha: true), alpha: true,
+                                         premultiplied: true)
         }
         let limits = DecodeLimits(maxPixels: 1 << 20, maxSide: 4096)
-        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .unsupported, .empty, .unsupportedFormat, .notWebP]
+        let allowed: Set<ImageError.Code> = [.corrupt, .truncated, .limitExceeded, .invalidDimensions, .unsupported, .empty, .unsupportedFormat,
+                                             .notWebP]
         let tally = MutationFuzz.run(original, iterations: 300, seed: 0xA1FA ^ UInt64(format.utf8.count), headerBytes: format == "png" ? 240 : 60, allowed: allowed,
                                      repair: { format == "png" && $0 % 2 == 1 ? PNGFixtures.fixingCRCs($1) : $1 }, keepsAlpha: true,
                                      header: { bytes throws(ImageError) in try Source.readHeader(bytes, limits: limits).uprightSize },
