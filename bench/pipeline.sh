@@ -20,6 +20,9 @@
 #       (libwebp's defaults otherwise, as every peer uses it)
 #   O   lossless: the same square as PNG, zlib level 6 with adaptive
 #       filters (every peer's default, through libpng)
+#   A   transparent PNG sources (the corpus with an alpha ellipse, untimed):
+#       fill 1024x1024 + crop, written as RGBA PNG; every peer keeps the
+#       alpha and resamples premultiplied colour
 #   N   PNG sources (the corpus converted, untimed): fill-scale to 1024x1024
 #       + square crop, JPEG q80; no tool can shrink a PNG on load
 #   G   GIF sources (the corpus cut to 256 colours, untimed): the same
@@ -339,6 +342,22 @@ o_pillow() { pillow_run o "$1"; }
 o_vips() { square_vips "$1" 1024 80 png; }
 o_magick() { square_magick "$1" 1024 65 png; }
 
+# --- A peers: transparent PNG sources, the square as an RGBA PNG.
+RGBA_FILES=()
+a_darkroom() { on_sources RGBA_FILES square_darkroom "$1" "$W_OPS" 80 --format png; }
+a_pillow() { on_sources RGBA_FILES pillow_run a "$1"; }
+a_vips() { on_sources RGBA_FILES square_vips "$1" 1024 80 png; }
+# -background none: -extent would otherwise lay the picture over white.
+a_magick() {
+    local out="$1" f t0
+    t0=$(now)
+    for f in "${RGBA_FILES[@]}"; do
+        "$IM" "$f" -auto-orient -thumbnail "1024x1024^" -background none -gravity center -extent 1024x1024 -quality 65 \
+            "$out/$(stem "$f").png" || return 1
+    done
+    RUN_SECONDS=$(elapsed "$t0" "$(now)")
+}
+
 # --- N peers: the W square from PNG sources, as JPEG q80. jpeg:size does
 # nothing for a PNG, so ImageMagick's idiom is the same command.
 # on_sources ARRAY COMMAND...: COMMAND with SRC set to ARRAY's files.
@@ -405,12 +424,12 @@ have vipsthumbnail || skip o_vips "vips not installed"
 # WORKLOAD's peers are skipped when there are none, and each peer whose
 # tool is missing.
 converted_sources() {
-    local format=$1 w=$2 f k
+    local format=$1 w=$2 f k ext=${4:-$1}
     local -n into=$3
     if [ "$HAVE_PIL" = 1 ]; then
         log "converting the corpus to $format for workload ${w^^} (untimed)"
         if python3 "$PEERS/prep.py" "$format" "$WORK/$format" "${FILES[@]}"; then
-            for f in "${FILES[@]}"; do into+=("$WORK/$format/$(stem "$f").$format"); done
+            for f in "${FILES[@]}"; do into+=("$WORK/$format/$(stem "$f").$ext"); done
         fi
     fi
     if [ ${#into[@]} -eq 0 ]; then
@@ -421,15 +440,16 @@ converted_sources() {
     [ -n "$IM" ] || skip "${w}_magick" "ImageMagick not installed"
 }
 converted_sources png n PNG_FILES
+converted_sources rgba a RGBA_FILES png
 converted_sources gif g GIF_FILES
 converted_sources heic h HEIC_FILES
 converted_sources tif f TIFF_FILES
 [ "$FLOOR_OK" = 1 ] || { skip p1_floor "djpeg/cjpeg or Pillow missing"; skip t_floor "djpeg/cjpeg or Pillow missing"; }
 
 PEER_KEYS=(p1_darkroom p1_pillow p1_vips p1_magick p1_floor t_darkroom t_pillow t_vips t_magick t_floor
-           w_darkroom w_pillow w_vips w_magick o_darkroom o_pillow o_vips o_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
+           w_darkroom w_pillow w_vips w_magick o_darkroom o_pillow o_vips o_magick a_darkroom a_pillow a_vips a_magick n_darkroom n_pillow n_vips n_magick g_darkroom g_pillow g_vips g_magick
            h_darkroom h_pillow h_vips h_magick f_darkroom f_pillow f_vips f_magick)
-log "P1, T, W, O, N, G, H and F on $NIMG images, $RUNS rounds of one run per tool"
+log "P1, T, W, O, A, N, G, H and F on $NIMG images, $RUNS rounds of one run per tool"
 for ((round = 1; round <= RUNS; round++)); do
     for key in "${PEER_KEYS[@]}"; do
         measure_once "$key" "$round"
@@ -551,6 +571,15 @@ REPORT="$WORK/report.md"
     fmt_row o_pillow "Pillow draft + ImageOps.fit, PNG compress_level=6"
     fmt_row o_vips "vipsthumbnail batch, .png"
     fmt_row o_magick "ImageMagick -define jpeg:size -thumbnail, .png -quality 65"
+    echo
+    echo "## A: transparent PNG sources, fill 1024x1024, RGBA PNG (zlib level 6)"
+    echo
+    echo "| tool | best s | median s | s/image | images/s | vs darkroom |"
+    echo "|---|---:|---:|---:|---:|---|"
+    fmt_row a_darkroom "darkroom --format png (alpha kept)"
+    fmt_row a_pillow "Pillow ImageOps.fit RGBA, PNG compress_level=6"
+    fmt_row a_vips "vipsthumbnail batch, .png"
+    fmt_row a_magick "ImageMagick -thumbnail -background none, .png -quality 65"
     echo
     echo "## N: PNG sources, fill 1024x1024, JPEG q80"
     echo

@@ -15,6 +15,9 @@ Workloads:
       LANCZOS, the libvips rule), fill + crop to 256x256, save q70.
   w   as t at 1024x1024, saved as lossy WebP at quality 80 (libwebp's
       other defaults, method 4).
+  a   transparent PNG sources, fill + crop to 1024x1024 keeping the alpha
+      (Pillow resizes RGBA premultiplied), saved as an RGBA PNG at zlib
+      level 6.
   n   PNG sources (no draft: PNG has no DCT scaling), fill + crop to
       1024x1024, save JPEG q80. Any source Pillow opens: GIF, and HEIC
       when pillow-heif is installed (its opener is registered if so).
@@ -125,10 +128,18 @@ def n(path, out_dir):
     web.save(os.path.join(out_dir, stem + ".jpg"), "JPEG", quality=80)
 
 
+def a(path, out_dir):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    im = Image.open(path)
+    im.load()
+    web = ImageOps.fit(im.convert("RGBA"), (1024, 1024), Image.Resampling.LANCZOS)
+    web.save(os.path.join(out_dir, stem + ".png"), "PNG", compress_level=6)
+
+
 def main(argv):
-    workloads = {"p1": p1, "t": t, "w": w, "o": o, "n": n}
+    workloads = {"p1": p1, "t": t, "w": w, "o": o, "a": a, "n": n}
     if len(argv) < 4 or argv[1] not in workloads:
-        print("usage: pillow_pipeline.py p1|t|w|o|n OUT_DIR FILE...", file=sys.stderr)
+        print("usage: pillow_pipeline.py p1|t|w|o|a|n OUT_DIR FILE...", file=sys.stderr)
         return 2
     work = workloads[argv[1]]
     out_dir = argv[2]

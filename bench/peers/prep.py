@@ -20,6 +20,11 @@
                                 RGB pixels as an LZW-compressed TIFF in
                                 strips (Pillow's layout), the sources of
                                 workload F.
+  prep.py rgba OUT_DIR FILE...  For each input, write STEM.png: its
+                                upright pixels with an alpha channel (an
+                                ellipse inside the frame, its edge a soft
+                                ramp, clear outside), the sources of
+                                workload A.
   prep.py largest FILE...       Print "PATH WIDTH HEIGHT" of the input with
                                 the most pixels.
 """
@@ -74,6 +79,20 @@ def tif(out_dir, files):
         rgb.save(os.path.join(out_dir, stem + ".tif"), compression="tiff_lzw")
 
 
+def rgba(out_dir, files):
+    from PIL import ImageDraw, ImageFilter
+
+    os.makedirs(out_dir, exist_ok=True)
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        rgb = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        w, h = rgb.size
+        alpha = Image.new("L", rgb.size, 0)
+        ImageDraw.Draw(alpha).ellipse((w * 0.08, h * 0.08, w * 0.92, h * 0.92), fill=255)
+        rgb.putalpha(alpha.filter(ImageFilter.GaussianBlur(max(2, min(w, h) // 100))))
+        rgb.save(os.path.join(out_dir, stem + ".png"))
+
+
 def largest(files):
     best = None
     for path in files:
@@ -100,6 +119,9 @@ def main(argv):
         return 0
     if len(argv) >= 4 and argv[1] == "tif":
         tif(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "rgba":
+        rgba(argv[2], argv[3:])
         return 0
     if len(argv) >= 3 and argv[1] == "largest":
         largest(argv[2:])

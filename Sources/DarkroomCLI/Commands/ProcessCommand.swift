@@ -198,7 +198,7 @@ struct ImageOptions {
         default: "center")
 
     static let formatSpec = OptionSpec.value("format", "FORMAT",
-        help: "File format of the outputs: jpeg, webp (lossy WebP at the same qualities; at most 16383 pixels a side), png (lossless; the qualities do not apply) or avif (lossy AV1 at the same qualities; about 30 times the time of a JPEG).", default: "jpeg")
+        help: "File format of the outputs: jpeg, webp (lossy WebP at the same qualities; at most 16383 pixels a side), png (lossless; the qualities do not apply) or avif (lossy AV1 at the same qualities; about 30 times the time of a JPEG). webp, png and avif keep a source's transparency; jpeg lays it over white.", default: "jpeg")
     static let thumbFormatSpec = OptionSpec.value("thumb-format", "FORMAT",
         help: "File format of the thumbnail, jpeg, webp, png or avif, when it differs from --format.")
 
