@@ -56,6 +56,34 @@ extension Image {
     ///
     /// Throws `ImageError.cancelled` once `cancellation` is set.
     public func glitched(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+        try glitchPass(seed: seed, amount: amount, cancellation: cancellation) { plan, y, row, dst in
+            plan.composeRow(y, from: row, into: &dst)
+        }
+    }
+
+    /// The glitch's slice displacement alone: each row rotated by its
+    /// bands' offsets, whole pixels moved, with neither the channel shift
+    /// nor the swaps. It is what `glitched` does to the picture's shape, and
+    /// how a transparent image's alpha moves under it.
+    ///
+    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    public func glitchDisplaced(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+        try glitchPass(seed: seed, amount: amount, cancellation: cancellation) { plan, y, row, dst in
+            // Output x reads x' = (x - offset) mod W, offset in 0..<W.
+            let w = plan.width, offset = plan.offsets[y], base = y * w * 4, bytes = row.bytes
+            for x in 0..<w {
+                let from = (x >= offset ? x - offset : x - offset + w) * 4
+                dst.storeBytes(of: bytes.unsafeLoadUnaligned(fromByteOffset: from, as: UInt32.self), toByteOffset: base + x * 4, as: UInt32.self)
+            }
+        }
+    }
+
+    /// A new image written a row at a time from the glitch's plan: `row`
+    /// gets the plan, the row's index, the source row and the output.
+    private func glitchPass(
+        seed: UInt64, amount: Double, cancellation: CancellationFlag,
+        _ row: (GlitchPlan, Int, Span<UInt8>, inout MutableRawSpan) -> Void
+    ) throws(ImageError) -> Image {
         let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
         if amount == 0 { return self }
         var out = [UInt8](repeating: 255, count: pixels.count, cancellation)
@@ -67,33 +95,7 @@ extension Image {
         let poll = RowPoll(cancellation, workPerRow: rowLen)
         for y in 0..<height {
             if poll.stop(at: y) { throw ImageError.cancelled }
-            plan.composeRow(y, from: src.extracting(y * rowLen ..< (y + 1) * rowLen), into: &dst)
-        }
-        return Image(width: width, height: height, pixels: out)
-    }
-
-    /// The glitch's slice displacement alone: each row rotated by its
-    /// bands' offsets, whole pixels moved, with neither the channel shift
-    /// nor the swaps. It is what `glitched` does to the picture's shape, and
-    /// how a transparent image's alpha moves under it.
-    ///
-    /// Throws `ImageError.cancelled` once `cancellation` is set.
-    public func glitchDisplaced(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
-        let plan = try GlitchPlan(width: width, height: height, seed: seed, amount: amount)
-        if amount == 0 { return self }
-        var out = Image.unfilled(count: pixels.count)
-        let src = pixels.span
-        var dst = out.mutableSpan
-        let rowLen = width * 4
-        let poll = RowPoll(cancellation, workPerRow: rowLen)
-        for y in 0..<height {
-            if poll.stop(at: y) { throw ImageError.cancelled }
-            // Output x reads x' = (x - offset) mod W, offset in 0..<W.
-            let base = y * rowLen, offset = plan.offsets[y]
-            for x in 0..<width {
-                let from = base + (x >= offset ? x - offset : x - offset + width) * 4, to = base + x * 4
-                dst[to] = src[from]; dst[to + 1] = src[from + 1]; dst[to + 2] = src[from + 2]; dst[to + 3] = src[from + 3]
-            }
+            row(plan, y, src.extracting(y * rowLen ..< (y + 1) * rowLen), &dst)
         }
         return Image(width: width, height: height, pixels: out)
     }
