@@ -126,4 +126,75 @@ struct OutputFormatSystemTests {
         let sheet = try h.run(["contact-sheet", "-o", h.dir.path("sheet.jpg")] + h.storeFlags)
         #expect(sheet.status == 0 && sheet.stderr.contains("2 thumbnails"), "\(sheet.stderr)")
     }
+
+    @Test("a worker SIGKILLed while it works on transparent PNG, WebP, GIF, TIFF and HEIF sources and a transparent pad loses nothing: each job is retried, stored once with its alpha, byte for byte what process writes")
+    func killedWorkerOnTransparentJobs() throws {
+        let h = try SystemHarness()
+        let folder = h.dir.url.appendingPathComponent("clear")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // Big enough that a job takes a while in a debug build; the left
+        // quarter clear, a ramp after it.
+        let width = 480, height = 360
+        func alpha(_ x: Int) -> UInt8 { x < 120 ? 0 : UInt8(min(255, (x - 120) * 2)) }
+        for i in 0..<6 {
+            let picture = SamplePhoto.render(Size(width: width, height: height), seed: UInt64(40 + i))
+            var rgba: [UInt8] = []
+            rgba.reserveCapacity(width * height * 4)
+            for y in 0..<height {
+                for x in 0..<width {
+                    let p = picture.pixel(x: x, y: y)
+                    rgba += [p.r, p.g, p.b, alpha(x)]
+                }
+            }
+            let bytes: [UInt8]
+            switch i {
+            case 0: bytes = PNGFixtures.png(PNGFixtures.Spec(width: width, height: height, colorType: .rgba, samples: rgba.map { UInt16($0) }))
+            case 1: bytes = try WebP.encode(try AlphaImage(splitting: Image(width: width, height: height, pixels: rgba)), quality: 90)
+            case 2:
+                let indices = (0..<width * height).map { k in k % width < 120 ? UInt8(0) : UInt8(1 + (k % width / 8 + k / width / 8) % 63) }
+                bytes = GIFFixtures.gif(width: width, height: height, palette: GIFFixtures.palette(64),
+                                        frames: [GIFFixtures.Frame(width: width, height: height, transparent: 0, indices: indices)])
+            case 3: bytes = TIFFFixtures.tiff(width: width, height: height, pixels: rgba, samples: 4, compression: .deflate)
+            case 4: bytes = HEIFFixtures.heif(width: width, height: height, pixels: rgba, alpha: true, codec: .av1, quality: 85)
+            default: bytes = try JPEG.encode(picture, options: EncodeOptions(quality: 90))
+            }
+            try Data(bytes).write(to: folder.appendingPathComponent("s\(i).\(["png", "webp", "gif", "tiff", "avif", "jpg"][i])"))
+        }
+        let flags = ["--ops", "blur:1 | scale:200x200 | pad:220x220,background=transparent", "--thumb", "32x32", "--format", "png",
+                     "--thumb-format", "webp"]
+        let local = try h.run(["process", folder.path, "-o", h.dir.path("local")] + flags)
+        #expect(local.status == 0, "\(local.stderr)")
+
+        try h.startSystem()
+        try h.startWorker("victim")
+        let submit = try h.run(["submit", folder.path, "--json"] + flags + h.clientFlags)
+        #expect(submit.status == 0, "submit: \(submit.stderr)")
+        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
+        #expect(jobs.count == 6)
+
+        // Kill the worker without warning once it has started a job.
+        try h.waitUntilAJobStarts("the victim")
+        h.signal("victim", SIGKILL)
+        try h.startWorker("rescuer", concurrency: 2)
+        try h.waitUntil("every job is stored", timeout: .seconds(180)) {
+            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 6
+        }
+        let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
+        let stored = all.filter { $0["kind"] as? String == "stored" }
+        #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
+        #expect(stored.count == 6, "each job is stored exactly once")
+        #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
+
+        let sourceOf = Dictionary(uniqueKeysWithValues: all.filter { $0["kind"] as? String == "accepted" }
+            .compactMap { e in (e["job"] as? String).flatMap { j in (e["source"] as? String).map { (j, $0) } } })
+        for job in jobs {
+            let source = try #require(sourceOf[job], "no accepted event for \(job)")
+            let base = ((source as NSString).lastPathComponent as NSString).deletingPathExtension
+            let (full, _) = try h.getImage(job, thumb: false, to: "got-\(job).png")
+            let (thumb, _) = try h.getImage(job, thumb: true, to: "got-\(job).webp")
+            #expect(full == [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/\(base).png"))), "\(source)")
+            #expect(thumb == [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/\(base).thumb.webp"))), "\(source)")
+            #expect(full[25] == 6, "\(source): an RGBA PNG")
+        }
+    }
 }
