@@ -201,17 +201,24 @@ public struct ImageJob: Sendable {
         // which exist anyway: libjpeg-turbo turns RGBX into gray with SIMD
         // code but copies one-component input sample by sample, so the RGBX
         // input is the cheaper one (the file is the same).
-        let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
-        // The source's colour profile goes into both files, so that they look
-        // as the source does; a gray result is written without one, and so
-        // is a result an `srgb` step converted: untagged means sRGB.
-        let converts = pipeline.steps.contains { if case .srgb = $0 { true } else { false } }
-        let profile = converts ? nil : header.rgbProfile
+        let checkGray = checksGray
+        let profile = outputProfile(header)
         let encodeFull = ChainableOperation<ImageCarrier, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             try ImageJob.encodedOpaque(carrier.take(), checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
         }
         return chain.then(encodeFull).then(encodeThumbnail(profile: profile, sourceSize: sourceSize, decodeShrink: plan.shrink))
+    }
+
+    /// Whether the pipeline has a grayscale step, after which a result whose
+    /// pixels are all gray is written gray (`encodedOpaque`).
+    var checksGray: Bool { pipeline.steps.contains { if case .grayscale = $0 { true } else { false } } }
+
+    /// The profile both files carry: the source's, so that they look as the
+    /// source does, or none after an `srgb` step converted the pixels
+    /// (untagged means sRGB). A gray result is written without one.
+    func outputProfile(_ header: SourceHeader) -> [UInt8]? {
+        pipeline.steps.contains { if case .srgb = $0 { true } else { false } } ? nil : header.rgbProfile
     }
 
     /// The full-resolution file of an opaque result, and the result the
@@ -276,9 +283,8 @@ public struct ImageJob: Sendable {
             })
         }
         let options = self.options
-        let converts = pipeline.steps.contains { if case .srgb = $0 { true } else { false } }
-        let profile = converts ? nil : header.rgbProfile
-        let checkGray = pipeline.steps.contains { if case .grayscale = $0 { true } else { false } }
+        let profile = outputProfile(header)
+        let checkGray = checksGray
         let encodeFull = ChainableOperation<Carrier<AlphaImage>, (JobResult, EncodedImage)>(.encode("full")) {
             (carrier: Carrier<AlphaImage>, cancel: CancellationFlag) throws(ImageError) -> (JobResult, EncodedImage) in
             let image = carrier.take()
