@@ -23,7 +23,13 @@ enum RemoveOnSignal {
             var waitFor = taken
             var signal: Int32 = 0
             guard sigwait(&waitFor, &signal) == 0 else { return }
-            try? FileManager.default.removeItem(atPath: path)
+            // Work still running (the next download starting) may create a
+            // file between the listing and the directory's own removal,
+            // which then fails as not empty; once the directory is gone
+            // nothing can be created in it, so remove until it is.
+            for _ in 0..<20 where FileManager.default.fileExists(atPath: path) {
+                try? FileManager.default.removeItem(atPath: path)
+            }
             // The default action again, then the signal itself, now unblocked
             // in this thread: the process ends as the signal's default says.
             Glibc.signal(signal, SIG_DFL)
