@@ -74,9 +74,12 @@ struct WebSourcesTests {
 
         // The body without a length was cut off at the limit, not read to
         // its end (a GiB): what the server got out before the connection
-        // closed is the limit plus what the socket buffers held.
+        // closed is the limit plus what the socket buffers held. The server
+        // counts whole chunks, and the one the close cut short is not
+        // counted, so a client that stopped one chunk past the limit shows
+        // as the limit itself.
         let sent = try web.waitForLog("endless sent ")
-        #expect(sent > Self.limit && sent < Self.limit + (32 << 20), "the server sent \(sent) bytes")
+        #expect(sent >= Self.limit && sent < Self.limit + (32 << 20), "the server sent \(sent) bytes")
         // The announced one was refused before its body was read.
         let bigSent = try web.waitForLog("big sent ")
         #expect(bigSent < (32 << 20), "the server sent \(bigSent) bytes of the announced body")
