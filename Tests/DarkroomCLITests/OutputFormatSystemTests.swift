@@ -132,10 +132,11 @@ struct OutputFormatSystemTests {
         let h = try SystemHarness()
         let folder = h.dir.url.appendingPathComponent("clear")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        // Big enough that a job takes a while in a debug build; the left
-        // quarter clear, a ramp after it.
-        let width = 480, height = 360
-        func alpha(_ x: Int) -> UInt8 { x < 120 ? 0 : UInt8(min(255, (x - 120) * 2)) }
+        // Small, so that the fixtures and jobs cost the parallel suite
+        // little; the victim is killed once a job has started whatever its
+        // length. The left quarter clear, a ramp after it.
+        let width = 240, height = 180
+        func alpha(_ x: Int) -> UInt8 { x < 60 ? 0 : UInt8(min(255, (x - 60) * 2)) }
         for i in 0..<6 {
             let picture = SamplePhoto.render(Size(width: width, height: height), seed: UInt64(40 + i))
             var rgba: [UInt8] = []
@@ -151,7 +152,7 @@ struct OutputFormatSystemTests {
             case 0: bytes = PNGFixtures.png(PNGFixtures.Spec(width: width, height: height, colorType: .rgba, samples: rgba.map { UInt16($0) }))
             case 1: bytes = try WebP.encode(try AlphaImage(splitting: Image(width: width, height: height, pixels: rgba)), quality: 90)
             case 2:
-                let indices = (0..<width * height).map { k in k % width < 120 ? UInt8(0) : UInt8(1 + (k % width / 8 + k / width / 8) % 63) }
+                let indices = (0..<width * height).map { k in k % width < 60 ? UInt8(0) : UInt8(1 + (k % width / 8 + k / width / 8) % 63) }
                 bytes = GIFFixtures.gif(width: width, height: height, palette: GIFFixtures.palette(64),
                                         frames: [GIFFixtures.Frame(width: width, height: height, transparent: 0, indices: indices)])
             case 3: bytes = TIFFFixtures.tiff(width: width, height: height, pixels: rgba, samples: 4, compression: .deflate)
@@ -160,7 +161,7 @@ struct OutputFormatSystemTests {
             }
             try Data(bytes).write(to: folder.appendingPathComponent("s\(i).\(["png", "webp", "gif", "tiff", "avif", "jpg"][i])"))
         }
-        let flags = ["--ops", "blur:1 | scale:200x200 | pad:220x220,background=transparent", "--thumb", "32x32", "--format", "png",
+        let flags = ["--ops", "blur:1 | scale:120x120 | pad:140x140,background=transparent", "--thumb", "32x32", "--format", "png",
                      "--thumb-format", "webp"]
         let local = try h.run(["process", folder.path, "-o", h.dir.path("local")] + flags)
         #expect(local.status == 0, "\(local.stderr)")
