@@ -1,76 +1,79 @@
-/// An image with transparency: its colour and its alpha, kept apart while a
-/// pipeline runs.
+/// An image with transparency: each pixel's straight (not premultiplied)
+/// colour in its first three bytes and its alpha (0 transparent, 255
+/// opaque) in the fourth, where an opaque `Image` keeps its padding.
 ///
-/// `color` holds the straight (not premultiplied) colour, its padding byte
-/// 255 as in every `Image`. `alpha` is an `Image` of the same size whose
-/// red, green and blue each hold the pixel's alpha (0 transparent, 255
-/// opaque): every operation that moves or filters pixels (scale, crop,
-/// rotate, flip, pad, blur, pixelate) then does to the alpha exactly what
-/// it does to the colour, with the same code and the same rounding.
+/// One buffer, as decoders that keep alpha give it (`DecodeOptions.keepAlpha`)
+/// and as the PNG, WebP and AVIF encoders read it. The operations work on
+/// it as they do on an opaque image, told to treat the fourth byte as an
+/// alpha (`keepingAlpha`): it is resampled, blurred and pixelated like the
+/// colour, with the same code and the same rounding, and moved with its
+/// pixel by crops, rotations, flips and the glitch's bands.
 ///
 /// Operations that mix neighbouring pixels run on colour premultiplied by
 /// its alpha (`filtered`), as libvips and sharp do: otherwise the colour
 /// under a transparent pixel, which nobody sees and which may be anything,
 /// would bleed into its visible neighbours as a dark or bright fringe.
 public struct AlphaImage: Sendable, Equatable {
-    public let color: Image
-    public let alpha: Image
+    /// The pixels: straight colour, alpha in the fourth byte.
+    public let rgba: Image
 
+    public init(rgba: Image) {
+        self.rgba = rgba
+    }
+
+    /// An opaque image: every alpha 255, which is its padding already.
+    public init(opaque color: Image) {
+        self.init(rgba: color)
+    }
+
+    /// The colour of `color` with the alpha `alpha` holds in its red
+    /// channel (`alpha` as the `alpha` property gives it).
     public init(color: Image, alpha: Image) {
         precondition(color.width == alpha.width && color.height == alpha.height, "colour and alpha sizes differ")
-        self.color = color
-        self.alpha = alpha
+        var pixels = color.pixels
+        let a = alpha.pixels.span
+        var i = 3
+        while i < pixels.count { pixels[i] = a[i - 3]; i += 4 }
+        self.init(rgba: Image(width: color.width, height: color.height, pixels: pixels))
     }
 
-    /// An opaque image: every alpha 255.
-    public init(opaque color: Image) {
-        self.init(color: color, alpha: Image(width: color.width, height: color.height, red: 255, green: 255, blue: 255))
+    public var width: Int { rgba.width }
+    public var height: Int { rgba.height }
+
+    /// The colour alone, every pixel opaque: for an image that `isOpaque`,
+    /// its own pixels, not a copy.
+    public var color: Image {
+        if isOpaque { return rgba }
+        var pixels = rgba.pixels
+        var i = 3
+        while i < pixels.count { pixels[i] = 255; i += 4 }
+        return Image(width: width, height: height, pixels: pixels)
     }
 
-    public var width: Int { color.width }
-    public var height: Int { color.height }
-
-    /// Splits pixels whose fourth byte is a straight alpha (what a decode
-    /// that keeps alpha gives, `DecodeOptions.keepAlpha`) into colour and
-    /// alpha. Stops with `ImageError.cancelled` once `cancellation` is set.
-    public init(splitting rgba: Image, cancellation: CancellationFlag = .never) throws(ImageError) {
-        var color = Image.unfilled(count: rgba.pixels.count)
-        var alpha = Image.unfilled(count: rgba.pixels.count)
+    /// A picture of the alpha: an opaque image whose red, green and blue
+    /// each hold it.
+    public var alpha: Image {
+        var pixels = Image.unfilled(count: rgba.pixels.count)
         let src = rgba.pixels.span
-        var c = color.mutableSpan, a = alpha.mutableSpan
-        let rowBytes = rgba.width * 4
-        let poll = RowPoll(cancellation, workPerRow: rowBytes)
-        for y in 0..<rgba.height {
-            if poll.stop(at: y) { throw ImageError.cancelled }
-            var i = y * rowBytes
-            let end = i + rowBytes
-            while i < end {
-                let value = src[i + 3]
-                c[i] = src[i]; c[i + 1] = src[i + 1]; c[i + 2] = src[i + 2]; c[i + 3] = 255
-                a[i] = value; a[i + 1] = value; a[i + 2] = value; a[i + 3] = 255
-                i += 4
-            }
+        var i = 0
+        while i < pixels.count {
+            let value = src[i + 3]
+            pixels[i] = value; pixels[i + 1] = value; pixels[i + 2] = value; pixels[i + 3] = 255
+            i += 4
         }
-        self.init(color: Image(width: rgba.width, height: rgba.height, pixels: color),
-                  alpha: Image(width: rgba.width, height: rgba.height, pixels: alpha))
+        return Image(width: width, height: height, pixels: pixels)
     }
 
     /// Whether every pixel is opaque: such an image is written as its
     /// colour alone.
     public var isOpaque: Bool {
-        let a = alpha.pixels.span
-        var i = 0
+        let a = rgba.pixels.span
+        var i = 3
         while i < a.count {
             if a[i] != 255 { return false }
             i += 4
         }
         return true
-    }
-
-    /// The colour with each pixel's alpha in its fourth byte: what the
-    /// encoders of formats with alpha read.
-    public func interleaved(cancellation: CancellationFlag = .never) throws(ImageError) -> [UInt8] {
-        try combined(cancellation) { c, a in (c.0, c.1, c.2, a) }
     }
 
     /// The image laid over `background` as `(c * a + bg * (255 - a) + 127) / 255`,
@@ -79,61 +82,40 @@ public struct AlphaImage: Sendable, Equatable {
     public func flattened(
         onto background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
-        let pixels = try combined(cancellation) { c, a in
+        try mapped(rgba, cancellation) { c, a in
             if a == 255 { return (c.0, c.1, c.2, 255) }
             let alpha = UInt32(a), rest = 255 - UInt32(a)
             func lay(_ c: UInt8, _ bg: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + UInt32(bg) * rest + 127) / 255) }
             return (lay(c.0, background.0), lay(c.1, background.1), lay(c.2, background.2), 255)
         }
-        return Image(width: width, height: height, pixels: pixels)
     }
 
     /// Runs an operation that mixes neighbouring pixels (a resample, a
-    /// blur) on the colour premultiplied by its alpha, and `alphaOperation`
-    /// (the same operation, or none for one that leaves the shape as it is)
-    /// on the alpha, then divides the colour by the new alpha again. A
-    /// pixel left fully transparent gets colour 0.
-    public func filtered(
-        cancellation: CancellationFlag = .never,
-        _ operation: (Image) throws(ImageError) -> Image,
-        alpha alphaOperation: ((Image) throws(ImageError) -> Image)? = nil
+    /// blur) on the colour premultiplied by its alpha, then divides the
+    /// colour by the new alpha again. `operation` gets the premultiplied
+    /// pixels with the alpha in their fourth byte, and treats that byte as
+    /// an alpha (`keepingAlpha`): filtered with the colour, or kept where it
+    /// is for an operation that leaves the shape alone (a sharpen). A pixel
+    /// left fully transparent gets colour 0.
+    ///
+    /// Consuming: an image nothing else holds is premultiplied in place,
+    /// so a filter costs what it costs on an opaque image, its source and
+    /// its result.
+    public consuming func filtered(
+        cancellation: CancellationFlag = .never, _ operation: (Image) throws(ImageError) -> Image
     ) throws(ImageError) -> AlphaImage {
-        let premultiplied = Image(width: width, height: height, pixels: try combined(cancellation) { c, a in
-            if a == 255 { return (c.0, c.1, c.2, 255) }
-            let alpha = UInt32(a)
-            func times(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + 127) / 255) }
-            return (times(c.0), times(c.1), times(c.2), 255)
-        })
-        let color = try operation(premultiplied)
-        let alpha = try alphaOperation.map { (op) throws(ImageError) -> Image in try op(self.alpha) } ?? self.alpha
-        guard color.width == alpha.width, color.height == alpha.height else {
-            throw ImageError(.invalidArgument, "the operation made colour \(color.width)x\(color.height) and alpha \(alpha.width)x\(alpha.height)")
-        }
-        let straight = try AlphaImage(color: color, alpha: alpha).combined(cancellation) { c, a in
-            if a == 255 { return (c.0, c.1, c.2, 255) }
-            if a == 0 { return (0, 0, 0, 255) }
-            let alpha = UInt32(a)
-            func divided(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: min(255, (UInt32(c) * 255 + alpha / 2) / alpha)) }
-            return (divided(c.0), divided(c.1), divided(c.2), 255)
-        }
-        return AlphaImage(color: Image(width: color.width, height: color.height, pixels: straight), alpha: alpha)
+        var premultiplied = (consume self).rgba
+        try AlphaImage.premultiply(&premultiplied.pixels, width: premultiplied.width, cancellation)
+        var result = try operation(premultiplied)
+        try AlphaImage.divide(&result.pixels, width: result.width, cancellation)
+        return AlphaImage(rgba: result)
     }
 
     /// Runs an operation that only moves pixels (a crop, a rotation, a
-    /// flip) on the colour and on the alpha alike.
+    /// flip), or one that changes the colour alone (a colour filter, a
+    /// profile conversion): each keeps every pixel's fourth byte with it.
     public func moved(_ operation: (Image) throws(ImageError) -> Image) throws(ImageError) -> AlphaImage {
-        let color = try operation(color)
-        let alpha = try operation(alpha)
-        guard color.width == alpha.width, color.height == alpha.height else {
-            throw ImageError(.invalidArgument, "the operation made colour \(color.width)x\(color.height) and alpha \(alpha.width)x\(alpha.height)")
-        }
-        return AlphaImage(color: color, alpha: alpha)
-    }
-
-    /// Runs an operation on the colour only (a colour filter): the shape
-    /// stays as it is.
-    public func recolored(_ operation: (Image) throws(ImageError) -> Image) throws(ImageError) -> AlphaImage {
-        AlphaImage(color: try operation(color), alpha: alpha)
+        AlphaImage(rgba: try operation(rgba))
     }
 
     /// The window `Image.detailWindow` picks, judged on the picture as it
@@ -157,31 +139,82 @@ public struct AlphaImage: Sendable, Equatable {
         try Image.checkOutputSize(size, operation: "thumbnail")
         let region = Image.fillRegion(of: Size(width: width, height: height), for: size)
         let rect = try window(region, gravity: gravity, cancellation: cancellation)
-        let resize = { (image: Image) throws(ImageError) -> Image in try image.resized(to: size, kernel: kernel, cancellation: cancellation) }
         return try moved { (image: Image) throws(ImageError) -> Image in try image.cropped(to: rect, cancellation: cancellation) }
-            .filtered(cancellation: cancellation, resize, alpha: resize)
+            .filtered(cancellation: cancellation) { (image: Image) throws(ImageError) -> Image in
+                try image.resized(to: size, kernel: kernel, keepingAlpha: true, cancellation: cancellation)
+            }
     }
 
-    /// One pass over colour and alpha together, writing four bytes a pixel.
-    private func combined(
-        _ cancellation: CancellationFlag,
-        _ pixel: ((UInt8, UInt8, UInt8), UInt8) -> (UInt8, UInt8, UInt8, UInt8)
-    ) throws(ImageError) -> [UInt8] {
-        var out = Image.unfilled(count: color.pixels.count)
-        let c = color.pixels.span, a = alpha.pixels.span
-        var dst = out.mutableSpan
+    /// Straight colour to premultiplied, in place: each colour byte times
+    /// its pixel's alpha, rounded.
+    private static func premultiply(_ pixels: inout [UInt8], width: Int, _ cancellation: CancellationFlag) throws(ImageError) {
         let rowBytes = width * 4
+        guard rowBytes > 0 else { return }
+        var p = pixels.mutableSpan
         let poll = RowPoll(cancellation, workPerRow: rowBytes)
-        for y in 0..<height {
+        for y in 0..<(p.count / rowBytes) {
             if poll.stop(at: y) { throw ImageError.cancelled }
             var i = y * rowBytes
             let end = i + rowBytes
             while i < end {
-                let p = pixel((c[i], c[i + 1], c[i + 2]), a[i])
+                let a = p[i + 3]
+                if a != 255 {
+                    let alpha = UInt32(a)
+                    func times(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + 127) / 255) }
+                    p[i] = times(p[i]); p[i + 1] = times(p[i + 1]); p[i + 2] = times(p[i + 2])
+                }
+                i += 4
+            }
+        }
+    }
+
+    /// Premultiplied colour back to straight, in place: each colour byte
+    /// divided by its pixel's alpha (rounded, at most 255); colour 0 where
+    /// the alpha is 0.
+    private static func divide(_ pixels: inout [UInt8], width: Int, _ cancellation: CancellationFlag) throws(ImageError) {
+        let rowBytes = width * 4
+        guard rowBytes > 0 else { return }
+        var p = pixels.mutableSpan
+        let poll = RowPoll(cancellation, workPerRow: rowBytes)
+        for y in 0..<(p.count / rowBytes) {
+            if poll.stop(at: y) { throw ImageError.cancelled }
+            var i = y * rowBytes
+            let end = i + rowBytes
+            while i < end {
+                let a = p[i + 3]
+                if a == 0 {
+                    p[i] = 0; p[i + 1] = 0; p[i + 2] = 0
+                } else if a != 255 {
+                    let alpha = UInt32(a)
+                    func divided(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: min(255, (UInt32(c) * 255 + alpha / 2) / alpha)) }
+                    p[i] = divided(p[i]); p[i + 1] = divided(p[i + 1]); p[i + 2] = divided(p[i + 2])
+                }
+                i += 4
+            }
+        }
+    }
+
+    /// One pass over `image`'s pixels, writing four bytes a pixel from its
+    /// colour and its fourth byte.
+    private func mapped(
+        _ image: Image, _ cancellation: CancellationFlag,
+        _ pixel: ((UInt8, UInt8, UInt8), UInt8) -> (UInt8, UInt8, UInt8, UInt8)
+    ) throws(ImageError) -> Image {
+        var out = Image.unfilled(count: image.pixels.count)
+        let src = image.pixels.span
+        var dst = out.mutableSpan
+        let rowBytes = image.width * 4
+        let poll = RowPoll(cancellation, workPerRow: rowBytes)
+        for y in 0..<image.height {
+            if poll.stop(at: y) { throw ImageError.cancelled }
+            var i = y * rowBytes
+            let end = i + rowBytes
+            while i < end {
+                let p = pixel((src[i], src[i + 1], src[i + 2]), src[i + 3])
                 dst[i] = p.0; dst[i + 1] = p.1; dst[i + 2] = p.2; dst[i + 3] = p.3
                 i += 4
             }
         }
-        return out
+        return Image(width: image.width, height: image.height, pixels: out)
     }
 }

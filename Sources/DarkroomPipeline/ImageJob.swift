@@ -261,8 +261,7 @@ public struct ImageJob: Sendable {
         let decodeOptions = DecodeOptions(limits: options.limits, keepAlpha: true)
         let decode = ChainableOperation<[UInt8], Carrier<AlphaImage>>(.decode) {
             (bytes: [UInt8], cancel: CancellationFlag) throws(ImageError) -> Carrier<AlphaImage> in
-            Carrier(try AlphaImage(splitting: try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel),
-                                   cancellation: cancel))
+            Carrier(AlphaImage(rgba: try Source.decode(bytes, header: header, options: decodeOptions, cancellation: cancel)))
         }
         return transparentSteps(CompoundOperation(decode), from: 0, header: header, decodeShrink: 1)
     }
@@ -407,5 +406,5 @@ extension Image: Carried {
 }
 
 extension AlphaImage: Carried {
-    static let placeholder = AlphaImage(color: Image(width: 1, height: 1), alpha: Image(width: 1, height: 1))
+    static let placeholder = AlphaImage(rgba: Image(width: 1, height: 1))
 }

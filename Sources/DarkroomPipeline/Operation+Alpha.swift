@@ -17,20 +17,24 @@ extension Operation {
     ///
     /// `sourceProfile` is what `srgb` converts from (nil: left as it is).
     public func apply(
-        to image: AlphaImage, sourceProfile: [UInt8]?, cancellation: CancellationFlag = .never
+        to image: consuming AlphaImage, sourceProfile: [UInt8]?, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> AlphaImage {
         let cancel = cancellation
         switch self {
         case let .scale(box, mode, kernel, enlarge):
             let size = Size(width: image.width, height: image.height)
             if !enlarge, Operation.scaledSize(of: size, to: box, mode: mode, enlarge: false) == size { return image }
-            let scale = { (i: Image) throws(ImageError) -> Image in try i.scaled(to: box, mode: mode, kernel: kernel, cancellation: cancel) }
-            return try image.filtered(cancellation: cancel, scale, alpha: scale)
-        case .blur, .pixelate:
-            let filter = { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
-            return try image.filtered(cancellation: cancel, filter, alpha: filter)
-        case .sharpen:
-            return try image.filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+            return try (consume image).filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in
+                try i.scaled(to: box, mode: mode, kernel: kernel, keepingAlpha: true, cancellation: cancel)
+            }
+        case let .blur(sigma):
+            return try (consume image).filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in
+                try i.blurred(sigma: sigma, keepingAlpha: true, cancellation: cancel)
+            }
+        case .pixelate, .sharpen:
+            // Pixelating averages the alpha with the colour; sharpening
+            // keeps it where it is.
+            return try (consume image).filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         case let .crop(.square(gravity)):
             let side = min(image.width, image.height)
             return try cropped(image, to: try image.window(Size(width: side, height: side), gravity: gravity, cancellation: cancel), cancel)
@@ -44,25 +48,26 @@ extension Operation {
             return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         case let .pad(size, background, gravity):
             // A coloured margin is opaque; a transparent one clear, its colour 0.
-            let color = try image.color.padded(to: size, background: background ?? .black, gravity: gravity, cancellation: cancel)
-            let margin = background == nil ? RGBColor.black : RGBColor(red: 255, green: 255, blue: 255)
-            let alpha = try image.alpha.padded(to: size, background: margin, gravity: gravity, cancellation: cancel)
-            return AlphaImage(color: color, alpha: alpha)
+            return try image.moved { (i: Image) throws(ImageError) -> Image in
+                try i.padded(to: size, background: background ?? .black, marginAlpha: background == nil ? 0 : 255,
+                             gravity: gravity, cancellation: cancel)
+            }
         case .srgb:
+            // The conversion rewrites the colour in place and leaves the
+            // fourth byte as it is.
             guard let sourceProfile else { return try cancel.checked(image) }
-            return try image.recolored { (i: Image) throws(ImageError) -> Image in
+            return try image.moved { (i: Image) throws(ImageError) -> Image in
                 try i.convertedToSRGB(from: sourceProfile, cancellation: cancel).image
             }
         case let .glitch(seed, amount):
             // The bands move the shape; the channels shift and swap within
             // it, premultiplied, so no hidden colour is brought into view.
-            return try image.filtered(cancellation: cancel, { (i: Image) throws(ImageError) -> Image in
-                try i.glitched(seed: seed, amount: amount, cancellation: cancel)
-            }, alpha: { (i: Image) throws(ImageError) -> Image in
-                try i.glitchDisplaced(seed: seed, amount: amount, cancellation: cancel)
-            })
+            return try (consume image).filtered(cancellation: cancel) { (i: Image) throws(ImageError) -> Image in
+                try i.glitched(seed: seed, amount: amount, keepingAlpha: true, cancellation: cancel)
+            }
         case .grayscale, .sepia, .invert, .brightness, .contrast, .saturation:
-            return try image.recolored { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+            // Colour filters keep each pixel's fourth byte.
+            return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         }
     }
 

@@ -150,7 +150,7 @@ struct OutputFormatSystemTests {
             let bytes: [UInt8]
             switch i {
             case 0: bytes = PNGFixtures.png(PNGFixtures.Spec(width: width, height: height, colorType: .rgba, samples: rgba.map { UInt16($0) }))
-            case 1: bytes = try WebP.encode(try AlphaImage(splitting: Image(width: width, height: height, pixels: rgba)), quality: 90)
+            case 1: bytes = try WebP.encode(AlphaImage(rgba: Image(width: width, height: height, pixels: rgba)), quality: 90)
             case 2:
                 let indices = (0..<width * height).map { k in k % width < 60 ? UInt8(0) : UInt8(1 + (k % width / 8 + k / width / 8) % 63) }
                 bytes = GIFFixtures.gif(width: width, height: height, palette: GIFFixtures.palette(64),

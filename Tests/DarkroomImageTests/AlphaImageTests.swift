@@ -3,7 +3,7 @@ import DarkroomFixtures
 import Testing
 
 /// Transparency kept: decodes that keep a source's alpha, `AlphaImage`'s
-/// splitting, flattening and premultiplied filtering, and the encoders
+/// views, flattening and premultiplied filtering, and the encoders
 /// that write alpha (PNG, WebP, AVIF).
 @Suite("Images with alpha")
 struct AlphaImageTests {
@@ -19,7 +19,7 @@ struct AlphaImageTests {
     static func keptAlpha(_ bytes: [UInt8]) throws -> AlphaImage {
         let header = try Source.readHeader(bytes)
         #expect(header.keepsAlpha)
-        return try AlphaImage(splitting: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
+        return AlphaImage(rgba: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
     }
 
     /// Colour where `alpha` is opaque enough to be seen, and nothing where it is not.
@@ -157,15 +157,17 @@ struct AlphaImageTests {
         #expect(keptOff <= 8 && compositedOff <= 8, "kept \(keptOff), composited \(compositedOff)")
     }
 
-    @Test("split and interleaved give the RGBA bytes back; an image whose alphas are all 255 is opaque")
-    func splitAndInterleave() throws {
+    @Test("the colour and alpha views give the RGBA bytes back; an image whose alphas are all 255 is opaque")
+    func colorAndAlphaViews() throws {
         var rgba = (0..<7 * 5 * 4).map { UInt8(truncatingIfNeeded: $0 &* 37) }
-        let image = try AlphaImage(splitting: Image(width: 7, height: 5, pixels: rgba))
-        #expect(try image.interleaved() == rgba)
+        let image = AlphaImage(rgba: Image(width: 7, height: 5, pixels: rgba))
         #expect(image.color.pixels.enumerated().allSatisfy { $0.offset % 4 != 3 || $0.element == 255 })
+        #expect(image.alpha.pixels.enumerated().allSatisfy { $0.element == ($0.offset % 4 == 3 ? 255 : rgba[$0.offset / 4 * 4 + 3]) })
+        #expect(AlphaImage(color: image.color, alpha: image.alpha) == image)
+        #expect(AlphaImage(color: image.color, alpha: image.alpha).rgba.pixels == rgba)
         #expect(!image.isOpaque)
         for i in stride(from: 3, to: rgba.count, by: 4) { rgba[i] = 255 }
-        let opaque = try AlphaImage(splitting: Image(width: 7, height: 5, pixels: rgba))
+        let opaque = AlphaImage(rgba: Image(width: 7, height: 5, pixels: rgba))
         #expect(opaque.isOpaque)
         #expect(try opaque.flattened(onto: (0, 0, 0)) == opaque.color)
     }
@@ -180,17 +182,27 @@ struct AlphaImageTests {
                 rgba += inside ? [220, 10, 10, 255] : [0, 255, 0, 0]
             }
         }
-        return try AlphaImage(splitting: Image(width: width, height: height, pixels: rgba))
+        return AlphaImage(rgba: Image(width: width, height: height, pixels: rgba))
     }
 
-    @Test("scaling and blurring filter premultiplied colour: no hidden colour bleeds into what shows")
+    @Test("scaling, blurring and pixelating filter premultiplied colour: no hidden colour bleeds into what shows")
     func premultipliedFiltering() throws {
         let source = try Self.redOnHiddenGreen(width: 60, height: 48)
-        let scale = { (i: Image) throws(ImageError) -> Image in try i.resized(to: Size(width: 23, height: 19), kernel: .lanczos3) }
-        let blur = { (i: Image) throws(ImageError) -> Image in try i.blurred(sigma: 2) }
-        for filter in [scale, blur] {
-            let out = try source.filtered(filter, alpha: filter)
-            #expect(out.alpha == (try filter(source.alpha)))
+        // Each filter with the fourth byte as an alpha, and as the padding.
+        // A shrink past half goes through the box pre-shrink first.
+        typealias Filter = (Image, Bool) throws(ImageError) -> Image
+        let scale: Filter = { i, alpha throws(ImageError) in try i.resized(to: Size(width: 23, height: 19), keepingAlpha: alpha) }
+        let shrink: Filter = { i, alpha throws(ImageError) in try i.resized(to: Size(width: 11, height: 7), keepingAlpha: alpha) }
+        let bilinear: Filter = { i, alpha throws(ImageError) in
+            try i.resized(to: Size(width: 37, height: 29), kernel: .bilinear, keepingAlpha: alpha)
+        }
+        let blur: Filter = { i, alpha throws(ImageError) in try i.blurred(sigma: 2, keepingAlpha: alpha) }
+        let pixelate: Filter = { i, _ throws(ImageError) in try i.pixelated(blockSize: 4) }
+        for filter in [scale, shrink, bilinear, blur, pixelate] {
+            let out = try source.filtered { (i: Image) throws(ImageError) -> Image in try filter(i, true) }
+            // The alpha, filtered as the fourth byte, is exactly the
+            // opaque filter's result on a picture of it.
+            #expect(out.alpha == (try filter(source.alpha, false)))
             var partial = 0
             for y in 0..<out.height {
                 for x in 0..<out.width {
@@ -208,9 +220,20 @@ struct AlphaImageTests {
             }
             #expect(partial > 0)
             // Straight colour, filtered as is, does bleed: the test would see it.
-            let bled = try filter(source.color)
-            #expect((0..<bled.pixels.count / 4).contains { bled.pixels[$0 * 4 + 1] > 60 && out.alpha.pixels[$0 * 4] > 128 })
+            let bled = try filter(source.color, false)
+            #expect((0..<bled.pixels.count / 4).contains { bled.pixels[$0 * 4 + 1] > 60 && out.alpha.pixels[$0 * 4] >= 96 })
         }
+    }
+
+    @Test("filtering premultiplies a shared image's pixels in a copy: the other holder's pixels stay straight")
+    func filteringLeavesSharedPixels() throws {
+        let source = try Self.redOnHiddenGreen(width: 30, height: 24)
+        let kept = source
+        let unchanged = source.rgba.pixels
+        let same = try source.filtered { (i: Image) throws(ImageError) -> Image in i }
+        #expect(kept.rgba.pixels == unchanged && source.rgba.pixels == unchanged)
+        // Premultiplied and divided back: exact where opaque, colour 0 where clear.
+        #expect(same.rgba.pixels == unchanged.enumerated().map { $0.offset % 4 != 3 && unchanged[$0.offset | 3] == 0 ? 0 : $0.element })
     }
 
     @Test("moving operations move colour and alpha alike; colour operations leave the alpha")
@@ -220,7 +243,7 @@ struct AlphaImageTests {
         let turned = try image.moved { (i: Image) throws(ImageError) -> Image in i.rotated(quarterTurnsClockwise: 1) }
         #expect(turned.alpha == image.alpha.rotated(quarterTurnsClockwise: 1))
         #expect(turned.color == image.color.rotated(quarterTurnsClockwise: 1))
-        let inverted = try image.recolored { (i: Image) throws(ImageError) -> Image in i.inverted() }
+        let inverted = try image.moved { (i: Image) throws(ImageError) -> Image in i.inverted() }
         #expect(inverted.alpha == image.alpha && inverted.color == image.color.inverted())
     }
 
@@ -264,7 +287,7 @@ struct AlphaImageTests {
     @Test("AVIF with alpha: an alpha image coded beside the colour, within a few levels")
     func avifRoundTrip() throws {
         let pixels = HEIFFixtures.pattern(width: 64, height: 48, alpha: true)
-        let source = try AlphaImage(splitting: Image(width: 64, height: 48, pixels: pixels))
+        let source = AlphaImage(rgba: Image(width: 64, height: 48, pixels: pixels))
         let written = try HEIF.encodeAVIF(source, quality: 90)
         let header = try HEIF.readHeader(written)
         #expect(header.isAVIF && header.hasAlpha)

@@ -43,7 +43,7 @@ struct TransparentJobTests {
 
     static func decodedWithAlpha(_ bytes: [UInt8]) throws -> AlphaImage {
         let header = try Source.readHeader(bytes)
-        return try AlphaImage(splitting: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
+        return AlphaImage(rgba: try Source.decode(bytes, header: header, options: DecodeOptions(keepAlpha: true)))
     }
 
     static func pngJob(_ pipeline: String, thumbnail: Size? = Size(width: 16, height: 16), format: ImageFormat = .png,
@@ -211,7 +211,7 @@ struct TransparentJobTests {
                 rgba += (x / 9 + y / 9) % 2 == 0 ? [100, 100, 100, 255] : [255, 0, 255, 0]
             }
         }
-        let image = try AlphaImage(splitting: Image(width: 90, height: 60, pixels: rgba))
+        let image = AlphaImage(rgba: Image(width: 90, height: 60, pixels: rgba))
         let step = Operation.glitch(seed: 11, amount: 1)
         let out = try step.apply(to: image, sourceProfile: nil)
         #expect(out.alpha == (try image.alpha.glitchDisplaced(seed: 11, amount: 1)))

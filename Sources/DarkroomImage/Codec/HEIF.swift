@@ -142,7 +142,7 @@ public enum HEIF {
     public static func encodeAVIF(
         _ image: AlphaImage, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
-        try encodeAVIF(try image.interleaved(cancellation: cancellation), size: Size(width: image.width, height: image.height),
+        try encodeAVIF(image.rgba.pixels, size: Size(width: image.width, height: image.height),
                        hasAlpha: true, quality: quality, iccProfile: iccProfile, cancellation: cancellation)
     }
 

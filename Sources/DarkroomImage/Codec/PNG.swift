@@ -192,7 +192,7 @@ public enum PNG {
     public static func encode(
         _ image: AlphaImage, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
-        try encode(try image.interleaved(cancellation: cancellation), width: image.width, height: image.height, stride: image.width * 4,
+        try encode(image.rgba.pixels, width: image.width, height: image.height, stride: image.width * 4,
                    input: DR_PNG_INPUT_RGBA, iccProfile: iccProfile, cancellation: cancellation)
     }
 

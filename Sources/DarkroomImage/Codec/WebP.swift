@@ -150,7 +150,7 @@ public enum WebP {
         _ image: AlphaImage, quality: Int, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
         try encode(
-            try image.interleaved(cancellation: cancellation), width: image.width, height: image.height, stride: image.width * 4,
+            image.rgba.pixels, width: image.width, height: image.height, stride: image.width * 4,
             input: DR_WEBP_INPUT_RGBA, quality: quality, iccProfile: iccProfile, cancellation: cancellation)
     }
 

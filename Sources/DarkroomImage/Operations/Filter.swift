@@ -9,8 +9,10 @@ extension Image {
 
     /// A separable gaussian blur with standard deviation `sigma` pixels (0 < sigma
     /// <= 100). The kernel spans ±3 sigma; near the edges the part of the kernel
-    /// outside the image is dropped and the rest renormalised.
-    public func blurred(sigma: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    /// outside the image is dropped and the rest renormalised. With
+    /// `keepingAlpha` the fourth byte is an alpha and is blurred like the
+    /// colour (see `Image.scaled`).
+    public func blurred(sigma: Double, keepingAlpha: Bool = false, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard sigma.isFinite, sigma > 0, sigma <= Image.maxBlurSigma else {
             throw ImageError(.invalidArgument, "blur sigma \(sigma) must be greater than 0 and at most \(Image.maxBlurSigma)")
         }
@@ -22,11 +24,13 @@ extension Image {
         // A square image (after `crop:square`, say) blurs both ways alike.
         let v = height == width ? h : FilterWeights(convolving: height, radius: radius, cancel: cancellation, weight: gaussian)
         try cancellation.check()
-        return try cancellation.checked(convolved(horizontal: h, vertical: v, cancellation))
+        return try cancellation.checked(convolved(horizontal: h, vertical: v, keepingAlpha: keepingAlpha, cancellation))
     }
 
     /// Unsharp mask: `self + amount × (self − blurred(sigma))`, per channel,
-    /// saturating. `sigma` as for `blurred`; `amount` finite in 0...10.
+    /// saturating. `sigma` as for `blurred`; `amount` finite in 0...10. The
+    /// fourth byte is kept as it is: the padding, or an alpha, whose shape
+    /// sharpening leaves alone.
     public func sharpened(sigma: Double, amount: Double = 1.0, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard amount.isFinite, amount >= 0, amount <= 10 else {
             throw ImageError(.invalidArgument, "sharpen amount \(amount) must be between 0 and 10")
@@ -51,15 +55,16 @@ extension Image {
             }
             start = end
         }
-        // The difference is zero on the padding byte, but keep it exact regardless.
         var i = 3
-        while i < dst.count { dst[i] = 255; i += 4 }
+        while i < count { dst[i] = src[i]; i += 4 }
         return Image(width: width, height: height, pixels: out)
     }
 
     /// Replaces each `blockSize` × `blockSize` block (aligned to the top-left
     /// corner; partial at the right and bottom edges) by its mean colour.
     /// `blockSize` must be at least 1; blocks larger than the image cover it whole.
+    /// All four bytes are averaged, so an alpha in the fourth is pixelated with
+    /// the colour.
     public func pixelated(blockSize: Int, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard blockSize >= 1 else {
             throw ImageError(.invalidArgument, "pixelate block size \(blockSize) must be at least 1")
@@ -81,6 +86,7 @@ extension Image {
                 dst[o] = m[s]
                 dst[o + 1] = m[s + 1]
                 dst[o + 2] = m[s + 2]
+                dst[o + 3] = m[s + 3]
                 o += 4
             }
         }

@@ -54,10 +54,23 @@ extension Image {
     /// min(x' + d, W − 1), G at x', B at max(x' − d, 0) from row y, then apply the
     /// row's permutation. One pass over the output.
     ///
+    /// With `keepingAlpha` the fourth byte of each pixel is an alpha: it
+    /// moves with its pixel's bands (step 2) and takes no part in the
+    /// channel shift or the swaps, as `glitchDisplaced` moves it. Without,
+    /// it is the padding, 255.
+    ///
     /// Throws `ImageError.cancelled` once `cancellation` is set.
-    public func glitched(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    public func glitched(
+        seed: UInt64, amount: Double = 0.5, keepingAlpha: Bool = false, cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> Image {
         try glitchPass(seed: seed, amount: amount, cancellation: cancellation) { plan, y, row, dst in
             plan.composeRow(y, from: row, into: &dst)
+            guard keepingAlpha else { return }
+            let w = plan.width, offset = plan.offsets[y], base = y * w * 4
+            for x in 0..<w {
+                let from = (x >= offset ? x - offset : x - offset + w) * 4
+                dst.storeBytes(of: row[from + 3], toByteOffset: base + x * 4 + 3, as: UInt8.self)
+            }
         }
     }
 

@@ -30,8 +30,11 @@ public struct RGBColor: Sendable, Equatable, CustomStringConvertible {
 extension Image {
     /// This image on a canvas of `size` filled with `background`, placed by
     /// `gravity` (libvips' `embed`, imgproxy's `extend`). The canvas must be
-    /// at least as large as the image on each side.
-    public func padded(to size: Size, background: RGBColor, gravity: Gravity,
+    /// at least as large as the image on each side. The margin's fourth
+    /// byte is `marginAlpha`: 255, the padding, for an opaque image; for one
+    /// whose fourth byte is an alpha (`AlphaImage`), 255 for an opaque
+    /// margin or 0 for a clear one.
+    public func padded(to size: Size, background: RGBColor, marginAlpha: UInt8 = 255, gravity: Gravity,
                        cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         guard size.width >= width, size.height >= height else {
             throw ImageError(.invalidArgument, "image \(width)x\(height) is larger than pad \(size)")
@@ -39,6 +42,10 @@ extension Image {
         if size.width == width && size.height == height { return self }
         let place = gravity.place(Size(width: width, height: height), in: size)
         var canvas = Image(width: size.width, height: size.height, red: background.red, green: background.green, blue: background.blue)
+        if marginAlpha != 255 {
+            var i = 3
+            while i < canvas.pixels.count { canvas.pixels[i] = marginAlpha; i += 4 }
+        }
         let rowBytes = width * Image.bytesPerPixel
         let poll = RowPoll(cancellation, workPerRow: rowBytes)
         for y in 0 ..< height {

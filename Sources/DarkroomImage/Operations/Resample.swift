@@ -66,21 +66,25 @@ extension Image {
     }
 
     /// Scales the image into, onto or exactly to `box` (see `ScaleMode`).
-    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    /// With `keepingAlpha` the fourth byte of each pixel is an alpha, filtered
+    /// like the three colours (see `AlphaImage`); without, it is the padding
+    /// and comes out 255. Throws `ImageError.cancelled` once `cancellation` is set.
     public func scaled(
-        to box: Size, mode: ScaleMode = .fit, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+        to box: Size, mode: ScaleMode = .fit, kernel: ResampleKernel = .lanczos3, keepingAlpha: Bool = false,
+        cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         guard box.width >= 0, box.height >= 0, box.width > 0 || box.height > 0 else {
             throw ImageError(.invalidArgument, "scale box \(box) must have positive sides (or one side 0, to follow the aspect ratio)")
         }
         let target = Image.scaledSize(of: Size(width: width, height: height), to: box, mode: mode)
-        return try resized(to: target, kernel: kernel, cancellation: cancellation)
+        return try resized(to: target, kernel: kernel, keepingAlpha: keepingAlpha, cancellation: cancellation)
     }
 
-    /// Resamples the image to exactly `size`, ignoring the aspect ratio.
-    /// Throws `ImageError.cancelled` once `cancellation` is set.
+    /// Resamples the image to exactly `size`, ignoring the aspect ratio;
+    /// `keepingAlpha` as for `scaled`. Throws `ImageError.cancelled` once
+    /// `cancellation` is set.
     public func resized(
-        to size: Size, kernel: ResampleKernel = .lanczos3, cancellation: CancellationFlag = .never
+        to size: Size, kernel: ResampleKernel = .lanczos3, keepingAlpha: Bool = false, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         try Image.checkOutputSize(size, operation: "resize")
         if size.width == width && size.height == height { return self }
@@ -88,7 +92,7 @@ extension Image {
         case .nearest:
             return try cancellation.checked(resampledNearest(to: size, cancellation))
         case .lanczos3, .bilinear:
-            return try cancellation.checked(resampledSeparable(to: size, kernel: kernel, cancellation))
+            return try cancellation.checked(resampledSeparable(to: size, kernel: kernel, keepingAlpha: keepingAlpha, cancellation))
         }
     }
 
@@ -130,11 +134,13 @@ extension Image {
             let sy = Image.nearestSource(y, of: outH, in: height)
             let row = src.extracting(sy * rowLen ..< (sy + 1) * rowLen)
             var o = y * outW * 4
+            // All four bytes: the padding (255 in, 255 out) or an alpha.
             for x in 0..<cols.count {
                 let s = cols[x]
                 dst[o] = row[s]
                 dst[o + 1] = row[s + 1]
                 dst[o + 2] = row[s + 2]
+                dst[o + 3] = row[s + 3]
                 o += 4
             }
         }
@@ -161,7 +167,7 @@ extension Image {
         return x >= 2 || y >= 2 ? (x, y) : nil
     }
 
-    func resampledSeparable(to size: Size, kernel: ResampleKernel, _ cancel: CancellationFlag = .never) -> Image {
+    func resampledSeparable(to size: Size, kernel: ResampleKernel, keepingAlpha: Bool = false, _ cancel: CancellationFlag = .never) -> Image {
         var source = self
         if let factor = Image.preShrink(Size(width: width, height: height), to: size) {
             source = boxReduced(factorX: factor.x, factorY: factor.y, cancel)
@@ -169,12 +175,17 @@ extension Image {
         }
         let hWeights = FilterWeights.cached(resampling: source.width, to: size.width, kernel: kernel)
         let vWeights = FilterWeights.cached(resampling: source.height, to: size.height, kernel: kernel)
-        return source.convolved(horizontal: hWeights, vertical: vWeights, cancel)
+        return source.convolved(horizontal: hWeights, vertical: vWeights, keepingAlpha: keepingAlpha, cancel)
     }
 
     /// Applies a horizontal then a vertical filter (or the reverse, whichever
     /// needs fewer multiply-adds). Either may be nil to skip that axis.
-    func convolved(horizontal: FilterWeights?, vertical: FilterWeights?, _ cancel: CancellationFlag = .never) -> Image {
+    /// `keepingAlpha` as for `scaled`: the vertical pass treats every byte
+    /// alike, so only the horizontal one needs telling.
+    func convolved(
+        horizontal: FilterWeights?, vertical: FilterWeights?, keepingAlpha: Bool = false, _ cancel: CancellationFlag = .never
+    ) -> Image {
+        let opaque = !keepingAlpha
         let outW = horizontal?.outCount ?? width
         let outH = vertical?.outCount ?? height
         guard let h = horizontal else {
@@ -182,16 +193,18 @@ extension Image {
             return Image(width: width, height: outH, pixels: Image.verticalPass(pixels, rowLength: stride, weights: v, cancel))
         }
         guard let v = vertical else {
-            return Image(width: outW, height: height, pixels: Image.horizontalPass(pixels, width: width, height: height, weights: h, cancel: cancel))
+            return Image(width: outW, height: height, pixels: Image.horizontalPass(pixels, width: width, height: height, weights: h,
+                                                                                    opaquePadding: opaque, cancel: cancel))
         }
         if Image.horizontalFirst(width: width, height: height, horizontal: h, vertical: v) {
-            let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h, cancel: cancel)
+            let mid = Image.horizontalPass(pixels, width: width, height: height, weights: h, opaquePadding: opaque, cancel: cancel)
             if cancel.isCancelled { return self }
             return Image(width: outW, height: outH, pixels: Image.verticalPass(mid, rowLength: outW * 4, weights: v, cancel))
         } else if v.taps > FilterWeights.maxFastTaps {
             let mid = Image.verticalPass(pixels, rowLength: stride, weights: v, cancel)
             if cancel.isCancelled { return self }
-            return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h, cancel: cancel))
+            return Image(width: outW, height: outH, pixels: Image.horizontalPass(mid, width: width, height: outH, weights: h,
+                                                                                  opaquePadding: opaque, cancel: cancel))
         } else {
             // A strip of output rows at a time: the vertical pass's rows stay in
             // cache for the horizontal pass, and neither an image-sized
@@ -210,7 +223,7 @@ extension Image {
                     if cancel.poll() { return self }
                     let rows = y ..< min(outH, y + stripRows)
                     Image.verticalPassWide(pixels, rowLength: stride, weights: v, rows: rows, into: &mid)
-                    Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, into: &strip)
+                    Image.horizontalPassWide(mid, width: width, height: rows.count, weights: h, opaquePadding: opaque, into: &strip)
                     out.append(contentsOf: strip[0 ..< outW * 4 * rows.count])
                     y = rows.upperBound
                 }
@@ -220,7 +233,7 @@ extension Image {
                 if cancel.poll() { return self }
                 let rows = y ..< min(outH, y + stripRows)
                 let mid = Image.verticalPass(pixels, rowLength: stride, weights: v, rows: rows)
-                out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h))
+                out.append(contentsOf: Image.horizontalPass(mid, width: width, height: rows.count, weights: h, opaquePadding: opaque))
                 y = rows.upperBound
             }
             return Image(width: outW, height: outH, pixels: out)
@@ -808,6 +821,8 @@ extension Image {
 
     /// Averages blocks of `factorX` x `factorY` pixels into one. Blocks at the
     /// right and bottom edges may be smaller and are averaged over what they hold.
+    /// All four bytes are averaged: the padding's 255s average to 255, and an
+    /// alpha (`AlphaImage`) to its mean.
     func boxReduced(factorX: Int, factorY: Int, _ cancel: CancellationFlag = .never) -> Image {
         let outW = (width + factorX - 1) / factorX
         let outH = (height + factorY - 1) / factorY
@@ -824,7 +839,6 @@ extension Image {
         // A power-of-two block count divides by a shift, four lanes at a time.
         let fullCount = factorX * factorY
         let shiftBits = fullCount & (fullCount - 1) == 0 ? fullCount.trailingZeroBitCount : -1
-        let opaque = SIMD4<UInt8>(0, 0, 0, 255)
         for oy in 0..<outH {
             if poll.stop(at: oy) { break }
             let y0 = oy * factorY
@@ -855,14 +869,15 @@ extension Image {
                 if shifted && x1 - x0 == factorX {
                     // Sums of at most 256 bytes plus half the count stay in 16 bits.
                     let v = (acc &+ half) &>> UInt16(truncatingIfNeeded: shiftBits)
-                    dst.storeBytes(of: SIMD4<UInt8>(truncatingIfNeeded: v) | opaque, toByteOffset: o, as: SIMD4<UInt8>.self)
+                    dst.storeBytes(of: SIMD4<UInt8>(truncatingIfNeeded: v), toByteOffset: o, as: SIMD4<UInt8>.self)
                     continue
                 }
                 let (half, magic) = x1 - x0 == factorX ? full : Image.boxDivider(rows * (x1 - x0))
                 let r = UInt8(truncatingIfNeeded: ((UInt64(acc[0]) &+ half) &* magic) &>> 32)
                 let g = UInt8(truncatingIfNeeded: ((UInt64(acc[1]) &+ half) &* magic) &>> 32)
                 let b = UInt8(truncatingIfNeeded: ((UInt64(acc[2]) &+ half) &* magic) &>> 32)
-                dst.storeBytes(of: SIMD4<UInt8>(r, g, b, 255), toByteOffset: o, as: SIMD4<UInt8>.self)
+                let a = UInt8(truncatingIfNeeded: ((UInt64(acc[3]) &+ half) &* magic) &>> 32)
+                dst.storeBytes(of: SIMD4<UInt8>(r, g, b, a), toByteOffset: o, as: SIMD4<UInt8>.self)
             }
         }
         return Image(width: outW, height: outH, pixels: out)
@@ -943,11 +958,12 @@ extension Image {
             for ox in 0..<outW {
                 let x0 = ox * factorX
                 let x1 = min(x0 + factorX, width)
-                var r: UInt32 = 0, g: UInt32 = 0, b: UInt32 = 0
+                var r: UInt32 = 0, g: UInt32 = 0, b: UInt32 = 0, a: UInt32 = 0
                 for x in x0..<x1 {
                     r &+= s[x * 4]
                     g &+= s[x * 4 + 1]
                     b &+= s[x * 4 + 2]
+                    a &+= s[x * 4 + 3]
                 }
                 let count = UInt32(rows * (x1 - x0))
                 let half = count / 2
@@ -955,6 +971,7 @@ extension Image {
                 dst[o] = UInt8(truncatingIfNeeded: (r + half) / count)
                 dst[o + 1] = UInt8(truncatingIfNeeded: (g + half) / count)
                 dst[o + 2] = UInt8(truncatingIfNeeded: (b + half) / count)
+                dst[o + 3] = UInt8(truncatingIfNeeded: (a + half) / count)
             }
         }
         return Image(width: outW, height: outH, pixels: out)
