@@ -379,6 +379,7 @@ typedef struct writer {
     int out_of_memory;                    /* the output could not grow */
     dr_png_status status;                 /* what the error handler recorded */
     dr_png_error *err;
+    uint8_t *row;                         /* a gray + alpha row, packed from RGBA */
 } writer;
 
 static void write_bytes(png_structp png, png_bytep data, size_t count) {
@@ -427,7 +428,8 @@ static dr_png_status write_start(writer *w, int width, int height, dr_png_input 
     png_set_write_fn(png, w, write_bytes, flush_bytes);
     png_set_compression_level(png, level);
     int color_type = input == DR_PNG_INPUT_GRAY ? PNG_COLOR_TYPE_GRAY
-                   : input == DR_PNG_INPUT_RGBA ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB;
+                   : input == DR_PNG_INPUT_RGBA ? PNG_COLOR_TYPE_RGB_ALPHA
+                   : input == DR_PNG_INPUT_GRAY_ALPHA ? PNG_COLOR_TYPE_GRAY_ALPHA : PNG_COLOR_TYPE_RGB;
     png_set_IHDR(png, w->info, (png_uint_32)width, (png_uint_32)height, 8, color_type, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (icc && icc_length > 0 && icc_length <= PNG_UINT_31_MAX) {
@@ -439,10 +441,19 @@ static dr_png_status write_start(writer *w, int width, int height, dr_png_input 
     return DR_PNG_OK;
 }
 
-static dr_png_status write_rows(writer *w, const uint8_t *pixels, size_t stride, int first, int count) {
+static dr_png_status write_rows(writer *w, const uint8_t *pixels, size_t stride, int width, int first, int count) {
     if (setjmp(png_jmpbuf(w->png))) return w->status;
     for (int i = 0; i < count; i++) {
-        png_write_row(w->png, (png_const_bytep)(pixels + (size_t)(first + i) * stride));
+        const uint8_t *row = pixels + (size_t)(first + i) * stride;
+        if (w->row) {
+            /* Gray + alpha: the first and fourth byte of each pixel. */
+            for (int x = 0; x < width; x++) {
+                w->row[2 * x] = row[4 * x];
+                w->row[2 * x + 1] = row[4 * x + 3];
+            }
+            row = w->row;
+        }
+        png_write_row(w->png, (png_const_bytep)row);
     }
     return DR_PNG_OK;
 }
@@ -462,15 +473,23 @@ dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t
     *out_length = 0;
     size_t row_bytes = (size_t)width * (input == DR_PNG_INPUT_GRAY ? 1 : 4);
     if (!pixels || width <= 0 || height <= 0 || stride < row_bytes ||
-        (input != DR_PNG_INPUT_RGBX && input != DR_PNG_INPUT_GRAY && input != DR_PNG_INPUT_RGBA)) {
+        (input != DR_PNG_INPUT_RGBX && input != DR_PNG_INPUT_GRAY && input != DR_PNG_INPUT_RGBA &&
+         input != DR_PNG_INPUT_GRAY_ALPHA)) {
         return fail(err, DR_PNG_INVALID_ARGUMENT, "no %dx%d picture in rows of %zu bytes", width, height, stride);
     }
     if (level < 0 || level > 9) return fail(err, DR_PNG_INVALID_ARGUMENT, "compression level %d is not 0 to 9", level);
     writer w;
     memset(&w, 0, sizeof w);
     w.err = err;
+    if (input == DR_PNG_INPUT_GRAY_ALPHA) {
+        w.row = (uint8_t *)malloc((size_t)width * 2);
+        if (!w.row) return fail(err, DR_PNG_OUT_OF_MEMORY, "no room for a row of %d pixels", width);
+    }
     w.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w, on_write_error, on_write_warning);
-    if (!w.png) return fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: no writer (out of memory, or a library of another version)");
+    if (!w.png) {
+        free(w.row);
+        return fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: no writer (out of memory, or a library of another version)");
+    }
     w.info = png_create_info_struct(w.png);
     dr_png_status status = w.info ? DR_PNG_OK : fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: out of memory");
     if (status == DR_PNG_OK) status = write_start(&w, width, height, input, level, icc, icc_length);
@@ -480,10 +499,11 @@ dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t
             break;
         }
         int count = height - y < DR_PNG_ROWS_PER_POLL ? height - y : DR_PNG_ROWS_PER_POLL;
-        status = write_rows(&w, pixels, stride, y, count);
+        status = write_rows(&w, pixels, stride, width, y, count);
     }
     if (status == DR_PNG_OK) status = write_end(&w);
     png_destroy_write_struct(&w.png, &w.info);
+    free(w.row);
     if (status != DR_PNG_OK) {
         free(w.out);
         return status;

@@ -76,6 +76,19 @@ public struct AlphaImage: Sendable, Equatable {
         return true
     }
 
+    /// Whether every pixel's colour is gray (its three bytes equal), clear
+    /// pixels' too: such an image is written as gray + alpha where the
+    /// format has it. Stops at the first pixel that is not.
+    public var isGray: Bool {
+        let p = rgba.pixels.span
+        var i = 0
+        while i < p.count {
+            if p[i] != p[i + 1] || p[i] != p[i + 2] { return false }
+            i += 4
+        }
+        return true
+    }
+
     /// The image laid over `background` as `(c * a + bg * (255 - a) + 127) / 255`,
     /// the formula every decoder composites with: what a format without
     /// alpha (JPEG) is written from.

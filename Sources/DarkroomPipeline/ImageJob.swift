@@ -291,7 +291,10 @@ public struct ImageJob: Sendable {
             if image.isOpaque {
                 return try ImageJob.encodedOpaque(image.color, checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
             }
-            let result = JobResult.transparent(image)
+            // After a grayscale step, a gray result is written gray +
+            // alpha where the format has it, untagged, as a gray opaque one
+            // is written gray.
+            let result = JobResult.transparent(image, gray: checkGray && image.isGray)
             let bytes = try result.encoded(as: options.format, quality: options.quality, options: options, profile: profile,
                                            cancellation: cancel)
             return (result, EncodedImage(bytes: bytes, size: Size(width: image.width, height: image.height)))
@@ -314,9 +317,9 @@ public struct ImageJob: Sendable {
                 let small: JobResult = switch image {
                 case let .gray(plane): .gray(try plane.thumbnail(size, gravity: gravity, cancellation: cancel))
                 case let .color(image): .color(try image.thumbnail(size, gravity: gravity, cancellation: cancel))
-                case let .transparent(image):
+                case let .transparent(image, gray):
                     // The window cut may hold no transparent pixel.
-                    try image.thumbnail(size, gravity: gravity, cancellation: cancel).opaqueIfWhole
+                    try image.thumbnail(size, gravity: gravity, cancellation: cancel).opaqueIfWhole(gray: gray)
                 }
                 let bytes = try small.encoded(as: options.thumbnailFormat, quality: options.thumbnailQuality, options: options,
                                               profile: profile, cancellation: cancel)
@@ -329,17 +332,23 @@ public struct ImageJob: Sendable {
 
 /// A job's result between its two encoding links: the RGBX pixels, the
 /// luma plane of a result whose pixels are all gray, or the colour and
-/// alpha of a result with transparency.
+/// alpha of a result with transparency, `gray` when its colour is all gray
+/// and is written so.
 enum JobResult: Sendable {
     case color(Image)
     case gray(GrayImage)
-    case transparent(AlphaImage)
+    case transparent(AlphaImage, gray: Bool)
 }
 
 extension AlphaImage {
     /// The image as a job result: its colour alone when every pixel is
-    /// opaque, which then is written as any opaque result is.
-    var opaqueIfWhole: JobResult { isOpaque ? .color(color) : .transparent(self) }
+    /// opaque, which then is written as any opaque result is (with `gray`,
+    /// as a gray one).
+    func opaqueIfWhole(gray: Bool) -> JobResult {
+        guard isOpaque else { return .transparent(self, gray: gray) }
+        if gray, let plane = GrayImage(exactly: rgba) { return .gray(plane) }
+        return .color(rgba)
+    }
 }
 
 extension JobResult {
@@ -347,8 +356,8 @@ extension JobResult {
     /// flags of `options`: a colour image carries `profile`; a gray one is
     /// written gray where the format has a gray mode (WebP and AVIF get
     /// three equal channels), untagged; a transparent one keeps its alpha
-    /// where the format has alpha and is laid over `Source.background` in
-    /// JPEG.
+    /// where the format has alpha (a gray one as gray + alpha in PNG,
+    /// untagged) and is laid over `Source.background` in JPEG.
     func encoded(as format: ImageFormat, quality: Int, options: JobOptions, profile: [UInt8]?,
                  cancellation cancel: CancellationFlag) throws(ImageError) -> [UInt8] {
         switch (self, format) {
@@ -364,12 +373,15 @@ extension JobResult {
         case let (.color(image), .webp): try WebP.encode(image, quality: quality, iccProfile: profile, cancellation: cancel)
         case let (.color(image), .png): try PNG.encode(image, iccProfile: profile, cancellation: cancel)
         case let (.color(image), .avif): try HEIF.encodeAVIF(image, quality: quality, iccProfile: profile, cancellation: cancel)
-        case let (.transparent(image), .jpeg):
-            try JobResult.color(try image.flattened(onto: Source.background, cancellation: cancel))
+        case let (.transparent(image, gray), .jpeg):
+            try AlphaImage(opaque: try image.flattened(onto: Source.background, cancellation: cancel)).opaqueIfWhole(gray: gray)
                 .encoded(as: .jpeg, quality: quality, options: options, profile: profile, cancellation: cancel)
-        case let (.transparent(image), .webp): try WebP.encode(image, quality: quality, iccProfile: profile, cancellation: cancel)
-        case let (.transparent(image), .png): try PNG.encode(image, iccProfile: profile, cancellation: cancel)
-        case let (.transparent(image), .avif): try HEIF.encodeAVIF(image, quality: quality, iccProfile: profile, cancellation: cancel)
+        case let (.transparent(image, gray), .webp):
+            try WebP.encode(image, quality: quality, iccProfile: gray ? nil : profile, cancellation: cancel)
+        case let (.transparent(image, gray), .png):
+            try PNG.encode(image, gray: gray, iccProfile: gray ? nil : profile, cancellation: cancel)
+        case let (.transparent(image, gray), .avif):
+            try HEIF.encodeAVIF(image, quality: quality, iccProfile: gray ? nil : profile, cancellation: cancel)
         }
     }
 }

@@ -271,6 +271,20 @@ struct AlphaImageTests {
         #expect(back.color == image.color)
     }
 
+    @Test("PNG gray + alpha: colour type 4, the same picture as the RGBA file of a gray image")
+    func pngGrayAlpha() throws {
+        var rgba: [UInt8] = []
+        for i in 0..<(23 * 17) { let v = UInt8(truncatingIfNeeded: i &* 7); rgba += [v, v, v, UInt8(truncatingIfNeeded: i &* 13)] }
+        let image = AlphaImage(rgba: Image(width: 23, height: 17, pixels: rgba))
+        #expect(image.isGray)
+        let written = try PNG.encode(image, gray: true)
+        #expect(written[25] == 4, "colour type \(written[25])")
+        #expect(try Self.keptAlpha(written) == image)
+        #expect(written.count < (try PNG.encode(image)).count)
+        rgba[4 * 100 + 1] &+= 1
+        #expect(!AlphaImage(rgba: Image(width: 23, height: 17, pixels: rgba)).isGray)
+    }
+
     @Test("WebP with alpha: the alpha comes back exactly (lossless ALPH), the colour within lossy's levels where it shows")
     func webpRoundTrip() throws {
         let (bytes, _) = Self.rgbaPNG(width: 48, height: 32)

@@ -126,6 +126,31 @@ struct TransparentJobTests {
         #expect(kept.full == reference.full && kept.thumbnail == reference.thumbnail)
     }
 
+    @Test("after grayscale, a gray transparent result is gray + alpha in PNG, untagged, and a one-component JPEG beside it")
+    func grayTransparentResult() throws {
+        let picture = SamplePhoto.render(Size(width: 80, height: 60), seed: 4)
+        let source = Self.png(picture) { x, _ in UInt16(min(255, x * 4)) }
+        let job = try Self.pngJob("scale:40x30 | grayscale", thumbnail: Size(width: 16, height: 16), format: .png, thumbnailFormat: .jpeg)
+        let output = try job.run(source)
+        #expect(output.full.bytes[25] == 4, "colour type \(output.full.bytes[25]), gray + alpha")
+        // The picture the steps make, nothing lost.
+        var expected = try Self.decodedWithAlpha(source)
+        for step in try Pipeline(parsing: "scale:40x30 | grayscale").steps {
+            expected = try step.apply(to: expected, sourceProfile: nil)
+        }
+        #expect(try Self.decodedWithAlpha(output.full.bytes) == expected)
+        // The JPEG thumbnail is the gray picture laid over white, one component.
+        let thumbnail = try #require(output.thumbnail).bytes
+        #expect(try JPEG.readHeader(thumbnail).components == 1)
+        // A colour step after grayscale leaves colour: RGBA again.
+        let sepia = try Self.pngJob("scale:40x30 | grayscale | sepia", thumbnail: nil).run(source)
+        #expect(sepia.full.bytes[25] == 6)
+        // A thumbnail window with nothing clear left is a gray opaque file.
+        let opaqueWindow = Self.png(picture) { x, _ in x < 5 ? 0 : 255 }
+        let cut = try Self.pngJob("grayscale | crop:60x60+20+0", thumbnail: Size(width: 16, height: 16)).run(opaqueWindow)
+        #expect(try #require(cut.thumbnail).bytes[25] == 0, "a gray PNG")
+    }
+
     @Test("WebP and AVIF outputs carry the alpha", arguments: [ImageFormat.webp, .avif])
     func lossyFormatsCarryAlpha(_ format: ImageFormat) throws {
         let picture = SamplePhoto.render(Size(width: 64, height: 64), seed: 3)

@@ -122,11 +122,13 @@ dr_png_status dr_png_decode_rgbx(const uint8_t *data, size_t length, uint32_t ma
 typedef enum dr_png_input {
     DR_PNG_INPUT_RGBX = 0, /* four bytes per pixel, the fourth dropped: an RGB file */
     DR_PNG_INPUT_GRAY = 1, /* one byte per pixel: a gray file */
-    DR_PNG_INPUT_RGBA = 2  /* four bytes per pixel, the fourth straight alpha: an RGBA file */
+    DR_PNG_INPUT_RGBA = 2, /* four bytes per pixel, the fourth straight alpha: an RGBA file */
+    DR_PNG_INPUT_GRAY_ALPHA = 3 /* four bytes per pixel, the first three equal (only the first
+                                   is read) and the fourth straight alpha: a gray + alpha file */
 } dr_png_input;
 
 /* Encodes `width` x `height` pixels, rows `stride` bytes apart, as a
-   non-interlaced 8-bit PNG (RGB, RGBA or gray), its image data
+   non-interlaced 8-bit PNG (RGB, RGBA, gray or gray + alpha), its image data
    compressed by zlib at `level` 0 to 9 with libpng's adaptive filters.
    With `icc_length` > 0 the profile at `icc` goes into an iCCP chunk; one
    libpng finds unusable is left out (a warning, not a failure). Nothing
