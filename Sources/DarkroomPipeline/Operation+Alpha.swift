@@ -9,8 +9,8 @@ extension Operation {
     /// - `sharpen` sharpens the premultiplied colour and leaves the shape;
     /// - `crop` (a `smart` one judged on the picture as seen over
     ///   `Source.background`), `rotate` and `flip` move both;
-    /// - `pad` fills the new margin with its colour, opaque, or leaves it
-    ///   clear (`background=transparent`);
+    /// - `pad` fills the new margin with its colour and that colour's alpha
+    ///   (opaque, translucent `RRGGBBAA`, or clear: `background=transparent`);
     /// - `glitch` moves the alpha with its bands, and shifts and swaps the
     ///   premultiplied colour's channels within them;
     /// - the colour filters and `srgb` change the colour only.
@@ -47,9 +47,10 @@ extension Operation {
         case .crop(.rect), .rotate, .flip:
             return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
         case let .pad(size, background, gravity):
-            // A coloured margin is opaque; a transparent one clear, its colour 0.
+            // The margin takes the colour's alpha; a transparent one is
+            // clear, its colour 0.
             return try image.moved { (i: Image) throws(ImageError) -> Image in
-                try i.padded(to: size, background: background ?? .black, marginAlpha: background == nil ? 0 : 255,
+                try i.padded(to: size, background: background ?? RGBColor(red: 0, green: 0, blue: 0, alpha: 0),
                              gravity: gravity, cancellation: cancel)
             }
         case .srgb:

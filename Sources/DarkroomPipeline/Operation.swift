@@ -24,7 +24,8 @@ public enum Operation: Sendable, Equatable {
     /// The image on a canvas of this size, filled with the colour, placed
     /// by gravity. A nil colour (`background=transparent`) leaves the margin
     /// clear in an output with alpha (pipeline.md section 4.3.1) and white
-    /// in one without.
+    /// in one without; a colour with an alpha below 255 is translucent in
+    /// an output with alpha and laid over white in one without.
     case pad(Size, background: RGBColor?, gravity: Gravity)
     /// The pixels converted from the source's embedded RGB ICC profile to
     /// sRGB; the outputs then carry no profile. Only a job knows the
@@ -63,10 +64,10 @@ public enum Operation: Sendable, Equatable {
         }
     }
 
-    /// Whether the step makes clear pixels of opaque ones: a `pad` with a
-    /// transparent margin.
+    /// Whether the step makes clear or translucent pixels of opaque ones:
+    /// a `pad` whose margin is transparent or has an alpha below 255.
     public var makesTransparency: Bool {
-        if case .pad(_, nil, _) = self { true } else { false }
+        if case let .pad(_, background, _) = self { background?.isOpaque != true } else { false }
     }
 
     /// The canonical text of this step: the primary argument first (if the
@@ -155,10 +156,11 @@ public enum Operation: Sendable, Equatable {
         case .srgb:
             return try cancel.checked(image)
         case let .pad(size, background, gravity):
-            // A clear margin in an output without alpha is laid over white,
-            // as every transparent pixel is.
-            let white = RGBColor(red: Source.background.0, green: Source.background.1, blue: Source.background.2)
-            return try image.padded(to: size, background: background ?? white, gravity: gravity, cancellation: cancel)
+            // A clear or translucent margin in an output without alpha is
+            // laid over white, as every transparent pixel is.
+            let clear = RGBColor(red: 0, green: 0, blue: 0, alpha: 0)
+            return try image.padded(to: size, background: (background ?? clear).over(Source.background), gravity: gravity,
+                                    cancellation: cancel)
         }
     }
 

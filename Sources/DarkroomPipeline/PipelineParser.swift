@@ -222,9 +222,12 @@ struct PipelineParser {
                 if token.text.asciiLowercased == "transparent" {
                     background = nil
                 } else if let color = RGBColor(hex: token.text) {
-                    background = color
+                    // Alpha 0 is a clear margin, whatever the colour; written
+                    // `transparent`, as its canonical form.
+                    background = color.alpha == 0 ? nil : color
                 } else {
-                    throw fail("background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"\(token.text)\"", at: token)
+                    throw fail("background must be hex digits RRGGBB or RRGGBBAA, e.g. ffffff or ffffff80, or transparent, not \"\(token.text)\"",
+                               at: token)
                 }
             }
             // Every gravity but smart, which looks for detail to keep in a crop.
@@ -381,7 +384,7 @@ enum OperationKind: String, CaseIterable {
         case .pixelate: "usage: pixelate:BLOCK"
         case .rotate: "usage: rotate:90|180|270"
         case .flip: "usage: flip:h|v"
-        case .pad: "usage: pad:WxH[,background=RRGGBB|transparent][,gravity=G]"
+        case .pad: "usage: pad:WxH[,background=RRGGBB|RRGGBBAA|transparent][,gravity=G]"
         }
     }
 

@@ -48,7 +48,13 @@ import Testing
             #expect(error.code == .invalidArgument && error.message == "image 30x20 is larger than pad 29x40")
         }
         #expect(RGBColor(hex: "0A0b0C") == RGBColor(red: 10, green: 11, blue: 12) && RGBColor(hex: "0a0b0c")?.description == "0a0b0c")
-        for bad in ["fff", "+fffff", "-fffff", "gggggg", "fffffff", ""] { #expect(RGBColor(hex: bad) == nil, "\(bad)") }
+        for bad in ["fff", "+fffff", "-fffff", "gggggg", "fffffff", "", "+fffffff", "fffffffff"] { #expect(RGBColor(hex: bad) == nil, "\(bad)") }
+        // Eight digits carry an alpha; an opaque colour prints as six.
+        #expect(RGBColor(hex: "FF000080") == RGBColor(red: 255, green: 0, blue: 0, alpha: 128))
+        #expect(RGBColor(hex: "ff000080")?.description == "ff000080" && RGBColor(hex: "0a0b0cff")?.description == "0a0b0c")
+        // Laid over white as a transparent pixel is: (c * a + 255 * (255 - a) + 127) / 255.
+        #expect(RGBColor(red: 255, green: 0, blue: 100, alpha: 128).over((255, 255, 255)) == RGBColor(red: 255, green: 127, blue: 177))
+        #expect(RGBColor(red: 9, green: 8, blue: 7).over((255, 255, 255)) == RGBColor(red: 9, green: 8, blue: 7))
     }
 
     /// A flat image with a checkerboard patch: the smart window holds the patch.

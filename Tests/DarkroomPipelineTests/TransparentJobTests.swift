@@ -217,6 +217,31 @@ struct TransparentJobTests {
         #expect(laid.r >= 250 && laid.g >= 250 && laid.b >= 250, "\(laid)")
     }
 
+    @Test("a translucent pad colour: its alpha in the margin of an output with alpha, laid over white in a JPEG")
+    func translucentPad() throws {
+        let photo = SamplePhoto.render(Size(width: 120, height: 80), seed: 10)
+        let jpeg = try JPEG.encode(photo, options: EncodeOptions(quality: 90))
+        let pipeline = "pad:160x80,background=FF000080,gravity=east"
+        let output = try Self.pngJob(pipeline, thumbnail: nil).run(jpeg)
+        let result = try Self.decodedWithAlpha(output.full.bytes)
+        // Straight red at alpha 128 in the 40 columns on the left, the photo opaque.
+        #expect(result.rgba.pixels[(20 * 160 + 10) * 4 ..< (20 * 160 + 10) * 4 + 4] == [255, 0, 0, 128])
+        #expect(result.alpha.pixel(x: 39, y: 79).r == 128 && result.alpha.pixel(x: 40, y: 0).r == 255)
+        // The picture is the opaque pad's.
+        let opaque = try PNG.decode(try Self.pngJob("pad:160x80,background=ff0000,gravity=east", thumbnail: nil).run(jpeg).full.bytes)
+        #expect(result.color.pixel(x: 100, y: 40) == opaque.pixel(x: 100, y: 40))
+        // With JPEG outputs only: the colour over white, (255, 127, 127), the
+        // same bytes as that opaque pad.
+        let jpegOnly = ImageJob(pipeline: try Pipeline(parsing: pipeline), options: JobOptions())
+        let laid = ImageJob(pipeline: try Pipeline(parsing: "pad:160x80,background=ff7f7f,gravity=east"), options: JobOptions())
+        #expect(try jpegOnly.run(jpeg) == laid.run(jpeg))
+        // A transparent source keeps its own alpha beside the margin's.
+        let source = Self.png(SamplePhoto.render(Size(width: 60, height: 40), seed: 9)) { x, _ in x < 30 ? 0 : 255 }
+        let both = try Self.decodedWithAlpha(try Self.pngJob("pad:80x40,background=0000ff40,gravity=east", thumbnail: nil).run(source).full.bytes)
+        #expect((0..<80).map { both.alpha.pixel(x: $0, y: 20).r } == Array(repeating: 64, count: 20) + Array(repeating: 0, count: 30)
+            + Array(repeating: 255, count: 30))
+    }
+
     @Test("a transparent source padded transparent keeps both its own alpha and the clear margin")
     func transparentPadOnTransparentSource() throws {
         let source = Self.png(SamplePhoto.render(Size(width: 60, height: 40), seed: 9)) { x, _ in x < 30 ? 0 : 255 }

@@ -282,8 +282,12 @@ def parse_step(text, piece, col):
         if found is not None:
             if lower(found[0]) == "transparent":
                 background = "transparent"
-            elif len(found[0]) != 6 or not set(found[0]) <= HEX:
+            elif len(found[0]) not in (6, 8) or not set(found[0]) <= HEX:
                 raise Invalid(found[1])
+            elif len(found[0]) == 8 and lower(found[0][6:]) == "00":
+                background = "transparent"  # alpha 0: a clear margin
+            elif len(found[0]) == 8 and lower(found[0][6:]) == "ff":
+                background = lower(found[0][:6])  # opaque: written without its alpha
             else:
                 background = lower(found[0])
         gravity = a.choice("gravity", PLACES, "center")
@@ -488,6 +492,12 @@ ok("pad-letterbox", "scale:256x256 | pad:256x256,background=FFFFFF", "4000x3000"
 ok("pad-defaults", "pad:100x80", "64x48", description="black, centred; written out in the canonical text")
 ok("pad-transparent", "scale:256x256 | pad:256x256,background=Transparent", "4000x3000",
    description="fit then pad on a clear canvas: transparent in PNG, WebP and AVIF outputs, white in JPEG")
+ok("pad-translucent", "scale:256x256 | pad:256x256,background=FF000080", "4000x3000",
+   description="a red margin at half alpha: translucent in PNG, WebP and AVIF outputs, laid over white in JPEG")
+ok("pad-background-opaque-alpha", "pad:64x64,background=0A0B0CFF", "32x32",
+   description="an alpha of ff is an opaque colour, written without it")
+ok("pad-background-clear-alpha", "pad:64x64,background=ffffff00", "32x32",
+   description="an alpha of 00 is a clear margin, whatever the colour: written transparent")
 ok("pad-gravity-exact", "pad:64x48,gravity=SouthWest,background=0a0B0c", "64x48",
    description="a canvas the size of the input leaves it as it is")
 ok("glitch-defaults", "glitch", "64x48")
@@ -533,11 +543,13 @@ bad("scale-too-big", "scale:65501x10", 7, "scale size 65501x10 is out of range; 
 bad("scale-auto-too-big", "scale:0x65501", 7, "scale size 0x65501 is out of range; each side must be 1 to 65500, or 0 for one side to follow the aspect ratio")
 bad("crop-zero", "crop:0x100", 6, "crop size 0x100 is out of range; each side must be 1 to 65500")
 bad("scale-mode", "scale:100x100,mode=stretch", 20, "mode must be one of fit, fill, force, not \"stretch\"")
-bad("pad-background", "pad:10x10,background=fff", 22, "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"fff\"")
+bad("pad-background", "pad:10x10,background=fff", 22, "background must be hex digits RRGGBB or RRGGBBAA, e.g. ffffff or ffffff80, or transparent, not \"fff\"")
 bad("pad-background-sign", "pad:10x10,background=+fffff", 22,
-    "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"+fffff\"")
+    "background must be hex digits RRGGBB or RRGGBBAA, e.g. ffffff or ffffff80, or transparent, not \"+fffff\"")
 bad("pad-background-clear", "pad:10x10,background=clear", 22,
-    "background must be six hex digits RRGGBB, e.g. ffffff, or transparent, not \"clear\"")
+    "background must be hex digits RRGGBB or RRGGBBAA, e.g. ffffff or ffffff80, or transparent, not \"clear\"")
+bad("pad-background-seven", "pad:10x10,background=fffffff", 22,
+    "background must be hex digits RRGGBB or RRGGBBAA, e.g. ffffff or ffffff80, or transparent, not \"fffffff\"")
 bad("pad-no-size", "pad", 1, "pad needs a size WxH, e.g. pad:1024x1024")
 bad("scale-enlarge", "scale:100x100,enlarge=false", 23, "enlarge must be one of yes, no, not \"false\"")
 bad("key-twice", "scale:100x100,Mode=fill,mode=fit", 25, "mode is given twice")
