@@ -199,12 +199,8 @@ enum SubmitCommand {
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
         let limits = try WebSources.limits(args)
-        let tt0 = ContinuousClock.now
         let files = try InputFiles.submitInputs(args)
-        let tt1 = ContinuousClock.now
         var inputs = SubmitInputs.check(files, pipeline: pipeline)
-        let tt2 = ContinuousClock.now
-        Console.err("TIMING expand \(tt1 - tt0) check \(tt2 - tt1)")
         var statuses: [Status?] = Array(repeating: nil, count: inputs.count)
         var connectionRefused = false
         var valid = 0
@@ -294,7 +290,6 @@ enum SubmitCommand {
                 err("submit: the broker's dispatch is paused \(PauseCommand.held(since: since))")
             }
         }
-        Console.err("TIMING engine ready \(ContinuousClock.now - tt2)")
         let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait,
                                  beforeWait: { tellPaused(); out.flush() }) { update in
             tellPaused()
