@@ -481,18 +481,16 @@ dr_png_status dr_png_encode(const uint8_t *pixels, int width, int height, size_t
     writer w;
     memset(&w, 0, sizeof w);
     w.err = err;
-    if (input == DR_PNG_INPUT_GRAY_ALPHA) {
-        w.row = (uint8_t *)malloc((size_t)width * 2);
-        if (!w.row) return fail(err, DR_PNG_OUT_OF_MEMORY, "no room for a row of %d pixels", width);
-    }
     w.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w, on_write_error, on_write_warning);
-    if (!w.png) {
-        free(w.row);
-        return fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: no writer (out of memory, or a library of another version)");
-    }
+    if (!w.png) return fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: no writer (out of memory, or a library of another version)");
     w.info = png_create_info_struct(w.png);
     dr_png_status status = w.info ? DR_PNG_OK : fail(err, DR_PNG_OUT_OF_MEMORY, "libpng: out of memory");
     if (status == DR_PNG_OK) status = write_start(&w, width, height, input, level, icc, icc_length);
+    /* The packed row of a gray + alpha file, once libpng has accepted the size. */
+    if (status == DR_PNG_OK && input == DR_PNG_INPUT_GRAY_ALPHA) {
+        w.row = (uint8_t *)malloc((size_t)width * 2);
+        if (!w.row) status = fail(err, DR_PNG_OUT_OF_MEMORY, "no room for a row of %d pixels", width);
+    }
     for (int y = 0; status == DR_PNG_OK && y < height; y += DR_PNG_ROWS_PER_POLL) {
         if (should_stop && should_stop(stop_context)) {
             status = fail(err, DR_PNG_CANCELLED, "stopped on request");

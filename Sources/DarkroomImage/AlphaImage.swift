@@ -119,7 +119,9 @@ public struct AlphaImage: Sendable, Equatable {
     ) throws(ImageError) -> AlphaImage {
         var premultiplied = (consume self).rgba
         try AlphaImage.premultiply(&premultiplied.pixels, width: premultiplied.width, cancellation)
-        var result = try operation(premultiplied)
+        // Consumed, so that an operation that hands its input back (a
+        // resize to the same size) leaves the result's pixels unshared.
+        var result = try operation(consume premultiplied)
         try AlphaImage.divide(&result.pixels, width: result.width, cancellation)
         return AlphaImage(rgba: result)
     }

@@ -50,12 +50,11 @@ extension Operation {
             // The margin takes the colour's alpha; a transparent one is
             // clear, its colour 0.
             return try image.moved { (i: Image) throws(ImageError) -> Image in
-                try i.padded(to: size, background: background ?? RGBColor(red: 0, green: 0, blue: 0, alpha: 0),
-                             gravity: gravity, cancellation: cancel)
+                try i.padded(to: size, background: Operation.margin(background), gravity: gravity, cancellation: cancel)
             }
         case .srgb:
-            // The conversion rewrites the colour in place and leaves the
-            // fourth byte as it is.
+            // The conversion rewrites the colour and leaves the fourth byte
+            // as it is.
             guard let sourceProfile else { return try cancel.checked(image) }
             return try image.moved { (i: Image) throws(ImageError) -> Image in
                 try i.convertedToSRGB(from: sourceProfile, cancellation: cancel).image

@@ -64,6 +64,19 @@ public enum Operation: Sendable, Equatable {
         }
     }
 
+    /// The colour of a `pad`'s margin: nil (`transparent`), and any colour
+    /// whose alpha is 0, is clear, colour 0, as the parser reads them.
+    static func margin(_ background: RGBColor?) -> RGBColor {
+        guard let background, background.alpha != 0 else { return RGBColor(red: 0, green: 0, blue: 0, alpha: 0) }
+        return background
+    }
+
+    /// The margin's canonical text: `transparent`, `rrggbb` or `rrggbbaa`.
+    static func marginText(_ background: RGBColor?) -> String {
+        let margin = margin(background)
+        return margin.alpha == 0 ? "transparent" : margin.description
+    }
+
     /// Whether the step makes clear or translucent pixels of opaque ones:
     /// a `pad` whose margin is transparent or has an alpha below 255.
     public var makesTransparency: Bool {
@@ -109,7 +122,7 @@ public enum Operation: Sendable, Equatable {
         case let .flip(horizontal):
             horizontal ? "flip:h" : "flip:v"
         case let .pad(size, background, gravity):
-            "pad:\(size),background=\(background?.description ?? "transparent"),gravity=\(gravity.rawValue)"
+            "pad:\(size),background=\(Operation.marginText(background)),gravity=\(gravity.rawValue)"
         }
     }
 
@@ -158,8 +171,7 @@ public enum Operation: Sendable, Equatable {
         case let .pad(size, background, gravity):
             // A clear or translucent margin in an output without alpha is
             // laid over white, as every transparent pixel is.
-            let clear = RGBColor(red: 0, green: 0, blue: 0, alpha: 0)
-            return try image.padded(to: size, background: (background ?? clear).over(Source.background), gravity: gravity,
+            return try image.padded(to: size, background: Operation.margin(background).over(Source.background), gravity: gravity,
                                     cancellation: cancel)
         }
     }

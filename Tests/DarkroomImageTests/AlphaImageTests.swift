@@ -282,7 +282,12 @@ struct AlphaImageTests {
         #expect(try Self.keptAlpha(written) == image)
         #expect(written.count < (try PNG.encode(image)).count)
         rgba[4 * 100 + 1] &+= 1
-        #expect(!AlphaImage(rgba: Image(width: 23, height: 17, pixels: rgba)).isGray)
+        let colour = AlphaImage(rgba: Image(width: 23, height: 17, pixels: rgba))
+        #expect(!colour.isGray)
+        // Asked for gray, a colour image is still written whole, RGBA.
+        let whole = try PNG.encode(colour, gray: true)
+        #expect(whole[25] == 6)
+        #expect(try Self.keptAlpha(whole) == colour)
     }
 
     @Test("WebP with alpha: the alpha comes back exactly (lossless ALPH), the colour within lossy's levels where it shows")

@@ -235,6 +235,13 @@ struct TransparentJobTests {
         let jpegOnly = ImageJob(pipeline: try Pipeline(parsing: pipeline), options: JobOptions())
         let laid = ImageJob(pipeline: try Pipeline(parsing: "pad:160x80,background=ff7f7f,gravity=east"), options: JobOptions())
         #expect(try jpegOnly.run(jpeg) == laid.run(jpeg))
+        // A colour of alpha 0 made in code is the clear margin the parser
+        // reads from its text: one canonical text, colour 0 under it.
+        let clearRed = Operation.pad(Size(width: 160, height: 80), background: RGBColor(red: 255, green: 0, blue: 0, alpha: 0), gravity: .east)
+        #expect(clearRed.canonical == "pad:160x80,background=transparent,gravity=east")
+        #expect(try Pipeline(parsing: clearRed.canonical).steps == [.pad(Size(width: 160, height: 80), background: nil, gravity: .east)])
+        let clear = try clearRed.apply(to: AlphaImage(opaque: try JPEG.decode(jpeg).image), sourceProfile: nil)
+        #expect(clear.rgba.pixels[0 ..< 4] == [0, 0, 0, 0])
         // A transparent source keeps its own alpha beside the margin's.
         let source = Self.png(SamplePhoto.render(Size(width: 60, height: 40), seed: 9)) { x, _ in x < 30 ? 0 : 255 }
         let both = try Self.decodedWithAlpha(try Self.pngJob("pad:80x40,background=0000ff40,gravity=east", thumbnail: nil).run(source).full.bytes)

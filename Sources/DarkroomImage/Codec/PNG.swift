@@ -188,13 +188,14 @@ public enum PNG {
     }
 
     /// The same for an image with transparency: an 8-bit RGBA PNG of the
-    /// straight colour and its alpha, or with `gray` (for an image that
-    /// `isGray`: only each pixel's first byte of colour is read) a gray +
-    /// alpha PNG, half the samples.
+    /// straight colour and its alpha, or with `gray`, for an image that
+    /// `isGray`, a gray + alpha PNG, half the samples (an image that is not
+    /// gray is written RGBA all the same).
     public static func encode(
         _ image: AlphaImage, gray: Bool = false, iccProfile: [UInt8]? = nil, cancellation: CancellationFlag = .never
     ) throws(ImageError) -> [UInt8] {
-        try encode(image.rgba.pixels, width: image.width, height: image.height, stride: image.width * 4,
+        let gray = gray && image.isGray
+        return try encode(image.rgba.pixels, width: image.width, height: image.height, stride: image.width * 4,
                    input: gray ? DR_PNG_INPUT_GRAY_ALPHA : DR_PNG_INPUT_RGBA, iccProfile: iccProfile, cancellation: cancellation)
     }
 
