@@ -163,23 +163,12 @@ public struct AlphaImage: Sendable, Equatable {
     /// Straight colour to premultiplied, in place: each colour byte times
     /// its pixel's alpha, rounded.
     private static func premultiply(_ pixels: inout [UInt8], width: Int, _ cancellation: CancellationFlag) throws(ImageError) {
-        let rowBytes = width * 4
-        guard rowBytes > 0 else { return }
-        var p = pixels.mutableSpan
-        let poll = RowPoll(cancellation, workPerRow: rowBytes)
-        for y in 0..<(p.count / rowBytes) {
-            if poll.stop(at: y) { throw ImageError.cancelled }
-            var i = y * rowBytes
-            let end = i + rowBytes
-            while i < end {
-                let a = p[i + 3]
-                if a != 255 {
-                    let alpha = UInt32(a)
-                    func times(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + 127) / 255) }
-                    p[i] = times(p[i]); p[i + 1] = times(p[i + 1]); p[i + 2] = times(p[i + 2])
-                }
-                i += 4
-            }
+        try inPlace(&pixels, width: width, cancellation) { p, i in
+            let a = p[i + 3]
+            guard a != 255 else { return }
+            let alpha = UInt32(a)
+            func times(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + 127) / 255) }
+            p[i] = times(p[i]); p[i + 1] = times(p[i + 1]); p[i + 2] = times(p[i + 2])
         }
     }
 
@@ -187,6 +176,24 @@ public struct AlphaImage: Sendable, Equatable {
     /// divided by its pixel's alpha (rounded, at most 255); colour 0 where
     /// the alpha is 0.
     private static func divide(_ pixels: inout [UInt8], width: Int, _ cancellation: CancellationFlag) throws(ImageError) {
+        try inPlace(&pixels, width: width, cancellation) { p, i in
+            let a = p[i + 3]
+            if a == 0 {
+                p[i] = 0; p[i + 1] = 0; p[i + 2] = 0
+            } else if a != 255 {
+                let alpha = UInt32(a)
+                func divided(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: min(255, (UInt32(c) * 255 + alpha / 2) / alpha)) }
+                p[i] = divided(p[i]); p[i + 1] = divided(p[i + 1]); p[i + 2] = divided(p[i + 2])
+            }
+        }
+    }
+
+    /// One pass over the pixels of rows `width` pixels long, in place:
+    /// `pixel` gets the buffer and the offset of each pixel's first byte.
+    @inline(__always)
+    private static func inPlace(
+        _ pixels: inout [UInt8], width: Int, _ cancellation: CancellationFlag, _ pixel: (inout MutableSpan<UInt8>, Int) -> Void
+    ) throws(ImageError) {
         let rowBytes = width * 4
         guard rowBytes > 0 else { return }
         var p = pixels.mutableSpan
@@ -196,14 +203,7 @@ public struct AlphaImage: Sendable, Equatable {
             var i = y * rowBytes
             let end = i + rowBytes
             while i < end {
-                let a = p[i + 3]
-                if a == 0 {
-                    p[i] = 0; p[i + 1] = 0; p[i + 2] = 0
-                } else if a != 255 {
-                    let alpha = UInt32(a)
-                    func divided(_ c: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: min(255, (UInt32(c) * 255 + alpha / 2) / alpha)) }
-                    p[i] = divided(p[i]); p[i + 1] = divided(p[i + 1]); p[i + 2] = divided(p[i + 2])
-                }
+                pixel(&p, i)
                 i += 4
             }
         }
