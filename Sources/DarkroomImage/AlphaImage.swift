@@ -134,9 +134,19 @@ public struct AlphaImage: Sendable, Equatable {
     }
 
     /// The window `Image.detailWindow` picks, judged on the picture as it
-    /// is seen over `Source.background`.
+    /// is seen over `Source.background`: the same window as on
+    /// `flattened(onto: Source.background)`, each sampled pixel laid over
+    /// it as it is read, without the flattened copy.
     public func detailWindow(_ size: Size, cancellation: CancellationFlag = .never) throws(ImageError) -> Rect {
-        try flattened(onto: Source.background, cancellation: cancellation).detailWindow(size, cancellation: cancellation)
+        let pixels = rgba.pixels, background = Source.background
+        return try Image.detailWindow(size, in: Size(width: width, height: height), cancellation: cancellation) { i in
+            let p = i * Image.bytesPerPixel
+            let a = UInt32(pixels[p + 3]), rest = 255 - a
+            func lay(_ c: UInt8, _ bg: UInt8) -> Int32 {
+                a == 255 ? Int32(c) : Int32((UInt32(c) * a + UInt32(bg) * rest + 127) / 255)
+            }
+            return (77 * lay(pixels[p], background.0) + 150 * lay(pixels[p + 1], background.1) + 29 * lay(pixels[p + 2], background.2)) >> 8
+        }
     }
 
     /// The window of `size` placed by `gravity` (`smart`: the most detail).

@@ -256,6 +256,16 @@ struct AlphaImageTests {
         #expect(try source.window(Size(width: 40, height: 40), gravity: .smart) == rect)
         let alpha = try source.alpha.cropped(to: rect).resized(to: Size(width: 16, height: 16), kernel: .lanczos3)
         #expect(thumb.alpha == alpha)
+        // A photo under a soft alpha, detail in what is clear too: the
+        // window is the flattened picture's, at every size, read without
+        // flattening the whole.
+        var pixels = SamplePhoto.render(Size(width: 300, height: 200), seed: 12).pixels
+        for i in 0..<pixels.count / 4 { pixels[i * 4 + 3] = UInt8(truncatingIfNeeded: (i % 300) * 255 / 299 ^ (i / 300) % 7 * 9) }
+        let photo = AlphaImage(rgba: Image(width: 300, height: 200, pixels: pixels))
+        let flat = try photo.flattened(onto: Source.background)
+        for size in [Size(width: 40, height: 40), Size(width: 150, height: 199), Size(width: 299, height: 60), Size(width: 120, height: 90)] {
+            #expect(try photo.detailWindow(size) == flat.detailWindow(size), "\(size)")
+        }
     }
 
     @Test("PNG with alpha: RGBA (colour type 6) that decodes back to the same colour and alpha")
