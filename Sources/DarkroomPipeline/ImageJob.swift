@@ -166,7 +166,7 @@ public struct ImageJob: Sendable {
                     (carrier: ImageCarrier, cancel: CancellationFlag) throws(ImageError) -> ImageCarrier in
                     let image = carrier.take()
                     guard let source else { return ImageCarrier(image) }
-                    return ImageCarrier(try image.convertedToSRGB(from: source, cancellation: cancel).image)
+                    return ImageCarrier(try (consume image).convertedToSRGB(from: source, cancellation: cancel).image)
                 })
             } else if case let .glitch(seed, amount) = step {
                 // The job owns its image, so the glitch rewrites it in place.

@@ -53,12 +53,10 @@ extension Operation {
                 try i.padded(to: size, background: Operation.margin(background), gravity: gravity, cancellation: cancel)
             }
         case .srgb:
-            // The conversion rewrites the colour and leaves the fourth byte
-            // as it is.
+            // The conversion rewrites the colour where it is and leaves the
+            // fourth byte as it is.
             guard let sourceProfile else { return try cancel.checked(image) }
-            return try image.moved { (i: Image) throws(ImageError) -> Image in
-                try i.convertedToSRGB(from: sourceProfile, cancellation: cancel).image
-            }
+            return AlphaImage(rgba: try (consume image).rgba.convertedToSRGB(from: sourceProfile, cancellation: cancel).image)
         case let .glitch(seed, amount):
             // The bands move the shape; the channels shift and swap within
             // it, premultiplied, so no hidden colour is brought into view.

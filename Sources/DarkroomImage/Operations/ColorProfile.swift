@@ -144,13 +144,18 @@ extension Image {
     /// When the profile cannot be used (unreadable, not RGB) the image comes
     /// back untouched with the reason in `failure`: the caller decides
     /// whether that matters. Stopped once `cancellation` is set.
-    public func convertedToSRGB(from profile: [UInt8], cancellation: CancellationFlag = .never) throws(ImageError) -> (image: Image, failure: String?) {
+    ///
+    /// Consuming: the pixels of an image nothing else holds are converted
+    /// where they are, with no second image-sized buffer.
+    public consuming func convertedToSRGB(
+        from profile: [UInt8], cancellation: CancellationFlag = .never
+    ) throws(ImageError) -> (image: Image, failure: String?) {
         let transform: SRGBTransform
         switch SRGBTransforms.shared.transform(for: profile) {
         case .success(let made): transform = made
         case .failure(let failure): return (self, failure.reason)
         }
-        var converted = self
+        var converted = consume self
         try transform.apply(to: &converted.pixels, cancellation: cancellation)
         return (converted, nil)
     }
