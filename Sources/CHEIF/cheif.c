@@ -43,6 +43,10 @@ static struct {
     __typeof__(&heif_image_handle_get_color_profile_type) image_handle_get_color_profile_type;
     __typeof__(&heif_image_handle_get_height) image_handle_get_height;
     __typeof__(&heif_image_handle_get_luma_bits_per_pixel) image_handle_get_luma_bits_per_pixel;
+    __typeof__(&heif_image_handle_get_nclx_color_profile) image_handle_get_nclx_color_profile;
+    __typeof__(&heif_nclx_color_profile_alloc) nclx_color_profile_alloc;
+    __typeof__(&heif_nclx_color_profile_free) nclx_color_profile_free;
+    __typeof__(&heif_image_set_nclx_color_profile) image_set_nclx_color_profile;
     __typeof__(&heif_image_handle_get_raw_color_profile) image_handle_get_raw_color_profile;
     __typeof__(&heif_image_handle_get_raw_color_profile_size) image_handle_get_raw_color_profile_size;
     __typeof__(&heif_image_handle_get_width) image_handle_get_width;
@@ -89,6 +93,10 @@ static void load(void) {
         { "heif_image_handle_get_color_profile_type", (void **)&api.image_handle_get_color_profile_type },
         { "heif_image_handle_get_height", (void **)&api.image_handle_get_height },
         { "heif_image_handle_get_luma_bits_per_pixel", (void **)&api.image_handle_get_luma_bits_per_pixel },
+        { "heif_image_handle_get_nclx_color_profile", (void **)&api.image_handle_get_nclx_color_profile },
+        { "heif_nclx_color_profile_alloc", (void **)&api.nclx_color_profile_alloc },
+        { "heif_nclx_color_profile_free", (void **)&api.nclx_color_profile_free },
+        { "heif_image_set_nclx_color_profile", (void **)&api.image_set_nclx_color_profile },
         { "heif_image_handle_get_raw_color_profile", (void **)&api.image_handle_get_raw_color_profile },
         { "heif_image_handle_get_raw_color_profile_size", (void **)&api.image_handle_get_raw_color_profile_size },
         { "heif_image_handle_get_width", (void **)&api.image_handle_get_width },
@@ -581,6 +589,17 @@ static dr_heif_status open_primary(const uint8_t *data, size_t length, uint32_t 
     enum heif_color_profile_type profile = api.image_handle_get_color_profile_type(p->handle);
     if (profile == heif_color_profile_type_prof || profile == heif_color_profile_type_rICC) {
         info->icc_length = api.image_handle_get_raw_color_profile_size(p->handle);
+    } else if (profile == heif_color_profile_type_nclx) {
+        struct heif_color_profile_nclx *nclx = NULL;
+        if (api.image_handle_get_nclx_color_profile(p->handle, &nclx).code == heif_error_Ok && nclx) {
+            info->nclx_primaries = (int)nclx->color_primaries;
+            info->nclx_transfer = (int)nclx->transfer_characteristics;
+            const float xy[8] = { nclx->color_primary_red_x, nclx->color_primary_red_y, nclx->color_primary_green_x,
+                                  nclx->color_primary_green_y, nclx->color_primary_blue_x, nclx->color_primary_blue_y,
+                                  nclx->color_primary_white_x, nclx->color_primary_white_y };
+            for (int i = 0; i < 8; i++) info->nclx_xy[i] = xy[i];
+        }
+        if (nclx) api.nclx_color_profile_free(nclx);
     }
     if (info->width <= 0 || info->height <= 0) {
         close_primary(p);
@@ -727,7 +746,8 @@ static struct heif_error append(struct heif_context *context, const void *data, 
    v >> (16 - bits); with `one_thread` the encoder is asked to use one. */
 static dr_heif_status encode_image(const uint8_t *pixels, int width, int height, size_t stride, int in_samples, int has_alpha,
                                    int av1, int quality, int lossless, int bit_depth, int one_thread, const uint8_t *icc,
-                                   size_t icc_length, uint8_t **out, size_t *out_length, dr_heif_error *err) {
+                                   size_t icc_length, int nclx_primaries, int nclx_transfer, uint8_t **out, size_t *out_length,
+                                   dr_heif_error *err) {
     struct heif_context *context = api.context_alloc();
     if (!context) return fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: out of memory");
     struct heif_encoder *encoder = NULL;
@@ -789,6 +809,25 @@ static dr_heif_status encode_image(const uint8_t *pixels, int width, int height,
             goto done;
         }
     }
+    /* An nclx colour box (fixtures): those primaries and transfer, BT.601
+       matrix, full range. */
+    if (nclx_primaries > 0) {
+        struct heif_color_profile_nclx *nclx = api.nclx_color_profile_alloc();
+        if (!nclx) {
+            status = fail(err, DR_HEIF_OUT_OF_MEMORY, "libheif: out of memory");
+            goto done;
+        }
+        nclx->color_primaries = (enum heif_color_primaries)nclx_primaries;
+        nclx->transfer_characteristics = (enum heif_transfer_characteristics)nclx_transfer;
+        nclx->matrix_coefficients = heif_matrix_coefficients_ITU_R_BT_601_6;
+        nclx->full_range_flag = 1;
+        e = api.image_set_nclx_color_profile(image, nclx);
+        api.nclx_color_profile_free(nclx);
+        if (e.code != heif_error_Ok) {
+            status = fail(err, DR_HEIF_INVALID_ARGUMENT, "libheif: %s", e.message ? e.message : "cannot attach the nclx box");
+            goto done;
+        }
+    }
     e = api.context_encode_image(context, image, encoder, NULL, &handle);
     if (e.code == heif_error_Ok) {
         struct heif_writer writer = { 1, append };
@@ -813,8 +852,8 @@ done:
 }
 
 int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
-                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
-                   char message[DR_HEIF_MESSAGE_MAX]) {
+                   int bit_depth, const uint8_t *icc, size_t icc_length, int nclx_primaries, int nclx_transfer,
+                   uint8_t **out, size_t *out_length, char message[DR_HEIF_MESSAGE_MAX]) {
     if (!pixels || !out || !out_length || width <= 0 || height <= 0 || (bit_depth != 8 && bit_depth != 10 && bit_depth != 12)) {
         snprintf(message, DR_HEIF_MESSAGE_MAX, "nothing to encode");
         return -1;
@@ -827,7 +866,7 @@ int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, 
     const int samples = has_alpha ? 4 : 3;
     dr_heif_error err;
     if (encode_image(pixels, width, height, (size_t)width * samples, samples, has_alpha, av1, quality, lossless, bit_depth, 0,
-                     icc, icc_length, out, out_length, &err) == DR_HEIF_OK) return 0;
+                     icc, icc_length, nclx_primaries, nclx_transfer, out, out_length, &err) == DR_HEIF_OK) return 0;
     snprintf(message, DR_HEIF_MESSAGE_MAX, "%s", err.message);
     return -1;
 }
@@ -847,7 +886,7 @@ dr_heif_status dr_heif_encode_avif(const uint8_t *pixels, int width, int height,
     if (should_stop && should_stop(stop_context)) return fail(err, DR_HEIF_CANCELLED, "stopped on request");
     /* RGBX: the fourth byte of each pixel is coded only as alpha. One
        thread, as every step of a job runs on the worker's thread for it. */
-    return encode_image(pixels, width, height, stride, 4, has_alpha ? 1 : 0, 1, quality, 0, 8, 1, icc, icc_length, out, out_length,
+    return encode_image(pixels, width, height, stride, 4, has_alpha ? 1 : 0, 1, quality, 0, 8, 1, icc, icc_length, 0, 0, out, out_length,
                         err);
 }
 

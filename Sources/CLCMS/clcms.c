@@ -102,3 +102,47 @@ void dr_srgb_transform_destroy(dr_srgb_transform *transform) {
     cmsDeleteContext(context);
     free(transform);
 }
+
+int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, size_t *out_length) {
+    if (!xy || !out || !out_length) return -1;
+    *out = NULL;
+    *out_length = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!(xy[i] > 0.0f && xy[i] < 1.0f)) return -1;
+    }
+    /* sRGB's curve (IEC 61966-2-1) as lcms's parametric type 4. */
+    const cmsFloat64Number srgb[5] = { 2.4, 1.0 / 1.055, 0.055 / 1.055, 1.0 / 12.92, 0.04045 };
+    cmsFloat64Number gamma = 0;
+    switch (transfer) {
+    case 1: case 2: case 6: case 13: case 14: case 15: break;
+    case 4: gamma = 2.2; break;
+    case 5: gamma = 2.8; break;
+    case 8: gamma = 1.0; break;
+    default: return -1;
+    }
+    cmsContext context = cmsCreateContext(NULL, NULL);
+    if (!context) return -1;
+    cmsToneCurve *curve = gamma > 0 ? cmsBuildGamma(context, gamma) : cmsBuildParametricToneCurve(context, 4, srgb);
+    cmsCIExyY white = { xy[6], xy[7], 1.0 };
+    cmsCIExyYTRIPLE primaries = { { xy[0], xy[1], 1.0 }, { xy[2], xy[3], 1.0 }, { xy[4], xy[5], 1.0 } };
+    cmsToneCurve *curves[3] = { curve, curve, curve };
+    cmsHPROFILE profile = curve ? cmsCreateRGBProfileTHR(context, &white, &primaries, curves) : NULL;
+    int result = -1;
+    cmsUInt32Number length = 0;
+    if (profile && cmsSaveProfileToMem(profile, NULL, &length) && length > 0) {
+        unsigned char *bytes = (unsigned char *)malloc(length);
+        if (bytes && cmsSaveProfileToMem(profile, bytes, &length)) {
+            *out = bytes;
+            *out_length = length;
+            result = 0;
+        } else {
+            free(bytes);
+        }
+    }
+    if (profile) cmsCloseProfile(profile);
+    if (curve) cmsFreeToneCurve(curve);
+    cmsDeleteContext(context);
+    return result;
+}
+
+void dr_lcms_free(void *pointer) { free(pointer); }

@@ -10,10 +10,13 @@ public enum HEIFFixtures {
     /// RGBA with `alpha`), at `quality` (0-100) or lossless, coded at
     /// `bitDepth` bits a sample (8, 10 or 12), with `icc` embedded when given.
     /// With `premultiplied` the RGB samples given are premultiplied by their
-    /// alpha, and the file says so.
+    /// alpha, and the file says so. With `nclx` (colour primaries and
+    /// transfer characteristics, ISO/IEC 23091-2 codes) an nclx colour box
+    /// says what the samples mean; libheif 1.15 writes one for AV1 only.
     public static func heif(width: Int, height: Int, pixels: [UInt8], alpha: Bool = false, premultiplied: Bool = false,
                             codec: Codec = .hevc, quality: Int = 90, lossless: Bool = false, bitDepth: Int = 8,
-                            icc: [UInt8]? = nil) -> [UInt8] {
+                            icc: [UInt8]? = nil, nclx: (primaries: Int, transfer: Int)? = nil) -> [UInt8] {
+        let primaries = Int32(nclx?.primaries ?? 0), transfer = Int32(nclx?.transfer ?? 0)
         precondition(pixels.count == width * height * (alpha ? 4 : 3), "pixels hold width × height RGB or RGBA samples")
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
@@ -23,11 +26,12 @@ public enum HEIFFixtures {
                 if let icc {
                     return icc.withUnsafeBufferPointer { profile in
                         dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? (premultiplied ? 2 : 1) : 0, codec == .av1 ? 1 : 0, Int32(quality),
-                                       lossless ? 1 : 0, Int32(bitDepth), profile.baseAddress, profile.count, &out, &length, text.baseAddress)
+                                       lossless ? 1 : 0, Int32(bitDepth), profile.baseAddress, profile.count, primaries, transfer,
+                                       &out, &length, text.baseAddress)
                     }
                 }
                 return dr_heif_encode(source.baseAddress, Int32(width), Int32(height), alpha ? (premultiplied ? 2 : 1) : 0, codec == .av1 ? 1 : 0, Int32(quality),
-                                      lossless ? 1 : 0, Int32(bitDepth), nil, 0, &out, &length, text.baseAddress)
+                                      lossless ? 1 : 0, Int32(bitDepth), nil, 0, primaries, transfer, &out, &length, text.baseAddress)
             }
         }
         precondition(status == 0 && out != nil, "libheif could not write the fixture: \(String(cString: message))")

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import DarkroomFixtures
 import Testing
 
 @testable import DarkroomImage
@@ -149,5 +150,85 @@ struct SRGBConversionTests {
         }
         let all = results.withLock { $0 }
         #expect(all.count == 8 && all.allSatisfy { $0 == alone })
+    }
+
+    /// The matrix from linear RGB in the primaries `xy` (red x, y, green x,
+    /// y, blue x, y, white x, y) to XYZ, the white at Y 1.
+    static func toXYZ(_ xy: [Double]) -> [[Double]] {
+        func column(_ x: Double, _ y: Double) -> [Double] { [x / y, 1, (1 - x - y) / y] }
+        let c = [column(xy[0], xy[1]), column(xy[2], xy[3]), column(xy[4], xy[5])]
+        let w = column(xy[6], xy[7])
+        // Scales s with c · s = w, by Cramer's rule.
+        func det(_ m: [[Double]]) -> Double {
+            m[0][0] * (m[1][1] * m[2][2] - m[2][1] * m[1][2]) - m[1][0] * (m[0][1] * m[2][2] - m[2][1] * m[0][2])
+                + m[2][0] * (m[0][1] * m[1][2] - m[1][1] * m[0][2])
+        }
+        let d = det(c)
+        let scale = (0..<3).map { i in det(c.enumerated().map { $0.offset == i ? w : $0.element }) / d }
+        return (0..<3).map { row in (0..<3).map { col in c[col][row] * scale[col] } }
+    }
+
+    /// Display P3 colour (sRGB's curve, D65) in sRGB, worked out here: both
+    /// share the white, so linear P3 goes to XYZ and back by sRGB's matrix.
+    static func srgb(fromP3 rgb: (UInt8, UInt8, UInt8)) -> [Double] {
+        func linear(_ v: UInt8) -> Double { let c = Double(v) / 255; return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4) }
+        let p3 = toXYZ([0.680, 0.320, 0.265, 0.690, 0.150, 0.060, 0.3127, 0.3290])
+        let s = toXYZ([0.640, 0.330, 0.300, 0.600, 0.150, 0.060, 0.3127, 0.3290])
+        let l = [linear(rgb.0), linear(rgb.1), linear(rgb.2)]
+        let xyz = (0..<3).map { row in (0..<3).reduce(0.0) { $0 + p3[row][$1] * l[$1] } }
+        // s⁻¹ · xyz by Cramer's rule again.
+        func det(_ m: [[Double]]) -> Double {
+            m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+        }
+        let d = det(s)
+        return (0..<3).map { i in
+            // Column i of s replaced by xyz.
+            let replaced = s.enumerated().map { r, row in row.enumerated().map { c, value in c == i ? xyz[r] : value } }
+            let v = min(1, max(0, det(replaced) / d))
+            return (v <= 0.0031308 ? 12.92 * v : 1.055 * pow(v, 1 / 2.4) - 0.055) * 255
+        }
+    }
+
+    @Test("an AVIF whose nclx box says Display P3 is converted from P3 by srgb, and keeps a P3 profile without it")
+    func nclxDisplayP3() throws {
+        // Blocks of 16 so that 4:2:0 chroma stays flat at each centre.
+        let colours: [(UInt8, UInt8, UInt8)] = [(200, 100, 50), (50, 180, 90), (128, 128, 128), (30, 60, 200)]
+        let width = colours.count * 16
+        var rgb: [UInt8] = []
+        for _ in 0..<16 { for colour in colours { for _ in 0..<16 { rgb += [colour.0, colour.1, colour.2] } } }
+        let p3 = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, lossless: true, nclx: (primaries: 12, transfer: 13))
+        let header = try Source.readHeader(p3)
+        let profile = try #require(header.rgbProfile, "a P3 profile stands for the nclx box")
+
+        let converted = try ImageJob(pipeline: try Pipeline(parsing: "srgb"), options: JobOptions(thumbnail: nil, format: .png)).run(p3)
+        #expect(try PNG.readHeader(converted.full.bytes).iccProfile == nil)
+        let pixels = try PNG.decode(converted.full.bytes)
+        var moved = 0
+        for (index, colour) in colours.enumerated() {
+            let got = pixels.pixel(x: index * 16 + 8, y: 8)
+            let want = Self.srgb(fromP3: colour)
+            for (channel, value) in [got.r, got.g, got.b].enumerated() {
+                #expect(abs(Double(value) - want[channel]) <= 4, "\(colour) → \(got), expected \(want)")
+            }
+            moved += [got.r, got.g, got.b] == [colour.0, colour.1, colour.2] ? 0 : 1
+        }
+        #expect(moved >= 3, "P3 colours other than gray change in sRGB")
+
+        // Without the step the outputs carry that profile, as they would an
+        // embedded one, and the pixels stay as coded.
+        let kept = try ImageJob(pipeline: try Pipeline(parsing: "scale:32x8"), options: JobOptions(thumbnail: nil, format: .png)).run(p3)
+        #expect(try PNG.readHeader(kept.full.bytes).iccProfile == profile)
+        #expect(try JPEG.readHeader(try ImageJob(pipeline: try Pipeline(parsing: "scale:32x8"), options: JobOptions(thumbnail: nil)).run(p3)
+            .full.bytes).iccProfile == profile)
+
+        // sRGB's own primaries, and HDR transfers, stand for no profile.
+        for nclx in [(primaries: 1, transfer: 13), (primaries: 1, transfer: 1), (primaries: 12, transfer: 16), (primaries: 9, transfer: 18)] {
+            let file = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, quality: 80, nclx: nclx)
+            #expect(try Source.readHeader(file).rgbProfile == nil, "\(nclx)")
+        }
+        // BT.2020 primaries with sRGB's curve do.
+        let wide = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, quality: 80, nclx: (primaries: 9, transfer: 13))
+        #expect(try Source.readHeader(wide).rgbProfile != nil)
     }
 }

@@ -82,6 +82,13 @@ typedef struct dr_heif_info {
     /* That profile, malloc'ed when it was asked for (free it with
        dr_heif_free); NULL when it was not, or there is none. */
     uint8_t *icc;
+    /* An nclx colour box in place of a profile: its colour primaries and
+       transfer characteristics (ISO/IEC 23091-2 codes; 0 for no box), and
+       the primaries' and white point's chromaticities as libheif gives them
+       (red x, y, green x, y, blue x, y, white x, y). */
+    int nclx_primaries;
+    int nclx_transfer;
+    float nclx_xy[8];
 } dr_heif_info;
 
 /* Reads the boxes up to the primary image's properties, and copies out
@@ -113,12 +120,13 @@ dr_heif_status dr_heif_decode_rgbx(const uint8_t *data, size_t length, uint32_t 
    `has_alpha` 2 the colour is premultiplied and the file says so) rows, coded
    with HEVC (`av1` 0) or AV1 (`av1` 1) at `quality` (0-100), or lossless
    with `lossless`, at `bit_depth` bits a sample (8, or 10 or 12: each
-   sample widened as v << (bits - 8) | v >> (16 - bits)). An ICC profile is embedded when `icc` is not NULL. The file
+   sample widened as v << (bits - 8) | v >> (16 - bits)). An ICC profile is embedded when `icc` is not NULL, and an
+   nclx colour box (those codes, BT.601 matrix, full range) when `nclx_primaries` > 0. The file
    is malloc'ed into *out (free it with dr_heif_free). Returns 0 on
    success, and otherwise writes what failed into `message`. */
 int dr_heif_encode(const uint8_t *pixels, int width, int height, int has_alpha, int av1, int quality, int lossless,
-                   int bit_depth, const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length,
-                   char message[DR_HEIF_MESSAGE_MAX]);
+                   int bit_depth, const uint8_t *icc, size_t icc_length, int nclx_primaries, int nclx_transfer,
+                   uint8_t **out, size_t *out_length, char message[DR_HEIF_MESSAGE_MAX]);
 /* Writes `width` x `height` RGBX rows, `stride` bytes apart (the fourth
    byte of each pixel is dropped, or with `has_alpha` coded as straight
    alpha in an auxiliary alpha image), as an AVIF: AV1 through libheif's AV1

@@ -1,4 +1,5 @@
 import CHEIF
+import CLCMS
 
 /// What a HEIF file's boxes say about its primary image.
 public struct HEIFHeader: Sendable, Equatable {
@@ -74,9 +75,33 @@ public enum HEIF {
         }
         try JPEG.check(size, limits: limits)
         // A profile that cannot be read was left out: the pixels as coded.
+        // Without one, an nclx box may say the colour is not sRGB's.
         let profile = info.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(info.icc_length))) }
+            ?? (wanted ? nclxProfile(info) : nil)
         return HEIFHeader(size: size, hasAlpha: info.has_alpha != 0, isAVIF: info.is_av1 != 0,
                           bitDepth: info.bit_depth > 0 ? Int(info.bit_depth) : nil, iccProfile: profile)
+    }
+
+    /// The ICC profile an nclx colour box stands for, when it describes
+    /// colour other than sRGB's (wide-gamut primaries such as Display P3's
+    /// or BT.2020's, or a gamma or linear transfer): the file's colour is
+    /// then treated as if it carried that profile, kept in the outputs or
+    /// converted by `srgb`. nil for BT.709 primaries (sRGB's) with an SDR
+    /// transfer, the pixels then being sRGB as coded, and for PQ and HLG,
+    /// which are HDR and left as coded.
+    static func nclxProfile(_ info: dr_heif_info) -> [UInt8]? {
+        let primaries = Int(info.nclx_primaries), transfer = Int(info.nclx_transfer)
+        guard primaries != 0 else { return nil }
+        if [1, 2].contains(primaries), [1, 2, 6, 13, 14, 15].contains(transfer) { return nil }
+        var xy = info.nclx_xy
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let made = withUnsafePointer(to: &xy) {
+            $0.withMemoryRebound(to: Float.self, capacity: 8) { dr_lcms_nclx_profile($0, Int32(transfer), &out, &length) }
+        }
+        guard made == 0, let out else { return nil }
+        defer { dr_lcms_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: length))
     }
 
     /// Decodes the primary image to RGBX, upright, after `readHeader`'s
