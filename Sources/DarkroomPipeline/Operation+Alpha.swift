@@ -64,8 +64,9 @@ extension Operation {
                 try i.glitched(seed: seed, amount: amount, keepingAlpha: true, cancellation: cancel)
             }
         case .grayscale, .sepia, .invert, .brightness, .contrast, .saturation:
-            // Colour filters keep each pixel's fourth byte.
-            return try image.moved { (i: Image) throws(ImageError) -> Image in try self.apply(to: i, cancellation: cancel) }
+            // Colour filters keep each pixel's fourth byte, and map the
+            // pixels where they are.
+            return AlphaImage(rgba: try self.apply(to: (consume image).rgba, cancellation: cancel))
         }
     }
 

@@ -129,7 +129,7 @@ public enum Operation: Sendable, Equatable {
     /// Runs this operation on an image. Once `cancellation` is set the
     /// operation stops within a few milliseconds and throws
     /// `ImageError.cancelled`.
-    public func apply(to image: Image, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    public func apply(to image: consuming Image, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         let cancel = cancellation
         switch self {
         case let .scale(box, mode, kernel, enlarge):
@@ -145,21 +145,21 @@ public enum Operation: Sendable, Equatable {
         case let .glitch(seed, amount):
             return try image.glitched(seed: seed, amount: amount, cancellation: cancel)
         case .grayscale:
-            return try image.grayscale(cancellation: cancel)
+            return try (consume image).grayscale(cancellation: cancel)
         case .sepia:
-            return try image.sepia(cancellation: cancel)
+            return try (consume image).sepia(cancellation: cancel)
         case .invert:
-            return try image.inverted(cancellation: cancel)
+            return try (consume image).inverted(cancellation: cancel)
         case let .blur(sigma):
             return try image.blurred(sigma: sigma, cancellation: cancel)
         case let .sharpen(sigma, amount):
             return try image.sharpened(sigma: sigma, amount: amount, cancellation: cancel)
         case let .brightness(v):
-            return try image.adjustingBrightness(v, cancellation: cancel)
+            return try (consume image).adjustingBrightness(v, cancellation: cancel)
         case let .contrast(v):
-            return try image.adjustingContrast(v, cancellation: cancel)
+            return try (consume image).adjustingContrast(v, cancellation: cancel)
         case let .saturation(v):
-            return try image.adjustingSaturation(v, cancellation: cancel)
+            return try (consume image).adjustingSaturation(v, cancellation: cancel)
         case let .pixelate(n):
             return try image.pixelated(blockSize: n, cancellation: cancel)
         case let .rotate(degrees):

@@ -1,21 +1,26 @@
-/// Colour filters. Each is one pass over the pixels; the padding byte stays 255.
-/// Each takes a `CancellationFlag` too (given, or `.never`), and throws
+/// Colour filters. Each is one pass over the pixels; the fourth byte (the
+/// padding, or an `AlphaImage`'s alpha) stays as it is. Each takes a
+/// `CancellationFlag` too (given, or `.never`), and throws
 /// `ImageError.cancelled` once it is set.
+///
+/// Each consumes its image and maps the pixels where they are: a job's
+/// image, which nothing else holds, is filtered without a second buffer;
+/// one that is shared is copied first, as any mutation of it is.
 
 extension Image {
     /// Grey from Rec. 601 luma: Y = 0.299 R + 0.587 G + 0.114 B (the weights
     /// JPEG's own YCbCr uses), written to all three channels.
-    public func grayscale() -> Image {
-        grayscaled(.never)
+    public consuming func grayscale() -> Image {
+        (consume self).grayscaled(.never)
     }
 
     /// `grayscale()`, stopped once `cancellation` is set.
-    public func grayscale(cancellation: CancellationFlag) throws(ImageError) -> Image {
-        try cancellation.checked(grayscaled(cancellation))
+    public consuming func grayscale(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked((consume self).grayscaled(cancellation))
     }
 
-    private func grayscaled(_ cancel: CancellationFlag) -> Image {
-        mapPixels(cancel) { r, g, b in
+    private consuming func grayscaled(_ cancel: CancellationFlag) -> Image {
+        (consume self).mapPixels(cancel) { r, g, b in
             let y = UInt8(truncatingIfNeeded: Image.luma601(r, g, b))
             return (y, y, y)
         }
@@ -27,17 +32,17 @@ extension Image {
 
     /// The classic sepia tone matrix (rows for R, G, B; saturating at 255):
     /// R' = .393R + .769G + .189B, G' = .349R + .686G + .168B, B' = .272R + .534G + .131B.
-    public func sepia() -> Image {
-        sepiaToned(.never)
+    public consuming func sepia() -> Image {
+        (consume self).sepiaToned(.never)
     }
 
     /// `sepia()`, stopped once `cancellation` is set.
-    public func sepia(cancellation: CancellationFlag) throws(ImageError) -> Image {
-        try cancellation.checked(sepiaToned(cancellation))
+    public consuming func sepia(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked((consume self).sepiaToned(cancellation))
     }
 
-    private func sepiaToned(_ cancel: CancellationFlag) -> Image {
-        mapPixels(cancel) { r, g, b in
+    private consuming func sepiaToned(_ cancel: CancellationFlag) -> Image {
+        (consume self).mapPixels(cancel) { r, g, b in
             // 16-bit fixed point coefficients (x 65536), rounded.
             let nr = (25756 * r + 50397 * g + 12386 * b + 32768) >> 16
             let ng = (22872 * r + 44958 * g + 11010 * b + 32768) >> 16
@@ -47,40 +52,40 @@ extension Image {
     }
 
     /// Every channel replaced by 255 minus itself.
-    public func inverted() -> Image {
-        mapChannels(table: Image.inversion, .never)
+    public consuming func inverted() -> Image {
+        (consume self).mapChannels(table: Image.inversion, .never)
     }
 
     /// `inverted()`, stopped once `cancellation` is set.
-    public func inverted(cancellation: CancellationFlag) throws(ImageError) -> Image {
-        try cancellation.checked(mapChannels(table: Image.inversion, cancellation))
+    public consuming func inverted(cancellation: CancellationFlag) throws(ImageError) -> Image {
+        try cancellation.checked((consume self).mapChannels(table: Image.inversion, cancellation))
     }
 
     private static var inversion: [UInt8] { (0...255).map { UInt8(255 - $0) } }
 
     /// Multiplies every channel by `factor` (1 leaves the image unchanged, 0 makes it
     /// black). `factor` must be finite and in 0...100.
-    public func adjustingBrightness(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    public consuming func adjustingBrightness(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "brightness")
-        return try cancellation.checked(mapChannels(table: (0...255).map { Image.clampToByte(Double($0) * factor) }, cancellation))
+        return try cancellation.checked((consume self).mapChannels(table: (0...255).map { Image.clampToByte(Double($0) * factor) }, cancellation))
     }
 
     /// Scales every channel's distance from mid-grey 128 by `factor` (1 leaves the
     /// image unchanged, 0 makes it flat grey). `factor` must be finite and in 0...100.
-    public func adjustingContrast(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    public consuming func adjustingContrast(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "contrast")
         return try cancellation.checked(
-            mapChannels(table: (0...255).map { Image.clampToByte((Double($0) - 128) * factor + 128) }, cancellation))
+            (consume self).mapChannels(table: (0...255).map { Image.clampToByte((Double($0) - 128) * factor + 128) }, cancellation))
     }
 
     /// Scales each pixel's distance from its Rec. 601 grey by `factor` (1 leaves the
     /// image unchanged, 0 makes it grey, above 1 more vivid). `factor` must be
     /// finite and in 0...100.
-    public func adjustingSaturation(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
+    public consuming func adjustingSaturation(_ factor: Double, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try Image.checkFactor(factor, "saturation")
         if factor == 1 { return self }
         let f = Int((factor * 4096).rounded())  // 12-bit fixed point
-        return try cancellation.checked(mapPixels(cancellation) { r, g, b in
+        return try cancellation.checked((consume self).mapPixels(cancellation) { r, g, b in
             let y = Image.luma601(r, g, b)
             func channel(_ c: Int) -> UInt8 {
                 let v = y + (((c - y) * f + 2048) >> 12)
@@ -113,15 +118,14 @@ extension Image {
 
     /// Applies a 256-entry table to R, G and B. Unfinished if `cancel` is set
     /// while it runs.
-    func mapChannels(table: [UInt8], _ cancel: CancellationFlag) -> Image {
-        mapChunks(cancel) { dst, from in
+    consuming func mapChannels(table: [UInt8], _ cancel: CancellationFlag) -> Image {
+        (consume self).mapChunks(cancel) { p in
             let lut = table.span
             var i = 0
-            while i + 3 < min(dst.count, from.count) {
-                dst[i] = lut[Int(from[i])]
-                dst[i + 1] = lut[Int(from[i + 1])]
-                dst[i + 2] = lut[Int(from[i + 2])]
-                dst[i + 3] = from[i + 3]
+            while i + 3 < p.count {
+                p[i] = lut[Int(p[i])]
+                p[i + 1] = lut[Int(p[i + 1])]
+                p[i + 2] = lut[Int(p[i + 2])]
                 i += 4
             }
         }
@@ -130,40 +134,39 @@ extension Image {
     /// Applies `transform` to every pixel's (R, G, B). Unfinished if `cancel`
     /// is set while it runs.
     @inline(__always)
-    func mapPixels(_ cancel: CancellationFlag, _ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
-        mapChunks(cancel) { dst, from in
+    consuming func mapPixels(_ cancel: CancellationFlag, _ transform: (Int, Int, Int) -> (UInt8, UInt8, UInt8)) -> Image {
+        (consume self).mapChunks(cancel) { p in
             var i = 0
-            while i + 3 < min(dst.count, from.count) {
-                let (r, g, b) = transform(Int(from[i]), Int(from[i + 1]), Int(from[i + 2]))
-                dst[i] = r
-                dst[i + 1] = g
-                dst[i + 2] = b
-                dst[i + 3] = from[i + 3]
+            while i + 3 < p.count {
+                let (r, g, b) = transform(Int(p[i]), Int(p[i + 1]), Int(p[i + 2]))
+                p[i] = r
+                p[i + 1] = g
+                p[i + 2] = b
                 i += 4
             }
         }
     }
 
-    /// The pass both maps make: each pixel is read from the source and
-    /// written to a new, unfilled buffer (one trip through memory; copying
-    /// the source first and mapping the copy in place took two), a megabyte
-    /// between two looks at the flag. `body` maps one megabyte, given as
-    /// spans of just that: bounded by their own lengths, its loop compiles
-    /// as tightly as a loop over the whole buffer.
+    /// The pass both maps make: each pixel is rewritten where it is, a
+    /// megabyte between two looks at the flag (one trip through memory, no
+    /// fresh pages). `body` maps one megabyte, given as a span of just that:
+    /// bounded by its own length, its loop compiles as tightly as a loop
+    /// over the whole buffer.
     @inline(__always)
-    private func mapChunks(_ cancel: CancellationFlag, _ body: (inout MutableSpan<UInt8>, Span<UInt8>) -> Void) -> Image {
-        var out = Image.unfilled(count: pixels.count)
-        let src = pixels.span
-        var whole = out.mutableSpan
-        var start = 0
-        while start < whole.count {
-            if cancel.poll() { break }
-            let end = min(whole.count, start + Image.bytesPerPoll)
-            var dst = whole.extracting(start ..< end)
-            body(&dst, src.extracting(start ..< end))
-            start = end
+    private consuming func mapChunks(_ cancel: CancellationFlag, _ body: (inout MutableSpan<UInt8>) -> Void) -> Image {
+        var image = consume self
+        do {
+            var whole = image.pixels.mutableSpan
+            var start = 0
+            while start < whole.count {
+                if cancel.poll() { break }
+                let end = min(whole.count, start + Image.bytesPerPoll)
+                var chunk = whole.extracting(start ..< end)
+                body(&chunk)
+                start = end
+            }
         }
-        return Image(width: width, height: height, pixels: out)
+        return image
     }
 
     /// A buffer of `count` bytes for a pass that writes every one of them
