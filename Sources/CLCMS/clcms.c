@@ -114,7 +114,7 @@ int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, s
     const cmsFloat64Number srgb[5] = { 2.4, 1.0 / 1.055, 0.055 / 1.055, 1.0 / 12.92, 0.04045 };
     cmsFloat64Number gamma = 0;
     switch (transfer) {
-    case 1: case 2: case 6: case 13: case 14: case 15: break;
+    case 1: case 2: case 6: case 7: case 11: case 12: case 13: case 14: case 15: break;
     case 4: gamma = 2.2; break;
     case 5: gamma = 2.8; break;
     case 8: gamma = 1.0; break;
@@ -131,7 +131,13 @@ int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, s
     cmsUInt32Number length = 0;
     if (profile && cmsSaveProfileToMem(profile, NULL, &length) && length > 0) {
         unsigned char *bytes = (unsigned char *)malloc(length);
-        if (bytes && cmsSaveProfileToMem(profile, bytes, &length)) {
+        if (bytes && cmsSaveProfileToMem(profile, bytes, &length) && length >= 128) {
+            /* lcms stamps the header with the time it was made (bytes 24
+               to 35): a fixed date instead, 2000-01-01 00:00:00, so that
+               one box always stands for the same bytes (outputs that do
+               not change from run to run, one transform cached per box). */
+            static const unsigned char date[12] = { 0x07, 0xD0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0 };
+            memcpy(bytes + 24, date, sizeof date);
             *out = bytes;
             *out_length = length;
             result = 0;

@@ -227,8 +227,27 @@ struct SRGBConversionTests {
             let file = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, quality: 80, nclx: nclx)
             #expect(try Source.readHeader(file).rgbProfile == nil, "\(nclx)")
         }
-        // BT.2020 primaries with sRGB's curve do.
+        // BT.2020 primaries with sRGB's curve do, and so does a gamma curve
+        // with unspecified primaries (taken for BT.709's).
         let wide = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, quality: 80, nclx: (primaries: 9, transfer: 13))
         #expect(try Source.readHeader(wide).rgbProfile != nil)
+        let gamma = HEIFFixtures.heif(width: width, height: 16, pixels: rgb, codec: .av1, quality: 80, nclx: (primaries: 2, transfer: 4))
+        #expect(try Source.readHeader(gamma).rgbProfile != nil)
+
+        // The same box is always the same bytes: the profile's creation
+        // date is fixed (2000-01-01), not the time it was made.
+        #expect(try Source.readHeader(p3).rgbProfile == profile)
+        #expect(Array(profile[24 ..< 36]) == [0x07, 0xD0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0])
+    }
+
+    @Test("an AVIF whose nclx box says linear light with BT.709 primaries: srgb brings mid-gray to sRGB's 188")
+    func nclxLinear() throws {
+        let gray = [UInt8](repeating: 128, count: 32 * 16 * 3)
+        let linear = HEIFFixtures.heif(width: 32, height: 16, pixels: gray, codec: .av1, lossless: true, nclx: (primaries: 1, transfer: 8))
+        #expect(try Source.readHeader(linear).rgbProfile != nil)
+        let output = try ImageJob(pipeline: try Pipeline(parsing: "srgb"), options: JobOptions(thumbnail: nil, format: .png)).run(linear)
+        let p = try PNG.decode(output.full.bytes).pixel(x: 16, y: 8)
+        // 128/255 of linear light is 0.735 of sRGB's curve: 187.5.
+        #expect([p.r, p.g, p.b].allSatisfy { abs(Int($0) - 188) <= 3 }, "\(p)")
     }
 }

@@ -83,17 +83,21 @@ public enum HEIF {
     }
 
     /// The ICC profile an nclx colour box stands for, when it describes
-    /// colour other than sRGB's (wide-gamut primaries such as Display P3's
-    /// or BT.2020's, or a gamma or linear transfer): the file's colour is
+    /// colour other than sRGB's (other primaries, such as Display P3's or
+    /// BT.2020's, or a gamma or linear transfer): the file's colour is
     /// then treated as if it carried that profile, kept in the outputs or
-    /// converted by `srgb`. nil for BT.709 primaries (sRGB's) with an SDR
-    /// transfer, the pixels then being sRGB as coded, and for PQ and HLG,
-    /// which are HDR and left as coded.
+    /// converted by `srgb`. nil for BT.709 primaries (sRGB's) or
+    /// unspecified ones with an SDR transfer, the pixels then being sRGB as
+    /// coded, and for PQ, HLG, the log curves and SMPTE 428, which are left
+    /// as coded (`dr_lcms_nclx_profile`).
     static func nclxProfile(_ info: dr_heif_info) -> [UInt8]? {
         let primaries = Int(info.nclx_primaries), transfer = Int(info.nclx_transfer)
         guard primaries != 0 else { return nil }
-        if [1, 2].contains(primaries), [1, 2, 6, 13, 14, 15].contains(transfer) { return nil }
-        var xy = info.nclx_xy
+        if [1, 2].contains(primaries), [1, 2, 6, 7, 11, 12, 13, 14, 15].contains(transfer) { return nil }
+        // Unspecified primaries are taken for BT.709's (libheif gives no
+        // chromaticities for them).
+        var xy = primaries == 2 ? (Float(0.64), Float(0.33), Float(0.30), Float(0.60), Float(0.15), Float(0.06), Float(0.3127), Float(0.3290))
+                                : info.nclx_xy
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         let made = withUnsafePointer(to: &xy) {
