@@ -103,13 +103,10 @@ void dr_srgb_transform_destroy(dr_srgb_transform *transform) {
     free(transform);
 }
 
-int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, size_t *out_length) {
+int dr_lcms_nclx_profile(int primaries, int transfer, const float xy[8], unsigned char **out, size_t *out_length) {
     if (!xy || !out || !out_length) return -1;
     *out = NULL;
     *out_length = 0;
-    for (int i = 0; i < 8; i++) {
-        if (!(xy[i] > 0.0f && xy[i] < 1.0f)) return -1;
-    }
     /* sRGB's curve (IEC 61966-2-1) as lcms's parametric type 4. */
     const cmsFloat64Number srgb[5] = { 2.4, 1.0 / 1.055, 0.055 / 1.055, 1.0 / 12.92, 0.04045 };
     cmsFloat64Number gamma = 0;
@@ -120,13 +117,24 @@ int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, s
     case 8: gamma = 1.0; break;
     default: return -1;
     }
+    /* BT.709 primaries (sRGB's), or unspecified ones, with an SDR curve:
+       sRGB as coded. */
+    const int bt709 = primaries == 1 || primaries == 2;
+    if (bt709 && gamma == 0) return 1;
+    /* Unspecified primaries are taken for BT.709's, whose chromaticities
+       libheif does not give for them. */
+    static const float bt709_xy[8] = { 0.64f, 0.33f, 0.30f, 0.60f, 0.15f, 0.06f, 0.3127f, 0.3290f };
+    if (primaries == 2) xy = bt709_xy;
+    for (int i = 0; i < 8; i++) {
+        if (!(xy[i] > 0.0f && xy[i] < 1.0f)) return -1;
+    }
     cmsContext context = cmsCreateContext(NULL, NULL);
     if (!context) return -1;
     cmsToneCurve *curve = gamma > 0 ? cmsBuildGamma(context, gamma) : cmsBuildParametricToneCurve(context, 4, srgb);
     cmsCIExyY white = { xy[6], xy[7], 1.0 };
-    cmsCIExyYTRIPLE primaries = { { xy[0], xy[1], 1.0 }, { xy[2], xy[3], 1.0 }, { xy[4], xy[5], 1.0 } };
+    cmsCIExyYTRIPLE chromaticities = { { xy[0], xy[1], 1.0 }, { xy[2], xy[3], 1.0 }, { xy[4], xy[5], 1.0 } };
     cmsToneCurve *curves[3] = { curve, curve, curve };
-    cmsHPROFILE profile = curve ? cmsCreateRGBProfileTHR(context, &white, &primaries, curves) : NULL;
+    cmsHPROFILE profile = curve ? cmsCreateRGBProfileTHR(context, &white, &chromaticities, curves) : NULL;
     int result = -1;
     cmsUInt32Number length = 0;
     if (profile && cmsSaveProfileToMem(profile, NULL, &length) && length > 0) {

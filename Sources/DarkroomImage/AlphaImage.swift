@@ -96,11 +96,19 @@ public struct AlphaImage: Sendable, Equatable {
         onto background: (UInt8, UInt8, UInt8), cancellation: CancellationFlag = .never
     ) throws(ImageError) -> Image {
         try mapped(rgba, cancellation) { c, a in
-            if a == 255 { return (c.0, c.1, c.2, 255) }
-            let alpha = UInt32(a), rest = 255 - UInt32(a)
-            func lay(_ c: UInt8, _ bg: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * alpha + UInt32(bg) * rest + 127) / 255) }
-            return (lay(c.0, background.0), lay(c.1, background.1), lay(c.2, background.2), 255)
+            (AlphaImage.laid(c.0, alpha: a, over: background.0), AlphaImage.laid(c.1, alpha: a, over: background.1),
+             AlphaImage.laid(c.2, alpha: a, over: background.2), 255)
         }
+    }
+
+    /// One colour byte `c` at opacity `alpha` laid over `background`:
+    /// `(c * a + bg * (255 - a) + 127) / 255`, the formula every decoder
+    /// composites with (`c` itself when opaque).
+    @inline(__always)
+    static func laid(_ c: UInt8, alpha: UInt8, over background: UInt8) -> UInt8 {
+        if alpha == 255 { return c }
+        let a = UInt32(alpha)
+        return UInt8(truncatingIfNeeded: (UInt32(c) * a + UInt32(background) * (255 - a) + 127) / 255)
     }
 
     /// Runs an operation that mixes neighbouring pixels (a resample, a
@@ -140,11 +148,8 @@ public struct AlphaImage: Sendable, Equatable {
     public func detailWindow(_ size: Size, cancellation: CancellationFlag = .never) throws(ImageError) -> Rect {
         let pixels = rgba.pixels, background = Source.background
         return try Image.detailWindow(size, in: Size(width: width, height: height), cancellation: cancellation) { i in
-            let p = i * Image.bytesPerPixel
-            let a = UInt32(pixels[p + 3]), rest = 255 - a
-            func lay(_ c: UInt8, _ bg: UInt8) -> Int32 {
-                a == 255 ? Int32(c) : Int32((UInt32(c) * a + UInt32(bg) * rest + 127) / 255)
-            }
+            let p = i * Image.bytesPerPixel, a = pixels[p + 3]
+            func lay(_ c: UInt8, _ bg: UInt8) -> Int32 { Int32(AlphaImage.laid(c, alpha: a, over: bg)) }
             return (77 * lay(pixels[p], background.0) + 150 * lay(pixels[p + 1], background.1) + 29 * lay(pixels[p + 2], background.2)) >> 8
         }
     }

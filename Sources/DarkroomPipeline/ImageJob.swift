@@ -289,7 +289,7 @@ public struct ImageJob: Sendable {
             let image = carrier.take()
             // Nothing transparent left: written as an opaque result is.
             if image.isOpaque {
-                return try ImageJob.encodedOpaque(image.color, checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
+                return try ImageJob.encodedOpaque(image.rgba, checkGray: checkGray, options: options, profile: profile, cancellation: cancel)
             }
             // After a grayscale step, a gray result is written gray +
             // alpha where the format has it, untagged, as a gray opaque one

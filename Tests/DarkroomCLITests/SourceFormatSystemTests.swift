@@ -177,29 +177,8 @@ struct SourceFormatSystemTests {
         let local = try h.run(["process", folder.path, "-o", h.dir.path("local")] + flags)
         #expect(local.status == 0, "\(local.stderr)")
 
-        try h.startSystem()
-        try h.startWorker("victim")
-        let submit = try h.run(["submit", folder.path, "--json"] + flags + h.clientFlags)
-        #expect(submit.status == 0, "submit: \(submit.stderr)")
-        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
-        #expect(jobs.count == 7)
-
-        // Kill the worker without warning once it has started a job.
-        try h.waitUntilAJobStarts("the victim")
-        h.signal("victim", SIGKILL)
-        try h.startWorker("rescuer", concurrency: 2)
-        try h.waitUntil("every job is stored", timeout: .seconds(180)) {
-            SystemHarness.jsonLines(try h.run(["ls", "--json", "--limit", "100"] + h.storeFlags).stdout).count == 7
-        }
-        let all = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "3", "--json"] + h.clientFlags).stdout)
-        let stored = all.filter { $0["kind"] as? String == "stored" }
-        #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
-        #expect(stored.count == 7, "each job is stored exactly once")
-        #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
-
+        let (jobs, sourceOf) = try h.jobsThroughAKilledWorker(folder, flags, count: 7)
         // What the rescuer stored is what the same job gives here.
-        let sourceOf = Dictionary(uniqueKeysWithValues: all.filter { $0["kind"] as? String == "accepted" }
-            .compactMap { e in (e["job"] as? String).flatMap { j in (e["source"] as? String).map { (j, $0) } } })
         for job in jobs {
             let source = try #require(sourceOf[job], "no accepted event for \(job)")
             let path = h.dir.path("got-\(job).jpg")

@@ -23,6 +23,36 @@ extension SystemHarness {
         return try #require(SystemHarness.jsonLines(run.stdout).first { $0["status"] as? String == "stored" }?["job"] as? String)
     }
 
+    /// Starts the system, submits `folder` with `flags` to a worker that is
+    /// SIGKILLed once it has started a job, and lets a second worker finish:
+    /// every one of the `count` jobs must be stored exactly once and the
+    /// victim's job retried. Returns the jobs, and each one's source as its
+    /// accepted event names it.
+    func jobsThroughAKilledWorker(_ folder: URL, _ flags: [String], count: Int) throws -> (jobs: Set<String>, sourceOf: [String: String]) {
+        try startSystem()
+        try startWorker("victim")
+        let submit = try run(["submit", folder.path, "--json"] + flags + clientFlags)
+        #expect(submit.status == 0, "submit: \(submit.stderr)")
+        let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
+        #expect(jobs.count == count)
+
+        // Kill the worker without warning once it has started a job.
+        try waitUntilAJobStarts("the victim")
+        signal("victim", SIGKILL)
+        try startWorker("rescuer", concurrency: 2)
+        try waitUntil("every job is stored", timeout: .seconds(180)) {
+            SystemHarness.jsonLines(try self.run(["ls", "--json", "--limit", "100"] + self.storeFlags).stdout).count == count
+        }
+        let all = SystemHarness.jsonLines(try run(["watch", "--from", "1", "--duration", "3", "--json"] + clientFlags).stdout)
+        let stored = all.filter { $0["kind"] as? String == "stored" }
+        #expect(Set(stored.compactMap { $0["job"] as? String }) == jobs)
+        #expect(stored.count == count, "each job is stored exactly once")
+        #expect(all.contains { $0["kind"] as? String == "retrying" && ($0["attempt"] as? Int ?? 0) >= 2 }, "the victim's job was retried")
+        let sourceOf = Dictionary(uniqueKeysWithValues: all.filter { $0["kind"] as? String == "accepted" }
+            .compactMap { e in (e["job"] as? String).flatMap { j in (e["source"] as? String).map { (j, $0) } } })
+        return (jobs, sourceOf)
+    }
+
     /// `get JOB -o NAME` (the thumbnail with `thumb`): the file's bytes and
     /// what `get` said on stderr.
     func getImage(_ job: String, thumb: Bool, to name: String) throws -> (bytes: [UInt8], stderr: String) {

@@ -44,19 +44,23 @@ void dr_srgb_transform_apply(const dr_srgb_transform *transform, unsigned char *
 void dr_srgb_transform_destroy(dr_srgb_transform *transform);
 
 /*
- * The ICC profile of the colour an nclx box (ISO/IEC 23091-2) describes:
- * an RGB matrix/shaper profile with the red, green and blue primaries and
+ * The ICC profile of the colour an nclx box (ISO/IEC 23091-2) describes,
+ * its colour primaries code `primaries` and transfer code `transfer`: an
+ * RGB matrix/shaper profile with the red, green and blue primaries and
  * white point at the chromaticities `xy` (red x, y, green x, y, blue x, y,
- * white x, y) and the tone curve of `transfer`: sRGB's for 13 (sRGB), 2
+ * white x, y; BT.709's for unspecified primaries, 2) and the tone curve of
+ * `transfer`: sRGB's for 13 (sRGB), 2
  * (unspecified) and the SDR video codes 1, 6, 7, 11, 12, 14 and 15, as
  * browsers show such images; gamma 2.2 for 4, 2.8 for 5; linear for 8.
  * The header's creation date is fixed, so the same box always gives the
  * same bytes. On success *out holds the profile (free it with
- * dr_lcms_free) and 0 is returned; -1 for any other transfer (PQ and HLG,
- * which are HDR, the log curves, SMPTE 428) or a chromaticity outside
- * (0, 1) or that lcms refuses, and then no profile is made.
+ * dr_lcms_free) and 0 is returned. 1, and no profile, for BT.709 or
+ * unspecified primaries with one of the curves taken as sRGB's: the
+ * pixels are sRGB as coded. -1, and no profile, for any other transfer
+ * (PQ and HLG, which are HDR, the log curves, SMPTE 428) or a
+ * chromaticity outside (0, 1) or that lcms refuses.
  */
-int dr_lcms_nclx_profile(const float xy[8], int transfer, unsigned char **out, size_t *out_length);
+int dr_lcms_nclx_profile(int primaries, int transfer, const float xy[8], unsigned char **out, size_t *out_length);
 
 void dr_lcms_free(void *pointer);
 

@@ -91,17 +91,14 @@ public enum HEIF {
     /// coded, and for PQ, HLG, the log curves and SMPTE 428, which are left
     /// as coded (`dr_lcms_nclx_profile`).
     static func nclxProfile(_ info: dr_heif_info) -> [UInt8]? {
-        let primaries = Int(info.nclx_primaries), transfer = Int(info.nclx_transfer)
-        guard primaries != 0 else { return nil }
-        if [1, 2].contains(primaries), [1, 2, 6, 7, 11, 12, 13, 14, 15].contains(transfer) { return nil }
-        // Unspecified primaries are taken for BT.709's (libheif gives no
-        // chromaticities for them).
-        var xy = primaries == 2 ? (Float(0.64), Float(0.33), Float(0.30), Float(0.60), Float(0.15), Float(0.06), Float(0.3127), Float(0.3290))
-                                : info.nclx_xy
+        guard info.nclx_primaries != 0 else { return nil }
+        var xy = info.nclx_xy
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         let made = withUnsafePointer(to: &xy) {
-            $0.withMemoryRebound(to: Float.self, capacity: 8) { dr_lcms_nclx_profile($0, Int32(transfer), &out, &length) }
+            $0.withMemoryRebound(to: Float.self, capacity: 8) {
+                dr_lcms_nclx_profile(info.nclx_primaries, info.nclx_transfer, $0, &out, &length)
+            }
         }
         guard made == 0, let out else { return nil }
         defer { dr_lcms_free(out) }

@@ -65,12 +65,7 @@ extension Image {
     ) throws(ImageError) -> Image {
         try glitchPass(seed: seed, amount: amount, cancellation: cancellation) { plan, y, row, dst in
             plan.composeRow(y, from: row, into: &dst)
-            guard keepingAlpha else { return }
-            let w = plan.width, offset = plan.offsets[y], base = y * w * 4
-            for x in 0..<w {
-                let from = (x >= offset ? x - offset : x - offset + w) * 4
-                dst.storeBytes(of: row[from + 3], toByteOffset: base + x * 4 + 3, as: UInt8.self)
-            }
+            if keepingAlpha { plan.displaceRow(y, from: row, into: &dst, alphaOnly: true) }
         }
     }
 
@@ -82,12 +77,7 @@ extension Image {
     /// Throws `ImageError.cancelled` once `cancellation` is set.
     public func glitchDisplaced(seed: UInt64, amount: Double = 0.5, cancellation: CancellationFlag = .never) throws(ImageError) -> Image {
         try glitchPass(seed: seed, amount: amount, cancellation: cancellation) { plan, y, row, dst in
-            // Output x reads x' = (x - offset) mod W, offset in 0..<W.
-            let w = plan.width, offset = plan.offsets[y], base = y * w * 4, bytes = row.bytes
-            for x in 0..<w {
-                let from = (x >= offset ? x - offset : x - offset + w) * 4
-                dst.storeBytes(of: bytes.unsafeLoadUnaligned(fromByteOffset: from, as: UInt32.self), toByteOffset: base + x * 4, as: UInt32.self)
-            }
+            plan.displaceRow(y, from: row, into: &dst, alphaOnly: false)
         }
     }
 
@@ -205,6 +195,22 @@ private struct GlitchPlan {
 
     /// Source channel (0 = R, 1 = G, 2 = B) of each output channel, per permutation.
     private static let sources: [(Int, Int, Int)] = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0), (0, 2, 1), (1, 0, 2)]
+
+    /// Writes output row `y` into `dst` from `row`, the source row's bytes,
+    /// moved by the row's slice displacement alone: output x reads
+    /// x' = (x - offset) mod W. Whole pixels, or with `alphaOnly` each
+    /// pixel's fourth byte (the rest of the row left as it is).
+    func displaceRow(_ y: Int, from row: Span<UInt8>, into dst: inout MutableRawSpan, alphaOnly: Bool) {
+        let w = width, offset = offsets[y], base = y * w * 4, bytes = row.bytes
+        for x in 0..<w {
+            let from = (x >= offset ? x - offset : x - offset + w) * 4
+            if alphaOnly {
+                dst.storeBytes(of: row[from + 3], toByteOffset: base + x * 4 + 3, as: UInt8.self)
+            } else {
+                dst.storeBytes(of: bytes.unsafeLoadUnaligned(fromByteOffset: from, as: UInt32.self), toByteOffset: base + x * 4, as: UInt32.self)
+            }
+        }
+    }
 
     /// Writes output row `y` into `dst` from `row`, the source row's bytes.
     ///

@@ -33,9 +33,8 @@ public struct RGBColor: Sendable, Equatable, CustomStringConvertible {
     /// The colour laid over `background` as a transparent pixel is
     /// (`AlphaImage.flattened`): what an output without alpha shows.
     public func over(_ background: (UInt8, UInt8, UInt8)) -> RGBColor {
-        let a = UInt32(alpha), rest = 255 - UInt32(alpha)
-        func lay(_ c: UInt8, _ bg: UInt8) -> UInt8 { UInt8(truncatingIfNeeded: (UInt32(c) * a + UInt32(bg) * rest + 127) / 255) }
-        return RGBColor(red: lay(red, background.0), green: lay(green, background.1), blue: lay(blue, background.2))
+        RGBColor(red: AlphaImage.laid(red, alpha: alpha, over: background.0), green: AlphaImage.laid(green, alpha: alpha, over: background.1),
+                 blue: AlphaImage.laid(blue, alpha: alpha, over: background.2))
     }
 
     /// `rrggbb`, lower case, or `rrggbbaa` when the colour is not opaque.
