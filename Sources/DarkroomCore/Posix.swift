@@ -62,6 +62,15 @@ public enum Posix {
         public let size: Int
         public let isRegularFile: Bool
         public let isDirectory: Bool
+        /// The file itself, whatever path reached it: two paths with the
+        /// same identity (a link, `./a` and `a`) are one file.
+        public let identity: FileIdentity
+    }
+
+    /// A file's device and inode numbers.
+    public struct FileIdentity: Sendable, Hashable {
+        public let device: UInt64
+        public let inode: UInt64
     }
 
     /// An open descriptor and the path it was opened by, which every error
@@ -360,6 +369,7 @@ extension Posix.FileInfo {
         size = Int(status.st_size)
         isRegularFile = (status.st_mode & S_IFMT) == S_IFREG
         isDirectory = (status.st_mode & S_IFMT) == S_IFDIR
+        identity = Posix.FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 }
 

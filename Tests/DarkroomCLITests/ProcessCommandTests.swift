@@ -161,6 +161,51 @@ struct ProcessCommandTests {
         #expect(files.count == 8, "\(files.sorted())")
     }
 
+    /// `--out` where the inputs are used to replace a photo with its own
+    /// 64-pixel result (and a read-only one too: the result is renamed
+    /// over it). An input whose result would land on any input of the
+    /// batch, itself or another, under any path to it, is refused before
+    /// anything is written; the rest of the batch goes on.
+    @Test("a result that would be written over an input (itself, another, by another path) is refused; the input is untouched")
+    func resultsNeverReplaceAnInput() throws {
+        let dir = try TemporaryDirectory()
+        let photo = try Self.goodJPEG(width: 320, height: 200, seed: 1)
+        let other = try Self.goodJPEG(width: 200, height: 120, seed: 2)
+        try Data(photo).write(to: dir.url.appendingPathComponent("photo.jpg"))
+        try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: dir.path("photo.jpg"))
+
+        let inPlace = try DarkroomProcess.run(["process", dir.path("photo.jpg"), "--ops", "scale:64x64", "--out", dir.url.path])
+        #expect(inPlace.status == 1, "\(inPlace.stderr)")
+        #expect(inPlace.stderr.contains("\(dir.path("photo.jpg")): its result \(dir.url.path)/photo.jpg would be written over this input itself; choose another --out"), "\(inPlace.stderr)")
+        #expect([UInt8](try Data(contentsOf: dir.url.appendingPathComponent("photo.jpg"))) == photo)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path) == ["photo.jpg"])
+
+        // a.png's result is named a.jpg, another input of the batch: it is
+        // refused, and a.jpg, whose result is renamed a-2.jpg, goes on.
+        let pair = dir.url.appendingPathComponent("pair")
+        try FileManager.default.createDirectory(at: pair, withIntermediateDirectories: true)
+        try Data(other).write(to: pair.appendingPathComponent("a.jpg"))
+        var pixels = [UInt8](repeating: 200, count: 20 * 10 * 4)
+        for i in stride(from: 3, to: pixels.count, by: 4) { pixels[i] = 255 }
+        try Data(try PNG.encode(Image(width: 20, height: 10, pixels: pixels))).write(to: pair.appendingPathComponent("a.png"))
+        let both = try DarkroomProcess.run(["process", pair.path + "/a.png", pair.path + "/a.jpg", "--ops", "invert", "--out", pair.path])
+        #expect(both.status == 1, "\(both.stderr)")
+        #expect(both.stderr.contains("\(pair.path)/a.png: its result \(pair.path)/a.jpg would be written over the input \(pair.path)/a.jpg; choose another --out"), "\(both.stderr)")
+        #expect([UInt8](try Data(contentsOf: pair.appendingPathComponent("a.jpg"))) == other)
+        #expect(try JPEG.readHeader([UInt8](try Data(contentsOf: pair.appendingPathComponent("a-2.jpg")))).storedSize == Size(width: 200, height: 120))
+        #expect(both.stderr.contains("1 processed, 1 failed"), "\(both.stderr)")
+
+        // The folder by a relative path, --out by its absolute one: the same files.
+        let again = try DarkroomProcess.run(["process", ".", "--ops", "scale:64x64", "--out", dir.url.path, "--json"], in: dir.url)
+        #expect(again.status == 1, "\(again.stderr)")
+        #expect(again.stdout.contains("would be written over this input itself"), "\(again.stdout)")
+        #expect([UInt8](try Data(contentsOf: dir.url.appendingPathComponent("photo.jpg"))) == photo)
+
+        // Elsewhere, the photo is processed.
+        let elsewhere = try DarkroomProcess.run(["process", dir.path("photo.jpg"), "--ops", "scale:64x64", "--out", dir.path("out")])
+        #expect(elsewhere.status == 0, "\(elsewhere.stderr)")
+    }
+
     /// Foundation's text ("The operation could not be completed.") said
     /// neither what was wrong nor where.
     @Test("an output directory that cannot be made, or a directory where a result goes, is said in plain words")

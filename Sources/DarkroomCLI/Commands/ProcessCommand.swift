@@ -45,9 +45,14 @@ enum ProcessCommand {
         let outDir = URL(fileURLWithPath: args.value("out") ?? "darkroom-out")
         try OutputFile.makeDirectory(outDir.path, what: "the output directory")
 
-        let inputs = InputFiles.expand(args.positionals)
+        var inputs = InputFiles.expand(args.positionals)
         let extensions = (full: settings.jobOptions.format.fileExtension, thumbnail: settings.jobOptions.thumbnailFormat.fileExtension)
-        let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: settings.jobOptions.thumbnail != nil, extensions: extensions)
+        let thumbnails = settings.jobOptions.thumbnail != nil
+        let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: thumbnails, extensions: extensions)
+        for (index, problem) in replacedInputs(inputs, names: names, outDir: outDir.path, extensions: extensions, thumbnails: thumbnails) {
+            inputs[index].problem = problem
+        }
+        let batch = inputs
         let job = ImageJob(pipeline: pipeline, options: settings.jobOptions)
         let failures = Atomic<Int>(0)
         let next = Atomic<Int>(0)
@@ -64,8 +69,8 @@ enum ProcessCommand {
         DispatchQueue.concurrentPerform(iterations: min(jobs, max(1, inputs.count))) { _ in
             while true {
                 let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
-                guard index < inputs.count else { return }
-                let input = inputs[index]
+                guard index < batch.count else { return }
+                let input = batch[index]
                 let result = processOne(input, name: names[index], job: job, outDir: outDir)
                 if !result.ok { failures.wrappingAdd(1, ordering: .relaxed) }
                 report(json ? result.json.text : result.text, !result.ok)
@@ -78,6 +83,36 @@ enum ProcessCommand {
             Console.err("\(inputs.count - failed) processed, \(failed) failed, results in \(outDir.path)/ (\(String(format: "%.2f", seconds)) s)")
         }
         return failed == 0 ? 0 : 1
+    }
+
+    /// The inputs whose results would be written over an input of the
+    /// batch (itself or another), with why: `--out` is where the inputs
+    /// are, or a result's name is another input's. A result is written by a
+    /// rename over whatever file has its name, so such an input is refused
+    /// before anything is written, as sharp and vips refuse to write over
+    /// their input. Files are told apart by device and inode, so `./a.jpg`,
+    /// `a.jpg` and a link to it are one file.
+    static func replacedInputs(_ inputs: [InputFiles.Input], names: [String], outDir: String,
+                               extensions: (full: String, thumbnail: String), thumbnails: Bool) -> [(Int, String)] {
+        var inputOf: [Posix.FileIdentity: String] = [:]
+        for input in inputs where input.problem == nil && !input.isURL {
+            if let info = try? Posix.info(input.path), info.isRegularFile {
+                inputOf[info.identity] = inputOf[info.identity] ?? input.path
+            }
+        }
+        guard !inputOf.isEmpty else { return [] }
+        var replaced: [(Int, String)] = []
+        for (index, input) in inputs.enumerated() where input.problem == nil && !input.isURL {
+            var outputs = ["\(names[index]).\(extensions.full)"]
+            if thumbnails { outputs.append("\(names[index]).thumb.\(extensions.thumbnail)") }
+            for output in outputs.map({ (outDir as NSString).appendingPathComponent($0) }) {
+                guard let info = try? Posix.info(output), let other = inputOf[info.identity] else { continue }
+                let whose = other == input.path ? "this input itself" : "the input \(other)"
+                replaced.append((index, "its result \(output) would be written over \(whose); choose another --out"))
+                break
+            }
+        }
+        return replaced
     }
 
     struct Result {
