@@ -101,8 +101,15 @@ public struct ImageJob: Sendable {
         } catch {
             throw PipelineFailure(stage: .decode, error: error)
         }
-        // Every step is checked against the size it will receive before
-        // decoding, and so is a WebP or AVIF output against what it may be.
+        try checkPlan(for: header)
+        return try operation(for: header).run(source, cancellation: cancellation, observer: observer)
+    }
+
+    /// Checks, from a source's header alone, what the job would fail on
+    /// before it decoded anything: every step against the size it will
+    /// receive, and a WebP or AVIF output against the size it may have.
+    /// `run` checks this first; a producer checks it before it submits.
+    public func checkPlan(for header: SourceHeader) throws(PipelineFailure) {
         let result = try pipeline.plannedSizes(from: header.uprightSize, limits: options.limits).last ?? header.uprightSize
         if let refusal = Self.sizeRefusal(result, as: options.format) {
             throw PipelineFailure(stage: .encode("full"), error: refusal)
@@ -110,7 +117,6 @@ public struct ImageJob: Sendable {
         if let thumbnail = options.thumbnail, let refusal = Self.sizeRefusal(thumbnail, as: options.thumbnailFormat) {
             throw PipelineFailure(stage: .encode("thumbnail"), error: refusal)
         }
-        return try operation(for: header).run(source, cancellation: cancellation, observer: observer)
     }
 
     /// Why an output of `size` cannot be written in `format`, nil when it can.

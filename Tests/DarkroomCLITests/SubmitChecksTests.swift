@@ -35,6 +35,28 @@ struct SubmitChecksTests {
         #expect(!result.stdout.contains("\"accepted\""))
     }
 
+    /// A worker refuses, before decoding, an AVIF output over 4096² pixels
+    /// and a WebP one over 16383 a side; the local checks ask the same of
+    /// each input, so such a job is not queued only to end dead.
+    @Test("an output too large for AVIF or WebP is refused by the local checks, naming the output and the limit")
+    func outputLimitsAreChecked() throws {
+        let scratch = try TemporaryDirectory()
+        let photo = scratch.url.appendingPathComponent("photo.jpg")
+        try Data(ProcessCommandTests.goodJPEG(width: 40, height: 30)).write(to: photo)
+        let nowhere = ["--broker", "tcp://127.0.0.1:1", "--deadline", "1"]
+        let avif = try DarkroomProcess.run(["submit", photo.path, "--ops", "scale:5000x5000", "--format", "avif"] + nowhere)
+        #expect(avif.status == 1, "\(avif.stderr)")
+        #expect(avif.stderr.contains("\(photo.path): encode full: cannot encode a 5000x3750 image as AVIF"), "\(avif.stderr)")
+        #expect(avif.stderr.contains("1 of 1 input(s) failed the local checks; nothing was submitted\n"), "no rest to submit: \(avif.stderr)")
+        let webp = try DarkroomProcess.run(["submit", photo.path, "--ops", "scale:16384x100,mode=force", "--format", "webp"] + nowhere)
+        #expect(webp.status == 1, "\(webp.stderr)")
+        #expect(webp.stderr.contains("\(photo.path): encode full:"), "\(webp.stderr)")
+        #expect(webp.stderr.contains("16383"), "\(webp.stderr)")
+        // The same size as JPEG passes the checks (and then finds no broker).
+        let jpeg = try DarkroomProcess.run(["submit", photo.path, "--ops", "scale:5000x5000"] + nowhere)
+        #expect(jpeg.status == 2, "\(jpeg.stderr)")
+    }
+
     /// Beyond the 64 MiB the checks keep for sending, a file's head alone
     /// is read and checked, and the file is read whole when it is sent. A
     /// header longer than the head is checked on the whole file, which also

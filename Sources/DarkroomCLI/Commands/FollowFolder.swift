@@ -83,6 +83,7 @@ enum FollowFolder {
         var pending: [ULID: String] = [:]      // job → path, until its end is printed
         var cursor: UInt64?                    // the next event seq to read, once a job is pending
         var reported = Set<String>()           // keys of files already reported bad this run
+        let checkedJob = SubmitInputs.checkedJob(settings.pipeline, options: settings.options)
         var failures = 0
         var candidates = listImages(directory)
         var stopping = false
@@ -151,7 +152,7 @@ enum FollowFolder {
             if FolderWatch.isOpenForWriting(path) == true { return nil }
             // Read once: the bytes checked are the bytes sent.
             let bytes: [UInt8]
-            switch SubmitInputs.readChecked(path, pipeline: settings.pipeline) {
+            switch SubmitInputs.readChecked(path, job: checkedJob) {
             case .bytes(let read):
                 bytes = read
             case .problem(let problem):

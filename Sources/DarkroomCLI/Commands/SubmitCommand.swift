@@ -200,7 +200,8 @@ enum SubmitCommand {
         // and the pipeline must fit its size, before anything is sent.
         let limits = try WebSources.limits(args)
         let files = try InputFiles.submitInputs(args)
-        var inputs = SubmitInputs.check(files, pipeline: pipeline)
+        let checkedJob = SubmitInputs.checkedJob(pipeline, options: options)
+        var inputs = SubmitInputs.check(files, job: checkedJob)
         var statuses: [Status?] = Array(repeating: nil, count: inputs.count)
         var connectionRefused = false
         var valid = 0
@@ -215,12 +216,13 @@ enum SubmitCommand {
         let invalid = files.filter { !$0.isURL }.count - valid
         if invalid > 0 && !args.flag("skip-invalid") {
             out.flush()
-            throw RuntimeError("\(invalid) of \(inputs.count) input(s) failed the local checks; nothing was submitted (use --skip-invalid to submit the rest)")
+            let rest = invalid < inputs.count ? " (use --skip-invalid to submit the rest)" : ""
+            throw RuntimeError("\(invalid) of \(inputs.count) input(s) failed the local checks; nothing was submitted\(rest)")
         }
         // URLs: downloaded and checked now; one that fails is reported and
         // the rest go on. The files are removed when submit ends.
         let progress = wait && !json && Console.stderrIsTerminal ? ProgressBar(total: valid) : nil
-        var downloadChecks = SubmitInputs.DownloadChecks(pipeline: pipeline, after: inputs)
+        var downloadChecks = SubmitInputs.DownloadChecks(job: checkedJob, after: inputs)
         let downloads = try WebSources.download(files, limits: limits, check: { downloadChecks.check($0) },
                                                 progress: { progress?.downloaded($0, failed: $1, of: $2) }) { index, problem in
             if let problem {
@@ -290,11 +292,13 @@ enum SubmitCommand {
                 err("submit: the broker's dispatch is paused \(PauseCommand.held(since: since))")
             }
         }
+        var brokerAnswered = false
         let outcome = engine.run(&source, window: SubmitWindow(maximum: window), follow: wait,
                                  beforeWait: { tellPaused(); out.flush() }) { update in
             tellPaused()
             switch update {
             case let .replied(request, result):
+                brokerAnswered = true
                 guard let index = request.submitKey.flatMap({ inputOfKey[$0] }) else { return }
                 unanswered -= 1
                 let path = inputs[index].path
@@ -394,7 +398,7 @@ enum SubmitCommand {
                 // The engine counts the jobs it holds; the inputs not yet
                 // taken wait as well.
                 progress?.clearLine()
-                err(noticeText(notice, endpoint: endpoint, waiting: unanswered))
+                err(noticeText(notice, endpoint: endpoint, waiting: unanswered, everAnswered: brokerAnswered))
             case let .submitFailed(error):
                 // Every input not answered was reported with this error; the
                 // accepted ones are still followed.
@@ -483,10 +487,16 @@ enum SubmitCommand {
     }
 
     /// One line on stderr for each turn of an outage.
-    static func noticeText(_ notice: SubmitNotice, endpoint: String, waiting: Int) -> String {
+    /// Before the broker has answered at all, the line says what most
+    /// often is the cause (nothing is listening) and how to give up sooner.
+    static func noticeText(_ notice: SubmitNotice, endpoint: String, waiting: Int, everAnswered: Bool = true) -> String {
         switch notice {
         case let .brokerSilent(_, giveUpIn):
-            return "submit: broker at \(endpoint) not answering; resending \(waiting) submit(s) until the deadline (\(spoken(giveUpIn)) from now)"
+            let hint = everAnswered ? "" : " (is darkroom up or darkroom broker running? --deadline SECONDS gives up sooner)"
+            if giveUpIn < .milliseconds(500) {
+                return "submit: broker at \(endpoint) not answering, and the deadline has come: giving up on \(waiting) submit(s)\(hint)"
+            }
+            return "submit: broker at \(endpoint) not answering; resending \(waiting) submit(s) until the deadline (\(spoken(giveUpIn)) from now)\(hint)"
         case let .brokerRefusing(code, reason, _, giveUpIn):
             return "submit: broker at \(endpoint) refuses submits for now (\(code): \(reason)); retrying \(waiting) submit(s) until the deadline (\(spoken(giveUpIn)) from now)"
         case let .brokerBack(after):

@@ -42,7 +42,7 @@ enum SubmitInputs {
     /// stay within `keptBytes`; past that only its head is read, so that
     /// the checks of a few gigabytes of photos read megabytes, and each
     /// file is read whole once, when it is sent.
-    static func check(_ files: [InputFiles.Input], pipeline: Pipeline,
+    static func check(_ files: [InputFiles.Input], job: ImageJob,
                       threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) -> [Input] {
         // Slots written by one thread each; the budget of kept bytes is
         // shared, so which files keep their bytes (and how many bytes that
@@ -58,7 +58,7 @@ enum SubmitInputs {
                 let start = next.wrappingAdd(32, ordering: .relaxed).oldValue
                 guard start < files.count else { break }
                 for index in start..<min(files.count, start + 32) {
-                    mine.append((index, checkOne(files[index], pipeline: pipeline, kept: kept)))
+                    mine.append((index, checkOne(files[index], job: job, kept: kept)))
                 }
             }
             results.withLock { slots in
@@ -70,7 +70,7 @@ enum SubmitInputs {
 
     /// One file's check; its bytes are kept while `kept` stays within
     /// `keptBytes`, and only its head is read when they cannot be.
-    private static func checkOne(_ file: InputFiles.Input, pipeline: Pipeline, kept: borrowing Atomic<Int>) -> Input {
+    private static func checkOne(_ file: InputFiles.Input, job: ImageJob, kept: borrowing Atomic<Int>) -> Input {
         if let problem = file.problem { return Input(path: file.path, problem: problem) }
         // A URL is checked once it is downloaded (`WebSources`).
         if file.isURL { return Input(path: file.path) }
@@ -93,7 +93,7 @@ enum SubmitInputs {
         }
         switch read {
         case .whole(let bytes):
-            if let problem = check(bytes, pipeline: pipeline) {
+            if let problem = check(bytes, job: job) {
                 kept.wrappingSubtract(claimed, ordering: .relaxed)
                 return Input(path: file.path, problem: problem)
             }
@@ -105,12 +105,12 @@ enum SubmitInputs {
             }
             return Input(path: file.path, bytes: bytes)
         case .head(let head, let size):
-            guard let problem = check(head, pipeline: pipeline) else { return Input(path: file.path) }
+            guard let problem = check(head, job: job) else { return Input(path: file.path) }
             // All of the file, and it failed: that is its answer.
             if head.count == size { return Input(path: file.path, problem: problem) }
             // The header may go on past the head (or the head fail for a
             // reason the whole file would not have): the whole file decides.
-            switch readChecked(file.path, pipeline: pipeline) {
+            switch readChecked(file.path, job: job) {
             case .problem(let problem): return Input(path: file.path, problem: problem)
             case .bytes: return Input(path: file.path)
             }
@@ -121,18 +121,18 @@ enum SubmitInputs {
     /// once, by its check, and its bytes are kept for sending within what
     /// the local files left of `keptBytes`.
     struct DownloadChecks {
-        let pipeline: Pipeline
+        let job: ImageJob
         private var room: Int
         private var kept: [String: [UInt8]] = [:]
 
-        init(pipeline: Pipeline, after inputs: [Input]) {
-            self.pipeline = pipeline
+        init(job: ImageJob, after inputs: [Input]) {
+            self.job = job
             room = keptBytes - inputs.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
         }
 
         /// Why the download at `path` cannot be submitted; nil when it can.
         mutating func check(_ path: String) -> String? {
-            switch readChecked(path, pipeline: pipeline) {
+            switch readChecked(path, job: job) {
             case .problem(let problem):
                 return problem
             case .bytes(let bytes):
@@ -163,21 +163,32 @@ enum SubmitInputs {
 
     /// Reads a file once and checks it as every input is checked (a
     /// listed file, a hot folder's file, a URL's download).
-    static func readChecked(_ path: String, pipeline: Pipeline) -> Checked {
+    static func readChecked(_ path: String, job: ImageJob) -> Checked {
         do {
             let bytes = try InputFiles.read(path, limit: DecodeLimits.default.maxInputBytes)
-            if let problem = check(bytes, pipeline: pipeline) { return .problem(problem) }
+            if let problem = check(bytes, job: job) { return .problem(problem) }
             return .bytes(bytes)
         } catch {
             return .problem(error.message)
         }
     }
 
-    /// Checks a file's header against the limits and the pipeline.
-    static func check(_ bytes: [UInt8], pipeline: Pipeline) -> String? {
+    /// The job a worker will run for these terms, as far as the checks
+    /// need it: the pipeline, and the outputs' formats and thumbnail size
+    /// (an AVIF or WebP output has a size limit of its own).
+    static func checkedJob(_ pipeline: Pipeline, options: DarkroomProtocol.JobOptions) -> ImageJob {
+        ImageJob(pipeline: pipeline, options: JobOptions(
+            thumbnail: Size(width: Int(options.thumbnailWidth), height: Int(options.thumbnailHeight)),
+            format: ImageFormat(rawValue: options.format.description) ?? .jpeg,
+            thumbnailFormat: ImageFormat(rawValue: options.thumbnailFormat.description) ?? .jpeg))
+    }
+
+    /// Checks a file's header against the limits, the pipeline and the
+    /// outputs, as the worker will before it decodes.
+    static func check(_ bytes: [UInt8], job: ImageJob) -> String? {
         do {
             let header = try Source.readHeader(bytes)
-            _ = try pipeline.plannedSizes(from: header.uprightSize, limits: .default)
+            try job.checkPlan(for: header)
         } catch let error as ImageError {
             return error.message
         } catch let error as PipelineFailure {
