@@ -149,10 +149,11 @@ final class Channel {
     /// finished handshake (as looked at within `handshakeFreshness`), so
     /// that with no server a send waits instead of piling up requests that
     /// would all arrive, stale, when one appears. A refused handshake ends
-    /// the wait at once.
-    func send(_ frames: [[UInt8]], what: String) throws(ClientError) {
+    /// the wait at once. `within`, when shorter than the timeout, caps the
+    /// wait (a caller with a deadline of its own sooner than that).
+    func send(_ frames: [[UInt8]], what: String, within: Duration? = nil) throws(ClientError) {
         let start = ContinuousClock.now
-        let deadline = start + timeout
+        let deadline = start + min(timeout, within ?? timeout)
         if !handshake.linked || handshakeCheckedAt.map({ start - $0 >= Channel.handshakeFreshness }) ?? true {
             try checkHandshake()
         }

@@ -625,7 +625,9 @@ public final class Producer {
             }
             let noneAwaited = awaitedCount == 0
             do {
-                try channel.send(frames, what: "SUBMIT")
+                // No longer than the deadline leaves, so that with no
+                // broker at all the run ends when it says it will.
+                try channel.send(frames, what: "SUBMIT", within: max(.milliseconds(50), giveUpIn()))
             } catch {
                 guard error.isRetryable else { throw fatal(error) }
                 // Not even queued: the broker is not reachable. Whatever went

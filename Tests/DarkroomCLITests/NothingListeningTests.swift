@@ -33,4 +33,26 @@ struct NothingListeningTests {
         #expect(check.stderr.contains("broker: cannot connect to the broker at \(broker)"), "\(check.stderr)")
         #expect(check.stderr.contains("store: cannot connect to the storage node at \(store)"), "\(check.stderr)")
     }
+
+    /// `submit` waits for a broker that may be restarting, but a first
+    /// run with nothing listening must say what to start, and its
+    /// `--deadline` ends the wait even when one send would wait longer
+    /// (`--timeout`).
+    @Test("submit with nothing listening names what to start and ends at its --deadline, not after --timeout")
+    func submitSaysWhatToStartAndKeepsItsDeadline() throws {
+        let scratch = try TemporaryDirectory()
+        let photo = scratch.url.appendingPathComponent("photo.jpg")
+        try Data(ProcessCommandTests.goodJPEG(width: 40, height: 30)).write(to: photo)
+        let broker = "tcp://127.0.0.1:\(try SystemHarness.freePorts(1)[0])"
+        let started = ContinuousClock.now
+        let out = try DarkroomProcess.run(["submit", photo.path, "--ops", "grayscale", "--broker", broker,
+                                           "--timeout", "60", "--deadline", "2"])
+        let took = ContinuousClock.now - started
+        #expect(out.status == 2, "\(out.stderr)")
+        #expect(out.stderr.contains("broker at \(broker) not answering"), "\(out.stderr)")
+        #expect(out.stderr.contains("is darkroom up or darkroom broker running?"), "\(out.stderr)")
+        #expect(out.stderr.contains("never answered (never sent; not queued)"), "\(out.stderr)")
+        // Not the 60 s of one send's timeout: the deadline ended it.
+        #expect(took < .seconds(30), "took \(took)")
+    }
 }
