@@ -191,7 +191,23 @@ public struct WorkerConfiguration: Sendable {
         let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz")
         var generator = SystemRandomNumberGenerator()
         let random = String((0..<6).map { _ in alphabet[Int(generator.next(upperBound: UInt32(alphabet.count)))] })
-        let tail = "-\(getpid())-\(random)"
+        return idWithHost(host, tail: "-\(getpid())-\(random)")
+    }
+
+    /// `<host>-up-<index>`: the id of `darkroom up`'s embedded worker
+    /// `index`, the same at every start. Only one `up` serves a data
+    /// directory (its lock), and its broker is that directory's, so the id
+    /// is one process's at a time; a restarted `up` (after a crash, say)
+    /// comes back under the ids its broker holds leases for, which settles
+    /// them at once (requeued, no attempt charged) instead of after the
+    /// wait for a worker that cannot return.
+    public static func embeddedWorkerID(host: String, index: Int) -> String {
+        idWithHost(host, tail: "-up-\(index)")
+    }
+
+    /// The host name cut down to the characters an id keeps (others become
+    /// `_`) and to the room `tail` leaves in 64 bytes, then `tail`.
+    private static func idWithHost(_ host: String, tail: String) -> String {
         var hostPart = String(host.unicodeScalars.map { scalar -> Character in
             let v = scalar.value
             let keep = (v >= 0x30 && v <= 0x39) || (v >= 0x41 && v <= 0x5A) || (v >= 0x61 && v <= 0x7A) || v == 0x2E || v == 0x2D || v == 0x5F

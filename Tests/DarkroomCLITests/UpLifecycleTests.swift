@@ -20,6 +20,69 @@ struct UpLifecycleTests {
         #expect(!log.contains("unexpectedly"), "darkroom up stderr: \(log)")
     }
 
+    /// `up` killed without warning while its worker holds leases: the next
+    /// `up` on the same data comes back under the same worker id, so the
+    /// broker settles those leases at the worker's first message (requeued
+    /// without charging an attempt) instead of waiting for a worker that
+    /// cannot return; and every job is stored exactly once.
+    @Test("up killed with SIGKILL mid-batch and started again: its worker returns under its id, the held jobs are settled at once, each stored once")
+    func killedUpComesBackUnderItsWorkerID() throws {
+        let dir = try TemporaryDirectory()
+        let folder = dir.url.appendingPathComponent("in")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for i in 0..<8 {
+            try Data(ProcessCommandTests.goodJPEG(width: 600, height: 400, seed: UInt64(i + 1)))
+                .write(to: folder.appendingPathComponent(String(format: "p%02d.jpg", i)))
+        }
+        let data = dir.path("data")
+        var up = try UpProcess(data: data, logs: dir.url)
+        defer { up.stopIfRunning() }
+        var endpoints = try up.waitUntilUp()
+        let submit = try DarkroomProcess.run(["submit", folder.path, "--ops", FaultTests.slowOps, "--json",
+                                              "--broker", endpoints["frontend"]!])
+        #expect(submit.status == 0, "\(submit.stderr)")
+        let jobs = Set(submit.stdoutLines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["job"] as? String
+        })
+        #expect(jobs.count == 8)
+        // Killed once the first result is stored: the rest are running or
+        // leased to the worker.
+        func records(_ endpoints: [String: String]) throws -> [[String: Any]] {
+            let ls = try DarkroomProcess.run(["ls", "--all", "--json", "--store", endpoints["store"]!])
+            return ls.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        while try records(endpoints).isEmpty, clock.now - start < .seconds(120) { Thread.sleep(forTimeInterval: 0.05) }
+        kill(up.process.processIdentifier, SIGKILL)
+        up.process.waitUntilExit()
+        let firstLog = up.stderr
+        let workerID = try #require(firstLog.split(separator: "\n").compactMap { line -> String? in
+            guard let range = line.range(of: "worker ") , line.contains(" ready: host") else { return nil }
+            return line[range.upperBound...].split(separator: " ").first.map(String.init)
+        }.first, "\(firstLog)")
+        #expect(workerID.hasSuffix("-up-1"), "\(workerID)")
+
+        up = try UpProcess(data: data, logs: dir.url.appendingPathComponent("again", isDirectory: true).creatingDirectory())
+        endpoints = try up.waitUntilUp()
+        while try records(endpoints).count < 8, clock.now - start < .seconds(240) { Thread.sleep(forTimeInterval: 0.1) }
+        let stored = try records(endpoints).compactMap { $0["jobId"] as? String }
+        #expect(stored.count == 8 && Set(stored) == jobs, "\(stored.count) records: \(up.stderr)")
+
+        let watch = try DarkroomProcess.run(["watch", "--from", "1", "--duration", "2", "--json", "--broker", endpoints["frontend"]!,
+                                             "--events", endpoints["events"]!])
+        let events = watch.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let reasons = events.filter { $0["kind"] as? String == "retrying" }
+            .compactMap { ($0["error"] as? [String: Any])?["reason"] as? String }
+        #expect(!reasons.isEmpty, "no job was held at the kill: \(watch.stdout)")
+        #expect(reasons.allSatisfy { $0.contains("worker \(workerID) came back without attempt") }, "\(reasons)")
+        #expect(!up.stderr.contains("did not come back"), "\(up.stderr)")
+        let storedEvents = events.filter { $0["kind"] as? String == "stored" }.compactMap { $0["job"] as? String }
+        #expect(storedEvents.count == 8 && Set(storedEvents) == jobs)
+        #expect(events.allSatisfy { $0["kind"] as? String != "dead" })
+        #expect(try up.terminate() == 0)
+    }
+
     /// A port another process listens on: `up` and the broker alone stop
     /// at once, name the endpoint and say what to do, and a broker that
     /// never got its sockets logs no stop of its own.
@@ -164,5 +227,13 @@ struct UpLifecycleTests {
             rest = rest[range.upperBound...]
         }
         return true
+    }
+}
+
+private extension URL {
+    /// This directory, created first if missing.
+    func creatingDirectory() throws -> URL {
+        try FileManager.default.createDirectory(at: self, withIntermediateDirectories: true)
+        return self
     }
 }

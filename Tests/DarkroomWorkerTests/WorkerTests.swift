@@ -529,6 +529,20 @@ struct WorkerConfigurationTests {
         #expect(try Ready.decode(ready.frames()) == ready)
     }
 
+    /// `up`'s embedded workers keep their ids across starts, and a long
+    /// host name still leaves a valid id (it once had "-N" appended past
+    /// the 64 bytes).
+    @Test func embeddedWorkerIDIsStableAndValid() throws {
+        let long = "build host.example.com\u{7}" + String(repeating: "x", count: 80)
+        let first = WorkerConfiguration.embeddedWorkerID(host: long, index: 12)
+        #expect(first == WorkerConfiguration.embeddedWorkerID(host: long, index: 12))
+        #expect(first != WorkerConfiguration.embeddedWorkerID(host: long, index: 1))
+        #expect(first.utf8.count == 64 && first.hasPrefix("build_host.example.com_x") && first.hasSuffix("-up-12"))
+        #expect(WorkerConfiguration.embeddedWorkerID(host: "", index: 1) == "worker-up-1")
+        let ready = Ready(workerID: first, host: "h", pid: 1, slots: 1)
+        #expect(try Ready.decode(ready.frames()) == ready)
+    }
+
     @Test func badValuesAreRefusedBeforeStarting() throws {
         #expect(throws: WorkerError.self) { try WorkerConfiguration(concurrency: 0).validate() }
         #expect(throws: WorkerError.self) { try WorkerConfiguration(concurrency: 2000).validate() }

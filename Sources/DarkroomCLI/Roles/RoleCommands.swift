@@ -500,7 +500,7 @@ enum UpCommand {
         for i in 1...workers {
             let config = WorkerConfiguration(
                 backendEndpoint: local.backend, storeEndpoint: local.store, concurrency: concurrency,
-                workerID: WorkerConfiguration.makeWorkerID(host: WorkerConfiguration.defaultHost) + "-\(i)", shutdownGrace: grace,
+                workerID: WorkerConfiguration.embeddedWorkerID(host: WorkerConfiguration.defaultHost, index: i), shutdownGrace: grace,
                 jobTimeout: jobTimeout
             )
             workerEntries.append(.init(name: "worker \(i)", service: Worker(config, context: context, logger: Logger("worker\(i)", minimum: logLevel))))
