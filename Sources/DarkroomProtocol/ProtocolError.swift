@@ -52,6 +52,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let tooLarge = ErrorCode(rawValue: 303)
     /// The peer's role (from ZAP) does not allow this command.
     public static let forbidden = ErrorCode(rawValue: 304)
+    /// The request clashes with another peer: a worker's READY under an id
+    /// that another live process holds as well.
+    public static let conflict = ErrorCode(rawValue: 305)
 
     /// The receiver failed (disk error, bug). Retry may help.
     public static let `internal` = ErrorCode(rawValue: 500)
@@ -70,6 +73,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 302: "invalid-image"
         case 303: "too-large"
         case 304: "forbidden"
+        case 305: "conflict"
         case 500: "internal"
         default: "error-\(rawValue)"
         }

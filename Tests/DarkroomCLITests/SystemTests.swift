@@ -273,7 +273,7 @@ struct SystemTests {
         #expect(h.log("submit").split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(h.log("submit"))")
     }
 
-    @Test("two workers started with one --id: the broker says the id is used by two processes")
+    @Test("two workers started with one --id: the broker says the id is used by two processes, and so does each worker's log")
     func twoWorkersOneID() throws {
         let h = try SystemHarness()
         try h.startSystem()
@@ -284,6 +284,12 @@ struct SystemTests {
         let line = h.log("broker").split(separator: "\n").first { $0.contains("is used by two processes") } ?? ""
         #expect(line.contains("pid \(first.processIdentifier)") && line.contains("pid \(second.processIdentifier)"), "\(line)")
         #expect(line.contains("give each worker its own --id"), "\(line)")
+        // Each worker is told why with ERROR conflict, not only DISCONNECT.
+        for name in ["first", "second"] {
+            try h.waitUntil("\(name) logs the clash", timeout: .seconds(30)) {
+                h.log(name).contains("broker answered ERROR conflict: worker id twin is used by two processes")
+            }
+        }
     }
 
     @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import DarkroomProtocol
 
@@ -147,6 +148,22 @@ struct CodecTests {
         #expect(ErrorCode(rawValue: 399).name == "error-399")
         let error = ProtocolError(.queueFull, "full")
         #expect(ErrorCode.queueFull ~= error)
+    }
+
+    /// drk1.md section 9.1's table and `ErrorCode` name the same codes.
+    @Test func errorCodeTableMatchesTheSpecification() throws {
+        let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("protocol/drk1.md")
+        let text = try String(contentsOf: spec, encoding: .utf8)
+        let section = try #require(text.components(separatedBy: "### 9.1 Error codes").last?.components(separatedBy: "### 9.2").first)
+        var rows: [UInt16: String] = [:]
+        for line in section.split(separator: "\n") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            if cells.count >= 2, let code = UInt16(cells[0]) { rows[code] = cells[1] }
+        }
+        #expect(rows.count >= 13, "\(rows)")
+        for (code, name) in rows { #expect(ErrorCode(rawValue: code).name == name, "\(code)") }
+        #expect(rows[305] == "conflict")
     }
 
     @Test func commandTableIsConsistent() {

@@ -50,7 +50,7 @@ KINDS = {1: "accepted", 2: "started", 3: "stored", 4: "retrying", 5: "failed", 6
 # Section 9.1: error names, for messages.
 ERROR_NAMES = {100: "bad-version", 101: "malformed", 102: "unknown-command", 103: "unexpected-command",
                200: "queue-full", 201: "shutting-down", 300: "not-found", 301: "invalid-pipeline",
-               302: "invalid-image", 303: "too-large", 304: "forbidden", 500: "internal"}
+               302: "invalid-image", 303: "too-large", 304: "forbidden", 305: "conflict", 500: "internal"}
 # Section 9.2: every socket sets ZMQ_MAXMSGSIZE, 65 MiB by default.
 MAX_MESSAGE = 65 * 1024 * 1024
 ULID_ALPHABET = set(b"0123456789ABCDEFGHJKMNPQRSTVWXYZ")

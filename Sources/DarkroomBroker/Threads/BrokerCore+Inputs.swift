@@ -284,12 +284,19 @@ extension BrokerCore {
     func handleBackend(_ message: BackendMessage, connection: [UInt8], now: Moment) {
         if case .ready(let ready) = message {
             let process = "host \(ready.host) pid \(ready.pid)"
+            var clash: String?
             if let other = workerClaims.note(ready.workerID, process: process, now: now.monotonic) {
-                logger.warn("worker id \(ready.workerID) is used by two processes, \(other) and \(process): each READY takes the id, "
-                            + "and the jobs leased under it, from the other; give each worker its own --id")
+                clash = "worker id \(ready.workerID) is used by two processes, \(other) and \(process): each READY takes the id, "
+                    + "and the jobs leased under it, from the other; give each worker its own --id"
+                logger.warn(clash!)
             }
             let forgotten = state.register(ready, identity: connection, now: now)
             delivery.forget += forgotten
+            // Each side only sees DISCONNECT otherwise: both are told why.
+            if let clash {
+                let error = ErrorReply(requestID: 0, code: .conflict, reason: clash).frames()
+                for side in [connection] + forgotten { delivery.backend.append(.init(side, error)) }
+            }
             logger.info("worker \(ready.workerID) ready: host \(ready.host), pid \(ready.pid), \(ready.slots) slot(s)\(forgotten.isEmpty ? "" : " (a new connection)")")
             return
         }
