@@ -116,10 +116,19 @@ public enum DarkroomCLI {
     /// Reports a name that is no subcommand, with the closest one if any;
     /// returns the usage error's exit status.
     static func unknownSubcommand(_ name: String) -> Int32 {
-        var message = "Error: unknown subcommand '\(name)'"
-        if let best = Suggestion.closest(to: name, in: subcommands.map(\.spec.name)) {
-            message += " (did you mean '\(best)'?)"
+        var message: String
+        let best: String?
+        if name.hasPrefix("-") {
+            // Before a subcommand only --help and --version mean anything;
+            // -v and -V are what other tools print their version with.
+            message = "Error: unknown option '\(name)'"
+            best = name == "-v" || name == "-V" ? "--version" : Suggestion.closest(to: name, in: ["--help", "--version"])
+        } else {
+            message = "Error: unknown subcommand '\(name)'"
+            // Two edits are a lot in a short name ('foo' is two from 'job').
+            best = Suggestion.closest(to: name, in: subcommands.map(\.spec.name), maxDistance: max(1, min(2, name.count / 3)))
         }
+        if let best { message += " (did you mean '\(best)'?)" }
         Console.err(message)
         Console.err("Usage: darkroom <subcommand> [options]   (see 'darkroom --help')")
         return 64

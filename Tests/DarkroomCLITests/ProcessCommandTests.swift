@@ -44,6 +44,15 @@ struct ProcessCommandTests {
         (["dead", "retry", "all", "all", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected argument 'all' (dead retry takes one job id or 'all')"),
         (["dead", "discard", "all", "a", "b", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "unexpected arguments 'a' 'b'"),
         (["status", "--only", "broker", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], "--only goes with --check"),
+        // An endpoint's shape is checked before ZeroMQ sees it (it said EINVAL).
+        (["status", "--broker", "localhost:7700"], "--broker localhost:7700: not an endpoint: write TRANSPORT://ADDRESS, for example tcp://HOST:PORT (tcp://localhost:7700?)"),
+        (["submit", "a.jpg", "--ops", "invert", "--events", "http://h:7702"], "--events http://h:7702: unknown transport 'http'"),
+        (["up", "--frontend", "tcp://127.0.0.1:77000"], "'77000' is not a port"),
+        (["worker", "--store", "tcp://:7703"], "--store tcp://:7703: no host and port"),
+        // Before a subcommand, options are --help and --version.
+        (["-v"], "unknown option '-v' (did you mean '--version'?)"),
+        (["--verison"], "unknown option '--verison' (did you mean '--version'?)"),
+        (["foo"], "unknown subcommand 'foo'\n"),
     ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try DarkroomProcess.run(arguments)

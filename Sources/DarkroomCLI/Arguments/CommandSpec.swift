@@ -149,6 +149,9 @@ extension CommandSpec {
             } else {
                 throw UsageError("missing value for '--\(option.name) <\(option.valueName ?? "value")>'")
             }
+            if option.valueName == "ENDPOINT", let problem = endpointProblem(value) {
+                throw UsageError("--\(option.name) \(value): \(problem)")
+            }
             if !option.repeatable, parsed.values[option.name] != nil {
                 throw UsageError("--\(option.name) is given more than once")
             }
@@ -163,6 +166,34 @@ extension CommandSpec {
             throw UsageError("unexpected argument '\(parsed.positionals[maxPositionals])'")
         }
         return parsed
+    }
+
+    /// Why `text` is not a ZeroMQ endpoint, nil when it may be one. Only
+    /// the shape is checked (ZeroMQ says the rest when it connects or
+    /// binds): its message for `localhost:7700` was a bare EINVAL.
+    func endpointProblem(_ text: String) -> String? {
+        let example = "write TRANSPORT://ADDRESS, for example tcp://HOST:PORT"
+        guard let separator = text.range(of: "://") else {
+            let guess = text.contains(":") ? " (tcp://\(text)?)" : ""
+            return "not an endpoint: \(example)\(guess)"
+        }
+        let transport = text[..<separator.lowerBound]
+        let address = text[separator.upperBound...]
+        let transports = ["tcp", "ipc", "inproc", "pgm", "epgm", "vmci", "ws", "wss", "tipc", "udp"]
+        guard transports.contains(String(transport)) else {
+            return "unknown transport '\(transport)': \(example) (or ipc:// or inproc://)"
+        }
+        if address.isEmpty { return "no address after \(transport)://: \(example)" }
+        if transport == "tcp" {
+            guard let colon = address.lastIndex(of: ":"), colon != address.startIndex else {
+                return "no host and port: \(example)"
+            }
+            let port = address[address.index(after: colon)...]
+            guard port == "*" || (!port.isEmpty && port.allSatisfy(\.isASCII) && port.allSatisfy(\.isNumber) && (Int(port) ?? 70_000) <= 65_535) else {
+                return "'\(port)' is not a port (0 to 65535, or * to bind any): \(example)"
+            }
+        }
+        return nil
     }
 
     private func suggestion(for name: String) -> String {
