@@ -215,6 +215,41 @@ struct ProcessCommandTests {
         #expect(elsewhere.status == 0, "\(elsewhere.stderr)")
     }
 
+    /// A folder of folders (uploads/2026/12/…): without --recursive the
+    /// message says the subdirectories were not searched; with it every
+    /// image at any depth is taken once, in path order, hidden folders
+    /// left out and a link back up followed once.
+    @Test("--recursive takes the images of subdirectories at any depth, once each; without it the message says why none were found")
+    func recursiveInputs() throws {
+        let dir = try TemporaryDirectory()
+        let root = dir.url.appendingPathComponent("uploads")
+        let deep = root.appendingPathComponent("2026/12")
+        let hidden = root.appendingPathComponent(".cache")
+        for folder in [deep, hidden, root.appendingPathComponent("2025")] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        let jpeg = Data(try Self.goodJPEG(width: 40, height: 30))
+        try jpeg.write(to: deep.appendingPathComponent("b.jpg"))
+        try jpeg.write(to: deep.appendingPathComponent("a.jpg"))
+        try jpeg.write(to: root.appendingPathComponent("2025/z.jpg"))
+        try jpeg.write(to: hidden.appendingPathComponent("skip.jpg"))
+        try Data("notes".utf8).write(to: deep.appendingPathComponent("notes.txt"))
+        // A link back to the top: followed once, not forever.
+        try FileManager.default.createSymbolicLink(atPath: deep.appendingPathComponent("up").path, withDestinationPath: root.path)
+
+        let flat = try DarkroomProcess.run(["process", root.path, "--ops", "invert", "--out", dir.path("flat")])
+        #expect(flat.status == 1)
+        #expect(flat.stderr.contains("\(root.path): directory has no .jpg"), "\(flat.stderr)")
+        #expect(flat.stderr.contains("(its 2 subdirectories are not searched without --recursive)"), "\(flat.stderr)")
+
+        let all = try DarkroomProcess.run(["process", "-r", root.path, "--ops", "invert", "--thumb", "none", "--out", dir.path("all"), "--json"])
+        #expect(all.status == 0, "\(all.stderr)")
+        let inputs = all.stdoutLines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["input"] as? String
+        }
+        #expect(inputs.sorted() == [root.path + "/2025/z.jpg", root.path + "/2026/12/a.jpg", root.path + "/2026/12/b.jpg"], "\(all.stdout)")
+    }
+
     /// Foundation's text ("The operation could not be completed.") said
     /// neither what was wrong nor where.
     @Test("an output directory that cannot be made, or a directory where a result goes, is said in plain words")

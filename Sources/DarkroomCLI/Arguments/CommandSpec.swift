@@ -91,7 +91,8 @@ struct ParsedArguments: Sendable {
     func int(_ name: String, default def: Int, range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let text = value(name) else { return def }
         guard let v = Int(text), range.contains(v) else {
-            throw UsageError("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+            let bounds = range.upperBound == Int.max ? "of at least \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+            throw UsageError("--\(name) must be a whole number \(bounds), not \"\(text)\"")
         }
         return v
     }

@@ -126,6 +126,8 @@ func jsonLine<T: Encodable>(_ value: T) -> String {
 extension ClientOptions {
     static let curveKey = OptionSpec.value("curve-key", "FILE", help: "This client's secret key file (NAME.key_secret); turns on CURVE.")
     static let serverKey = OptionSpec.value("server-key", "FILE", help: "The broker's public key file, with --curve-key.")
+    /// `--server-key` of the commands that talk to the storage node alone.
+    static let storeServerKey = OptionSpec.value("server-key", "FILE", help: "The storage node's public key file, with --curve-key (under `darkroom up`, the one key of the broker and the storage node).")
     static let storeKey = OptionSpec.value("store-key", "FILE", help: "The storage node's public key file, with --curve-key.", default: "--server-key")
 
     /// The keys for talking to the broker, or nil without --curve-key.

@@ -16,7 +16,7 @@ enum ContactSheetCommand {
             .value("cell", "PIXELS", help: "Size of each cell.", default: "256"),
             ClientOptions.store,
             ClientOptions.timeout,
-            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
+            ClientOptions.curveKey, ClientOptions.storeServerKey, ClientOptions.storeKey,
         ]
     )
 

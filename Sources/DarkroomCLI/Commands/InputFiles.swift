@@ -19,45 +19,84 @@ enum InputFiles {
         var message: String
     }
 
-    /// Expands directories to their image files (sorted by name, not recursive).
-    /// Missing paths are kept, with a problem, so they are reported in order.
-    static func expand(_ arguments: [String]) -> [Input] {
+    /// Expands directories to their image files, sorted by name; with
+    /// `recursive`, those of their subdirectories too, at any depth, sorted
+    /// by path (hidden files and directories left out, a directory reached
+    /// twice through links taken once). Missing paths are kept, with a
+    /// problem, so they are reported in order.
+    static func expand(_ arguments: [String], recursive: Bool = false) -> [Input] {
         var inputs: [Input] = []
         let fm = FileManager.default
         for argument in arguments {
             var isDirectory: ObjCBool = false
             guard fm.fileExists(atPath: argument, isDirectory: &isDirectory) else {
-                inputs.append(Input(path: argument, problem: "no such file or directory"))
+                // A quoted pattern that matched nothing is left as it was.
+                let problem = argument.contains(where: { "*?[".contains($0) })
+                    ? "no such file or directory, and no file matches it as a pattern" : "no such file or directory"
+                inputs.append(Input(path: argument, problem: problem))
                 continue
             }
             guard isDirectory.boolValue else {
                 inputs.append(Input(path: argument))
                 continue
             }
-            let names = (try? fm.contentsOfDirectory(atPath: argument)) ?? []
-            let images = names.filter(isImageName).sorted()
-            if images.isEmpty {
-                inputs.append(Input(path: argument, problem: "directory has no .jpg, .jpeg, .png, .webp, .gif, .heic, .heif, .avif, .tif or .tiff files"))
-            }
             // The directory as given, then the name: "photos" and "photos/"
             // both give "photos/a.jpg".
             let prefix = argument.hasSuffix("/") ? argument : argument + "/"
-            for name in images {
-                inputs.append(Input(path: prefix + name))
+            var visited = Set<Posix.FileIdentity>()
+            let images = imagesUnder(argument, recursive: recursive, visited: &visited)
+            if images.files.isEmpty {
+                let deeper = !recursive && images.subdirectories > 0
+                    ? " (its \(images.subdirectories) subdirector\(images.subdirectories == 1 ? "y is" : "ies are") not searched without --recursive)" : ""
+                inputs.append(Input(path: argument, problem: "directory has no .jpg, .jpeg, .png, .webp, .gif, .heic, .heif, .avif, .tif or .tiff files\(deeper)"))
+            }
+            for relative in images.files {
+                inputs.append(Input(path: prefix + relative))
             }
         }
         return inputs
     }
 
+    /// The image files in `directory` (paths relative to it), sorted, and
+    /// how many subdirectories it has; with `recursive`, the images of the
+    /// subdirectories as well, depth first in name order.
+    private static func imagesUnder(_ directory: String, recursive: Bool,
+                                    visited: inout Set<Posix.FileIdentity>) -> (files: [String], subdirectories: Int) {
+        if let identity = try? Posix.info(directory)?.identity {
+            guard visited.insert(identity).inserted else { return ([], 0) }
+        }
+        let names = ((try? Posix.listDirectory(directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        var files: [String] = []
+        var subdirectories = 0
+        for name in names {
+            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+            let info = try? Posix.info(path)
+            if info?.isDirectory == true {
+                subdirectories += 1
+                if recursive {
+                    files += imagesUnder(path, recursive: true, visited: &visited).files.map { name + "/" + $0 }
+                }
+            } else if isImageName(name) {
+                files.append(name)
+            }
+        }
+        return (files, subdirectories)
+    }
+
+    /// `-r, --recursive`, of `process` and `submit`.
+    static let recursiveOption = OptionSpec.flag(
+        "recursive", short: "r", help: "Take the images in the directories' subdirectories too, at any depth (hidden ones left out).")
+
     /// The inputs of `submit`, from its arguments and `--from-list`.
     static func submitInputs(_ args: ParsedArguments) throws -> [Input] {
+        let recursive = args.flag("recursive")
         let list = args.value("from-list")
         if args.positionals.isEmpty && list == nil {
             throw UsageError("missing expected argument '<inputs> ...' (or --from-list FILE, or --follow DIR)")
         }
         let inputs: [Input]
         do {
-            inputs = try gather(args.positionals, fromList: list)
+            inputs = try gather(args.positionals, fromList: list, recursive: recursive)
         } catch {
             throw RuntimeError(error.message)
         }
@@ -68,7 +107,7 @@ enum InputFiles {
     /// The inputs of `submit`: its arguments, then the lines of the
     /// `--from-list` file (`-` for stdin), in order. URLs are kept as they
     /// are; paths are expanded as `expand` does, after quoted globs.
-    static func gather(_ arguments: [String], fromList list: String?) throws(ReadError) -> [Input] {
+    static func gather(_ arguments: [String], fromList list: String?, recursive: Bool = false) throws(ReadError) -> [Input] {
         var entries = arguments
         if let list { entries += try listEntries(list) }
         var inputs: [Input] = []
@@ -83,7 +122,7 @@ enum InputFiles {
             } else if entry.contains("://"), !FileManager.default.fileExists(atPath: entry) {
                 inputs.append(Input(path: entry, problem: "cannot download: only http:// and https:// URLs are supported", isURL: true))
             } else {
-                inputs += expand(Globs.expand([entry]))
+                inputs += expand(Globs.expand([entry]), recursive: recursive)
             }
         }
         return inputs

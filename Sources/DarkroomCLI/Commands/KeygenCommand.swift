@@ -18,7 +18,7 @@ enum KeygenCommand {
         """,
         arguments: [ArgumentSpec(name: "name", help: "Base name of the two files (letters, digits, '.', '-', '_').")],
         options: [
-            .value("role", "ROLE", help: "The key's role: producer, worker, store or admin. Omit for a server's own key."),
+            .value("role", "ROLE", help: "The key's role: producer, worker or admin (store is reserved: no socket admits it yet). Omit for a server's own key."),
             .value("dir", "DIR", help: "Where to write the files (created if missing).", default: "."),
         ]
     )

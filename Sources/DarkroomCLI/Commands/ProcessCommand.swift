@@ -33,6 +33,7 @@ enum ProcessCommand {
         options: ImageOptions.specs(pipelineRequired: true) + [
             .value("out", short: "o", "DIR", help: "Directory for the results (created if missing).", default: "darkroom-out"),
             .value("jobs", short: "j", "N", help: "Images processed at the same time.", default: "1"),
+            InputFiles.recursiveOption,
             .flag("json", help: "Print one JSON object per input instead of a line of text."),
         ]
     )
@@ -45,7 +46,7 @@ enum ProcessCommand {
         let outDir = URL(fileURLWithPath: args.value("out") ?? "darkroom-out")
         try OutputFile.makeDirectory(outDir.path, what: "the output directory")
 
-        var inputs = InputFiles.expand(args.positionals)
+        var inputs = InputFiles.expand(args.positionals, recursive: args.flag("recursive"))
         let extensions = (full: settings.jobOptions.format.fileExtension, thumbnail: settings.jobOptions.thumbnailFormat.fileExtension)
         let thumbnails = settings.jobOptions.thumbnail != nil
         let names = InputFiles.outputNames(for: inputs.map(\.path), thumbnails: thumbnails, extensions: extensions)

@@ -265,7 +265,7 @@ enum ListCommand {
             ClientOptions.json,
             ClientOptions.store,
             ClientOptions.timeout,
-            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
+            ClientOptions.curveKey, ClientOptions.storeServerKey, ClientOptions.storeKey,
         ]
     )
 
@@ -323,7 +323,7 @@ enum GetCommand {
             .flag("thumb", help: "Get the thumbnail instead of the full-resolution image."),
             ClientOptions.store,
             ClientOptions.timeout,
-            ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey,
+            ClientOptions.curveKey, ClientOptions.storeServerKey, ClientOptions.storeKey,
         ]
     )
 
@@ -370,7 +370,7 @@ enum RemoveCommand {
         deleted) or not_sent; all but deleted with a "reason".
         """,
         arguments: [ArgumentSpec(name: "id", help: "Record id or job id.", variadic: true)],
-        options: [ClientOptions.json, ClientOptions.store, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.serverKey, ClientOptions.storeKey]
+        options: [ClientOptions.json, ClientOptions.store, ClientOptions.timeout, ClientOptions.curveKey, ClientOptions.storeServerKey, ClientOptions.storeKey]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

@@ -124,6 +124,7 @@ enum SubmitCommand {
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every image that appears in DIR, once, and print each result."),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
+            InputFiles.recursiveOption,
             .value("window", "N", help: "The most submits in flight at once; the window grows to it while the broker answers quickly, within 64 MiB of images.",
                    default: String(defaultWindow)),
             ClientOptions.json,

@@ -273,7 +273,6 @@ enum StoreCommand {
             .value("bind", "ENDPOINT", help: "Where workers and clients connect.", default: Wire.Endpoint.store),
             RoleOptions.keepRecords,
             RoleOptions.keepBytes,
-            RoleOptions.jobTimeout,
             RoleOptions.grace,
             RoleOptions.insecure,
             RoleOptions.curveKey,
