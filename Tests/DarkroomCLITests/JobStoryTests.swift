@@ -139,4 +139,34 @@ struct JobStoryTests {
         #expect(cancelled.stdout.contains("job \(ids[2])  cancelled"), "\(cancelled.stdout)")
         #expect(try h.run(["job", ids[0], "--for", "3"] + h.brokerFlags).status == 64)
     }
+
+    /// The README promises that `job --wait` waits through broker
+    /// outages; one already under way when it starts is no different
+    /// (it failed at once with "cannot connect").
+    @Test("job --wait started while the broker is down waits for it, says so, and shows the job stored")
+    func waitStartedDuringAnOutage() throws {
+        let h = try SystemHarness()
+        try h.startSystem()
+        let input = try h.writeImages(1)
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--json"] + h.clientFlags)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let id = try #require(SystemHarness.jsonLines(submit.stdout).first?["job"] as? String)
+        #expect(h.signal("broker", SIGKILL) == SIGKILL)
+        // With --for, the wait ends then: unfinished, as far as is known.
+        let bounded = try h.run(["job", id, "--wait", "--for", "1"] + h.clientFlags)
+        #expect(bounded.status == 2, "\(bounded.stderr)")
+        #expect(bounded.stderr.contains("did not answer within --for 1 s; 1 job(s) not known to have ended"), "\(bounded.stderr)")
+
+        let waiter = try h.start("waiter", ["job", id, "--wait", "--json"] + h.clientFlags, separateStderr: true)
+        try h.waitUntil("job --wait says the broker is not answering") { h.errors("waiter").contains("not answering") }
+        #expect(waiter.isRunning, "\(h.errors("waiter"))")
+        try h.startBroker()
+        try h.startWorker("w", concurrency: 1)
+        waiter.waitUntilExit()
+        #expect(waiter.terminationStatus == 0, "\(h.errors("waiter"))")
+        #expect(h.errors("waiter").contains("job: broker at \(h.frontend) not answering"), "\(h.errors("waiter"))")
+        #expect(h.errors("waiter").contains("job: broker back after"), "\(h.errors("waiter"))")
+        let story = try #require(SystemHarness.jsonLines(h.log("waiter")).first)
+        #expect(story["jobId"] as? String == id && story["state"] as? String == "stored", "\(h.log("waiter"))")
+    }
 }

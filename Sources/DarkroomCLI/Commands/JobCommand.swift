@@ -52,7 +52,10 @@ enum JobCommand {
             do {
                 let follower = try EventFollower(frontend: ClientOptions.brokerEndpoint(args), events: ClientOptions.eventsEndpoint(args),
                                                  context: context, timeout: timeout, curve: curve)
-                (timedOut, read) = try waitUntilEnded(ids, admin: admin, follower: follower, limit: limit)
+                let unreachable: Bool
+                (timedOut, unreachable, read) = try waitUntilEnded(ids, admin: admin, follower: follower, limit: limit)
+                // No story can be read: the wait said why.
+                if unreachable { return 2 }
             } catch {
                 throw error.runtime
             }
@@ -95,21 +98,48 @@ enum JobCommand {
     /// it. Returns the stories read that will not change (ended jobs) and
     /// the ids the broker does not know, so they are not asked for again.
     static func waitUntilEnded(_ ids: [ULID], admin: Admin, follower: EventFollower,
-                               limit: Duration?) throws(ClientError) -> (timedOut: Bool, read: [ULID: Result<JobStory, ClientError>]) {
-        let status = try admin.status()
+                               limit: Duration?) throws(ClientError) -> (timedOut: Bool, unreachable: Bool, read: [ULID: Result<JobStory, ClientError>]) {
+        let endpoint = follower.frontendEndpoint
+        let started = ContinuousClock.now
+        var status: BrokerStatus
         var open: Set<ULID> = []
         var read: [ULID: Result<JobStory, ClientError>] = [:]
-        for id in ids {
-            do {
-                let story = try admin.jobStory(id)
-                if endings.contains(story.state) { read[id] = .success(story) } else { open.insert(id) }
-            } catch where error.serverCode == .notFound {
-                read[id] = .failure(error)  // named when the stories are shown
+        // The first reads wait out an outage already under way, as the
+        // follow after them waits out one that starts later.
+        var failures = 0
+        var outageSince: ContinuousClock.Instant?
+        while true {
+            do throws(ClientError) {
+                status = try admin.status()
+                for id in ids where read[id] == nil && !open.contains(id) {
+                    do {
+                        let story = try admin.jobStory(id)
+                        if endings.contains(story.state) { read[id] = .success(story) } else { open.insert(id) }
+                    } catch where error.serverCode == .notFound {
+                        read[id] = .failure(error)  // named when the stories are shown
+                    }
+                }
+                if let outageSince { Console.err("job: broker back after \(WatchCommand.seconds(ContinuousClock.now - outageSince))") }
+                break
+            } catch where error.isRetryable {
+                let now = ContinuousClock.now
+                if let limit, now - started >= limit {
+                    Console.err("job: the broker at \(endpoint) did not answer within --for \(WatchCommand.seconds(limit)); "
+                                + "\(ids.count) job(s) not known to have ended")
+                    return (true, true, read)
+                }
+                if outageSince == nil {
+                    outageSince = now
+                    Console.err("job: broker at \(endpoint) not answering (\(error.message)); still waiting")
+                }
+                failures += 1
+                var pause = RetryBackoff.standard.delay(afterFailures: failures)
+                if let limit { pause = min(pause, limit - (now - started)) }
+                Thread.sleep(forTimeInterval: max(0.01, pause.fractionalSeconds))
             }
         }
-        guard !open.isEmpty else { return (false, read) }
+        guard !open.isEmpty else { return (false, false, read) }
         if let since = status.queue.pausedSince { Console.err("job: dispatch is paused \(PauseCommand.held(since: since))") }
-        let endpoint = follower.frontendEndpoint
         follower.onBrokerContact = { contact in
             switch contact {
             case .lost(let error, _):
@@ -120,10 +150,10 @@ enum JobCommand {
         }
         do {
             _ = try follower.waitForJobs(open, from: status.eventSeq + 1, timeout: limit)
-            return (false, read)
+            return (false, false, read)
         } catch where error.kind == .timeout && limit != nil {
             Console.err("job: \(error.message)")
-            return (true, read)
+            return (true, false, read)
         }
     }
 
