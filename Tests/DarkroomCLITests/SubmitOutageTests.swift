@@ -333,4 +333,32 @@ extension FaultTests {
         print("submit against a broker gone for good: \(acceptedInputs.count) accepted, \(maybeQueued.count) sent and unanswered "
               + "(\(extra.count) of them queued), \(notSent.count) never sent; ended \(afterKill) after the kill")
     }
+
+    /// Ctrl-C in the middle of `submit --wait` used to end it with no word:
+    /// the ids of accepted jobs still in its stdout buffer were lost, though
+    /// the jobs stay queued. Now the gathered lines go out, and one line
+    /// says what became of the inputs, before SIGINT ends it as usual.
+    @Test("submit --wait stopped by SIGINT prints the accepted job ids and what became of the inputs, and the jobs stay queued")
+    func interruptedSubmitSaysWhatItLeaves() throws {
+        let h = try SystemHarness()
+        try h.startSystem()  // no worker: every job waits
+        let input = try h.writeImages(5)
+        let submit = try h.start("submit", ["submit", input.path, "--ops", "invert", "--wait"] + h.clientFlags, separateStderr: true)
+        try h.waitUntil("the broker has accepted the five jobs") {
+            let status = try JSONSerialization.jsonObject(with: Data(try h.run(["status", "--json"] + h.brokerFlags).stdout.utf8)) as? [String: Any]
+            return ((status?["queue"] as? [String: Any])?["ready"] as? [Int])?.reduce(0, +) == 5
+        }
+        submit.interrupt()
+        submit.waitUntilExit()
+        #expect(submit.terminationReason == .uncaughtSignal && submit.terminationStatus == SIGINT, "\(h.errors("submit"))")
+        let ids = h.log("submit").split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
+        #expect(ids.count == 5 && ids.allSatisfy { $0.count == 26 }, "\(h.log("submit"))")
+        #expect(h.errors("submit").contains(
+            "submit: stopped by SIGINT: 5 of 5 input(s) accepted (their job ids are above), 0 stored, 0 dead; the other 5 stay queued and run"),
+                "\(h.errors("submit"))")
+        for id in ids {
+            let story = try h.run(["job", id, "--json"] + h.brokerFlags)
+            #expect(story.stdout.contains("\"state\":\"queued\""), "\(story.stdout)")
+        }
+    }
 }

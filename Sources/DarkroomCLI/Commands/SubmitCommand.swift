@@ -5,6 +5,7 @@ import DarkroomPipeline
 import DarkroomProtocol
 import DarkroomZMQ
 import Foundation
+import Synchronization
 
 /// `darkroom submit`: sends jobs to the broker, many in flight at once,
 /// keeps resending through a broker outage until a deadline, and optionally
@@ -196,6 +197,14 @@ enum SubmitCommand {
             out.flush()
             Console.err(line)
         }
+        // Ctrl-C (or SIGTERM) mid-run: the lines gathered for stdout (the
+        // ids of accepted jobs among them) still go out, and one line says
+        // what became of the inputs, before the signal ends the process.
+        let tally = Tally()
+        StopSignals.onStop { signal in
+            out.flushAndClose()
+            Console.err(tally.stoppedText(signal: StopSignals.name(signal), wait: wait))
+        }
 
         // Local checks: every file must exist and be a JPEG within the limits,
         // and the pipeline must fit its size, before anything is sent.
@@ -241,6 +250,7 @@ enum SubmitCommand {
             inputs[index].bytes = inputs[index].file.flatMap { downloadChecks.takeBytes(of: $0) }
         }
         progress?.total = valid
+        tally.inputs.store(valid, ordering: .relaxed)
         if valid == 0 {
             out.flush()
             throw RuntimeError("no valid inputs to submit")
@@ -306,6 +316,7 @@ enum SubmitCommand {
                 switch result {
                 case let .accepted(jobID, _):
                     accepted[jobID] = index
+                    tally.accepted.add(1, ordering: .relaxed)
                     statuses[index] = .accepted(jobID)
                     if json {
                         var o = JSONObject()
@@ -358,6 +369,7 @@ enum SubmitCommand {
                 switch event.kind {
                 case .stored:
                     stored += 1
+                    tally.stored.add(1, ordering: .relaxed)
                     statuses[index] = .stored(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
                         out.write("stored ")
@@ -370,6 +382,7 @@ enum SubmitCommand {
                     }
                 case .dead:
                     dead += 1
+                    tally.dead.add(1, ordering: .relaxed)
                     statuses[index] = .dead(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "dead", event: event)) } else {
                         let reason = event.failure.map(Format.failureText) ?? "no reason given"
@@ -378,6 +391,7 @@ enum SubmitCommand {
                     }
                 case .cancelled:
                     cancelled += 1
+                    tally.cancelled.add(1, ordering: .relaxed)
                     statuses[index] = .cancelled(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "cancelled", event: event)) } else {
                         progress?.clearLine()
@@ -484,6 +498,39 @@ enum SubmitCommand {
             if unfinished > 0 { parts.append("\(unfinished) not seen to finish") }
             parts += ["\(refused) refused", "\(unanswered) never answered", "\(invalid) invalid"]
             return "\(inputs) input(s): " + parts.joined(separator: ", ") + (resent > 0 ? "; \(resent) submit(s) resent" : "")
+        }
+    }
+
+    /// What a run has heard so far, counted on its thread and read by the
+    /// stop signal's (`StopSignals`).
+    final class Tally: Sendable {
+        /// The inputs that passed the checks.
+        let inputs = Atomic<Int>(0)
+        let accepted = Atomic<Int>(0)
+        let stored = Atomic<Int>(0)
+        let dead = Atomic<Int>(0)
+        let cancelled = Atomic<Int>(0)
+
+        /// The line said when a signal stops the run.
+        func stoppedText(signal: String, wait: Bool) -> String {
+            let accepted = accepted.load(ordering: .relaxed), inputs = inputs.load(ordering: .relaxed)
+            if accepted == 0 {
+                return "submit: stopped by \(signal) before any job was accepted (a submit in flight at the stop may be queued all the same)"
+            }
+            var text = "submit: stopped by \(signal): \(accepted) of \(inputs) input(s) accepted (their job ids are above)"
+            if wait {
+                let stored = stored.load(ordering: .relaxed), dead = dead.load(ordering: .relaxed)
+                let cancelled = cancelled.load(ordering: .relaxed)
+                let open = accepted - stored - dead - cancelled
+                text += ", \(stored) stored, \(dead) dead\(cancelled > 0 ? ", \(cancelled) cancelled" : "")"
+                if open > 0 { text += "; the other \(open) stay queued and run: `darkroom job ID --wait` or `darkroom watch` follows them" }
+            } else {
+                text += "; they stay queued and run"
+            }
+            if accepted < inputs {
+                text += "; \(inputs - accepted) not accepted (any sent just before the stop may be queued all the same)"
+            }
+            return text
         }
     }
 

@@ -78,7 +78,7 @@ enum WebSources {
         let directory = try makeDirectory()
         // Ctrl-C (or SIGTERM) during the downloads or the submit that
         // follows would leave them behind.
-        RemoveOnSignal.install(directory)
+        StopSignals.remove(directory)
         let files = Files(directory: directory)
         let requests = urls.map { index in
             FetchRequest(url: inputs[index].path, destination: (directory as NSString).appendingPathComponent("\(index).jpg"))

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DarkroomProtocol
 
 /// Where the CLI writes: stdout for results, stderr for diagnostics. Writes are
@@ -26,8 +27,18 @@ enum Console {
 /// line per job as thousands of jobs a second finish writes once per batch,
 /// calling `flush` whenever it is about to wait (and before each stderr
 /// line, so the two streams still interleave in order on a terminal).
-final class OutputBuffer {
-    private var pending: [UInt8] = []
+///
+/// Written by one thread; `flushAndClose` may come from another (a stop
+/// signal's), so the bytes are behind a lock.
+final class OutputBuffer: Sendable {
+    private struct State {
+        var pending: [UInt8] = []
+        /// Bytes of `pending` up to the end of its last whole line.
+        var whole = 0
+        var closed = false
+    }
+
+    private let state = Mutex(State())
 
     func line(_ text: String) {
         write(text)
@@ -38,22 +49,39 @@ final class OutputBuffer {
     /// per-input lines): no String is built for it, and an id goes in as
     /// its 26 characters.
     func write(_ text: String) {
-        pending.append(contentsOf: text.utf8)
+        state.withLock { $0.pending.append(contentsOf: text.utf8) }
     }
 
     func write(_ id: ULID) {
-        id.appendASCII(to: &pending)
+        state.withLock { id.appendASCII(to: &$0.pending) }
     }
 
     func endLine() {
-        pending.append(0x0A)
-        if pending.count >= 1 << 16 { flush() }
+        let full = state.withLock { state in
+            state.pending.append(0x0A)
+            state.whole = state.pending.count
+            return state.pending.count >= 1 << 16
+        }
+        if full { flush() }
     }
 
     func flush() {
-        guard !pending.isEmpty else { return }
-        FileHandle.standardOutput.write(Data(pending))
-        pending.removeAll(keepingCapacity: true)
+        state.withLock { state in
+            guard !state.closed, !state.pending.isEmpty else { return }
+            FileHandle.standardOutput.write(Data(state.pending))
+            state.pending.removeAll(keepingCapacity: true)
+            state.whole = 0
+        }
+    }
+
+    /// Writes the whole lines gathered (not one cut in half) and drops
+    /// everything written after: for a process about to end on a signal.
+    func flushAndClose() {
+        state.withLock { state in
+            guard !state.closed else { return }
+            if state.whole > 0 { FileHandle.standardOutput.write(Data(state.pending[..<state.whole])) }
+            state.closed = true
+        }
     }
 }
 
