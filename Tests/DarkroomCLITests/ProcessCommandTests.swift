@@ -250,6 +250,25 @@ struct ProcessCommandTests {
         #expect(inputs.sorted() == [root.path + "/2025/z.jpg", root.path + "/2026/12/a.jpg", root.path + "/2026/12/b.jpg"], "\(all.stdout)")
     }
 
+    /// Options nothing written will use used to pass without a word.
+    @Test("an option no output uses is named in a note, and the run goes on")
+    func unusedOptionsAreNoted() throws {
+        let dir = try TemporaryDirectory()
+        try Data(try Self.goodJPEG()).write(to: dir.url.appendingPathComponent("a.jpg"))
+        let png = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", "invert", "--format", "png", "--quality", "50",
+                                           "--progressive", "--out", dir.path("o1")])
+        #expect(png.status == 0, "\(png.stderr)")
+        #expect(png.stderr.contains("note: --quality does not apply to a PNG result (PNG is lossless)"), "\(png.stderr)")
+        #expect(png.stderr.contains("note: --progressive applies to JPEG outputs only, and none is written"), "\(png.stderr)")
+        let none = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", "invert", "--thumb", "none", "--thumb-format", "png",
+                                            "--out", dir.path("o2")])
+        #expect(none.stderr.contains("note: --thumb-format has no thumbnail to apply to (--thumb none)"), "\(none.stderr)")
+        // Used: no note (the thumbnail is a JPEG, so --progressive applies).
+        let used = try DarkroomProcess.run(["process", dir.path("a.jpg"), "--ops", "invert", "--format", "png", "--thumb-format", "jpeg",
+                                            "--progressive", "--thumb-quality", "50", "--out", dir.path("o3")])
+        #expect(!used.stderr.contains("note:"), "\(used.stderr)")
+    }
+
     /// Foundation's text ("The operation could not be completed.") said
     /// neither what was wrong nor where.
     @Test("an output directory that cannot be made, or a directory where a result goes, is said in plain words")

@@ -45,6 +45,10 @@ enum ProcessCommand {
         let json = args.flag("json")
         let outDir = URL(fileURLWithPath: args.value("out") ?? "darkroom-out")
         try OutputFile.makeDirectory(outDir.path, what: "the output directory")
+        for note in ImageOptions.unusedOptionNotes(args, format: settings.jobOptions.format,
+                                                   thumbnailFormat: settings.jobOptions.thumbnail == nil ? nil : settings.jobOptions.thumbnailFormat) {
+            Console.err(note)
+        }
 
         var inputs = InputFiles.expand(args.positionals, recursive: args.flag("recursive"))
         let extensions = (full: settings.jobOptions.format.fileExtension, thumbnail: settings.jobOptions.thumbnailFormat.fileExtension)
@@ -269,6 +273,29 @@ struct ImageOptions {
             throw UsageError("--subsampling must be auto, 444, 422 or 420, not \"\(text)\"")
         }
         return mode
+    }
+
+    /// A line for each output option given that nothing written will use:
+    /// a quality for a PNG, JPEG-only options with no JPEG output, thumbnail
+    /// options with no thumbnail. Said, not refused: the same options may
+    /// serve several runs of a script.
+    static func unusedOptionNotes(_ args: ParsedArguments, format: ImageFormat, thumbnailFormat: ImageFormat?) -> [String] {
+        var notes: [String] = []
+        func given(_ option: String) -> Bool { args.value(option) != nil || args.flag(option) }
+        if given("quality"), format == .png { notes.append("--quality does not apply to a PNG result (PNG is lossless)") }
+        if let thumbnailFormat {
+            if given("thumb-quality"), thumbnailFormat == .png { notes.append("--thumb-quality does not apply to a PNG thumbnail (PNG is lossless)") }
+        } else {
+            for option in ["thumb-format", "thumb-quality", "thumb-gravity"] where given(option) {
+                notes.append("--\(option) has no thumbnail to apply to (--thumb none)")
+            }
+        }
+        if format != .jpeg, thumbnailFormat != .jpeg {
+            for option in ["progressive", "subsampling"] where given(option) {
+                notes.append("--\(option) applies to JPEG outputs only, and none is written")
+            }
+        }
+        return notes.map { "note: " + $0 }
     }
 
     static func specs(pipelineRequired: Bool) -> [OptionSpec] {

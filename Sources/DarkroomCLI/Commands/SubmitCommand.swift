@@ -171,6 +171,9 @@ enum SubmitCommand {
             format: DarkroomProtocol.JobOptions.OutputFormat(name: formats.full.rawValue) ?? .jpeg,
             thumbnailFormat: DarkroomProtocol.JobOptions.OutputFormat(name: formats.thumbnail.rawValue) ?? .jpeg
         )
+        if !args.flag("json") {
+            for note in ImageOptions.unusedOptionNotes(args, format: formats.full, thumbnailFormat: formats.thumbnail) { Console.err(note) }
+        }
         let priority = UInt8(try args.int("priority", default: 5, range: 0...9))
         let terms = JobTerms(
             schedule: try Schedule.parse(at: args.value("at"), in: args.value("in")),
