@@ -102,7 +102,7 @@ struct ProcessCommandTests {
             let thumbHeader = try JPEG.readHeader([UInt8](try Data(contentsOf: URL(fileURLWithPath: thumb))))
             #expect(thumbHeader.storedSize == Size(width: 32, height: 32))
         }
-        let expectedCodes = ["truncated.jpg": "truncated", "empty.jpg": "empty", "bmp-named.jpg": "unsupported-format", "missing.jpg": "input"]
+        let expectedCodes = ["truncated.jpg": "image.truncated", "empty.jpg": "image.empty", "bmp-named.jpg": "image.unsupported-format", "missing.jpg": "input"]
         for (name, code) in expectedCodes {
             let object = try #require(byName[name], "no line for \(name)")
             #expect(object["ok"] as? Bool == false)

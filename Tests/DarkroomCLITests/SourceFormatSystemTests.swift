@@ -79,7 +79,7 @@ struct SourceFormatSystemTests {
         #expect(names.sorted() == ["anim.gif", "clip.avif", "fake.png", "logo.PNG", "phone.HEIC", "photo.jpg", "scan.tif", "still.webp"], "\(names)")
         let fake = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("fake.png") == true })
         let error = try #require(fake["error"] as? [String: Any])
-        #expect(error["code"] as? String == "unsupported-format")
+        #expect(error["code"] as? String == "image.unsupported-format")
         #expect(error["reason"] as? String == "not a JPEG, PNG, WebP, GIF, HEIF or TIFF image (starts with 42 4D 36 00: looks like BMP)", "\(error)")
         let logo = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("local") + "/logo.jpg")))
         let decoded = try JPEG.decode(logo).image
