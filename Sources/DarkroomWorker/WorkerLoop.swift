@@ -460,7 +460,8 @@ final class WorkerLoop {
         }
         nextStoreTimer = next
         for (run, sends) in expired {
-            let reason = "storage node unreachable: no STORED within \(configuration.storeTimeout) (\(sends) STORE sent)"
+            let sent = sends == 0 ? "the result could not be sent" : "the result was sent \(sends) time(s)"
+            let reason = "storage node unreachable: it did not confirm the result within \(configuration.storeTimeout.components.seconds) s (\(sent))"
             report(run: run, .fail(FailureMapping.detail(code: FailureDetail.Code.storeUnreachable, reason: reason), retryable: true))
         }
         for run in resend { sendStore(run: run) }

@@ -269,7 +269,7 @@ struct SystemTests {
         let stderr = (try? String(contentsOf: h.dir.url.appendingPathComponent("submit.err"), encoding: .utf8)) ?? ""
         let retries = stderr.split(separator: "\n").filter { $0.hasPrefix("retry  ") }
         #expect(!retries.isEmpty, "\(stderr)")
-        #expect(retries.allSatisfy { $0.contains("(attempt 2): attempt 2 now") && $0.contains("victim") }, "\(stderr)")
+        #expect(retries.allSatisfy { $0.contains(": attempt 2 now") && !$0.contains("(attempt 2)") && $0.contains("victim") }, "\(stderr)")
         #expect(h.log("submit").split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(h.log("submit"))")
     }
 

@@ -406,7 +406,9 @@ enum SubmitCommand {
                     // The event's reason says when and why (a worker that
                     // stopped answering, a failed step).
                     if progress == nil {
-                        err("retry  \(event.jobID) \(path) (attempt \(event.attempt))" + (event.failure.map { ": " + Format.failureText($0) } ?? ""))
+                        // The broker's reason starts with the attempt and
+                        // when ("attempt 2 in 1.5 s: ..."); said once.
+                        err("retry  \(event.jobID) \(path)" + (event.failure.map { ": " + Format.failureText($0) } ?? " (attempt \(event.attempt))"))
                     }
                 default:
                     break
