@@ -173,8 +173,12 @@ final class RecordStore {
         let steps = migrations.map { migration in
             (version: migration.version, apply: { (db: Connection) throws in try db.execute(migration.sql) })
         }
-        for version in try connection.migrate(to: schemaVersion, steps: steps) {
-            logger.info("store schema migrated to version \(version)")
+        let applied = try connection.migrate(to: schemaVersion, steps: steps)
+        // A new database goes through every step: one line says it was made.
+        if let last = applied.last, applied.count == migrations.count {
+            logger.info("store schema created (version \(last))")
+        } else {
+            for version in applied { logger.info("store schema migrated to version \(version)") }
         }
     }
 
