@@ -224,6 +224,9 @@ struct ImageOptions {
     /// `--thumb WxH`, each side 1 to `maxSide`; the message mentions `none`
     /// where the command accepts it.
     static func thumbnailSize(_ text: String, maxSide: Int, orNone: Bool) throws(UsageError) -> Size {
+        if !orNone, text.lowercased() == "none" {
+            throw UsageError("--thumb none: a queued job always makes a thumbnail (its record links the two); `darkroom process --thumb none` makes none")
+        }
         guard let size = Size(parsing: text), (1...maxSide).contains(size.width), (1...maxSide).contains(size.height) else {
             throw UsageError("--thumb must be WxH with sides 1 to \(maxSide) (e.g. 256x256)\(orNone ? " or none" : ""), not \"\(text)\"")
         }

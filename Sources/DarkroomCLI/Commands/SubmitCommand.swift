@@ -107,7 +107,7 @@ enum SubmitCommand {
         arguments: [ArgumentSpec(name: "inputs", help: "JPEG, PNG, WebP, GIF, HEIF or TIFF files, directories, globs or http(s) URLs.", variadic: true, optional: true)],
         options: [
             .value("ops", "PIPELINE", help: "(required) The steps to run, e.g. 'scale:1024x1024,mode=fill | crop:square'."),
-            .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop).", default: "256x256"),
+            .value("thumb", "WxH", help: "Thumbnail size (aspect-fill, centre crop), each side 1 to 4096.", default: "256x256"),
             .value("quality", "N", help: "Quality of the full-resolution output, 1-100.", default: "95"),
             .value("thumb-quality", "N", help: "Quality of the thumbnail, 1-100.", default: "70"),
             ImageOptions.thumbGravitySpec,
