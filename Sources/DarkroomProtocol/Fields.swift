@@ -276,6 +276,9 @@ public struct FailureDetail: Sendable, Hashable, Codable {
         /// connection, without listing the job in HOLDING; the broker
         /// requeues it without counting the attempt.
         public static let workerReconnected = "worker.reconnected"
+        /// The worker's key was revoked while it held the job: the broker
+        /// dropped it and requeues the job without counting the attempt.
+        public static let workerRevoked = "worker.revoked"
         /// The worker handed the job back while shutting down.
         public static let workerShutdown = "worker.shutdown"
         /// The worker could not reach the storage node.

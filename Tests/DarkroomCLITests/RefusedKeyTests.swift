@@ -229,7 +229,9 @@ struct RefusedKeyTests {
         try h.start("revoked", ["worker", "--broker", h.backend, "--store", h.store, "--id", "revoked", "--concurrency", "2"]
                     + system.keyFlags("allow-broker/worker.key_secret"))
         let input = try h.writeImages(20, size: Size(width: 320, height: 240))
-        let submit = try h.run(["submit", input.path, "--ops", FaultTests.slowOps, "--json"] + h.clientFlags + admin)
+        // One attempt each: a revoke that charged the attempts of the jobs
+        // the worker held (it once did, as a lost worker's) would make them dead.
+        let submit = try h.run(["submit", input.path, "--ops", FaultTests.slowOps, "--retries", "0", "--json"] + h.clientFlags + admin)
         try #require(submit.status == 0, "\(submit.stderr)")
         let jobs = Set(SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String })
         try #require(jobs.count == 20)
@@ -261,6 +263,13 @@ struct RefusedKeyTests {
         #expect(stored.count == 20, "none stored twice")
         let queue = try #require(try status()["queue"] as? [String: Any])
         #expect(queue["dead"] as? Int == 0)
+        #expect(h.log("broker").contains("worker revoked dropped: its key was revoked; requeuing"), "\(h.log("broker"))")
+        // Its jobs went back uncounted, as worker.revoked, and none failed.
+        let events = SystemHarness.jsonLines(try h.run(["watch", "--from", "1", "--duration", "2", "--json"] + h.clientFlags + admin).stdout)
+        let requeued = events.filter { $0["kind"] as? String == "retrying" }
+        #expect(!requeued.isEmpty && requeued.allSatisfy { ($0["error"] as? [String: Any])?["code"] as? String == "worker.revoked" },
+                "\(requeued)")
+        #expect(events.allSatisfy { $0["kind"] as? String != "failed" && $0["kind"] as? String != "dead" })
         // The revoked worker keeps running, refused, and says so.
         #expect(h.processes["revoked"]?.isRunning == true)
         #expect(h.log("revoked").contains("refused"), "\(h.log("revoked"))")

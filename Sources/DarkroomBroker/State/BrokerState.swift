@@ -341,15 +341,21 @@ struct BrokerState {
 
     /// A worker is lost (silent, disconnected): each of its jobs failed
     /// (`worker.lost`, counted) and goes back at once, or dead when out of
-    /// attempts. The worker leaves the registry.
-    func planLost(_ workerID: String, reason: String, now: Moment) -> Transition {
+    /// attempts. Not `counted` (its key was revoked: nothing about the jobs
+    /// failed), each goes back at once without charging the attempt
+    /// (`worker.revoked`). The worker leaves the registry.
+    func planLost(_ workerID: String, reason: String, counted: Bool = true, now: Moment) -> Transition {
         var t = Transition()
         if let worker = workers[workerID] {
-            let failure = FailureDetail(code: FailureDetail.Code.workerLost, reason: reason)
+            let failure = FailureDetail(code: counted ? FailureDetail.Code.workerLost : FailureDetail.Code.workerRevoked, reason: reason)
             for id in worker.jobs.sorted() {
                 guard let lease = leases[id] else { continue }
                 t.changes.append(.release(id))
-                failAttempt(lease.job, worker: workerID, failure: failure, retryable: true, immediate: true, at: now, into: &t)
+                if counted {
+                    failAttempt(lease.job, worker: workerID, failure: failure, retryable: true, immediate: true, at: now, into: &t)
+                } else {
+                    requeueUncounted(lease.job, worker: workerID, failure: failure, at: now, into: &t)
+                }
             }
         }
         t.changes.append(.forget(worker: workerID))

@@ -33,6 +33,12 @@ extension BrokerCore {
             guard let worker = state.workerID(for: connection) else { return }
             logger.warn("worker \(worker) silent for \(silence) ms; declared dead, requeuing its \(state.workers[worker]?.jobs.count ?? 0) job(s)")
             loseWorker(worker, reason: "worker \(worker) stopped answering (no message for \(silence) ms)", now: now)
+        case let .revoked(connection):
+            turnFacts.append(input)
+            guard let worker = state.workerID(for: connection) else { return }
+            // Nothing about its jobs failed: they go back uncounted.
+            logger.warn("worker \(worker) dropped: its key was revoked; requeuing its \(state.workers[worker]?.jobs.count ?? 0) job(s), uncounted")
+            loseWorker(worker, reason: "worker \(worker) was dropped: its key was revoked", counted: false, now: now)
         case let .written(job, failure):
             finishParked(job, failure: failure, now: now)
         }
@@ -365,8 +371,8 @@ extension BrokerCore {
 
     /// A worker is gone: its jobs are requeued (counted). If that cannot be
     /// written, the jobs are held and requeued by the next turn's timers.
-    func loseWorker(_ worker: String, reason: String, now: Moment) {
-        switch apply(state.planLost(worker, reason: reason, now: now), now: now) {
+    func loseWorker(_ worker: String, reason: String, counted: Bool = true, now: Moment) {
+        switch apply(state.planLost(worker, reason: reason, counted: counted, now: now), now: now) {
         case .applied, .lost:
             break
         case .rejected(let failure), .unreadableInput(_, let failure):

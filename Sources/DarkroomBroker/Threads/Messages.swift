@@ -25,6 +25,9 @@ enum CoreInput: Sendable {
     case backend(BackendMessage, connection: [UInt8])
     /// A worker's connection sent nothing for `silence` ms.
     case silent(connection: [UInt8], silence: UInt64)
+    /// A worker's connection uses a key the allowlist no longer holds: it
+    /// was told DISCONNECT, and its next connection is refused.
+    case revoked(connection: [UInt8])
     /// A large input's file is written (or failed to be).
     case written(job: ULID, failure: DurableFile.Failure?)
 }
@@ -34,7 +37,7 @@ extension CoreInput {
     /// a worker's message, or a worker's silence.
     var isFromWorkers: Bool {
         switch self {
-        case .backend, .silent: return true
+        case .backend, .silent, .revoked: return true
         case .submit, .deadRetry, .deadDiscard, .cancel, .pause, .read, .written: return false
         }
     }

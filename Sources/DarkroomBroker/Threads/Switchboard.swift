@@ -226,7 +226,7 @@ final class Switchboard {
             // refused by the ZAP handler.
             if peers.removeValue(forKey: connection) != nil {
                 warnings.warn(logger, "backend: revoked keys", "backend: worker connection \(Wire.peerName(connection)) uses a revoked key; disconnected")
-                forward.append(.backend(.disconnect, connection: connection))
+                forward.append(.revoked(connection: connection))
                 sendBackend(connection, BackendMessage.disconnect.frames(), now: now)
             }
             return
