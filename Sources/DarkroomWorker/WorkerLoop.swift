@@ -741,7 +741,12 @@ final class WorkerLoop {
             if !Wire.isError(frames) { sendToBroker(Wire.errorReply(to: frames, for: error).frames()) }
             return
         }
-        if message != .disconnect { backoff = configuration.reconnectInitial }
+        // A DISCONNECT, or the broker turning this worker's id away (ERROR
+        // conflict, before its DISCONNECT), keeps the reconnect backoff
+        // growing: the next READY would only be turned away again.
+        var turnedAway = false
+        if case .error(let reply) = message, reply.code == .conflict { turnedAway = true }
+        if message != .disconnect, !turnedAway { backoff = configuration.reconnectInitial }
         switch message {
         case .job(let job):
             accept(job)

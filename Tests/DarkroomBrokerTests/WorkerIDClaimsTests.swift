@@ -32,4 +32,20 @@ struct WorkerIDClaimsTests {
         #expect(claims.note("worker-0", process: "host h pid 99", now: 0) == nil)
         #expect(claims.note("worker-0", process: "host h pid 0", now: 0) == nil)
     }
+
+    @Test func afterAClashTheIdStaysWithTheProcessThatTookItBackUntilReleased() {
+        var claims = WorkerIDClaims()
+        _ = claims.note("w", process: "host a pid 1", now: 0)
+        #expect(claims.holder(of: "w") == nil, "a first READY is no clash")
+        _ = claims.note("w", process: "host a pid 2", now: 10)
+        #expect(claims.holder(of: "w") == nil, "a restart is no clash")
+        _ = claims.note("w", process: "host a pid 1", now: 20)
+        #expect(claims.holder(of: "w") == "host a pid 1")
+        // Still held past the once-a-minute report.
+        _ = claims.note("w", process: "host a pid 1", now: 30)
+        #expect(claims.holder(of: "w") == "host a pid 1")
+        claims.release("w")
+        #expect(claims.holder(of: "w") == nil)
+        #expect(claims.holder(of: "v") == nil)
+    }
 }

@@ -290,6 +290,16 @@ struct SystemTests {
                 h.log(name).contains("broker answered ERROR conflict: worker id twin is used by two processes")
             }
         }
+        // Then the id stays with one of them, which does the work (the two
+        // used to take it from each other for good, and neither got a job);
+        // the other is turned away and told why.
+        try h.waitUntil("one worker is turned away", timeout: .seconds(30)) {
+            (h.log("first") + h.log("second")).contains("is turned away while it is: give each worker its own --id")
+        }
+        let input = try h.writeImages(3)
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--wait", "--deadline", "60"] + h.clientFlags)
+        #expect(submit.status == 0, "\(submit.stderr)")
+        #expect(submit.stdout.split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(submit.stdout)")
     }
 
     @Test("a corrupt image goes to the dead-letter set with its reason; bad frames get an ERROR; nothing stops")

@@ -8,8 +8,21 @@
 /// instead take the id from each other at every reconnect, without end, and
 /// each side only saw "broker sent DISCONNECT". Their READYs alternate
 /// between two processes (A, B, A), which a restart never does: then the
-/// broker says so, at most once a minute for an id.
+/// broker says so, at most once a minute for an id, and the process that
+/// holds the id then keeps it (`holder`): the other's READYs are refused
+/// while the holder is registered, so one of the two works instead of
+/// neither.
 struct WorkerIDClaims {
+    /// For each contested id, the process that keeps it.
+    private var holders: [String: String] = [:]
+
+    /// The process that keeps `workerID` after a clash, if there was one.
+    func holder(of workerID: String) -> String? { holders[workerID] }
+
+    /// The holder of `workerID` is gone (its worker left the registry):
+    /// the next READY under the id takes it, as any READY would.
+    mutating func release(_ workerID: String) { holders[workerID] = nil }
+
     /// For each id, the process of its latest READY and the one before it
     /// (as "host H pid P").
     private var recent: [String: (earlier: String?, last: String)] = [:]
@@ -34,6 +47,8 @@ struct WorkerIDClaims {
         }
         recent[workerID] = (before?.last, process)
         guard let before, before.earlier == process else { return nil }
+        if holders.count >= Self.capacity { holders.removeAll() }
+        holders[workerID] = process
         if let last = reported[workerID], now &- last < Self.reportEvery { return nil }
         reported[workerID] = now
         return before.last

@@ -290,6 +290,17 @@ extension BrokerCore {
     func handleBackend(_ message: BackendMessage, connection: [UInt8], now: Moment) {
         if case .ready(let ready) = message {
             let process = "host \(ready.host) pid \(ready.pid)"
+            // After a clash, the id stays with its holder while the holder
+            // is registered: the other process is told why and turned away.
+            if let holder = workerClaims.holder(of: ready.workerID), holder != process {
+                if let entry = state.workers[ready.workerID], "host \(entry.host) pid \(entry.pid)" == holder {
+                    let reason = "worker id \(ready.workerID) is held by \(holder); \(process) is turned away while it is: give each worker its own --id"
+                    delivery.backend.append(.init(connection, ErrorReply(requestID: 0, code: .conflict, reason: reason).frames()))
+                    delivery.backend.append(.init(connection, BackendMessage.disconnect.frames()))
+                    return
+                }
+                workerClaims.release(ready.workerID)
+            }
             var clash: String?
             if let other = workerClaims.note(ready.workerID, process: process, now: now.monotonic) {
                 clash = "worker id \(ready.workerID) is used by two processes, \(other) and \(process): each READY takes the id, "
