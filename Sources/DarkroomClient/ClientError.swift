@@ -103,13 +103,16 @@ extension ClientError {
         switch refusal {
         case .keyRefused:
             message = "\(role) at \(endpoint) refused this client's key: its public key is not in the server's --allow directory, "
-                + "or its role may not use this endpoint (producer: submit, watch, status, ls, get; worker: jobs and stores; admin: everything)"
+                + "or its role may not use this endpoint (producer: submit, watch, status, cancel, ls, get; worker: jobs and stores; admin: everything)"
         case .curveRequired:
             message = "\(role) at \(endpoint) requires CURVE keys: pass --curve-key (this client's secret key file) and \(serverKey) (the server's public key)"
         case .curveNotUsed:
             message = "\(role) at \(endpoint) does not use CURVE: leave out --curve-key and \(serverKey), or start the server with --curve-key and --allow"
         case .serverKeyMismatch:
-            message = "\(role) at \(endpoint) closed the CURVE handshake: \(serverKey) is not that server's public key"
+            // --store-key falls back to --server-key: the key at fault may be
+            // the one the user gave under the other name.
+            let given = role == .store ? "--store-key (or --server-key, which stands for it when --store-key is not given)" : serverKey
+            message = "\(role) at \(endpoint) closed the CURVE handshake: \(given) is not that server's public key"
         }
         return ClientError(.refused, message)
     }

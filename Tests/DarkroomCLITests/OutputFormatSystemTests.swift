@@ -56,6 +56,13 @@ struct OutputFormatSystemTests {
         let sheet = h.dir.path("sheet.jpg")
         let made = try h.run(["contact-sheet", "-o", sheet] + h.storeFlags)
         #expect(made.status == 0 && made.stderr.contains("2 thumbnails"), "\(made.stderr)")
+        // A .png name gets a PNG (it got a JPEG); another name is refused.
+        let png = try h.run(["contact-sheet", "-o", h.dir.path("sheet.png")] + h.storeFlags)
+        #expect(png.status == 0, "\(png.stderr)")
+        let pngBytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path("sheet.png"))))
+        #expect(Array(pngBytes.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
+        let other = try h.run(["contact-sheet", "-o", h.dir.path("sheet.gif")] + h.storeFlags)
+        #expect(other.status == 64 && other.stderr.contains("written as JPEG (.jpg, .jpeg) or PNG (.png)"), "\(other.stderr)")
     }
 
     @Test("submit --format avif stores AVIFs with the source's profile, byte for byte as process writes them; ls and get name them")

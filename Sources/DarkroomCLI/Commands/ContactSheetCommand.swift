@@ -10,7 +10,7 @@ enum ContactSheetCommand {
         name: "contact-sheet",
         abstract: "Make a grid of the latest thumbnails as one JPEG.",
         options: [
-            .value("output", short: "o", "FILE", help: "Where to write the sheet.", default: "contact-sheet.jpg"),
+            .value("output", short: "o", "FILE", help: "Where to write the sheet: a .jpg or .png file.", default: "contact-sheet.jpg"),
             .value("limit", short: "n", "N", help: "How many of the latest records.", default: "24"),
             .value("columns", "N", help: "Thumbnails per row.", default: "6"),
             .value("cell", "PIXELS", help: "Size of each cell.", default: "256"),
@@ -22,6 +22,11 @@ enum ContactSheetCommand {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let output = args.value("output") ?? "contact-sheet.jpg"
+        // The file is what its name says: a .png name gets a PNG.
+        let ext = (output as NSString).pathExtension.lowercased()
+        guard ["jpg", "jpeg", "png"].contains(ext) else {
+            throw UsageError("--output \(output): a contact sheet is written as JPEG (.jpg, .jpeg) or PNG (.png)")
+        }
         let limit = try args.int("limit", default: 24, range: 1...1000)
         let columns = try args.int("columns", default: 6, range: 1...100)
         let cell = try args.int("cell", default: 256, range: 16...2048)
@@ -58,7 +63,8 @@ enum ContactSheetCommand {
         if profiles.contains(where: { $0 != nil }) && shared == nil {
             Console.err("the thumbnails carry different colour profiles (or some none); the sheet carries none, so some may look off in colour")
         }
-        let bytes = try JPEG.encode(sheet, options: EncodeOptions(quality: 85, iccProfile: shared))
+        let bytes = ext == "png" ? try PNG.encode(sheet, iccProfile: shared)
+            : try JPEG.encode(sheet, options: EncodeOptions(quality: 85, iccProfile: shared))
         try OutputFile.write(bytes, to: output)
         Console.err("wrote \(output): \(thumbnails.count) thumbnails, \(sheet.width)x\(sheet.height)")
         return 0

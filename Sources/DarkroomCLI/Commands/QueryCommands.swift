@@ -469,7 +469,10 @@ enum DeadCommand {
             } else {
                 for job in jobs {
                     let step = job.stepIndex >= 1 ? "step \(job.stepIndex) \(job.step): " : ""
-                    Console.out("\(job.jobID) \(job.source) after \(job.attempts) attempt(s): \(step)\(job.reason)")
+                    // A job that ran out of retries has a reason that already
+                    // says so ("gave up after 3 attempt(s): ..."): not twice.
+                    let count = job.reason.hasPrefix("gave up after ") ? "" : " after \(job.attempts) attempt(s)"
+                    Console.out("\(job.jobID) \(job.source)\(count): \(step)\(job.reason)")
                 }
             }
             return 0

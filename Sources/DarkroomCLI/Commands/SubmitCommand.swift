@@ -189,6 +189,9 @@ enum SubmitCommand {
             guard args.positionals.isEmpty, args.value("from-list") == nil else {
                 throw UsageError("--follow watches one directory; leave out the inputs and --from-list")
             }
+            if args.flag("recursive") {
+                throw UsageError("--follow watches the directory itself, not its subdirectories; leave out --recursive")
+            }
             return try FollowFolder.run(FollowFolder.Settings(
                 directory: folder, pipeline: pipeline, options: options, priority: priority, terms: terms, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
