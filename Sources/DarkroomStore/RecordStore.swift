@@ -16,7 +16,7 @@ struct StoreFailure: Error, CustomStringConvertible {
     }
 
     static func notFound(_ id: ULID) -> StoreFailure {
-        StoreFailure(.notFound, "no record or job with id \(id)")
+        StoreFailure(.notFound, "no record or job with id \(id) (a record is removed by `rm`, or by the storage node's --keep-records or --keep-bytes)")
     }
 
     var description: String { "\(code): \(reason)" }
