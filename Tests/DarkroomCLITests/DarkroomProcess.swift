@@ -28,7 +28,7 @@ struct DarkroomProcess {
 
     /// Runs `darkroom ARGS...` to completion in `directory`. Output goes through
     /// temporary files, so a chatty child can never block on a full pipe.
-    static func run(_ arguments: [String], in directory: URL? = nil) throws -> Output {
+    static func run(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Output {
         let scratch = try TemporaryDirectory()
         let outURL = scratch.url.appendingPathComponent("stdout")
         let errURL = scratch.url.appendingPathComponent("stderr")
@@ -44,6 +44,9 @@ struct DarkroomProcess {
         process.executableURL = executable
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice

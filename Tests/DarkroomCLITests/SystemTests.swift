@@ -273,6 +273,25 @@ struct SystemTests {
         #expect(h.log("submit").split(separator: "\n").filter { $0.hasPrefix("stored ") }.count == 3, "\(h.log("submit"))")
     }
 
+    /// A host's endpoints set once, in the environment, instead of on
+    /// every command; a flag still wins, and a bad value names its variable.
+    @Test("client commands take --broker, --events and --store from DARKROOM_BROKER, DARKROOM_EVENTS and DARKROOM_STORE")
+    func endpointsFromTheEnvironment() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w1", 1)])
+        let environment = ["DARKROOM_BROKER": h.frontend, "DARKROOM_EVENTS": h.events, "DARKROOM_STORE": h.store]
+        let input = try h.writeImages(2)
+        let submit = try DarkroomProcess.run(["submit", input.path, "--ops", "invert", "--wait"], environment: environment)
+        #expect(submit.status == 0, "\(submit.stderr)")
+        let ls = try DarkroomProcess.run(["ls", "--json"], environment: environment)
+        #expect(SystemHarness.jsonLines(ls.stdout).count == 2, "\(ls.stderr)")
+        // The command line wins over the environment.
+        let flag = try DarkroomProcess.run(["status", "--broker", "tcp://127.0.0.1:1", "--timeout", "1"], environment: environment)
+        #expect(flag.status == 1 && flag.stderr.contains("tcp://127.0.0.1:1"), "\(flag.stderr)")
+        let bad = try DarkroomProcess.run(["status"], environment: ["DARKROOM_BROKER": "localhost:7700"])
+        #expect(bad.status == 64 && bad.stderr.contains("DARKROOM_BROKER=localhost:7700 (for --broker): not an endpoint"), "\(bad.stderr)")
+    }
+
     @Test("two workers started with one --id: the broker says the id is used by two processes, and so does each worker's log")
     func twoWorkersOneID() throws {
         let h = try SystemHarness()

@@ -1,4 +1,5 @@
 import DarkroomCore
+import Foundation
 
 /// Declarations of a command's arguments and options. The same declarations
 /// drive parsing and `--help`, so the two cannot drift apart.
@@ -14,6 +15,9 @@ struct OptionSpec: Sendable {
     var defaultValue: String?
     /// May be given more than once.
     var repeatable = false
+    /// The environment variable that gives the value when the option is
+    /// not on the command line (DARKROOM_BROKER), if any.
+    var environment: String? = nil
 
     var isFlag: Bool { valueName == nil }
 
@@ -21,8 +25,10 @@ struct OptionSpec: Sendable {
         OptionSpec(name: name, short: short, valueName: nil, help: help, defaultValue: nil)
     }
 
-    static func value(_ name: String, short: Character? = nil, _ valueName: String, help: String, default defaultValue: String? = nil, repeatable: Bool = false) -> OptionSpec {
-        OptionSpec(name: name, short: short, valueName: valueName, help: help, defaultValue: defaultValue, repeatable: repeatable)
+    static func value(_ name: String, short: Character? = nil, _ valueName: String, help: String, default defaultValue: String? = nil,
+                      repeatable: Bool = false, environment: String? = nil) -> OptionSpec {
+        OptionSpec(name: name, short: short, valueName: valueName, help: help, defaultValue: defaultValue, repeatable: repeatable,
+                   environment: environment)
     }
 
     /// `-o, --out DIR`
@@ -100,7 +106,7 @@ struct ParsedArguments: Sendable {
 
 extension CommandSpec {
     /// Parses `arguments` (without the command names). `--` ends options.
-    func parse(_ arguments: [String]) throws(UsageError) -> ParsedArguments {
+    func parse(_ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> ParsedArguments {
         var parsed = ParsedArguments()
         var index = 0
         var onlyPositionals = false
@@ -159,6 +165,15 @@ extension CommandSpec {
             parsed.values[option.name, default: []].append(value)
         }
         if parsed.flag("help") { return parsed }
+        // Options not given take their environment variable, if set: a
+        // host's endpoints and keys are set once, not on every command.
+        for option in allOptions where parsed.values[option.name] == nil {
+            guard let variable = option.environment, let value = environment[variable], !value.isEmpty else { continue }
+            if option.valueName == "ENDPOINT", let problem = endpointProblem(value) {
+                throw UsageError("\(variable)=\(value) (for --\(option.name)): \(problem)")
+            }
+            parsed.values[option.name] = [value]
+        }
         if parsed.positionals.isEmpty, let first = self.arguments.first(where: { !$0.optional }) {
             throw UsageError("missing expected argument '\(first.usage)'")
         }

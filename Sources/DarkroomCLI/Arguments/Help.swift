@@ -32,6 +32,7 @@ extension CommandSpec {
         for option in allOptions {
             var text = option.help
             if let def = option.defaultValue { text += " (default: \(def))" }
+            if let variable = option.environment { text += " (or $\(variable))" }
             out += row(option.signature, text)
         }
         return out

@@ -8,9 +8,12 @@ import Foundation
 /// Endpoint options shared by the client commands, with the fixed defaults
 /// `darkroom up` listens on.
 enum ClientOptions {
-    static let broker = OptionSpec.value("broker", "ENDPOINT", help: "The broker's frontend.", default: Wire.Endpoint.frontend)
-    static let events = OptionSpec.value("events", "ENDPOINT", help: "The broker's events endpoint.", default: Wire.Endpoint.events)
-    static let store = OptionSpec.value("store", "ENDPOINT", help: "The storage node.", default: Wire.Endpoint.store)
+    static let broker = OptionSpec.value("broker", "ENDPOINT", help: "The broker's frontend.", default: Wire.Endpoint.frontend,
+                                         environment: "DARKROOM_BROKER")
+    static let events = OptionSpec.value("events", "ENDPOINT", help: "The broker's events endpoint.", default: Wire.Endpoint.events,
+                                         environment: "DARKROOM_EVENTS")
+    static let store = OptionSpec.value("store", "ENDPOINT", help: "The storage node.", default: Wire.Endpoint.store,
+                                        environment: "DARKROOM_STORE")
     static let json = OptionSpec.flag("json", help: "Print one JSON object per line.")
     static let timeout = OptionSpec.value("timeout", "SECONDS", help: "How long to wait for an answer.", default: "5")
 
@@ -124,11 +127,15 @@ func jsonLine<T: Encodable>(_ value: T) -> String {
 /// client's secret key and the servers' public keys (files from
 /// `darkroom keygen`).
 extension ClientOptions {
-    static let curveKey = OptionSpec.value("curve-key", "FILE", help: "This client's secret key file (NAME.key_secret); turns on CURVE.")
-    static let serverKey = OptionSpec.value("server-key", "FILE", help: "The broker's public key file, with --curve-key.")
+    static let curveKey = OptionSpec.value("curve-key", "FILE", help: "This client's secret key file (NAME.key_secret); turns on CURVE.",
+                                           environment: "DARKROOM_CURVE_KEY")
+    static let serverKey = OptionSpec.value("server-key", "FILE", help: "The broker's public key file, with --curve-key.",
+                                            environment: "DARKROOM_SERVER_KEY")
     /// `--server-key` of the commands that talk to the storage node alone.
-    static let storeServerKey = OptionSpec.value("server-key", "FILE", help: "The storage node's public key file, with --curve-key (under `darkroom up`, the one key of the broker and the storage node).")
-    static let storeKey = OptionSpec.value("store-key", "FILE", help: "The storage node's public key file, with --curve-key.", default: "--server-key")
+    static let storeServerKey = OptionSpec.value("server-key", "FILE", help: "The storage node's public key file, with --curve-key (under `darkroom up`, the one key of the broker and the storage node).",
+                                                 environment: "DARKROOM_SERVER_KEY")
+    static let storeKey = OptionSpec.value("store-key", "FILE", help: "The storage node's public key file, with --curve-key.", default: "--server-key",
+                                           environment: "DARKROOM_STORE_KEY")
 
     /// The keys for talking to the broker, or nil without --curve-key.
     static func brokerCurve(_ args: ParsedArguments) throws(UsageError) -> CurveClientKeys? {
