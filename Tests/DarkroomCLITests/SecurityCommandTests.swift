@@ -75,6 +75,10 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: stamped + "/server.key_secret")
         let warned = try DarkroomProcess.run(args)
         #expect(warned.stderr.contains("Warning: ") && warned.stderr.contains("is readable by other users (mode 644)"), "\(warned.stderr)")
+        // A client that loads it for two servers (status: broker and store) warns once.
+        let client = try DarkroomProcess.run(["status", "--broker", "tcp://127.0.0.1:1", "--store", "tcp://127.0.0.1:1", "--timeout", "1",
+                                              "--curve-key", stamped + "/server.key_secret", "--server-key", stamped + "/server.key"])
+        #expect(client.stderr.components(separatedBy: "Warning: ").count == 2, "\(client.stderr)")
 
         // The secret on a line of its own, and cut short: neither is shown.
         let secretText = try String(contentsOfFile: stamped + "/server.key_secret", encoding: .utf8)

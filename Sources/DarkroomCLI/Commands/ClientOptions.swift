@@ -4,6 +4,7 @@ import DarkroomProtocol
 import DarkroomSecurity
 import DarkroomZMQ
 import Foundation
+import Synchronization
 
 /// Endpoint options shared by the client commands, with the fixed defaults
 /// `darkroom up` listens on.
@@ -161,11 +162,17 @@ extension ClientOptions {
         return CurveClientKeys(serverKey: try publicKey(serverPath, option: serverOption), keyPair: pair)
     }
 
+    /// The secret key files whose exposure this run has warned of.
+    private static let warnedKeyFiles = Mutex(Set<String>())
+
     /// The key pair in a secret key file given with --OPTION.
     static func secretKeyPair(_ path: String, option: String) throws(UsageError) -> CurveKeyPair {
         do throws(SecurityError) {
             guard let pair = try KeyFile.loadSecret(path).keyPair else { throw SecurityError("\(path) holds no secret key") }
-            if let warning = KeyFile.exposureWarning(secretPath: path) { Console.err("Warning: \(warning)") }
+            // Once a run: a command that talks to two servers loads it twice.
+            if let warning = KeyFile.exposureWarning(secretPath: path), warnedKeyFiles.withLock({ $0.insert(path).inserted }) {
+                Console.err("Warning: \(warning)")
+            }
             return pair
         } catch {
             throw UsageError("--\(option): \(error.message)")
