@@ -19,7 +19,7 @@
 #   DIR/servers/broker.key  store.key          the two public keys, for clients and workers
 #   DIR/allow/*.key                            the allowlist: every client's public key, with its role
 #   DIR/worker/worker.key_secret               the workers' key (role worker)
-#   DIR/producer/producer.key_secret           a producer key (submit, watch, status, ls, get)
+#   DIR/producer/producer.key_secret           a producer key (submit, watch, status, job, cancel one job, ls, get)
 #   DIR/admin/admin.key_secret                 an admin key (dead retry|discard, rm, everything)
 #
 # Only files ending in .key_secret are secret. Give each client its own

@@ -115,4 +115,24 @@ struct PauseTests {
         let resume = try h.run(["resume", "--json"] + h.brokerFlags + system.keyFlags("allow/producer.key_secret"))
         #expect(resume.status == 1 && resume.stderr.contains("RESUME needs a key with the role admin"), "\(resume.stderr)")
     }
+
+    /// Emptying the queue is an admin's act, as pausing it is; a producer
+    /// still cancels a job of its own by id.
+    @Test("a producer key may cancel one job but not every queued job; an admin key may", .enabled(if: Curve.isAvailable, "libzmq built without CURVE"))
+    func onlyAdminsCancelTheQueue() throws {
+        let system = try RefusedKeyTests.KeyedSystem()
+        let h = system.h
+        let producerKeys = system.keyFlags("allow/producer.key_secret")
+        let input = try h.writeImages(3)
+        let submit = try h.run(["submit", input.path, "--ops", "invert", "--json"] + h.clientFlags + producerKeys)
+        try #require(submit.status == 0, "\(submit.stderr)")
+        let jobs = SystemHarness.jsonLines(submit.stdout).compactMap { $0["job"] as? String }
+        try #require(jobs.count == 3)
+        let all = try h.run(["cancel", "--all-queued"] + h.brokerFlags + producerKeys)
+        #expect(all.status == 1 && all.stderr.contains("CANCEL queued (every waiting job) needs a key with the role admin"), "\(all.stderr)")
+        let one = try h.run(["cancel", jobs[0]] + h.brokerFlags + producerKeys)
+        #expect(one.status == 0, "\(one.stderr)")
+        let admin = try h.run(["cancel", "--all-queued", "--json"] + h.brokerFlags + system.keyFlags("allow/admin.key_secret"))
+        #expect(admin.status == 0 && admin.stdout.contains("2"), "\(admin.stdout)\(admin.stderr)")
+    }
 }

@@ -11,7 +11,8 @@ enum KeygenCommand {
         Writes DIR/NAME.key (the public key: give it to whoever must recognise
         NAME) and DIR/NAME.key_secret (the secret key, mode 0600: keep it with
         the process that uses it). Client keys name a role: producer (submit,
-        watch, status, ls, get), worker, or admin (everything). Put client
+        watch, status, job, cancel of one job, ls, get), worker, or admin
+        (everything: also pause, cancel --all-queued, dead, rm). Put client
         .key files in the directory a server reads with --allow; start the
         server with --curve-key SERVER.key_secret and give clients the
         server's .key with --server-key.
