@@ -109,6 +109,59 @@ struct FollowFolderTests {
         #expect(try records().count == 7)
     }
 
+    /// A writer that closes the file between chunks (a copy tool or a
+    /// network share writing a part at a time) made each part a job, the
+    /// first ones dead as truncated. A file now waits until it has gone
+    /// unwritten for --settle; one already there (written long ago) goes
+    /// at once, and --settle 0 is the old behaviour, part by part.
+    @Test("a file written in chunks, closed between them, is one job once it settles; --settle 0 submits each part")
+    func chunkedWriterSettles() throws {
+        let h = try SystemHarness()
+        try h.startSystem(workers: [("w", 1)])
+        let photo = try Self.jpeg(seed: 9)
+        func writeInChunks(_ url: URL) throws {
+            #expect(FileManager.default.createFile(atPath: url.path, contents: nil))
+            for part in 0..<4 {
+                let handle = try FileHandle(forWritingTo: url)
+                try handle.seekToEnd()
+                try handle.write(contentsOf: photo[(photo.count * part / 4)..<(photo.count * (part + 1) / 4)])
+                try handle.close()
+                Thread.sleep(forTimeInterval: 0.15)
+            }
+        }
+        func accepted(_ name: String) -> [String] {
+            SystemHarness.jsonLines(Self.stdout(h, name)).filter { $0["status"] as? String == "accepted" }.compactMap { $0["input"] as? String }
+        }
+
+        let hot = h.dir.url.appendingPathComponent("hot")
+        try FileManager.default.createDirectory(at: hot, withIntermediateDirectories: true)
+        let old = hot.appendingPathComponent("old.jpg")
+        try photo.write(to: old)
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: old.path)
+        let follow = try h.start("follow", ["submit", "--follow", hot.path, "--ops", "invert", "--json"] + h.clientFlags, separateStderr: true)
+        try h.waitUntil("the file written long ago is accepted") { accepted("follow").count == 1 }
+        try writeInChunks(hot.appendingPathComponent("chunked.jpg"))
+        try h.waitUntil("the chunked file is stored") {
+            SystemHarness.jsonLines(Self.stdout(h, "follow")).filter { $0["status"] as? String == "stored" }.count == 2
+        }
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(follow.processIdentifier, SIGTERM)
+        follow.waitUntilExit()
+        #expect(accepted("follow").map { URL(fileURLWithPath: $0).lastPathComponent } == ["old.jpg", "chunked.jpg"], "\(Self.stdout(h, "follow"))")
+        #expect(!Self.stdout(h, "follow").contains("\"dead\""), "\(Self.stdout(h, "follow"))")
+
+        // Without the wait, each close of a part is a new file to submit.
+        let eager = h.dir.url.appendingPathComponent("eager")
+        try FileManager.default.createDirectory(at: eager, withIntermediateDirectories: true)
+        let zero = try h.start("zero", ["submit", "--follow", eager.path, "--settle", "0", "--ops", "invert", "--json"] + h.clientFlags,
+                               separateStderr: true)
+        Thread.sleep(forTimeInterval: 0.5)
+        try writeInChunks(eager.appendingPathComponent("chunked.jpg"))
+        try h.waitUntil("more than one part is accepted") { accepted("zero").count > 1 }
+        kill(zero.processIdentifier, SIGTERM)
+        zero.waitUntilExit()
+    }
+
     /// A batch copied in goes out many SUBMITs at a time; the hot folder
     /// is SIGKILLed with some accepted, some sent and not yet answered, and
     /// the rest not read yet.

@@ -43,7 +43,15 @@ enum FollowFolder {
         var curve: CurveClientKeys?
         /// The most SUBMITs in flight at once.
         var window: Int
+        /// How long a file must go unwritten before it is submitted (zero:
+        /// at its first close).
+        var settle: Duration = FollowFolder.defaultSettle
     }
+
+    /// A file written less than this long ago waits: a writer that closes
+    /// the file between chunks (some copy tools, network shares) would
+    /// otherwise have each part submitted as an image.
+    static let defaultSettle = Duration.seconds(1)
 
     static func run(_ settings: Settings) throws -> Int32 {
         let directory = URL(fileURLWithPath: settings.directory).standardizedFileURL.path
@@ -94,6 +102,13 @@ enum FollowFolder {
         var retrying = Set<String>()
         var retryAt: ContinuousClock.Instant?
         var retryPause = Duration.seconds(1)
+        // Files written too lately (`settle`): looked at again at `settleAt`.
+        var settling = Set<String>()
+        var settleAt: ContinuousClock.Instant?
+        // When each settling file was first seen as it is (size, mtime):
+        // a file whose mtime is ahead of this clock (another host's) is
+        // still settled once it stays the same for `settle`.
+        var seenAs: [String: (identity: String, since: ContinuousClock.Instant)] = [:]
         var burstOutcome = BurstOutcome()
         // Jobs of this burst the broker had accepted before, whose end the
         // follower may have passed.
@@ -150,6 +165,13 @@ enum FollowFolder {
             // Open for writing again since the close that named it: its
             // next close names it again.
             if FolderWatch.isOpenForWriting(path) == true { return nil }
+            if let left = settleLeft(path, name: name) {
+                settling.insert(name)
+                let due = ContinuousClock.now + left
+                settleAt = min(settleAt ?? due, due)
+                return nil
+            }
+            seenAs[name] = nil
             // Read once: the bytes checked are the bytes sent.
             let bytes: [UInt8]
             switch SubmitInputs.readChecked(path, job: checkedJob) {
@@ -163,6 +185,24 @@ enum FollowFolder {
             }
             return settings.terms.request(sourceName: path, image: .bytes(bytes), pipeline: settings.pipeline.canonical,
                                           options: settings.options, priority: settings.priority, submitKey: key)
+        }
+
+        /// How much longer the file must go unwritten, or nil when it has
+        /// been left alone for `settle` (by its mtime, or as seen here).
+        func settleLeft(_ path: String, name: String) -> Duration? {
+            guard settings.settle > .zero else { return nil }
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            let now = ContinuousClock.now
+            let written = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+            let age = Date().timeIntervalSince1970 - written
+            let settle = settings.settle.fractionalSeconds
+            if age >= settle { return nil }
+            let identity = "\(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
+            if seenAs[name]?.identity != identity { seenAs[name] = (identity, now) }
+            let unchanged = (now - seenAs[name]!.since).fractionalSeconds
+            if unchanged >= settle { return nil }
+            return .milliseconds(max(10, Int((settle - max(age, unchanged)) * 1000)))
         }
 
         /// What the broker answered to a candidate's SUBMIT.
@@ -218,6 +258,11 @@ enum FollowFolder {
         }
 
         while true {
+            if let due = settleAt, ContinuousClock.now >= due {
+                candidates += settling.sorted().filter { !candidates.contains($0) }
+                settling = []
+                settleAt = nil
+            }
             if let due = retryAt, ContinuousClock.now >= due {
                 var seen = Set<String>()
                 candidates = (retry + candidates).filter { seen.insert($0).inserted }
@@ -272,7 +317,9 @@ enum FollowFolder {
                 if pending.isEmpty { cursor = nil }
             }
             do {
-                switch try watch.wait(milliseconds: pending.isEmpty ? 500 : 50) {
+                var wait = pending.isEmpty ? 500 : 50
+                if let due = settleAt { wait = max(1, min(wait, Int(((due - ContinuousClock.now).fractionalSeconds * 1000).rounded(.up)))) }
+                switch try watch.wait(milliseconds: Int32(wait)) {
                 case .files(let names): candidates = names.filter(InputFiles.isImageName)
                 case .rescan: candidates = listImages(directory)
                 }

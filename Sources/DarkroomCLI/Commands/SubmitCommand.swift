@@ -124,6 +124,7 @@ enum SubmitCommand {
             .value("retries", "N", help: "Retry a failing job at most N times (0-999) before it goes dead; default: the broker's --max-attempts (5 attempts) less one."),
             .flag("wait", help: "Follow the jobs until each is stored or dead."),
             .value("follow", "DIR", help: "Keep running: submit every image that appears in DIR, once, and print each result."),
+            .value("settle", "SECONDS", help: "With --follow, how long a file must go unwritten before it is submitted (0: at its first close).", default: "1"),
             .flag("skip-invalid", help: "Submit the valid files even if some fail the local checks."),
             InputFiles.recursiveOption,
             .value("window", "N", help: "The most submits in flight at once; the window grows to it while the broker answers quickly, within 64 MiB of images.",
@@ -192,11 +193,17 @@ enum SubmitCommand {
             if args.flag("recursive") {
                 throw UsageError("--follow watches the directory itself, not its subdirectories; leave out --recursive")
             }
+            let settleText = args.value("settle") ?? "1"
+            guard let seconds = Double(settleText), (0...3600).contains(seconds) else {
+                throw UsageError("--settle must be a number of seconds from 0 to 3600, not \"\(settleText)\"")
+            }
+            let settle = Duration.milliseconds(Int(seconds * 1000))
             return try FollowFolder.run(FollowFolder.Settings(
                 directory: folder, pipeline: pipeline, options: options, priority: priority, terms: terms, json: json,
                 timeout: try ClientOptions.timeout(args), deadline: deadline, broker: ClientOptions.brokerEndpoint(args),
-                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window))
+                events: ClientOptions.eventsEndpoint(args), curve: try ClientOptions.brokerCurve(args), window: window, settle: settle))
         }
+        if args.value("settle") != nil { throw UsageError("--settle goes with --follow") }
         let out = OutputBuffer()
         /// Every stderr line goes after the stdout lines before it.
         func err(_ line: String) {
