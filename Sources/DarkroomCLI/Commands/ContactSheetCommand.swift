@@ -22,9 +22,10 @@ enum ContactSheetCommand {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let output = args.value("output") ?? "contact-sheet.jpg"
-        // The file is what its name says: a .png name gets a PNG.
+        // The file is what its name says: a .png name gets a PNG, a name
+        // with no extension a JPEG, another extension is refused.
         let ext = (output as NSString).pathExtension.lowercased()
-        guard ["jpg", "jpeg", "png"].contains(ext) else {
+        guard ["", "jpg", "jpeg", "png"].contains(ext) else {
             throw UsageError("--output \(output): a contact sheet is written as JPEG (.jpg, .jpeg) or PNG (.png)")
         }
         let limit = try args.int("limit", default: 24, range: 1...1000)
