@@ -69,15 +69,18 @@ enum InputFiles {
         var files: [String] = []
         var subdirectories = 0
         for name in names {
-            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
-            let info = try? Posix.info(path)
-            if info?.isDirectory == true {
-                subdirectories += 1
-                if recursive {
-                    files += imagesUnder(path, recursive: true, visited: &visited).files.map { name + "/" + $0 }
-                }
-            } else if isImageName(name) {
+            // An image's name is taken as a file without a stat (a submit
+            // of thousands of files would pay one each); its read says
+            // if it is not one. Only the other names may be directories.
+            if isImageName(name) {
                 files.append(name)
+                continue
+            }
+            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+            guard (try? Posix.info(path))??.isDirectory == true else { continue }
+            subdirectories += 1
+            if recursive {
+                files += imagesUnder(path, recursive: true, visited: &visited).files.map { name + "/" + $0 }
             }
         }
         return (files, subdirectories)
