@@ -53,6 +53,8 @@ struct ProcessCommandTests {
         (["-v"], "unknown option '-v' (did you mean '--version'?)"),
         (["--verison"], "unknown option '--verison' (did you mean '--version'?)"),
         (["foo"], "unknown subcommand 'foo'\n"),
+        (["store", "--keep-records", "90x"], "--keep-records takes a duration of at least 1s, like 7d, 12h or 1h30m, or forever; got '90x'"),
+        (["broker", "--retention", "500ms"], "--retention takes a duration of at least 1s"),
     ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try DarkroomProcess.run(arguments)
@@ -248,6 +250,18 @@ struct ProcessCommandTests {
             (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["input"] as? String
         }
         #expect(inputs.sorted() == [root.path + "/2025/z.jpg", root.path + "/2026/12/a.jpg", root.path + "/2026/12/b.jpg"], "\(all.stdout)")
+    }
+
+    /// `--keep-records` and `--retention` take what `submit --in` takes.
+    @Test("--keep-records and --retention take compound durations such as 1h30m")
+    func retentionTakesCompoundDurations() throws {
+        // Past the option parsing, the start fails on a data directory that cannot exist.
+        for args in [["store", "--keep-records", "1h30m", "--bind", "tcp://127.0.0.1:*"], ["broker", "--retention", "2d12h",
+                     "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]] {
+            let run = try DarkroomProcess.run(args + ["--data", "/dev/null/darkroom"])
+            #expect(run.status == 1, "\(args): \(run.stderr)")
+            #expect(!run.stderr.contains("takes a duration"), "\(run.stderr)")
+        }
     }
 
     /// Options nothing written will use used to pass without a word.

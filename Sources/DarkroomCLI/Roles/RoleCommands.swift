@@ -46,7 +46,7 @@ enum RoleOptions {
     }
 
     static let retention = OptionSpec.value(
-        "retention", "AGE", help: "Delete events and submit keys older than this: 30m, 12h, 7d, or forever.", default: "7d")
+        "retention", "AGE", help: "Delete events and submit keys older than this: 30m, 12h, 1d12h, 7d, or forever.", default: "7d")
 
     /// `--retention`: nil keeps everything.
     static func retention(_ args: ParsedArguments) throws(UsageError) -> Duration? {
@@ -56,7 +56,7 @@ enum RoleOptions {
 
     static let keepRecords = OptionSpec.value(
         "keep-records", "AGE",
-        help: "Delete records (each with its thumbnail and blob files) stored longer ago than this: 30m, 12h, 30d, or forever.",
+        help: "Delete records (each with its thumbnail and blob files) stored longer ago than this: 30m, 12h, 1h30m, 30d, or forever.",
         default: "forever")
 
     static let keepBytes = OptionSpec.value(
@@ -79,14 +79,17 @@ enum RoleOptions {
         return try parseRetention(text, option: "--keep-records")
     }
 
-    /// A count and a unit (s, m, h, d), or `forever`.
+    /// A duration as `submit --in` takes it (`12h`, `1h30m`), at least a
+    /// second; a single count and unit (s, m, h, d) up to 100 years; or
+    /// `forever`.
     static func parseRetention(_ text: String, option: String = "--retention") throws(UsageError) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         if trimmed == "forever" { return nil }
+        if let milliseconds = Schedule.milliseconds(trimmed), milliseconds >= 1_000 { return .milliseconds(Int64(milliseconds)) }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
         guard let unit = trimmed.last, let seconds = units[unit], let count = Int64(trimmed.dropLast()),
               count >= 1, count <= 36_500 * 86_400 / seconds else {
-            throw UsageError("\(option) takes a count and a unit (s, m, h or d), like 7d or 12h, or forever; got '\(text)'")
+            throw UsageError("\(option) takes a duration of at least 1s, like 7d, 12h or 1h30m, or forever; got '\(text)'")
         }
         return .seconds(count * seconds)
     }
