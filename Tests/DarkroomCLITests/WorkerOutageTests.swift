@@ -15,7 +15,7 @@ struct WorkerOutageTests {
         Thread.sleep(forTimeInterval: 8)
         try h.startBroker()
         try h.waitUntil("the worker is back") { h.log("early").contains("answering again") }
-        let lines = h.log("early").split(separator: "\n").filter { $0.contains("broker") && !$0.contains("worker ready") && !$0.contains("on ") }
+        let lines = h.log("early").split(separator: "\n").filter { $0.contains("broker") && !$0.contains("worker started") && !$0.contains("on ") }
         print("worker outage log:\n\(lines.joined(separator: "\n"))")
         #expect(lines.filter { $0.contains("silent") }.count == 1, "\(lines)")
         #expect(lines.filter { $0.contains("answering again") }.count == 1, "\(lines)")

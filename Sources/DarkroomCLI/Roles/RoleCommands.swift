@@ -394,7 +394,7 @@ enum WorkerCommand {
         ServiceRunner.holdTerminationSignals()
         let started = try ServiceRunner.start((metrics?.entries ?? []) + [.init(name: "worker", service: worker)], logger: logger)
         let cap = config.prefetch == nil ? "the protocol's most; credit follows the measured target" : "concurrency + prefetch"
-        logger.info("worker ready: \(config.concurrency) thread(s), \(config.slots) slots (\(cap)), input budget \(config.effectiveInputBudget) bytes, \(config.jobTimeout.map { "job time limit \($0.components.seconds) s" } ?? "no job time limit"), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
+        logger.info("worker started: \(config.concurrency) thread(s), \(config.slots) slots (\(cap)), input budget \(config.effectiveInputBudget) bytes, \(config.jobTimeout.map { "job time limit \($0.components.seconds) s" } ?? "no job time limit"), broker \(config.backendEndpoint), store \(config.storeEndpoint)")
         return ServiceRunner.runUntilSignalled(started, logger: logger, grace: config.shutdownGrace)
     }
 }
