@@ -130,8 +130,8 @@ struct RowPoll {
 // A new image-sized buffer costs about as much as a pass over it: the kernel
 // maps each page the first time it is written. The loops only start after it
 // exists, so its making looks at the flag too. (Passes that write every byte
-// from a source, such as the colour maps, take an unfilled buffer instead,
-// `Image.unfilled(count:)`, and fill it as they go.)
+// from a source, such as sharpen or the rotations, take an unfilled buffer
+// instead, `Image.unfilled(count:)`, and fill it as they go.)
 extension Array where Element == UInt8 {
     /// `count` bytes of `value`, as `init(repeating:count:)` makes them,
     /// written a megabyte at a time with a look at `cancel` before each.

@@ -54,6 +54,12 @@ public struct PipelineFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var description: String { "\(stage): \(error.message)" }
 }
 
+extension ImageError.Code {
+    /// The failure code a job's FAIL, its events and `process --json`
+    /// carry for this error: `image.truncated` (drk1.md section 6.5).
+    public var failureCode: String { "image.\(name)" }
+}
+
 /// One link of a compound operation: a named, Sendable transformation from the
 /// previous link's output to the next link's input (the server-side form of a
 /// `ChainableOperation<Buffer>`). It either returns its output or throws an

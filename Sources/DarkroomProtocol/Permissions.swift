@@ -23,6 +23,19 @@ public enum Permissions {
         let needed = Role.allCases.filter { $0 != .admin && $0.requests.contains(command) }.map(\.rawValue) + ["admin"]
         return "\(command) needs a key with the role \(needed.joined(separator: " or ")); this connection's key is a \(ConnectionIdentity(userID: userID).roleName) key"
     }
+
+    /// Why a connection whose ZAP user id is `userID` may not send this
+    /// frontend request, or nil when it may: the command's role, and one
+    /// rule on a field, CANCEL `queued` (every waiting job), which is an
+    /// admin's, as PAUSE is.
+    public static func refusal(role userID: String, _ message: FrontendMessage) -> String? {
+        if requests.contains(message.command), !allows(role: userID, message.command) { return refusal(role: userID, message.command) }
+        let identity = ConnectionIdentity(userID: userID)
+        if case .cancel(let request) = message, request.target == .queued, identity.role != .admin {
+            return "CANCEL queued (every waiting job) needs a key with the role admin; this connection's key is a \(identity.roleName) key, which cancels one job at a time"
+        }
+        return nil
+    }
 }
 
 /// What a server knows about a CURVE connection from its ZAP user id: the

@@ -26,7 +26,7 @@ enum FailureMapping {
     /// (protocol section 6.1): decode and encode failures carry 0 and name
     /// their stage at the start of the reason instead.
     static func pipelineFailure(_ failure: PipelineFailure) -> FailureDetail {
-        let code = "image.\(failure.error.code.name)"
+        let code = failure.error.code.failureCode
         switch failure.stage {
         case let .step(index, text):
             return detail(stepIndex: Int32(clamping: max(index, 1)), step: text, code: code, reason: failure.error.message)

@@ -894,7 +894,7 @@ final class WorkerLoop {
             }
             guard let fullSize = wireSize(output.full.size), let thumbSize = wireSize(thumbnail.size) else {
                 let reason = "output \(output.full.size) is over the protocol's 65535 pixels a side"
-                report(run: run, .fail(FailureMapping.detail(code: "image.\(ImageError.Code.limitExceeded.name)", reason: reason), retryable: false))
+                report(run: run, .fail(FailureMapping.detail(code: ImageError.Code.limitExceeded.failureCode, reason: reason), retryable: false))
                 return
             }
             let pipeline = canonical.utf8.count <= Wire.Limit.pipelineBytes ? canonical : job.pipeline

@@ -343,8 +343,7 @@ final class Switchboard {
             }
             return
         }
-        if let role, Permissions.requests.contains(message.command), !Permissions.allows(role: role, message.command) {
-            let reason = Permissions.refusal(role: role, message.command)
+        if let role, let reason = Permissions.refusal(role: role, message) {
             warnings.warn(logger, "frontend: refused clients", "frontend: client \(Wire.peerName(client)) refused: \(reason)")
             if case .submit(let submit) = message {
                 sendFrontend(client, Rejected(requestID: submit.requestID, code: .forbidden, reason: reason).frames())
@@ -381,14 +380,6 @@ final class Switchboard {
         case .deadDiscard(let request):
             forward.append(.deadDiscard(request, client: client))
         case .cancel(let request):
-            // Every waiting job at once is the queue's own business, as a
-            // pause is: a producer key cancels one job at a time.
-            if let role, request.target == .queued, ConnectionIdentity(userID: role).role != .admin {
-                let reason = "CANCEL queued (every waiting job) needs a key with the role admin; this connection's key is a \(ConnectionIdentity(userID: role).roleName) key, which cancels one job at a time"
-                warnings.warn(logger, "frontend: refused clients", "frontend: client \(Wire.peerName(client)) refused: \(reason)")
-                sendFrontend(client, ErrorReply(requestID: request.requestID, code: .forbidden, reason: reason).frames())
-                return
-            }
             forward.append(.cancel(request, client: client))
         case .pause(let request):
             forward.append(.pause(paused: true, requestID: request.requestID, client: client))

@@ -161,17 +161,21 @@ enum FollowFolder {
         /// (reported here).
         func prepare(_ name: String) -> SubmitRequest? {
             let path = directory + "/" + name
-            guard let key = fileKey(path), !state.contains(key), !reported.contains(key) else { return nil }
-            // Open for writing again since the close that named it: its
-            // next close names it again.
-            if FolderWatch.isOpenForWriting(path) == true { return nil }
-            if let left = settleLeft(path, name: name) {
+            guard let info = regularFile(path) else { return nil }
+            let key = fileKey(path, info)
+            guard !state.contains(key), !reported.contains(key) else { return nil }
+            // Written too lately: looked at again once it may have settled
+            // (from the stat in hand, before the look at who holds it open).
+            if let left = settleLeft(info, key: key, name: name) {
                 settling.insert(name)
                 let due = ContinuousClock.now + left
                 settleAt = min(settleAt ?? due, due)
                 return nil
             }
             seenAs[name] = nil
+            // Open for writing again since the close that named it: its
+            // next close names it again.
+            if FolderWatch.isOpenForWriting(path) == true { return nil }
             // Read once: the bytes checked are the bytes sent.
             let bytes: [UInt8]
             switch SubmitInputs.readChecked(path, job: checkedJob) {
@@ -189,17 +193,15 @@ enum FollowFolder {
 
         /// How much longer the file must go unwritten, or nil when it has
         /// been left alone for `settle` (by its mtime, or as seen here).
-        func settleLeft(_ path: String, name: String) -> Duration? {
+        func settleLeft(_ info: stat, key: String, name: String) -> Duration? {
             guard settings.settle > .zero else { return nil }
-            var info = stat()
-            guard stat(path, &info) == 0 else { return nil }
             let now = ContinuousClock.now
             let written = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
             let age = Date().timeIntervalSince1970 - written
             let settle = settings.settle.fractionalSeconds
             if age >= settle { return nil }
-            let identity = "\(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
-            if seenAs[name]?.identity != identity { seenAs[name] = (identity, now) }
+            // The submit key names the file's size and mtime: a new key, a new write.
+            if seenAs[name]?.identity != key { seenAs[name] = (key, now) }
             let unchanged = (now - seenAs[name]!.since).fractionalSeconds
             if unchanged >= settle { return nil }
             return .milliseconds(max(10, Int((settle - max(age, unchanged)) * 1000)))
@@ -391,12 +393,17 @@ enum FollowFolder {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(InputFiles.isImageName).sorted()
     }
 
-    /// The submit key of a file as it is now: its path, size and
-    /// modification time, hashed (a key is at most 64 printable bytes). A
-    /// file rewritten later is a new file; the same file seen again is not.
-    static func fileKey(_ path: String) -> String? {
+    /// What stat says of `path`, or nil when it is not a regular file.
+    static func regularFile(_ path: String) -> stat? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return info
+    }
+
+    /// The submit key of a file as `info` shows it now: its path, size and
+    /// modification time, hashed (a key is at most 64 printable bytes). A
+    /// file rewritten later is a new file; the same file seen again is not.
+    static func fileKey(_ path: String, _ info: stat) -> String {
         let identity = "\(path)\n\(info.st_size)\n\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
         return "file-" + SHA256.hex(SHA256.hash(Array(identity.utf8))).prefix(40)
     }

@@ -62,7 +62,8 @@ enum InputFiles {
     /// subdirectories as well, depth first in name order.
     private static func imagesUnder(_ directory: String, recursive: Bool,
                                     visited: inout Set<Posix.FileIdentity>) -> (files: [String], subdirectories: Int) {
-        if let identity = try? Posix.info(directory)?.identity {
+        // Links can only lead back when subdirectories are walked.
+        if recursive, let identity = try? Posix.info(directory)?.identity {
             guard visited.insert(identity).inserted else { return ([], 0) }
         }
         let names = ((try? Posix.listDirectory(directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()

@@ -101,6 +101,8 @@ enum JobCommand {
                                limit: Duration?) throws(ClientError) -> (timedOut: Bool, unreachable: Bool, read: [ULID: Result<JobStory, ClientError>]) {
         let endpoint = follower.frontendEndpoint
         let started = ContinuousClock.now
+        // The end of an outage, whether the first reads or the follow met it.
+        func back(after silence: Duration) { Console.err("job: broker back after \(WatchCommand.seconds(silence))") }
         var status: BrokerStatus
         var open: Set<ULID> = []
         var read: [ULID: Result<JobStory, ClientError>] = [:]
@@ -119,7 +121,7 @@ enum JobCommand {
                         read[id] = .failure(error)  // named when the stories are shown
                     }
                 }
-                if let outageSince { Console.err("job: broker back after \(WatchCommand.seconds(ContinuousClock.now - outageSince))") }
+                if let outageSince { back(after: ContinuousClock.now - outageSince) }
                 break
             } catch where error.isRetryable {
                 let now = ContinuousClock.now
@@ -144,8 +146,7 @@ enum JobCommand {
             switch contact {
             case .lost(let error, _):
                 Console.err("job: broker at \(endpoint) \(error.kind == .timeout ? "not answering" : "failing (\(error.message))"); still waiting")
-            case .regained(let silence, _):
-                Console.err("job: broker back after \(WatchCommand.seconds(silence))")
+            case .regained(let silence, _): back(after: silence)
             }
         }
         do {

@@ -137,7 +137,7 @@ enum ProcessCommand {
             error.set("step_text", pipelineFailure.flatMap { stepText($0.stage) })
             // The code a worker's FAIL carries for the same failure
             // (image.truncated), so scripts read one set of codes.
-            error.set("code", pipelineFailure.map { "image.\($0.error.code.name)" } ?? "input")
+            error.set("code", pipelineFailure?.error.code.failureCode ?? "input")
             error.set("reason", pipelineFailure?.error.message ?? reason)
             json.set("error", object: error)
             return Result(ok: false, text: "\(input.path): \(reason)", json: json)

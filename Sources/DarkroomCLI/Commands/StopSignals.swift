@@ -24,12 +24,11 @@ enum StopSignals {
     static func onStop(_ action: @escaping @Sendable (Int32) -> Void) {
         actions.withLock { $0.append(action) }
         guard installed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        let taken = signals
-        let thread = Thread {
+        ServiceRunner.holdTerminationSignals()
+        var taken = sigset_t()
+        sigemptyset(&taken)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&taken, signal) }
+        let thread = Thread { [taken] in
             var waitFor = taken
             var signal: Int32 = 0
             guard sigwait(&waitFor, &signal) == 0 else { return }

@@ -298,16 +298,13 @@ enum SubmitCommand {
         let inputOfKey = source.inputOfKey
         var accepted: [ULID: Int] = [:]
         var unanswered = valid
-        var stored = 0
-        var dead = 0
-        var cancelled = 0
 
         // Said once the probe has its answer: at the next update, or at the
         // next of the engine's waits (at least once a second), since jobs
         // held by a pause bring no updates at all. The probe itself starts
         // at one of these calls.
         func tellPaused() {
-            if wait, paused == nil, stored + dead + cancelled == 0, ContinuousClock.now - started >= PausedProbe.after {
+            if wait, paused == nil, tally.endedCount == 0, ContinuousClock.now - started >= PausedProbe.after {
                 paused = PausedProbe(endpoint: endpoint, context: context, curve: curve, timeout: timeout)
             }
             if !pausedTold, let since = paused?.pausedSince {
@@ -381,7 +378,6 @@ enum SubmitCommand {
                 let path = inputs[index].path
                 switch event.kind {
                 case .stored:
-                    stored += 1
                     tally.stored.add(1, ordering: .relaxed)
                     statuses[index] = .stored(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "stored", event: event)) } else if progress == nil {
@@ -394,7 +390,6 @@ enum SubmitCommand {
                         out.endLine()
                     }
                 case .dead:
-                    dead += 1
                     tally.dead.add(1, ordering: .relaxed)
                     statuses[index] = .dead(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "dead", event: event)) } else {
@@ -403,7 +398,6 @@ enum SubmitCommand {
                         err("dead   \(event.jobID) \(path): \(reason)")
                     }
                 case .cancelled:
-                    cancelled += 1
                     tally.cancelled.add(1, ordering: .relaxed)
                     statuses[index] = .cancelled(event.jobID)
                     if json { out.line(resultJSON(input: path, status: "cancelled", event: event)) } else {
@@ -423,7 +417,7 @@ enum SubmitCommand {
                 default:
                     break
                 }
-                progress?.update(done: stored, failed: dead)
+                progress?.update(done: tally.storedCount, failed: tally.deadCount)
             case let .notice(notice):
                 // The engine counts the jobs it holds; the inputs not yet
                 // taken wait as well.
@@ -442,7 +436,7 @@ enum SubmitCommand {
                 progress?.clearLine()
                 switch contact {
                 case .lost:
-                    err("submit: broker at \(endpoint) not answering; still following \(accepted.count - stored - dead - cancelled) job(s) for up to \(spoken(deadline))")
+                    err("submit: broker at \(endpoint) not answering; still following \(accepted.count - tally.endedCount) job(s) for up to \(spoken(deadline))")
                 case .regained(let silence, _):
                     err("submit: broker back after \(spoken(silence))")
                 }
@@ -516,8 +510,8 @@ enum SubmitCommand {
         }
     }
 
-    /// What a run has heard so far, counted on its thread and read by the
-    /// stop signal's (`StopSignals`).
+    /// What a run has heard so far: counted on its thread, read there and
+    /// by the stop signal's (`StopSignals`).
     final class Tally: Sendable {
         /// The inputs that passed the checks.
         let inputs = Atomic<Int>(0)
@@ -525,6 +519,11 @@ enum SubmitCommand {
         let stored = Atomic<Int>(0)
         let dead = Atomic<Int>(0)
         let cancelled = Atomic<Int>(0)
+
+        var storedCount: Int { stored.load(ordering: .relaxed) }
+        var deadCount: Int { dead.load(ordering: .relaxed) }
+        /// The accepted jobs seen to end: stored, dead or cancelled.
+        var endedCount: Int { storedCount + deadCount + cancelled.load(ordering: .relaxed) }
 
         /// The line said when a signal stops the run.
         func stoppedText(signal: String, wait: Bool) -> String {
@@ -534,10 +533,9 @@ enum SubmitCommand {
             }
             var text = "submit: stopped by \(signal): \(accepted) of \(inputs) input(s) accepted (their job ids are above)"
             if wait {
-                let stored = stored.load(ordering: .relaxed), dead = dead.load(ordering: .relaxed)
                 let cancelled = cancelled.load(ordering: .relaxed)
-                let open = accepted - stored - dead - cancelled
-                text += ", \(stored) stored, \(dead) dead\(cancelled > 0 ? ", \(cancelled) cancelled" : "")"
+                let open = accepted - endedCount
+                text += ", \(storedCount) stored, \(deadCount) dead\(cancelled > 0 ? ", \(cancelled) cancelled" : "")"
                 if open > 0 { text += "; the other \(open) stay queued and run: `darkroom job ID --wait` or `darkroom watch` follows them" }
             } else {
                 text += "; they stay queued and run"
